@@ -1,0 +1,21 @@
+"""Plain autoregressive decoding: the baseline every drafter is measured against."""
+
+from __future__ import annotations
+
+from specbench.drafter import Drafter, DrafterParams, LaunchContext
+
+
+class Autoregressive(Drafter):
+    name = "autoregressive"
+    speculative = False
+    acceptance = {"vllm": "none (1.0 by definition)", "sglang": "none (1.0 by definition)",
+                  "command": "none (1.0 by definition)", "external": "none (1.0 by definition)"}
+
+    def vllm(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        return []
+
+    def sglang(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        return []
+
+
+DRAFTER = Autoregressive()

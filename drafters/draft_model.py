@@ -1,0 +1,38 @@
+"""A smaller language model with the target's tokenizer drafts tokens autoregressively."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from specbench.drafter import Drafter, DrafterParams, LaunchContext, vllm_speculative_config
+
+
+class DraftModelParams(DrafterParams):
+    model: str = Field(description="draft model folder (or a demo model name such as smollm2-draft)")
+    num_tokens: int = Field(4, ge=1, le=64, description="draft tokens proposed per step")
+
+
+class DraftModel(Drafter):
+    name = "draft_model"
+    Params = DraftModelParams
+    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window"}
+
+    def vllm(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
+        return vllm_speculative_config({"method": "draft_model", "model": resolve_draft(p.model),
+                                        "num_speculative_tokens": p.num_tokens})
+
+    def check(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
+        path = resolve_draft(p.model)
+        return [] if Path(path).exists() else [f"params.model: draft model folder not found: {path}"]
+
+
+def resolve_draft(name_or_path: str) -> str:
+    """Demo model names resolve to their prepared folder; anything else is a path."""
+    from specbench.models import demo_model_path
+
+    return str(demo_model_path(name_or_path) or Path(name_or_path).expanduser())
+
+
+DRAFTER = DraftModel()

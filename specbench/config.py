@@ -1,0 +1,208 @@
+"""The one YAML file that describes a matrix run, as pydantic models.
+
+Validation errors become a ConfigError naming the field path (`sweep.concurrency[2]: must be >= 1`).
+Anything engine-specific stays a pass-through list of arguments (`engine.args`, `variants[].args`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+EngineKind = Literal["vllm", "sglang", "command", "external"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(Strict):
+    """The target model: a local folder, or a demo model specbench prepares offline (`demo: smollm2`)."""
+
+    path: str | None = None
+    demo: str | None = None
+    tokenizer: str | None = None  # defaults to the model folder
+    served_name: str | None = None  # name sent as "model" in requests; defaults to the path
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelConfig":
+        if bool(self.path) == bool(self.demo):
+            raise ValueError("give exactly one of model.path or model.demo")
+        return self
+
+
+class EngineConfig(Strict):
+    kind: EngineKind = "vllm"
+    python: str | None = None  # interpreter that has the engine; default: the one running specbench
+    launch_prefix: list[str] = Field(default_factory=list)  # e.g. ["srun", "--gres=gpu:8"] or a container exec
+    command: list[str] | None = None  # kind=command: argv template with {model} {host} {port} {draft_model} ...
+    args: list[str] = Field(default_factory=list)  # passed to every variant
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    startup_timeout_s: float = Field(600.0, gt=0)
+    stop_timeout_s: float = Field(30.0, gt=0)  # grace period before SIGKILL
+    url: str | None = None  # kind=external: the running endpoint, e.g. http://127.0.0.1:30000
+    metrics_url: str | None = None  # Prometheus endpoint when not <url>/metrics
+    api_key_env: str | None = None  # NAME of the environment variable holding the API key, never the key
+    version: str | None = None  # engine version when it cannot be probed (launch prefix, container)
+    acceptance_field: str | None = None  # kind=command: dotted path of a per-response acceptance field
+    acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
+    allow_busy_gpu: bool = False
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "EngineConfig":
+        if self.kind == "external" and not self.url:
+            raise ValueError("engine.kind external needs engine.url")
+        if self.kind == "command" and not self.command:
+            raise ValueError("engine.kind command needs engine.command (an argv template)")
+        return self
+
+
+class VariantConfig(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    drafter: str
+    baseline: bool = False
+    params: dict[str, Any] = Field(default_factory=dict)
+    args: list[str] = Field(default_factory=list)  # extra engine args for this variant only
+    env: dict[str, str] = Field(default_factory=dict)
+    command: list[str] | None = None  # overrides engine.command for this variant (kind=command)
+    url: str | None = None  # kind=external: this variant's endpoint, when not engine.url
+
+
+class PromptSource(Strict):
+    set: str = "seed"  # seed | mtbench | humaneval | file
+    path: str | None = None  # set=file: a JSONL file of {"category", "prompt"} lines
+    categories: list[str] | None = None  # None: all of the set's categories
+    per_category: int | None = Field(None, ge=1)  # prompts taken from each category (None: all)
+
+
+class AdaptiveConfig(Strict):
+    """Repeat a cell until the 95% interval of its output throughput is narrow enough."""
+
+    target_rel_half_width: float = Field(0.03, gt=0, lt=1)
+    max_repeats: int = Field(10, ge=2)
+
+
+class SweepConfig(Strict):
+    prompts: list[PromptSource] = Field(default_factory=lambda: [PromptSource()], min_length=1)
+    output_lens: list[int] = Field(min_length=1)
+    concurrency: list[int] = Field(min_length=1)
+    input_lens: list[int] | None = None  # pad prompts with a shared document to ~N prompt tokens
+    temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+    waves: int = Field(1, ge=1)  # requests per cell and repeat = waves x concurrency
+    repeats: int = Field(1, ge=1)
+    adaptive: AdaptiveConfig | None = None
+    warmup_requests: int = Field(2, ge=0)
+    seed: int = 0
+    endpoint: Literal["chat", "completions"] = "chat"
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    request_timeout_s: float = Field(600.0, gt=0)
+    max_error_rate: float = Field(0.0, ge=0, le=1)  # a cell with more failed requests is invalid
+
+    @field_validator("output_lens", "concurrency", "input_lens")
+    @classmethod
+    def _positive(cls, v: list[int] | None) -> list[int] | None:
+        for i, x in enumerate(v or []):
+            if x < 1:
+                raise ValueError(f"item {i} is {x}: must be >= 1")
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("has duplicate values")
+        return sorted(v) if v is not None else None
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temps(cls, v: list[float]) -> list[float]:
+        if any(t < 0 for t in v):
+            raise ValueError("temperatures must be >= 0")
+        return v
+
+
+class RunConfig(Strict):
+    name: str = "run"
+    model: ModelConfig
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    variants: list[VariantConfig] = Field(min_length=1)
+    sweep: SweepConfig
+    output_dir: str = "runs"
+
+    @model_validator(mode="after")
+    def _variants(self) -> "RunConfig":
+        names = [v.name for v in self.variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate variant names: {', '.join(dupes)}")
+        baselines = [v.name for v in self.variants if v.baseline]
+        if len(baselines) != 1:
+            found = ", ".join(baselines) if baselines else "none"
+            raise ValueError(f"exactly one variant must have baseline: true (found {found})")
+        return self
+
+    @property
+    def baseline(self) -> VariantConfig:
+        return next(v for v in self.variants if v.baseline)
+
+    def variant(self, name: str) -> VariantConfig:
+        return next(v for v in self.variants if v.name == name)
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "model-")) or part in ("list[int]", "str", "int"):
+            continue  # pydantic's internal validator names carry no meaning for the user
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def format_validation_error(exc: ValidationError) -> tuple[str, str]:
+    """The first error as (field path, problem)."""
+    err = exc.errors()[0]
+    where = _field_path(tuple(err["loc"]))
+    msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    return where, msg
+
+
+def parse_config(data: Any, source: str | None = None) -> RunConfig:
+    if not isinstance(data, dict):
+        raise ConfigError("", "the config must be a YAML mapping", source)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        where, msg = format_validation_error(exc)
+        raise ConfigError(where, msg, source) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> RunConfig:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError("", f"config file not found: {p}") from None
+    except OSError as exc:
+        raise ConfigError("", f"cannot read config file {p}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        raise ConfigError("", f"{line}invalid YAML ({getattr(exc, 'problem', exc)})", str(p)) from None
+    return parse_config(data, str(p))
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True), sort_keys=False)

@@ -1,0 +1,91 @@
+"""What a drafter family is: its parameters, and how it turns them into engine launch arguments.
+
+A drafter lives in one module of the top-level `drafters` package and exposes `DRAFTER`, an instance
+of a `Drafter` subclass. Adding a drafter never edits the core:
+
+    class Medusa(Drafter):
+        name = "medusa"
+        class Params(DrafterParams):
+            heads: int = Field(3, ge=1)
+        acceptance = {"vllm": "/metrics spec_decode counters"}
+        def vllm(self, p, ctx):
+            return vllm_speculative_config({"method": "medusa", "num_speculative_tokens": p.heads})
+    DRAFTER = Medusa()
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import UsageError
+from .registry import Registry
+
+
+class DrafterParams(BaseModel):
+    """Base for drafter parameters: unknown keys are errors, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What a drafter may need to know about the launch it joins."""
+
+    engine: str
+    engine_version: tuple[int, ...] | None = None  # None: unknown (engine not importable here)
+    model_path: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class UnsupportedEngine(UsageError):
+    pass
+
+
+class Drafter:
+    name: ClassVar[str] = ""
+    speculative: ClassVar[bool] = True
+    Params: ClassVar[type[DrafterParams]] = DrafterParams
+    # engine kind -> where acceptance data comes from (shown in the report and in `specbench drafters`)
+    acceptance: ClassVar[dict[str, str]] = {}
+
+    def parse_params(self, raw: dict[str, Any]) -> DrafterParams:
+        return self.Params.model_validate(raw or {})
+
+    def engines(self) -> list[str]:
+        return [e for e in ("vllm", "sglang", "command", "external") if callable(getattr(self, e, None))]
+
+    def launch_args(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        """Engine arguments that switch this drafter on (empty for plain decoding)."""
+        method = getattr(self, ctx.engine, None)
+        if method is None:
+            raise UnsupportedEngine(
+                f"drafter {self.name!r} has no launch recipe for engine {ctx.engine!r} "
+                f"(it supports: {', '.join(self.engines()) or 'none'})")
+        return list(method(params, ctx))
+
+    def check(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        """Problems that would make the launch fail or be unfair; one line each. Override as needed."""
+        return []
+
+    # Engines that only measure (external) or launch a user's command take no drafter arguments.
+    def external(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        return []
+
+    def command(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        return []
+
+
+def vllm_speculative_config(cfg: dict[str, Any]) -> list[str]:
+    """vLLM takes all speculative settings as one JSON argument."""
+    return ["--speculative-config", json.dumps(cfg, sort_keys=True, separators=(",", ":"))]
+
+
+DRAFTERS: Registry[Drafter] = Registry("drafter", package="drafters", attribute="DRAFTER")
+
+
+def get_drafter(name: str) -> Drafter:
+    return DRAFTERS.get(name)

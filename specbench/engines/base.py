@@ -1,0 +1,146 @@
+"""The engine interface: how to launch it, when it is ready, what to send, how to read what comes back.
+
+An engine is one small class. The default behaviour is a plain OpenAI-compatible server; vLLM and
+SGLang override the few places where they differ (launch argv, extra request fields, acceptance data).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+
+from ..config import RunConfig, VariantConfig
+from ..records import SpecDetails
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """The exact process to start: an argument list (never a shell string) and the added environment."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ChunkInfo:
+    """What one streamed chunk tells us."""
+
+    text: str = ""
+    token_ids: list[int] | None = None
+    cumulative_completion_tokens: int | None = None  # usage on this chunk (continuous usage stats)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None  # final usage chunk
+    finish_reason: str | None = None
+    spec: SpecDetails | None = None
+
+
+@dataclass
+class RequestSpec:
+    """Everything that defines one request; identical across variants for the same sweep point."""
+
+    messages: list[dict[str, str]]
+    prompt_text: str  # for the completions endpoint: the user text (no chat template)
+    max_tokens: int
+    temperature: float
+    seed: int
+    endpoint: str = "chat"
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine(abc.ABC):
+    kind: ClassVar[str] = ""
+    # True when acceptance comes from server-wide counters: cells must then run one at a time, and
+    # only the window's own requests may run while the counters are read.
+    counter_acceptance: ClassVar[bool] = False
+
+    def __init__(self, cfg: RunConfig, model_path: str, served_name: str):
+        self.cfg = cfg
+        self.model_path = model_path
+        self.served_name = served_name
+
+    # -- launch -----------------------------------------------------------------------------------
+    def python(self) -> str:
+        import sys
+
+        return self.cfg.engine.python or sys.executable
+
+    @abc.abstractmethod
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec | None:
+        """None when specbench does not launch anything (an external endpoint)."""
+
+    def version(self) -> str | None:
+        """The engine's version as installed in the chosen interpreter, or None when unknown."""
+        return self.cfg.engine.version
+
+    def base_url(self, variant: VariantConfig, port: int) -> str:
+        return f"http://{self.cfg.engine.host}:{port}"
+
+    def metrics_url(self, variant: VariantConfig, port: int) -> str:
+        return self.cfg.engine.metrics_url or f"{self.base_url(variant, port)}/metrics"
+
+    # -- readiness --------------------------------------------------------------------------------
+    async def probe_ready(self, http: httpx.AsyncClient, base_url: str) -> bool:
+        """True once the engine really generates (a 1-token completion), not merely answers HTTP."""
+        body = {"model": self.served_name, "messages": [{"role": "user", "content": "Hi"}],
+                "max_tokens": 1, "temperature": 0.0}
+        try:
+            r = await http.post(f"{base_url}/v1/chat/completions", json=body, timeout=30.0)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200 and bool(r.json().get("choices"))
+
+    # -- requests ---------------------------------------------------------------------------------
+    def request_path(self, req: RequestSpec) -> str:
+        return "/v1/chat/completions" if req.endpoint == "chat" else "/v1/completions"
+
+    def request_body(self, req: RequestSpec) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.served_name,
+            "max_tokens": req.max_tokens,
+            "temperature": req.temperature,
+            "seed": req.seed,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "ignore_eos": True,  # exact output length: every variant generates the same token count
+        }
+        if req.endpoint == "chat":
+            body["messages"] = req.messages
+            if req.chat_template_kwargs:
+                body["chat_template_kwargs"] = req.chat_template_kwargs
+        else:
+            body["prompt"] = req.prompt_text
+        return body
+
+    def parse_chunk(self, data: dict[str, Any]) -> ChunkInfo:
+        info = ChunkInfo()
+        choices = data.get("choices") or []
+        if choices:
+            ch = choices[0]
+            delta = ch.get("delta")
+            info.text = (delta.get("content") or "") if isinstance(delta, dict) else (ch.get("text") or "")
+            ids = ch.get("token_ids")
+            info.token_ids = list(ids) if isinstance(ids, list) else None
+            info.finish_reason = ch.get("finish_reason")
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            info.cumulative_completion_tokens = usage.get("completion_tokens")
+            info.prompt_tokens = usage.get("prompt_tokens")
+            if not choices:  # the final usage-only chunk
+                info.completion_tokens = usage.get("completion_tokens")
+        info.spec = self.parse_spec(data)
+        return info
+
+    def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
+        """Per-request acceptance fields carried in a response chunk, when the engine has them."""
+        return None
+
+    # -- acceptance windows and cells ---------------------------------------------------------------
+    async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, float] | None:
+        """Server-wide acceptance counters now (diffed around each window). None: engine has none."""
+        return None
+
+    async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:
+        """Reset engine state that would leak from one cell into the next (prefix cache)."""

@@ -1,0 +1,100 @@
+"""Raw measurements: one RequestRecord per request and one WindowRecord per measured cell repeat.
+
+Everything specbench reports is derived from these two files (`requests.jsonl`, `windows.jsonl`), so
+any number can be recomputed. Times are seconds; `t_send` is time.time() (wall clock, for ordering
+and windows), all durations come from time.perf_counter() differences.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class CellKey(BaseModel):
+    """One point of the sweep for one variant. `cell_id` is stable across runs and variants."""
+
+    model_config = {"frozen": True}
+
+    variant: str
+    category: str
+    input_len: int | None = None  # target prompt length in tokens; None = the prompts as they are
+    output_len: int
+    concurrency: int
+    temperature: float = 0.0
+
+    @property
+    def point_id(self) -> str:
+        """The sweep point, without the variant: pairs a variant's cell with the baseline's."""
+        inp = f"in{self.input_len}" if self.input_len else "in-"
+        return f"{self.category}|{inp}|out{self.output_len}|c{self.concurrency}|t{self.temperature:g}"
+
+    @property
+    def cell_id(self) -> str:
+        return f"{self.variant}|{self.point_id}"
+
+
+class SpecDetails(BaseModel):
+    """Per-request acceptance data from the engine's response (SGLang meta_info / sglext, wrappers)."""
+
+    verify_steps: int | None = None  # target forward passes that produced this request's tokens
+    accepted_drafts: int | None = None  # draft tokens accepted
+    proposed_drafts: int | None = None  # draft tokens proposed
+    accept_histogram: list[int] | None = None  # steps that accepted 0, 1, 2, ... draft tokens
+    reported_accept_length: float | None = None  # the engine's own figure, kept for cross-checks
+
+
+class RequestRecord(BaseModel):
+    run_id: str = ""
+    variant: str
+    cell_id: str
+    point_id: str
+    window_id: str  # variant|point|repeat: all requests measured in one counter window
+    category: str
+    prompt_id: str
+    input_len: int | None = None
+    output_len: int
+    concurrency: int
+    temperature: float = 0.0
+    repeat: int
+    index: int  # position in the cell's request sequence; pairs requests across variants
+    warmup: bool = False
+    t_send: float  # wall clock at send
+    ttft_s: float | None = None  # first chunk that carries output tokens
+    e2e_s: float | None = None
+    chunk_offsets_s: list[float] = Field(default_factory=list)  # arrival of each token-carrying chunk
+    chunk_tokens: list[int] = Field(default_factory=list)  # tokens in each of those chunks
+    prompt_tokens: int | None = None  # from the server's usage
+    output_tokens: int | None = None  # from the server's usage
+    token_ids: list[int] | None = None  # exact output ids, when the engine returns them
+    text: str | None = None  # output text (used for losslessness when no ids are available)
+    finish_reason: str | None = None
+    spec: SpecDetails | None = None
+    error: str | None = None  # None = success
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class WindowRecord(BaseModel):
+    """A completed measurement window (one repeat of one cell) with its engine-side counter deltas.
+
+    Written after the window's last request finished; a window without this line (crash, Ctrl-C) is
+    incomplete and is measured again on resume.
+    """
+
+    run_id: str = ""
+    window_id: str
+    variant: str
+    cell_id: str
+    point_id: str
+    repeat: int
+    t_start: float
+    t_end: float
+    n_requests: int
+    counters: dict[str, float] | None = None  # engine counter deltas over the window (e.g. vLLM spec_decode)
+    per_position_accepted: list[float] | None = None  # accepted drafts by draft position (counter deltas)
+    notes: list[str] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,62 @@
+"""Lazy registries: names map to "module:attribute" targets imported only when used.
+
+Drafters are discovered from the modules of the top-level `drafters` package (one file = one drafter,
+nothing in the core to edit); a user can also name any importable target, e.g. `mypkg.drafters:Medusa`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any, Generic, TypeVar
+
+from .errors import UsageError
+
+T = TypeVar("T")
+
+
+def load_target(target: str) -> Any:
+    """Import `module:attr` (or `module`, whose `ATTR` default is looked up by the caller)."""
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr) if attr else module
+
+
+class Registry(Generic[T]):
+    """Name -> lazily imported object. Unknown names raise a UsageError listing the valid ones."""
+
+    def __init__(self, kind: str, targets: dict[str, str] | None = None, package: str | None = None,
+                 attribute: str = ""):
+        self.kind = kind
+        self._targets = dict(targets or {})
+        self._package = package  # discover "<package>.<module>:<attribute>" for every module in it
+        self._attribute = attribute
+        self._cache: dict[str, T] = {}
+
+    def names(self) -> list[str]:
+        names = set(self._targets)
+        if self._package:
+            pkg = importlib.import_module(self._package)
+            names |= {m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+        return sorted(names)
+
+    def register(self, name: str, target: str) -> None:
+        self._targets[name] = target
+
+    def get(self, name: str) -> T:
+        if name in self._cache:
+            return self._cache[name]
+        if ":" in name:  # an explicit import target given by the user
+            target = name
+        elif name in self._targets:
+            target = self._targets[name]
+        elif self._package and name in self.names():
+            target = f"{self._package}.{name}:{self._attribute}"
+        else:
+            raise UsageError(f"unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
+        try:
+            obj = load_target(target)
+        except (ImportError, AttributeError) as exc:
+            raise UsageError(f"{self.kind} {name!r}: cannot import {target}: {exc}") from exc
+        self._cache[name] = obj
+        return obj
