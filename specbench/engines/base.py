@@ -7,6 +7,8 @@ SGLang override the few places where they differ (launch argv, extra request fie
 from __future__ import annotations
 
 import abc
+import functools
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -144,3 +146,14 @@ class Engine(abc.ABC):
 
     async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
+
+
+@functools.lru_cache(maxsize=32)
+def dist_version(python: str, dist: str) -> str | None:
+    """Installed version of a distribution in another interpreter (metadata only: no heavy import)."""
+    code = f"import importlib.metadata as m; print(m.version({dist!r}))"
+    try:
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None

@@ -1,0 +1,92 @@
+"""Config -> the exact launch of every variant (argv + env), validated before anything starts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from .config import RunConfig, VariantConfig
+from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
+from .engines import ENGINES, Engine, LaunchSpec
+from .errors import ConfigError, UsageError
+
+
+@dataclass(frozen=True)
+class VariantLaunch:
+    variant: VariantConfig
+    drafter: Drafter
+    params: DrafterParams
+    spec: LaunchSpec | None  # None: nothing to launch (external endpoint)
+    base_url: str
+    metrics_url: str
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    def fingerprint(self) -> str:
+        """Hash of what determines this variant's launch (for reuse across runs)."""
+        blob = json.dumps({"drafter": self.drafter.name, "params": self.params.model_dump(mode="json"),
+                           "argv": self.spec.argv if self.spec else None,
+                           "env": self.spec.env if self.spec else None, "url": self.base_url},
+                          sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:
+    return ENGINES.get(cfg.engine.kind)(cfg, model_path, served_name)
+
+
+def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
+    v = cfg.variants[i]
+    try:
+        drafter = get_drafter(v.drafter)
+    except UsageError as exc:
+        raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
+    try:
+        params = drafter.parse_params(v.params)
+    except Exception as exc:  # pydantic ValidationError: name the offending parameter
+        from pydantic import ValidationError
+
+        from .config import format_validation_error
+
+        if not isinstance(exc, ValidationError):
+            raise
+        where, msg = format_validation_error(exc)
+        raise ConfigError(f"variants[{i}].params{'.' + where if where else ''}",
+                          f"{msg} (drafter {drafter.name})") from None
+    if drafter.speculative and v.baseline:
+        raise ConfigError(f"variants[{i}].baseline", f"the baseline must not speculate (drafter {drafter.name})")
+    return drafter, params
+
+
+def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
+    """Every variant's launch, in config order. Raises ConfigError naming the variant field at fault."""
+    out = []
+    version = _version_tuple(engine.version())
+    for i, v in enumerate(cfg.variants):
+        drafter, params = resolve_drafter(cfg, i)
+        ctx = LaunchContext(engine=cfg.engine.kind, engine_version=version, model_path=engine.model_path)
+        try:
+            drafter_args = drafter.launch_args(params, ctx)
+        except UsageError as exc:
+            raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
+        port = cfg.engine.port
+        spec = engine.launch_spec(v, drafter_args, port)
+        base = engine.base_url(v, port)
+        out.append(VariantLaunch(variant=v, drafter=drafter, params=params, spec=spec, base_url=base,
+                                 metrics_url=engine.metrics_url(v, port)))
+    return out
+
+
+def _version_tuple(v: str | None) -> tuple[int, ...] | None:
+    if not v:
+        return None
+    parts = []
+    for p in v.split("+")[0].split("."):
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None

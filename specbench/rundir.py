@@ -1,0 +1,194 @@
+"""The run directory contract, and safe writes into it.
+
+    config.yaml          the resolved config
+    environment.json     host, CPU/GPU, engine and specbench versions
+    run.json             run id, per-variant status (done/failed/reused), fingerprints, wall times
+    fairness.json        the fairness audit of the variants' launch settings
+    variants/<name>/     server.log, command.json (argv + env, secrets redacted), command.sh
+    requests.jsonl       one RequestRecord per line, appended and flushed one by one
+    windows.jsonl        one WindowRecord per completed measurement window
+    cells.csv            one row per variant x sweep point (derived; rewritten atomically)
+    break_even.csv       one row per drafter x category x lengths (derived)
+    report.md, report.html
+
+Raw files are only ever appended; derived files are written to a temporary file and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+from pydantic import BaseModel, ValidationError
+
+from .errors import RunDirError
+from .records import RequestRecord, WindowRecord
+
+RAW_FILES = ("requests.jsonl", "windows.jsonl")
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_jsonl(path: Path, model: type[BaseModel]) -> list[Any]:
+    """Parse a JSONL file, tolerating a torn last line (a crash mid-append); other bad lines are errors."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(model.model_validate_json(line))
+        except ValidationError as exc:
+            if n == len(lines):
+                break  # torn tail: the record being written when the process died
+            raise RunDirError(f"{path}: line {n} is not a valid record: {exc.errors()[0]['msg']}") from None
+    return out
+
+
+class JsonlAppender:
+    """Append records one per line and flush each to disk, so a crash loses at most the one in flight."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._repair_tail()
+        self._f: IO[str] = open(path, "a", encoding="utf-8")
+
+    def _repair_tail(self) -> None:
+        """Terminate a torn last line so the next record starts on a line of its own."""
+        if self.path.exists() and self.path.stat().st_size:
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    with open(self.path, "ab") as g:
+                        g.write(b"\n")
+
+    def append(self, record: BaseModel) -> None:
+        self._f.write(record.model_dump_json() + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+@dataclass
+class RunDir:
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    # -- paths (every file of the contract, in one place) -----------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def environment(self) -> Path:
+        return self.path / "environment.json"
+
+    @property
+    def meta(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def fairness(self) -> Path:
+        return self.path / "fairness.json"
+
+    @property
+    def requests(self) -> Path:
+        return self.path / "requests.jsonl"
+
+    @property
+    def windows(self) -> Path:
+        return self.path / "windows.jsonl"
+
+    @property
+    def cells(self) -> Path:
+        return self.path / "cells.csv"
+
+    @property
+    def break_even(self) -> Path:
+        return self.path / "break_even.csv"
+
+    def variant_dir(self, name: str) -> Path:
+        p = (self.path / "variants" / name).resolve()
+        if self.path.resolve() not in p.parents:  # names are validated, but never write outside the run
+            raise RunDirError(f"variant name {name!r} escapes the run directory")
+        return p
+
+    # -- state --------------------------------------------------------------------------------------
+    def has_measurements(self) -> bool:
+        return any((self.path / f).exists() and (self.path / f).stat().st_size for f in RAW_FILES)
+
+    def load_meta(self) -> dict[str, Any]:
+        return json.loads(self.meta.read_text()) if self.meta.exists() else {}
+
+    def save_meta(self, meta: dict[str, Any]) -> None:
+        write_json(self.meta, meta)
+
+    def request_records(self) -> list[RequestRecord]:
+        return read_jsonl(self.requests, RequestRecord)
+
+    def window_records(self) -> list[WindowRecord]:
+        return read_jsonl(self.windows, WindowRecord)
+
+
+@dataclass
+class Run:
+    """A run directory loaded for analysis (`specbench.load_run`)."""
+
+    path: Path
+    requests: pd.DataFrame
+    windows: pd.DataFrame
+    cells: pd.DataFrame
+    break_even: pd.DataFrame
+    meta: dict[str, Any]
+    environment: dict[str, Any]
+    config: dict[str, Any]
+
+
+def records_frame(records: list[BaseModel]) -> pd.DataFrame:
+    return pd.DataFrame([r.model_dump() for r in records])
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Load a run directory into DataFrames: requests, windows (raw), cells and break_even (derived)."""
+    import yaml
+
+    rd = RunDir(Path(path))
+    if not rd.path.is_dir():
+        raise RunDirError(f"not a run directory: {rd.path}")
+    if not rd.meta.exists():
+        raise RunDirError(f"not a run directory (no run.json): {rd.path}")
+    cells = pd.read_csv(rd.cells) if rd.cells.exists() else pd.DataFrame()
+    be = pd.read_csv(rd.break_even) if rd.break_even.exists() else pd.DataFrame()
+    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
+    cfg = yaml.safe_load(rd.config.read_text()) if rd.config.exists() else {}
+    return Run(path=rd.path, requests=records_frame(rd.request_records()),
+               windows=records_frame(rd.window_records()), cells=cells, break_even=be,
+               meta=rd.load_meta(), environment=env, config=cfg)
