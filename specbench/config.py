@@ -53,6 +53,8 @@ class EngineConfig(Strict):
     api_key_env: str | None = None  # NAME of the environment variable holding the API key, never the key
     version: str | None = None  # engine version when it cannot be probed (launch prefix, container)
     acceptance_field: str | None = None  # kind=command: dotted path of a per-response acceptance field
+    # what acceptance_field holds: tokens per verify step (bonus included) or a count of verify steps
+    acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
     acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
     allow_busy_gpu: bool = False
 

@@ -43,3 +43,9 @@ class EngineDiedError(SpecbenchError):
 
 class RunDirError(UsageError):
     """The run directory is in a state the requested operation must not touch."""
+
+
+class Interrupted(SpecbenchError):
+    """SIGINT/SIGTERM: every engine was stopped and what was measured is kept."""
+
+    exit_code = 130

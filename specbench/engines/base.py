@@ -148,6 +148,23 @@ class Engine(abc.ABC):
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
 
 
+def parse_version(v: str | None) -> tuple[int, ...] | None:
+    """"0.5.23" -> (0, 5, 23); "0.5.23+ddtree" -> (0, 5, 23); None or no leading digits -> None."""
+    if not v:
+        return None
+    parts: list[int] = []
+    for p in v.split("+")[0].split("."):
+        digits = ""
+        for ch in p:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
+
+
 @functools.lru_cache(maxsize=32)
 def dist_version(python: str, dist: str) -> str | None:
     """Installed version of a distribution in another interpreter (metadata only: no heavy import)."""

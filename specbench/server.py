@@ -1,0 +1,234 @@
+"""One engine process: start it in its own session, wait until it really generates, tear it down fully.
+
+Guarantees (see docs/reliability.md): the engine runs in its own process group (setsid), its output
+goes to a log file, startup fails fast with the exit code and the log tail, and `stop()` returns only
+when every process of its tree is gone (SIGTERM, then SIGKILL after a grace period) and its port is
+free again. Every live server is also registered for an atexit sweep, so no exit path leaves one behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import psutil
+
+from .engines.base import LaunchSpec
+from .errors import EngineStartError
+
+_LIVE: set["EngineProcess"] = set()
+
+# A watchdog per engine, in its own session: it waits on a pipe from specbench and, if specbench dies
+# without saying "done" (SIGKILL, OOM kill), it stops the engine's process group. This is what makes
+# "no orphan servers" hold even when no Python cleanup code can run.
+_REAPER = r"""
+import os, signal, sys, time
+pgid = int(sys.argv[1])
+if sys.stdin.readline().strip() != "done":
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        for _ in range(100):
+            time.sleep(0.1)
+            os.killpg(pgid, 0)
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+"""
+
+
+def _stop_all_at_exit() -> None:
+    for proc in list(_LIVE):
+        proc.stop(grace_s=5.0)
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def log_tail(path: Path, n: int = 15, max_chars: int = 2000) -> str:
+    """The last n non-empty lines of a log, for error messages."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64_000))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    tail = [ln for ln in lines if ln.strip()][-n:]
+    return "\n".join(tail)[-max_chars:]
+
+
+def last_log_line(path: Path) -> str:
+    tail = log_tail(path, n=1, max_chars=200)
+    return tail.strip()
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something listens on host:port (or the address is otherwise taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.errno in (errno.EADDRINUSE, errno.EACCES)
+    return False
+
+
+def port_owner(port: int) -> str | None:
+    """'PID 123 (python -m vllm...)' for the process listening on port, when visible."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        return None
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+            try:
+                cmd = " ".join(psutil.Process(c.pid).cmdline())[:120]
+            except psutil.Error:
+                cmd = "?"
+            return f"PID {c.pid} ({cmd})"
+    return None
+
+
+class EngineProcess:
+    """A launched engine. Use as a context manager, or call start()/stop() yourself."""
+
+    def __init__(self, name: str, spec: LaunchSpec, log_path: Path, host: str, port: int):
+        self.name = name
+        self.spec = spec
+        self.log_path = log_path
+        self.host = host
+        self.port = port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._known: dict[int, psutil.Process] = {}  # every descendant ever seen, to reap stragglers
+
+    # -- start ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.spec.argv, env={**os.environ, **self.spec.env}, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # own session + group
+        except OSError as exc:
+            raise EngineStartError(f"{self.name}: cannot start {self.spec.argv[0]!r}: {exc.strerror}") from None
+        finally:
+            log.close()
+        _LIVE.add(self)
+        self._reaper = subprocess.Popen([sys.executable, "-c", _REAPER, str(self.proc.pid)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+        self._remember_tree()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _remember_tree(self) -> None:
+        if not self.proc:
+            return
+        try:
+            root = psutil.Process(self.proc.pid)
+            self._known[root.pid] = root
+            for child in root.children(recursive=True):
+                self._known[child.pid] = child
+        except psutil.Error:
+            pass
+
+    async def wait_ready(self, probe: Callable[[], Awaitable[bool]], timeout_s: float,
+                         on_wait: Callable[[float, str], None] | None = None) -> float:
+        """Poll `probe` (a real generation) until it succeeds; returns the startup time in seconds."""
+        t0 = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - t0
+            code = self.exit_code()
+            if code is not None:
+                raise EngineStartError(
+                    f"{self.name}: engine exited with code {code} during startup after {elapsed:.0f}s; "
+                    f"log {self.log_path}; last lines:\n{log_tail(self.log_path)}")
+            if elapsed > timeout_s:
+                raise EngineStartError(
+                    f"{self.name}: engine not ready after {timeout_s:.0f}s (engine.startup_timeout_s); "
+                    f"log {self.log_path}; last lines:\n{log_tail(self.log_path)}")
+            self._remember_tree()
+            if await probe():
+                return time.monotonic() - t0
+            if on_wait:
+                on_wait(elapsed, last_log_line(self.log_path))
+            await asyncio.sleep(1.0)
+
+    # -- stop -----------------------------------------------------------------------------------
+    def stop(self, grace_s: float = 30.0, port_wait_s: float = 30.0) -> None:
+        """SIGTERM the process group, wait for the whole tree, SIGKILL what remains, wait for the port."""
+        if self.proc is None:
+            return
+        self._remember_tree()
+        self._signal_group(signal.SIGTERM)
+        procs = [p for p in self._known.values() if _running(p)]
+        _, alive = psutil.wait_procs(procs, timeout=grace_s)
+        if alive:
+            self._signal_group(signal.SIGKILL)
+            for p in alive:
+                try:
+                    p.kill()  # also children that left the group (setsid in a worker)
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(alive, timeout=10)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        _LIVE.discard(self)
+        self._dismiss_reaper()
+        deadline = time.monotonic() + port_wait_s
+        while port_in_use(self.host, self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def _dismiss_reaper(self) -> None:
+        if self._reaper is None:
+            return
+        try:
+            self._reaper.communicate(b"done\n", timeout=5)
+        except (subprocess.TimeoutExpired, OSError, ValueError):
+            self._reaper.kill()
+        self._reaper = None
+
+    def _signal_group(self, sig: int) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, sig)  # the group id is the leader's pid (start_new_session)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def survivors(self) -> list[int]:
+        """PIDs of this engine's tree still running (empty after a clean stop)."""
+        return [pid for pid, p in self._known.items() if _running(p)]
+
+    def __enter__(self) -> "EngineProcess":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,59 @@
+"""The table printed at the end of a run: where the run is, and per variant the headline numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from .rundir import load_run
+
+
+def headline(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per variant and concurrency over all categories and lengths: geometric-mean speedup (ratios
+    average geometrically), mean acceptance length, total cells and invalid ones."""
+    if cells.empty:
+        return cells
+
+    def gmean(x: pd.Series) -> float:
+        x = x.dropna()
+        return float(np.exp(np.log(x).mean())) if len(x) and (x > 0).all() else float("nan")
+
+    g = cells.groupby(["variant", "concurrency"], sort=False)
+    return pd.DataFrame({
+        "speedup_gmean": g["speedup"].apply(gmean),
+        "acceptance_length": g["acceptance_length"].mean(),
+        "output_tok_s": g["output_throughput_tok_s"].mean(),
+        "cells": g.size(),
+    }).reset_index()
+
+
+def print_summary(run_dir: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    run = load_run(run_dir)
+    console.print(f"run directory: {run.path}", markup=False, highlight=False)
+    for name, vm in run.meta.get("variants", {}).items():
+        if vm.get("status") != "done":
+            console.print(f"  {name}: {vm.get('status')} {vm.get('reason') or vm.get('reused_from') or ''}",
+                          markup=False, highlight=False)
+    h = headline(run.cells)
+    if h.empty:
+        console.print("no completed cells")
+        return
+    t = Table(title="speedup vs baseline (geometric mean over categories and output lengths)")
+    for col in ("variant", "C", "speedup", "accept len", "output tok/s", "cells"):
+        t.add_column(col, justify="left" if col == "variant" else "right")
+    for _, r in h.iterrows():
+        t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean), _fmt(r.acceptance_length),
+                  _fmt(r.output_tok_s, 1), str(r.cells))
+    console.print(t)
+    for p in ("report.md", "report.html"):
+        if (run.path / p).exists():
+            console.print(f"report: {run.path / p}", markup=False, highlight=False)
+
+
+def _fmt(x: float, nd: int = 2) -> str:
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"

@@ -1,0 +1,147 @@
+"""Typed warnings about a cell's measurements, each with a message that says how to fix it.
+
+`cell_warnings` is pure: it looks at numbers compute_cells already derived and returns CellWarning
+values; the cells table stores their codes joined by ';'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+# Thresholds, written once.
+SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
+HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
+LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for drafting
+MIN_REPEATS_FOR_INTERVAL = 3  # run-to-run intervals need at least this many repeats
+
+
+class WarningCode(str, Enum):
+    SLOW_FIRST_REPEAT = "slow_first_repeat"
+    OUTLIERS = "outliers"
+    HIGH_VARIANCE = "high_variance"
+    LOW_ACCEPTANCE = "low_acceptance"
+    REQUEST_ERRORS = "request_errors"
+    INVALID_CELL = "invalid_cell"
+    DIVERGENCE_AT_C1 = "divergence_at_c1"
+    SINGLE_REPEAT = "single_repeat"
+    FEW_REPEATS = "few_repeats"
+    NO_BASELINE = "no_baseline"
+
+
+REMEDY: dict[WarningCode, str] = {
+    WarningCode.SLOW_FIRST_REPEAT: (
+        "the engine was still warming up (JIT compilation, CUDA graphs, prefix cache): raise "
+        "sweep.warmup_requests or add a repeat and discard the first"
+    ),
+    WarningCode.OUTLIERS: (
+        "some requests were far slower or faster than the rest (modified Z-score > 3.5): look for "
+        "preemption, a stalled stream or another process on the GPU; the raw samples are in requests.jsonl"
+    ),
+    WarningCode.HIGH_VARIANCE: (
+        "repeats disagree by more than 10%: make sure nothing else runs on the machine, pin clocks, "
+        "or add repeats (sweep.adaptive) until the interval is narrow enough"
+    ),
+    WarningCode.LOW_ACCEPTANCE: (
+        "fewer than 1.2 tokens per target step: the drafter rarely matches this target/prompt mix; check "
+        "the draft model matches the target (tokenizer, chat template) and its settings (num tokens, topk)"
+    ),
+    WarningCode.REQUEST_ERRORS: (
+        "some requests failed and are not counted: read their `error` in requests.jsonl (timeouts, "
+        "context length, server overload) and fix the cause before trusting throughput"
+    ),
+    WarningCode.INVALID_CELL: (
+        "the error rate is above sweep.max_error_rate (or nothing succeeded): throughput and speedup "
+        "are left empty; fix the failing requests and run the cell again"
+    ),
+    WarningCode.DIVERGENCE_AT_C1: (
+        "at temperature 0 and concurrency 1 the output differs from the baseline's: speculative decoding "
+        "should be lossless here, so suspect a sampling-parameter mismatch, a different chat template, "
+        "or a verification bug (at higher concurrency batched numerics may legitimately diverge)"
+    ),
+    WarningCode.SINGLE_REPEAT: (
+        "one repeat: no run-to-run interval for throughput and speedup; set sweep.repeats >= 3 or "
+        "sweep.adaptive"
+    ),
+    WarningCode.FEW_REPEATS: (
+        "fewer than 3 repeats: no run-to-run interval for throughput and speedup; set sweep.repeats >= 3 "
+        "or sweep.adaptive"
+    ),
+    WarningCode.NO_BASELINE: (
+        "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "
+        "variant for this point (or resume the run)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CellWarning:
+    code: WarningCode
+    detail: str  # what was measured, e.g. "first repeat 18% below the others"
+
+    @property
+    def message(self) -> str:
+        return f"{self.detail}: {REMEDY[self.code]}"
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def cell_warnings(
+    *,
+    is_baseline: bool,
+    valid: bool,
+    repeats: int,
+    window_throughputs: list[float],
+    n_requests: int,
+    n_errors: int,
+    outlier_count: int,
+    throughput_cv: float,
+    acceptance_length: float,
+    acceptance_source: str,
+    lossless_match_rate: float,
+    concurrency: int,
+    has_baseline: bool,
+) -> list[CellWarning]:
+    """The warnings that apply to one cell, in a fixed order. `window_throughputs` is ordered by repeat."""
+    out: list[CellWarning] = []
+    if not valid:
+        out.append(CellWarning(WarningCode.INVALID_CELL, f"{n_errors} of {n_requests} requests failed"))
+    elif n_errors:
+        out.append(CellWarning(WarningCode.REQUEST_ERRORS, f"{n_errors} of {n_requests} requests failed"))
+    if not is_baseline and valid and not has_baseline:
+        out.append(CellWarning(WarningCode.NO_BASELINE, "no baseline cell at this sweep point"))
+    if repeats == 1:
+        out.append(CellWarning(WarningCode.SINGLE_REPEAT, "1 repeat"))
+    elif 1 < repeats < MIN_REPEATS_FOR_INTERVAL:
+        out.append(CellWarning(WarningCode.FEW_REPEATS, f"{repeats} repeats"))
+    wt = [x for x in window_throughputs if _finite(x)]
+    if len(wt) >= 2:
+        rest = sum(wt[1:]) / len(wt[1:])
+        # slow first repeat: (mean(rest) - first) / mean(rest) > threshold
+        if rest > 0 and (rest - wt[0]) / rest > SLOW_FIRST_REPEAT_FRACTION:
+            pct = 100 * (rest - wt[0]) / rest
+            out.append(CellWarning(WarningCode.SLOW_FIRST_REPEAT, f"first repeat {pct:.0f}% below the others"))
+    if _finite(throughput_cv) and throughput_cv > HIGH_CV:
+        out.append(CellWarning(WarningCode.HIGH_VARIANCE, f"throughput cv {100 * throughput_cv:.0f}% across repeats"))
+    if outlier_count > 0:
+        out.append(CellWarning(WarningCode.OUTLIERS, f"{outlier_count} outlier request(s)"))
+    if (
+        not is_baseline
+        and acceptance_source != "none"
+        and _finite(acceptance_length)
+        and acceptance_length < LOW_ACCEPTANCE_LENGTH
+    ):
+        out.append(
+            CellWarning(WarningCode.LOW_ACCEPTANCE, f"acceptance length {acceptance_length:.2f} tokens/step")
+        )
+    if concurrency == 1 and _finite(lossless_match_rate) and lossless_match_rate < 1.0:
+        out.append(
+            CellWarning(
+                WarningCode.DIVERGENCE_AT_C1,
+                f"{100 * (1 - lossless_match_rate):.0f}% of outputs differ from the baseline at C=1",
+            )
+        )
+    return out
