@@ -57,7 +57,7 @@ async def stream_request(engine: Engine, http: httpx.AsyncClient, base_url: str,
     t0 = time.perf_counter()
     try:
         async with asyncio.timeout(timeout_s):
-            async with aconnect_sse(http, "POST", url, json=body, headers=headers) as es:
+            async with aconnect_sse(http, "POST", url, json=body, headers=dict(headers or {})) as es:
                 if es.response.status_code != 200:
                     detail = (await es.response.aread()).decode("utf-8", "replace")[:200]
                     res.error = f"HTTP {es.response.status_code}: {' '.join(detail.split())}"

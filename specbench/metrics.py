@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .records import RequestRecord
 from .warnings_ import MIN_REPEATS_FOR_INTERVAL, cell_warnings
 
 NAN = math.nan
@@ -29,8 +30,8 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "valid",
     "repeats",
     "output_throughput_tok_s",
-    "output_throughput_tok_s_ci_low",
-    "output_throughput_tok_s_ci_high",
+    "output_throughput_ci_low",
+    "output_throughput_ci_high",
     "per_user_tok_s",
     "per_user_tok_s_ci_low",
     "per_user_tok_s_ci_high",
@@ -62,6 +63,19 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "outlier_count",
     "throughput_cv",
     "warnings",
+]
+# An invalid cell (error rate above max_error_rate, or nothing succeeded) has no throughput or speedup.
+INVALID_BLANKED = [
+    "output_throughput_tok_s",
+    "output_throughput_ci_low",
+    "output_throughput_ci_high",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "per_user_speedup",
+    "per_user_speedup_ci_low",
+    "per_user_speedup_ci_high",
+    "tpot_speedup",
 ]
 BREAK_EVEN_GROUP = ["variant", "category", "input_len", "output_len", "temperature"]
 BREAK_EVEN_COLUMNS = BREAK_EVEN_GROUP + [
@@ -125,13 +139,13 @@ def request_itls(chunk_offsets_s: Sequence[float], chunk_tokens: Sequence[int]) 
     return out
 
 
-def window_throughput(t_send: np.ndarray, e2e_s: np.ndarray, n_out: np.ndarray, ok: np.ndarray) -> float:
+def window_throughput_arrays(t_send: np.ndarray, e2e_s: np.ndarray, n_out: np.ndarray, ok: np.ndarray) -> float:
     """Output throughput of one window = sum(n_out of successful requests) / (last finish - first send).
 
     first send = min t_send over all the window's requests; last finish = max(t_send + e2e) over those
     whose e2e is known. NaN when nothing succeeded or the span is not positive.
     """
-    if not ok.any():
+    if ok.size == 0 or not ok.any():
         return NAN
     finish = t_send + e2e_s
     span = float(np.nanmax(finish)) - float(np.nanmin(t_send)) if np.isfinite(finish).any() else NAN
@@ -139,6 +153,19 @@ def window_throughput(t_send: np.ndarray, e2e_s: np.ndarray, n_out: np.ndarray, 
     if not math.isfinite(span) or span <= 0:
         return NAN
     return tokens / span
+
+
+def window_throughput(records: Sequence[RequestRecord]) -> float | None:
+    """window_throughput_arrays over one window's RequestRecords (warmup ignored); None if undefined.
+    Used by the runner's adaptive mode while a cell is being measured."""
+    rs = [r for r in records if not r.warmup]
+    tp = window_throughput_arrays(
+        np.array([r.t_send for r in rs], dtype=float),
+        np.array([_num(r.e2e_s) for r in rs], dtype=float),
+        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs], dtype=float),
+        np.array([r.ok for r in rs], dtype=bool),
+    )
+    return tp if math.isfinite(tp) else None
 
 
 def tau_from_counters(generation_tokens: float, accepted_tokens: float) -> float:
@@ -414,7 +441,7 @@ def _summarize_cell(
 
     for rep in repeats:
         rs = [r for r in reqs if r.repeat == rep]
-        cell.window_tp[rep] = window_throughput(
+        cell.window_tp[rep] = window_throughput_arrays(
             np.array([r.t_send for r in rs]),
             np.array([r.e2e for r in rs]),
             np.array([r.n_out for r in rs]),
@@ -427,7 +454,7 @@ def _summarize_cell(
         row["output_throughput_tok_s"] = stats.mean(wt)
         if sum(math.isfinite(x) for x in wt) >= MIN_REPEATS_FOR_INTERVAL:
             lo, hi = _ci(stats.bootstrap_ci(wt, np.mean, **_bs(bs)))
-            row["output_throughput_tok_s_ci_low"], row["output_throughput_tok_s_ci_high"] = lo, hi
+            row["output_throughput_ci_low"], row["output_throughput_ci_high"] = lo, hi
 
     per_user = [r.per_user for r in ok]
     row["per_user_tok_s"] = stats.mean(per_user)  # mean over requests of n_out / e2e
@@ -572,11 +599,8 @@ def compute_cells(
         if not row["is_baseline"] and row["temperature"] == 0:
             row["lossless_match_rate"], row["lossless_prefix_mean"] = _lossless(c, base, base_by_prompt)
         if not row["valid"]:
-            for col in ("output_throughput_tok_s", "speedup", "per_user_speedup", "tpot_speedup"):
+            for col in INVALID_BLANKED:
                 row[col] = NAN
-                for suffix in ("_ci_low", "_ci_high"):
-                    if col + suffix in row:
-                        row[col + suffix] = NAN
         ws = cell_warnings(
             is_baseline=row["is_baseline"],
             valid=row["valid"],

@@ -1,0 +1,192 @@
+"""Fairness: pin what an engine derives differently when a drafter is loaded, and audit everything else.
+
+SGLang silently changes its own defaults when speculation is on (REFERENCE.md, verified in
+sglang 0.5.23 `srt/arg_groups/speculative_hook.py` and `memory_hook.py`):
+- `--max-running-requests` becomes 48 with any speculative algorithm (the baseline gets thousands);
+- `--mem-fraction-static` is computed from free memory, which the draft weights reduce;
+- the decode cuda-graph batch limit follows GPU memory and parallelism.
+So every variant of a matrix gets the same explicit values, derived from the sweep (the largest
+concurrency) unless the user set them in `engine.args`. vLLM gets `--max-num-seqs` the same way.
+
+`audit(launches)` then compares every variant's argv and env outside the drafter's own flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .config import RunConfig
+
+if TYPE_CHECKING:
+    from .launch import VariantLaunch
+
+SGLANG_MEM_FRACTION_STATIC = "0.85"  # explicit default; set --mem-fraction-static in engine.args to change it
+SGLANG_GRAPH_FLAG_NEW = "--cuda-graph-max-bs-decode"  # sglang >= 0.5.21
+SGLANG_GRAPH_FLAG_OLD = "--cuda-graph-max-bs"  # sglang <= 0.5.20: rejected as ambiguous from 0.5.21
+SGLANG_GRAPH_RENAMED_IN = (0, 5, 21)
+
+
+def max_concurrency(cfg: RunConfig) -> int:
+    return max(cfg.sweep.concurrency)
+
+
+def has_option(args: list[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
+def sglang_graph_flag(version: tuple[int, ...] | None) -> str:
+    """The decode cuda-graph batch flag for this SGLang version (unknown version: the current name)."""
+    return SGLANG_GRAPH_FLAG_OLD if version is not None and version < SGLANG_GRAPH_RENAMED_IN \
+        else SGLANG_GRAPH_FLAG_NEW
+
+
+def sglang_pin_values(cfg: RunConfig, version: tuple[int, ...] | None) -> dict[str, str]:
+    c = str(max_concurrency(cfg))
+    return {"--max-running-requests": c, sglang_graph_flag(version): c,
+            "--mem-fraction-static": SGLANG_MEM_FRACTION_STATIC}
+
+
+def sglang_pins(cfg: RunConfig, version: tuple[int, ...] | None) -> list[str]:
+    """Arguments every SGLang variant gets; a flag the user gave in engine.args is left to the user."""
+    given = cfg.engine.args
+    out: list[str] = []
+    for flag, value in sglang_pin_values(cfg, version).items():
+        graph = flag in (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD)
+        taken = has_option(given, flag) or (graph and (has_option(given, SGLANG_GRAPH_FLAG_NEW)
+                                                       or has_option(given, SGLANG_GRAPH_FLAG_OLD)))
+        if not taken:
+            out += [flag, value]
+    return out
+
+
+def vllm_pins(cfg: RunConfig) -> list[str]:
+    """vLLM batches at most --max-num-seqs requests: the same value for the baseline and every drafter."""
+    if has_option(cfg.engine.args, "--max-num-seqs"):
+        return []
+    return ["--max-num-seqs", str(max_concurrency(cfg))]
+
+
+PINNED_FLAGS = ("--max-running-requests", SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD,
+                "--mem-fraction-static", "--max-num-seqs")
+
+
+# -- audit -------------------------------------------------------------------------------------------
+@dataclass
+class FairnessWarning:
+    setting: str  # the flag or env key ("argv" for the command itself, "engine" for the engine kind)
+    message: str  # one line, with the remedy
+
+
+@dataclass
+class FairnessAudit:
+    variants: list[str]
+    baseline: str
+    pinned: dict[str, str] = field(default_factory=dict)  # flag -> the one value all variants share
+    differences: dict[str, dict[str, str | None]] = field(default_factory=dict)  # setting -> variant -> value
+    drafter_flags: dict[str, list[str]] = field(default_factory=dict)  # not compared: the drafter itself
+    warnings: list[FairnessWarning] = field(default_factory=list)
+
+    @property
+    def fair(self) -> bool:
+        return not self.warnings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fair": self.fair, "variants": self.variants, "baseline": self.baseline,
+                "pinned": self.pinned, "differences": self.differences,
+                "drafter_flags": self.drafter_flags, "warnings": [asdict(w) for w in self.warnings]}
+
+    def to_markdown(self) -> str:
+        lines = ["## Fairness audit", ""]
+        lines.append("All variants share the launch settings below, except the drafter's own flags."
+                     if self.fair else f"**{len(self.warnings)} unfair setting(s)**: see the warnings.")
+        if self.pinned:
+            lines += ["", "| pinned setting | value (every variant) |", "|---|---|"]
+            lines += [f"| `{k}` | `{v}` |" for k, v in self.pinned.items()]
+        if self.differences:
+            lines += ["", "| setting | " + " | ".join(self.variants) + " |",
+                      "|---|" + "---|" * len(self.variants)]
+            for k, vals in self.differences.items():
+                cells = " | ".join(_md_value(vals.get(v)) for v in self.variants)
+                lines.append(f"| `{k}` | {cells} |")
+        if self.warnings:
+            lines += [""] + [f"- warning ({w.setting}): {w.message}" for w in self.warnings]
+        return "\n".join(lines) + "\n"
+
+
+def _md_value(v: str | None) -> str:
+    return "(unset)" if v is None else f"`{v}`".replace("|", "\\|")
+
+
+def parse_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(leading command words, {--flag: value}); a flag without a value maps to "" (last one wins)."""
+    head: list[str] = []
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and not argv[i].startswith("--"):
+        head.append(argv[i])
+        i += 1
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--"):
+            name, eq, value = tok.partition("=")
+            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value = argv[i + 1]
+                i += 1
+            opts[name] = value
+        i += 1
+    return head, opts
+
+
+def _is_drafter_flag(flag: str, drafter_flags: set[str]) -> bool:
+    return flag in drafter_flags or flag.startswith("--speculative")
+
+
+def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
+    """Compare every variant's launch with the others outside the drafter's own flags."""
+    names = [la.name for la in launches]
+    base = next((la for la in launches if la.variant.baseline), launches[0])
+    result = FairnessAudit(variants=names, baseline=base.name)
+    launched = [la for la in launches if la.spec is not None]
+    if not launched:
+        return result
+    kinds = {la.name: _kind(la) for la in launches}
+    same_engine = [la for la in launched if kinds[la.name] == kinds[base.name]]
+    for la in launched:
+        if kinds[la.name] != kinds[base.name]:
+            result.warnings.append(FairnessWarning("engine", (
+                f"variant {la.name} runs engine {kinds[la.name]!r}, the baseline {base.name} runs "
+                f"{kinds[base.name]!r}: its speedup mixes engine and drafter; compare it with a baseline "
+                f"served by the same engine")))
+    argv_settings: dict[str, dict[str, str]] = {}
+    for la in same_engine:
+        assert la.spec is not None
+        head, opts = parse_options(la.spec.argv)
+        dflags = set(parse_options(list(la.drafter_args))[1])
+        result.drafter_flags[la.name] = sorted(f for f in opts if _is_drafter_flag(f, dflags))
+        argv_settings[la.name] = {k: v for k, v in opts.items() if not _is_drafter_flag(k, dflags)}
+        argv_settings[la.name]["argv"] = " ".join(head)
+    env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items()} for la in launched if la.spec}
+    _compare(result, argv_settings)  # flags: only among variants served by the baseline's engine
+    _compare(result, env_settings)  # environment: every launched variant
+
+
+def _kind(la: "VariantLaunch") -> str:
+    eng = getattr(la, "engine", None)
+    return eng.kind if eng is not None else "?"
+
+
+def _compare(result: FairnessAudit, per_variant: dict[str, dict[str, str]]) -> None:
+    names = list(per_variant)
+    for key in sorted({k for s in per_variant.values() for k in s}):
+        vals = {n: per_variant[n].get(key) for n in names}
+        if len(names) < 2 or len(set(vals.values())) == 1:
+            if key in PINNED_FLAGS and None not in vals.values():
+                result.pinned[key] = next(iter(vals.values())) or ""
+            continue
+        result.differences[key] = vals
+        shown = ", ".join(f"{n}={'(unset)' if v is None else v}" for n, v in vals.items())
+        what = "the environment variable " + key[4:] if key.startswith("env:") else key
+        result.warnings.append(FairnessWarning(key, (
+            f"variants differ in {what} ({shown}): set it once in engine.args/engine.env so the "
+            f"comparison measures only the drafter")))
