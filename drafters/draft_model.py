@@ -17,11 +17,19 @@ class DraftModelParams(DrafterParams):
 class DraftModel(Drafter):
     name = "draft_model"
     Params = DraftModelParams
-    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window"}
+    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",
+                  "sglang": "per request: sglext.spec_tokens_details or /generate meta_info spec_* fields"}
 
     def vllm(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
         return vllm_speculative_config({"method": "draft_model", "model": resolve_draft(p.model),
                                         "num_speculative_tokens": p.num_tokens})
+
+    def sglang(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
+        """SGLang's STANDALONE algorithm as a chain: num_tokens steps, topk 1, num_tokens + 1 verified."""
+        from ._sglang import spec_args
+
+        return spec_args("STANDALONE", draft=resolve_draft(p.model), steps=p.num_tokens, topk=1,
+                         draft_tokens=p.num_tokens + 1)
 
     def check(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
         path = resolve_draft(p.model)

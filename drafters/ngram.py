@@ -6,6 +6,8 @@ from pydantic import Field, model_validator
 
 from specbench.drafter import Drafter, DrafterParams, LaunchContext, vllm_speculative_config
 
+from ._sglang import is_old
+
 
 class NgramParams(DrafterParams):
     num_tokens: int = Field(4, ge=1, le=64, description="draft tokens proposed per step")
@@ -22,11 +24,29 @@ class NgramParams(DrafterParams):
 class Ngram(Drafter):
     name = "ngram"
     Params = NgramParams
-    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window"}
+    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",
+                  "sglang": "per request: sglext.spec_tokens_details or /generate meta_info spec_* fields"}
 
     def vllm(self, p: NgramParams, ctx: LaunchContext) -> list[str]:
         return vllm_speculative_config({"method": "ngram", "num_speculative_tokens": p.num_tokens,
                                         "prompt_lookup_max": p.lookup_max, "prompt_lookup_min": p.lookup_min})
+
+    def sglang(self, p: NgramParams, ctx: LaunchContext) -> list[str]:
+        """SGLang NGRAM. Its draft-token count includes the verified root token (proposals = N - 1 per
+        step, tokenizer_manager.py), hence num_tokens + 1. The match-window flags exist up to the 0.5.9
+        line only; from 0.5.21 the trie depth (--speculative-ngram-max-trie-depth) replaces them."""
+        out = ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(p.num_tokens + 1)]
+        if is_old(ctx):
+            out += ["--speculative-ngram-min-match-window-size", str(p.lookup_min),
+                    "--speculative-ngram-max-match-window-size", str(p.lookup_max)]
+        return out
+
+    def check(self, p: NgramParams, ctx: LaunchContext) -> list[str]:
+        set_windows = {"lookup_min", "lookup_max"} & p.model_fields_set
+        if ctx.engine == "sglang" and set_windows and not is_old(ctx):
+            return [f"params.{sorted(set_windows)[0]}: SGLang >= 0.5.21 has no n-gram match-window flags "
+                    f"(remove it, or pass --speculative-ngram-* flags in the variant's args)"]
+        return []
 
 
 DRAFTER = Ngram()

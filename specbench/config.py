@@ -140,11 +140,11 @@ class RunConfig(Strict):
         names = [v.name for v in self.variants]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"duplicate variant names: {', '.join(dupes)}")
+            raise ValueError(f"variants: duplicate variant names: {', '.join(dupes)}")
         baselines = [v.name for v in self.variants if v.baseline]
         if len(baselines) != 1:
             found = ", ".join(baselines) if baselines else "none"
-            raise ValueError(f"exactly one variant must have baseline: true (found {found})")
+            raise ValueError(f"variants: exactly one variant must have baseline: true (found {found})")
         return self
 
     @property
@@ -204,6 +204,57 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         line = f"line {mark.line + 1}: " if mark else ""
         raise ConfigError("", f"{line}invalid YAML ({getattr(exc, 'problem', exc)})", str(p)) from None
     return parse_config(data, str(p))
+
+
+# config.json keys that hold a model's context length, most specific first
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length")
+# engine flags that cap the context below the model's own (vLLM, SGLang)
+_CONTEXT_FLAGS = ("--max-model-len", "--context-length")
+
+
+def model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """(context length in tokens, where it comes from) for the model folder and the engine args, or None."""
+    import json
+
+    found: list[tuple[int, str]] = []
+    conf = Path(model_path) / "config.json"
+    try:
+        data = json.loads(conf.read_text())
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        for section in (data, data.get("text_config")):
+            if not isinstance(section, dict):
+                continue
+            key = next((k for k in _CONTEXT_KEYS if isinstance(section.get(k), int) and section[k] > 0), None)
+            if key:
+                found.append((int(section[key]), f"{key} in {conf}"))
+                break
+    for where, args in [("engine.args", cfg.engine.args)] + [
+            (f"variants[{i}].args", v.args) for i, v in enumerate(cfg.variants)]:
+        for i, a in enumerate(args):
+            flag, eq, val = a.partition("=")
+            if flag in _CONTEXT_FLAGS:
+                raw = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+                if raw.isdigit() and int(raw) > 0:
+                    found.append((int(raw), f"{flag} in {where}"))
+    return min(found) if found else None
+
+
+def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> None:
+    """Refuse a sweep whose lengths cannot fit the model's context (ConfigError naming the sweep field)."""
+    ctx = model_context(cfg, model_path)
+    if ctx is None:
+        return
+    limit, source = ctx
+    s = cfg.sweep
+    longest_out = max(s.output_lens)
+    if longest_out >= limit:
+        raise ConfigError("sweep.output_lens", f"{longest_out} output tokens do not fit the model's context "
+                          f"of {limit} tokens ({source})")
+    if s.input_lens and max(s.input_lens) + longest_out > limit:
+        raise ConfigError("sweep.input_lens", f"{max(s.input_lens)} input + {longest_out} output tokens exceed "
+                          f"the model's context of {limit} tokens ({source})")
 
 
 def dump_config(cfg: RunConfig) -> str:

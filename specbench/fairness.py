@@ -169,6 +169,7 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
     env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items()} for la in launched if la.spec}
     _compare(result, argv_settings)  # flags: only among variants served by the baseline's engine
     _compare(result, env_settings)  # environment: every launched variant
+    return result
 
 
 def _kind(la: "VariantLaunch") -> str:

@@ -20,6 +20,8 @@ class VariantLaunch:
     spec: LaunchSpec | None  # None: nothing to launch (external endpoint)
     base_url: str
     metrics_url: str
+    drafter_args: tuple[str, ...] = ()  # the drafter's own arguments (left out of the fairness audit)
+    engine: Engine | None = None  # the engine serving this variant (a variant `command` overrides the kind)
 
     @property
     def name(self) -> str:
@@ -36,6 +38,13 @@ class VariantLaunch:
 
 def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:
     return ENGINES.get(cfg.engine.kind)(cfg, model_path, served_name)
+
+
+def variant_engine(cfg: RunConfig, engine: Engine, variant: VariantConfig) -> Engine:
+    """A variant with its own `command` runs under the command engine whatever engine.kind is."""
+    if variant.command and engine.kind != "command":
+        return ENGINES.get("command")(cfg, engine.model_path, engine.served_name)
+    return engine
 
 
 def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
@@ -67,16 +76,18 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
     version = _version_tuple(engine.version())
     for i, v in enumerate(cfg.variants):
         drafter, params = resolve_drafter(cfg, i)
-        ctx = LaunchContext(engine=cfg.engine.kind, engine_version=version, model_path=engine.model_path)
+        eng = variant_engine(cfg, engine, v)
+        ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=engine.model_path)
         try:
             drafter_args = drafter.launch_args(params, ctx)
         except UsageError as exc:
             raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
         port = cfg.engine.port
-        spec = engine.launch_spec(v, drafter_args, port)
-        base = engine.base_url(v, port)
+        spec = eng.launch_spec(v, drafter_args, port)
+        base = eng.base_url(v, port)
         out.append(VariantLaunch(variant=v, drafter=drafter, params=params, spec=spec, base_url=base,
-                                 metrics_url=engine.metrics_url(v, port)))
+                                 metrics_url=eng.metrics_url(v, port), drafter_args=tuple(drafter_args),
+                                 engine=eng))
     return out
 
 

@@ -308,49 +308,49 @@ def _acceptance(
     ok = [r for r in reqs if r.ok]
 
     # Source 1: per-request spec details. tau = sum(n_out) / sum(verify_steps), pooled over the cell.
-    with_steps = [
-        r for r in ok if r.spec and (r.spec.get("verify_steps") or 0) > 0 and math.isfinite(r.n_out)
+    with_steps: list[tuple[_Req, dict[str, Any]]] = [
+        (r, r.spec) for r in ok if r.spec and (r.spec.get("verify_steps") or 0) > 0 and math.isfinite(r.n_out)
     ]
     if with_steps:
-        tokens = {rep: 0.0 for rep in sorted({r.repeat for r in with_steps})}
-        steps = dict(tokens)
-        for r in with_steps:
-            tokens[r.repeat] += r.n_out
-            steps[r.repeat] += float(r.spec["verify_steps"])  # type: ignore[index]
+        tokens: dict[int, float] = {}
+        steps: dict[int, float] = {}
+        for r, spec in with_steps:
+            tokens[r.repeat] = tokens.get(r.repeat, 0.0) + r.n_out
+            steps[r.repeat] = steps.get(r.repeat, 0.0) + float(spec["verify_steps"])
+        reps = sorted(tokens)
         out["acceptance_length"] = _safe_ratio(sum(tokens.values()), sum(steps.values()))
-        if len(tokens) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = _ci(stats.paired_ratio_ci(list(tokens.values()), list(steps.values()), **_bs(bs)))
+        if len(reps) >= MIN_REPEATS_FOR_INTERVAL:
+            lo, hi = _ci(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **_bs(bs)))
             out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
         out["acceptance_source"] = "request"
-        acc = [r.spec for r in with_steps if r.spec.get("accepted_drafts") is not None]  # type: ignore[union-attr]
-        acc = [s for s in acc if s.get("proposed_drafts")]
+        acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
         if acc:
             # acceptance rate = accepted draft tokens / proposed draft tokens
             out["acceptance_rate"] = _safe_ratio(
-                float(sum(s["accepted_drafts"] for s in acc)), float(sum(s["proposed_drafts"] for s in acc))
+                float(sum(sp["accepted_drafts"] for sp in acc)), float(sum(sp["proposed_drafts"] for sp in acc))
             )
         out["acceptance_per_position"] = _per_position_from_histograms(
-            [s.get("accept_histogram") for s in (r.spec for r in with_steps) if s]
+            [sp.get("accept_histogram") for _, sp in with_steps]
         )
 
     # Source 2: window counter deltas (vLLM spec_decode counters).
     win = _counter_windows(windows, reqs)
     if win:
-        gen = sum(w["generation_tokens"] for w in win)
-        accepted = sum(w["num_accepted_tokens"] for w in win)
-        drafts = sum(w["num_drafts"] for w in win)
-        draft_tokens = sum(w["num_draft_tokens"] for w in win)
+        gen = sum(w.generation_tokens for w in win)
+        accepted = sum(w.num_accepted_tokens for w in win)
+        drafts = sum(w.num_drafts for w in win)
+        draft_tokens = sum(w.num_draft_tokens for w in win)
         out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
         if out["acceptance_source"] == "none":
             out["acceptance_length"] = tau_from_counters(gen, accepted)
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
-                g = [w["generation_tokens"] for w in win]
-                s = [w["generation_tokens"] - w["num_accepted_tokens"] for w in win]
+                g = [w.generation_tokens for w in win]
+                s = [w.generation_tokens - w.num_accepted_tokens for w in win]
                 lo, hi = _ci(stats.paired_ratio_ci(g, s, **_bs(bs)))
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
             out["acceptance_rate"] = _safe_ratio(accepted, draft_tokens)
-        positions = [w["per_position_accepted"] for w in win if w["per_position_accepted"]]
+        positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
             width = max(len(p) for p in positions)
             summed = np.zeros(width)
@@ -379,9 +379,18 @@ def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
     return [float(x) for x in tail[1:] / total.sum()]
 
 
-def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _WindowCounters:
+    generation_tokens: float
+    num_accepted_tokens: float
+    num_drafts: float
+    num_draft_tokens: float
+    per_position_accepted: list[float] | None
+
+
+def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCounters]:
     """Counter deltas per window; generation tokens fall back to the window's successful usage sum."""
-    out = []
+    out: list[_WindowCounters] = []
     usage_by_repeat: dict[int, float] = {}
     for r in reqs:
         if r.ok and math.isfinite(r.n_out):
@@ -394,15 +403,15 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[dict[str, 
         if not math.isfinite(gen):
             gen = usage_by_repeat.get(int(w["repeat"]), NAN)
         out.append(
-            {
-                "generation_tokens": gen,
-                "num_accepted_tokens": _num(c.get("num_accepted_tokens")),
-                "num_drafts": _num(c.get("num_drafts")),
-                "num_draft_tokens": _num(c.get("num_draft_tokens")),
-                "per_position_accepted": _opt_list(w.get("per_position_accepted")),
-            }
+            _WindowCounters(
+                generation_tokens=gen,
+                num_accepted_tokens=_num(c.get("num_accepted_tokens")),
+                num_drafts=_num(c.get("num_drafts")),
+                num_draft_tokens=_num(c.get("num_draft_tokens")),
+                per_position_accepted=_opt_list(w.get("per_position_accepted")),
+            )
         )
-    return [w for w in out if math.isfinite(w["generation_tokens"]) and math.isfinite(w["num_accepted_tokens"])]
+    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
 
 
 def _bs(bs: BootstrapSettings) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import httpx
 
 from . import environment
 from .client import PlannedRequest, make_http_client, run_closed_loop
-from .config import RunConfig, dump_config
+from .config import RunConfig, check_model_context, dump_config
 from .engines.base import Engine
 from .errors import EngineDiedError, EngineStartError, Interrupted, PreflightError, RunDirError
 from .launch import VariantLaunch, make_engine, plan_launches
@@ -85,6 +85,8 @@ class MatrixRunner:
         from .prompts import load_prompts
 
         model_path, tokenizer_path = resolve_model(self.cfg.model)
+        check_model_context(self.cfg, model_path)  # sweep.output_lens vs the model's context
+        api_headers(self.cfg)  # an unset engine.api_key_env is refused before anything starts
         served = self.cfg.model.served_name or str(model_path)
         engine = make_engine(self.cfg, str(model_path), served)
         launches = plan_launches(self.cfg, engine)
@@ -101,13 +103,8 @@ class MatrixRunner:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
             o.out = Path(self.cfg.output_dir) / f"{self.cfg.name}-{stamp}"
         rd = RunDir(o.out)
-        if o.resume:
-            if not rd.meta.exists():
-                raise RunDirError(f"--resume: {rd.path} is not a specbench run directory (no run.json)")
-        elif rd.path.exists() and any(rd.path.iterdir()):
-            if not o.force:
-                raise RunDirError(f"{rd.path} already exists and is not empty: use --resume to finish it "
-                                  f"or --force to measure again into it")
+        self._check_run_dir(rd)
+        if not o.resume and rd.path.exists() and any(rd.path.iterdir()):
             if rd.has_measurements():
                 # --force never deletes measurements: earlier raw files are set aside, not removed
                 aside = rd.path / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -117,6 +114,18 @@ class MatrixRunner:
                         (rd.path / name).rename(aside / name)
         rd.path.mkdir(parents=True, exist_ok=True)
         return rd
+
+    def _check_run_dir(self, rd: RunDir) -> None:
+        """Refuse a run directory this call must not touch; no side effects (runs before any check)."""
+        o = self.opts
+        if rd.path.exists() and not rd.path.is_dir():
+            raise RunDirError(f"--out: {rd.path} exists and is not a directory")
+        if o.resume:
+            if not rd.meta.exists():
+                raise RunDirError(f"--resume: {rd.path} is not a specbench run directory (no run.json)")
+        elif rd.path.exists() and any(rd.path.iterdir()) and not o.force:
+            raise RunDirError(f"{rd.path} already exists and is not empty: use --resume to finish it "
+                              f"or --force to measure again into it (earlier data is kept aside)")
 
     def _fingerprints(self, engine: Engine, launches: list[VariantLaunch], sweep: Sweep) -> dict[str, str]:
         """Per variant: a hash of everything that determines its measurements."""
@@ -130,6 +139,8 @@ class MatrixRunner:
 
     # -- the run ------------------------------------------------------------------------------------
     async def run(self) -> RunResult:
+        if self.opts.out is not None:
+            self._check_run_dir(RunDir(self.opts.out))  # before model resolution and preflight
         engine, launches, sweep = self._prepare()
         if not self.opts.skip_preflight:
             from .preflight import preflight

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import scipy.stats
@@ -56,7 +56,7 @@ def coefficient_of_variation(values: ArrayLike) -> float:
 
 def _run_bootstrap(
     data: tuple[np.ndarray, ...],
-    statistic: Callable[..., float],
+    statistic: Callable[..., Any],
     *,
     paired: bool,
     n_resamples: int,

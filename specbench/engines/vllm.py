@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
+from ..fairness import vllm_pins
 from .base import Engine, LaunchSpec, RequestSpec, dist_version
 from .prometheus import scrape, total
 
@@ -34,7 +35,7 @@ class VLLMEngine(Engine):
         argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", self.model_path, "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
-                *e.args, *drafter_args, *variant.args]
+                *vllm_pins(self.cfg), *e.args, *drafter_args, *variant.args]
         env = {**self._cpu_env(), **e.env, **variant.env}
         return LaunchSpec(argv=argv, env=env)
 

@@ -9,7 +9,7 @@ origin (variant names, warnings, config values, log lines): the renderers own al
 Only derived files are read (cells.csv, break_even.csv, run.json, environment.json, fairness.json,
 config.yaml), so re-rendering an old run is cheap and never parses requests.jsonl.
 
-Speedup verdicts (`drafter_verdicts`) read the 95% interval of the aggregate-throughput speedup: a
+Speedup verdicts (`drafter_verdict`) read the 95% interval of the aggregate-throughput speedup: a
 concurrency level is a win when the interval's low end is above 1.0, a loss when its high end is below
 1.0, and undecided otherwise. Without intervals (a single repeat) the point estimate decides, and the
 verdict says it is indicative only.
@@ -238,8 +238,9 @@ def load_report_data(run_dir: str | Path) -> RunData:
 # ------------------------------------------------------------------------------------------------
 
 Call = Literal["win", "lose", "unclear"]
-Kind = Literal["never", "inconclusive", "adopt_upto", "adopt_all"]
-_RANK: dict[str, int] = {"never": 0, "inconclusive": 1, "adopt_upto": 2, "adopt_all": 3}
+CROSSING = ("pays_up_to", "crosses")  # break_even.csv statuses with an interpolated crossing
+Kind = Literal["never", "mixed", "inconclusive", "adopt_upto", "adopt_all"]
+_RANK: dict[str, int] = {"never": 0, "mixed": 1, "inconclusive": 2, "adopt_upto": 3, "adopt_all": 4}
 
 
 def level_call(speedup: float, low: float, high: float) -> Call:
@@ -262,6 +263,8 @@ class Outcome:
     speedup_min: float
     speedup_max: float
     has_intervals: bool
+    wins: tuple[int, ...] = ()  # concurrency levels where the drafter is clearly faster
+    losses: tuple[int, ...] = ()  # ... and clearly slower
     varies: bool = False  # curves of the category (output lengths, temperatures) disagree
 
 
@@ -276,7 +279,8 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
         if call != "win":
             break
         prefix = c
-    if be_status == "crosses" and prefix is not None and not math.isnan(be_concurrency):
+    be_status = "" if be_status == "no_data" else be_status
+    if be_status in CROSSING and prefix is not None and not math.isnan(be_concurrency):
         below = [c for c in levels if c <= prefix and c < be_concurrency]
         prefix = below[-1] if below else None
     if be_status == "never_pays" or (not be_status and calls and all(c == "lose" for c in calls)):
@@ -285,6 +289,8 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
         kind, prefix = "adopt_all", max(levels)
     elif prefix is not None:
         kind = "adopt_all" if prefix == max(levels) else "adopt_upto"
+    elif "win" in calls:
+        kind = "mixed"  # clear wins, but not from the lowest concurrency up
     else:
         kind = "inconclusive"
     limit = prefix if kind in ("adopt_upto", "adopt_all") else None
@@ -293,7 +299,9 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
     has_ci = bool(curve[["speedup_ci_low", "speedup_ci_high"]].notna().all(axis=1).all())
     return Outcome(kind=kind, limit=limit, max_concurrency=max(levels) if levels else 0, beaten_above=beaten,
                    speedup_min=float(s.min()) if len(s) else math.nan,
-                   speedup_max=float(s.max()) if len(s) else math.nan, has_intervals=has_ci)
+                   speedup_max=float(s.max()) if len(s) else math.nan, has_intervals=has_ci,
+                   wins=tuple(c for c, k in zip(levels, calls) if k == "win"),
+                   losses=tuple(c for c, k in zip(levels, calls) if k == "lose"))
 
 
 def combine(outcomes: list[Outcome]) -> Outcome:
@@ -303,6 +311,8 @@ def combine(outcomes: list[Outcome]) -> Outcome:
                    beaten_above=any(o.beaten_above for o in outcomes),
                    speedup_min=min(o.speedup_min for o in outcomes), speedup_max=max(o.speedup_max for o in outcomes),
                    has_intervals=all(o.has_intervals for o in outcomes),
+                   wins=tuple(sorted({c for o in outcomes for c in o.wins})),
+                   losses=tuple(sorted({c for o in outcomes for c in o.losses})),
                    varies=len({(o.kind, o.limit) for o in outcomes}) > 1)
 
 
@@ -336,6 +346,10 @@ def _span(lo: float, hi: float) -> str:
     return fmt(lo) if abs(hi - lo) < 0.005 else f"{fmt(lo)}–{fmt(hi)}"
 
 
+def _csv(levels: Iterable[int]) -> str:
+    return ", ".join(str(c) for c in levels)
+
+
 def _phrase(variant: str, outcome: Outcome, categories: list[str]) -> list[Inline]:
     on = ", ".join(categories)
     if outcome.kind == "adopt_all":
@@ -347,6 +361,10 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str]) -> list[Inlin
     elif outcome.kind == "never":
         parts = [Strong(variant), f" never pays on {on}: speedup {_span(outcome.speedup_min, outcome.speedup_max)}"
                  ", below 1.0 at every measured concurrency"]
+    elif outcome.kind == "mixed":
+        losses = f", below it at {_csv(outcome.losses)}" if outcome.losses else ""
+        parts = ["no consistent result for ", Strong(variant), f" on {on}: speedup clearly above 1.0 only at "
+                 f"concurrency {_csv(outcome.wins)}{losses}"]
     else:
         parts = [f"inconclusive on {on}: the speedup intervals include 1.0 "
                  f"(speedup {_span(outcome.speedup_min, outcome.speedup_max)}); more repeats would decide"]
@@ -461,8 +479,8 @@ def plot_section(data: RunData) -> list[Block]:
 
 
 def _curve_label(row: pd.Series, vary: list[str]) -> list[str]:
-    names = {"category": str(row["category"]), "input_len": f"in {fmt_len(row['input_len'])}",
-             "output_len": f"out {fmt_len(row['output_len'])}", "temperature": f"t={num(row['temperature']):g}"}
+    names = {"category": str(row["category"]), "input_len": fmt_len(row["input_len"]),
+             "output_len": fmt_len(row["output_len"]), "temperature": f"{num(row['temperature']):g}"}
     return [names[k] for k in vary]
 
 
@@ -575,7 +593,8 @@ def lossless_section(data: RunData) -> list[Block]:
     c = data.cells[data.cells["variant"].isin(data.drafters)]
     out: list[Block] = [Heading("Losslessness"), Paragraph([
         "At temperature 0 each drafter's output tokens are compared with the baseline's for the same prompt: "
-        "match = share of requests with identical output, prefix = mean length of the common prefix. Batched "
+        "match = share of requests with identical output, prefix = mean share of the output before the first "
+        "difference (1.0 = identical). Batched "
         "numerics can legitimately diverge at higher concurrency (different batch shapes change floating-point "
         "reduction order), so a few mismatches there are expected; a divergence at concurrency 1 is not."], "note")]
     c = c[c["lossless_match_rate"].notna()]
@@ -584,13 +603,13 @@ def lossless_section(data: RunData) -> list[Block]:
     rows = []
     for (variant, conc), g in c.groupby(["variant", "concurrency"], sort=True):
         rows.append([variant, fmt_len(conc), fmt(g["lossless_match_rate"].mean(), 3),
-                     fmt(g["lossless_match_rate"].min(), 3), fmt(g["lossless_prefix_mean"].mean(), 1)])
+                     fmt(g["lossless_match_rate"].min(), 3), fmt(g["lossless_prefix_mean"].mean(), 3)])
     out.append(Table(["variant", "concurrency", "match rate (mean)", "match rate (worst cell)", "prefix mean"],
                      rows, numeric=frozenset({1, 2, 3, 4})))
     lowest = c["concurrency"].min()
     bad = c[(c["concurrency"] == 1) & (c["lossless_match_rate"] < 1.0)]
     if len(bad):
-        out.append(Bullets([[Strong("divergence at concurrency 1: "), Code(f"{r['variant']} {r['point_id']}"),
+        out.append(Bullets([[Strong("divergence at concurrency 1:"), " ", Code(f"{r['variant']} {r['point_id']}"),
                              f" match rate {fmt(r['lossless_match_rate'], 3)}"] for _, r in bad.iterrows()], "bad"))
     elif lowest == 1:
         out.append(Paragraph(["Every drafter matches the baseline exactly at concurrency 1."], "good"))
@@ -644,7 +663,7 @@ def environment_section(data: RunData) -> list[Block]:
     rows += [[f"drafter {k}", _text(v)] for k, v in (env.get("drafters") or {}).items()]
     known = {"host", "platform", "cpu", "gpus", "python", "engine", "specbench_version", "drafters"}
     rows += [[k, _text(v)] for k, v in env.items() if k not in known]
-    return [Heading("Environment"), Table(["", ""], rows)]
+    return [Heading("Environment"), Table(["item", "value"], rows)]
 
 
 def build_document(data: RunData, *, plots: bool = True) -> Document:

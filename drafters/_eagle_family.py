@@ -1,0 +1,37 @@
+"""EAGLE-family drafters on SGLang (EAGLE3, STANDALONE, NEXTN/MTP): one recipe, three algorithms."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from specbench.drafter import Drafter, DrafterParams, LaunchContext
+
+from ._sglang import eagle_shape_problems, missing_path, spec_args
+
+SGLANG_ACCEPTANCE = ("per request: sglext.spec_tokens_details (OpenAI, sglang >= 0.5.19) or "
+                     "/generate meta_info spec_* fields")
+
+
+class EagleParams(DrafterParams):
+    draft_model_path: str = Field(description="draft head / draft model folder (always explicit)")
+    steps: int | None = Field(None, ge=1, le=32, description="draft forward steps per verify")
+    topk: int | None = Field(None, ge=1, le=64, description="branching per step (1 = chain)")
+    num_draft_tokens: int | None = Field(None, ge=2, le=1024,
+                                         description="tokens verified per step, root included")
+
+
+class EagleFamily(Drafter):
+    algorithm: ClassVar[str] = "EAGLE"
+    path_what: ClassVar[str] = "the draft model folder"
+    Params = EagleParams
+    acceptance = {"sglang": SGLANG_ACCEPTANCE}
+
+    def sglang(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
+        return spec_args(self.algorithm, draft=p.draft_model_path, steps=p.steps, topk=p.topk,
+                         draft_tokens=p.num_draft_tokens)
+
+    def check(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
+        return (missing_path("params.draft_model_path", p.draft_model_path, self.path_what, ctx)
+                + eagle_shape_problems(p.steps, p.topk, p.num_draft_tokens))

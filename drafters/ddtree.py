@@ -1,0 +1,62 @@
+"""DDTree (Diffusion Draft Tree): a draft tree built from DFlash's per-position distributions under a node
+budget, verified in one target forward. Not in any SGLang release, so two modes:
+
+- `mode: sglang`: an SGLang build that has it (open PR sgl-project/sglang#29907 adds `DDTREE` and
+  `--speculative-ddtree-budget`); algorithm name, budget flag and extra flags are configurable because
+  they may still change before a release.
+- `mode: command`: any OpenAI-compatible wrapper server (e.g. around liranringel/ddtree) launched from a
+  command template (`engine.kind: command`, or a variant-level `command`); the parameters fill its
+  placeholders: {draft_model_path} {tree_budget} {block_size}.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from specbench.drafter import Drafter, DrafterParams, LaunchContext, UnsupportedEngine
+
+from ._eagle_family import SGLANG_ACCEPTANCE
+from ._sglang import missing_path, spec_args
+
+
+class DDTreeParams(DrafterParams):
+    mode: Literal["sglang", "command"] = "sglang"
+    draft_model_path: str | None = Field(None, description="the DFlash draft model folder")
+    tree_budget: int = Field(64, ge=1, le=4096, description="draft tree node budget")
+    block_size: int | None = Field(None, ge=2, le=1024, description="DFlash block size (None = the draft's own)")
+    algorithm: str = Field("DDTREE", description="mode sglang: the --speculative-algorithm name of the build")
+    budget_flag: str = Field("--speculative-ddtree-budget", description="mode sglang: flag taking the budget")
+    extra_args: list[str] = Field(default_factory=list, description="mode sglang: more flags of the build")
+
+
+class DDTree(Drafter):
+    name = "ddtree"
+    Params = DDTreeParams
+    acceptance = {"sglang": SGLANG_ACCEPTANCE,
+                  "command": "engine.acceptance_field (per response) or engine.acceptance_metric (counter)"}
+
+    def sglang(self, p: DDTreeParams, ctx: LaunchContext) -> list[str]:
+        if p.mode != "sglang":
+            raise UnsupportedEngine("ddtree mode command needs a command template (a variant `command` or "
+                                    "engine.kind command); use mode: sglang for an SGLang build with DDTREE")
+        return self._sglang_args(p)
+
+    def command(self, p: DDTreeParams, ctx: LaunchContext) -> list[str]:
+        """Mode sglang under a custom launcher: the flags are spliced where the template says {drafter_args}."""
+        return self._sglang_args(p) if p.mode == "sglang" else []
+
+    def _sglang_args(self, p: DDTreeParams) -> list[str]:
+        out = spec_args(p.algorithm, draft=p.draft_model_path) + [p.budget_flag, str(p.tree_budget)]
+        if p.block_size is not None:
+            out += ["--speculative-dflash-block-size", str(p.block_size)]
+        return out + list(p.extra_args)
+
+    def check(self, p: DDTreeParams, ctx: LaunchContext) -> list[str]:
+        if p.mode == "command" and not p.draft_model_path:
+            return []  # the wrapper may carry its own draft: its template decides
+        return missing_path("params.draft_model_path", p.draft_model_path, "the DFlash draft folder", ctx)
+
+
+DRAFTER = DDTree()

@@ -1,0 +1,24 @@
+"""EAGLE-3: a small draft head fed by the target's low/mid/high hidden states; chain (topk=1) or tree.
+
+K2.6 heads (lightseekorg/kimi-k2.6-eagle3, nvidia/Kimi-K2.6-Eagle3) recommend steps 3, topk 1, 4 draft tokens.
+"""
+
+from __future__ import annotations
+
+from specbench.drafter import LaunchContext, vllm_speculative_config
+
+from ._eagle_family import EagleFamily, EagleParams
+
+
+class Eagle3(EagleFamily):
+    name = "eagle3"
+    algorithm = "EAGLE3"
+    path_what = "the EAGLE-3 draft head folder"
+    acceptance = {**EagleFamily.acceptance, "vllm": "/metrics vllm:spec_decode_* counter deltas per window"}
+
+    def vllm(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
+        return vllm_speculative_config({"method": "eagle3", "model": p.draft_model_path,
+                                        "num_speculative_tokens": p.steps or 3})
+
+
+DRAFTER = Eagle3()

@@ -1,0 +1,118 @@
+"""Any OpenAI-compatible server started from an argv template (`engine.kind: command`, or a variant's own
+`command` in a config of another kind, e.g. a DDTree wrapper next to SGLang variants).
+
+Placeholders: {python} {model} {host} {port} {served_name}, the drafter's parameters by name (e.g.
+{tree_budget} {draft_model_path}), and {drafter_args} alone in an element, which expands to the drafter's
+engine arguments. An unknown placeholder is a ConfigError naming the template element.
+
+Acceptance comes from `engine.acceptance_field` (a dotted path into a response chunk, e.g.
+"ddtree.acceptance_length" or "usage.verify_steps"; `engine.acceptance_field_kind` says which) or from
+`engine.acceptance_metric` (a Prometheus counter of verify steps, diffed per window).
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import httpx
+
+from ..config import VariantConfig
+from ..errors import ConfigError
+from ..records import SpecDetails
+from .base import Engine, LaunchSpec
+from .prometheus import scrape, total
+
+BUILTIN = ("python", "model", "host", "port", "served_name")
+
+
+class CommandEngine(Engine):
+    kind = "command"
+
+    @property  # type: ignore[override]
+    def counter_acceptance(self) -> bool:  # type: ignore[override]
+        """Counter windows only when acceptance comes from a Prometheus counter."""
+        return bool(self.cfg.engine.acceptance_metric)
+
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec:
+        e = self.cfg.engine
+        where, template = self._template(variant)
+        values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
+                  "served_name": self.served_name, **self._drafter_values(variant)}
+        argv = fill_template(template, values, drafter_args, where)
+        engine_args = e.args if e.kind == "command" else []  # another kind's args are not this server's
+        return LaunchSpec(argv=[*e.launch_prefix, *argv, *engine_args, *variant.args],
+                          env={**e.env, **variant.env})
+
+    def _template(self, variant: VariantConfig) -> tuple[str, list[str]]:
+        i = self.cfg.variants.index(variant) if variant in self.cfg.variants else -1
+        if variant.command:
+            return f"variants[{i}].command", variant.command
+        if self.cfg.engine.command:
+            return "engine.command", self.cfg.engine.command
+        raise ConfigError(f"variants[{i}].command", "no command template (set it here or in engine.command)")
+
+    @staticmethod
+    def _drafter_values(variant: VariantConfig) -> dict[str, str]:
+        from ..drafter import get_drafter
+
+        params = get_drafter(variant.drafter).parse_params(variant.params).model_dump(mode="json")
+        return {k: "" if v is None else str(v) for k, v in params.items() if not isinstance(v, (list, dict))}
+
+    def version(self) -> str | None:
+        return self.cfg.engine.version
+
+    # -- acceptance -------------------------------------------------------------------------------
+    def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
+        field = self.cfg.engine.acceptance_field
+        if not field:
+            return None
+        value = dotted(data, field)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        if self.cfg.engine.acceptance_field_kind == "verify_steps":
+            return SpecDetails(verify_steps=int(value))
+        completion = dotted(data, "usage.completion_tokens")
+        steps = round(completion / value) if isinstance(completion, int) and value > 0 else None
+        return SpecDetails(verify_steps=steps, reported_accept_length=float(value))
+
+    async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
+        metric = self.cfg.engine.acceptance_metric
+        if not metric:
+            return None
+        samples = await scrape(http, metrics_url)
+        return {"verify_steps": total(samples, metric) or 0.0}
+
+
+def fill_template(template: list[str], values: dict[str, str], drafter_args: list[str], where: str) -> list[str]:
+    """Fill each element's {placeholders}; "{drafter_args}" alone expands to several elements."""
+    known = sorted({*values, "drafter_args"})
+    out: list[str] = []
+    for j, element in enumerate(template):
+        if element == "{drafter_args}":
+            out += drafter_args
+            continue
+        try:
+            names = [f for _, f, _, _ in string.Formatter().parse(element) if f is not None]
+        except ValueError as exc:
+            raise ConfigError(f"{where}[{j}]", f"bad template {element!r}: {exc}") from None
+        for name in names:
+            if name not in values:
+                hint = " ({drafter_args} must be a whole element)" if name == "drafter_args" else ""
+                raise ConfigError(f"{where}[{j}]", f"unknown placeholder {{{name}}}{hint} "
+                                                   f"(known: {', '.join(known)})")
+        out.append(element.format(**values))
+    return out
+
+
+def dotted(data: Any, path: str) -> Any:
+    """`a.b.0.c` into nested dicts and lists; None when any step is missing."""
+    cur = data
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur

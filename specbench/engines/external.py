@@ -1,0 +1,24 @@
+"""An endpoint that is already running (`engine.kind: external`): nothing is launched or stopped.
+
+`variants[].url` (or engine.url) is the endpoint; engine.metrics_url optionally names its Prometheus
+endpoint. Acceptance options are those of the command engine (a response field or a counter).
+"""
+
+from __future__ import annotations
+
+from ..config import VariantConfig
+from .base import LaunchSpec
+from .command import CommandEngine
+
+
+class ExternalEngine(CommandEngine):
+    kind = "external"
+
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec | None:
+        return None
+
+    def base_url(self, variant: VariantConfig, port: int) -> str:
+        return (variant.url or self.cfg.engine.url or "").rstrip("/")
+
+    def metrics_url(self, variant: VariantConfig, port: int) -> str:
+        return self.cfg.engine.metrics_url or f"{self.base_url(variant, port)}/metrics"

@@ -1,0 +1,146 @@
+"""SGLang: `python -m sglang.launch_server`, readiness by a real generation, per-request acceptance.
+
+Facts used here, checked in the sglang 0.5.23 wheel (and 0.5.9 for the older names):
+- `/health_generate` answers 200 only after a real generation (srt/entrypoints/http_server.py);
+  `/flush_cache` (GET/POST) clears the prefix cache.
+- Per-request acceptance: `TokenizerManager._calculate_spec_decoding_metrics`
+  (srt/managers/tokenizer_manager.py) puts `spec_verify_ct`, `spec_accept_length` (= completion_tokens /
+  spec_verify_ct, bonus token included), `spec_accept_rate`, `spec_num_correct_drafts`,
+  `spec_num_proposed_drafts`, `spec_correct_drafts_histogram` into the native `meta_info`; 0.5.9 names
+  the counts `spec_accept_token_num`, `spec_draft_token_num` and the histogram `spec_accept_histogram`.
+  OpenAI endpoints copy them into `sglext.spec_tokens_details` on a final chunk with `choices: []` when
+  the request has `return_spec_tokens_details: true` (srt/entrypoints/openai/protocol.py SpecTokensDetails,
+  serving_chat.py); 0.5.9 has no such field.
+- The cumulative `/server_info` `avg_spec_accept_length` is never used (since start, rank 0, sampled).
+- Streaming chat rejects `return_token_ids` (serving_chat.py): not sent; losslessness falls back to text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ..config import VariantConfig
+from ..fairness import sglang_pins
+from ..records import SpecDetails
+from .base import Engine, LaunchSpec, RequestSpec, dist_version, parse_version
+from .prometheus import scrape, total
+
+SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
+COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with --enable-metrics
+            "generation_tokens": "sglang:generation_tokens_total"}
+
+
+class SGLangEngine(Engine):
+    kind = "sglang"
+
+    # -- launch -----------------------------------------------------------------------------------
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec:
+        e = self.cfg.engine
+        served = ["--served-model-name", self.served_name] if self.served_name != self.model_path else []
+        argv = [*e.launch_prefix, self.python(), "-m", "sglang.launch_server",
+                "--model-path", self.model_path, *served, "--host", e.host, "--port", str(port),
+                *sglang_pins(self.cfg, self.version_tuple()), *e.args, *drafter_args, *variant.args]
+        return LaunchSpec(argv=argv, env={**e.env, **variant.env})
+
+    def version(self) -> str | None:
+        if self.cfg.engine.version:
+            return self.cfg.engine.version
+        if self.cfg.engine.launch_prefix:
+            return None  # the engine lives behind a prefix (container, srun): cannot look here
+        return dist_version(self.python(), "sglang")
+
+    def version_tuple(self) -> tuple[int, ...] | None:
+        return parse_version(self.version())
+
+    # -- readiness --------------------------------------------------------------------------------
+    async def probe_ready(self, http: httpx.AsyncClient, base_url: str) -> bool:
+        """/health_generate runs a real generation and answers 503 until the server's warmup succeeded."""
+        try:
+            r = await http.get(f"{base_url}/health_generate", timeout=30.0)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
+
+    # -- requests ---------------------------------------------------------------------------------
+    def request_body(self, req: RequestSpec) -> dict[str, Any]:
+        """The base OpenAI body plus `return_spec_tokens_details`, sent to every variant (baseline
+        included, so request bodies stay identical) unless the version is known to predate it. Older
+        servers ignore unknown fields (pydantic default), so an unknown version gets it too."""
+        body = super().request_body(req)
+        version = self.version_tuple()
+        if version is None or version >= SPEC_DETAILS_SINCE:
+            body["return_spec_tokens_details"] = True
+        return body
+
+    def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
+        return parse_sglang_spec(data)
+
+    # -- cells and counters -----------------------------------------------------------------------
+    async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:
+        """Clear the prefix cache so one cell's prompts do not warm the next cell's."""
+        try:
+            await http.post(f"{base_url}/flush_cache", timeout=30.0)
+        except httpx.HTTPError:
+            pass  # a server that cannot flush still measures; the runner's next request shows if it died
+
+    async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
+        """Verify-step counters as a cross-check (only with --enable-metrics); never the cumulative
+        /server_info figure. Per-request sglext data stays the primary acceptance source."""
+        try:
+            samples = await scrape(http, metrics_url, prefix="sglang:")
+        except (httpx.HTTPError, ValueError):
+            return None
+        out = {k: total(samples, name) for k, name in COUNTERS.items()}
+        return {k: v for k, v in out.items() if v is not None} or None
+
+
+# -- wire format ------------------------------------------------------------------------------------
+_NEW = {"accepted": "spec_num_correct_drafts", "proposed": "spec_num_proposed_drafts",
+        "histogram": "spec_correct_drafts_histogram"}
+_OLD = {"accepted": "spec_accept_token_num", "proposed": "spec_draft_token_num",  # sglang <= 0.5.9
+        "histogram": "spec_accept_histogram"}
+
+
+def spec_fields(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The spec_* mapping of an OpenAI chunk (`sglext.spec_tokens_details`) or a native response
+    (`meta_info`), or None when the chunk carries none."""
+    ext = data.get("sglext")
+    if isinstance(ext, dict):
+        details = ext.get("spec_tokens_details")
+        if isinstance(details, list):  # n > 1: one per choice; specbench sends n = 1
+            details = details[0] if details else None
+        if isinstance(details, dict):
+            return details
+    meta = data.get("meta_info")
+    if isinstance(meta, dict) and any(k.startswith("spec_") for k in meta):
+        return meta
+    return None
+
+
+def parse_sglang_spec(data: dict[str, Any]) -> SpecDetails | None:
+    f = spec_fields(data)
+    if f is None:
+        return None
+    names = _NEW if any(k in f for k in _NEW.values()) else _OLD
+    verify = _int(f.get("spec_verify_ct"))
+    length = _float(f.get("spec_accept_length"))
+    if verify is None and length:
+        completion = _int(f.get("completion_tokens"))
+        verify = round(completion / length) if completion else None
+    hist = f.get(names["histogram"])
+    return SpecDetails(
+        verify_steps=verify or None,  # 0 steps: nothing was verified (no speculation happened)
+        accepted_drafts=_int(f.get(names["accepted"])),
+        proposed_drafts=_int(f.get(names["proposed"])),
+        accept_histogram=[int(x) for x in hist] if isinstance(hist, list) and hist else None,
+        reported_accept_length=length or None)
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

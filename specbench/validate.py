@@ -1,0 +1,148 @@
+"""`specbench validate CONFIG [--print-commands]`: check a config without launching anything (no GPU needed).
+
+Loads and plans the config, runs the preflight checks that need no launch, prints every variant's exact
+argv and env (secrets redacted), the fairness audit, and, when sglang is importable in the engine's
+python, runs SGLang's own argument parser on each argv (`prepare_server_args`, in a subprocess).
+Exit code: 0 when the config can be launched, 2 when it would be refused. Problems found on this machine
+(missing model folder, busy GPU, taken port) are listed but do not fail validation: the config may be
+meant for another host.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+from .config import RunConfig, load_config
+from .engines import Engine
+from .fairness import audit
+from .launch import VariantLaunch, make_engine, plan_launches
+from .preflight import config_problems, host_problems
+
+Out = Callable[[str], None]
+
+_PARSER_CHECK = r"""
+import contextlib, io, json, sys
+try:
+    from sglang.srt.server_args import prepare_server_args
+except Exception as exc:
+    print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
+    sys.exit(0)
+results = {}
+for name, argv in json.loads(sys.argv[1]).items():
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            prepare_server_args(argv)
+        results[name] = None
+    except SystemExit as exc:
+        lines = [l.strip() for l in err.getvalue().splitlines() if l.strip()]
+        results[name] = lines[-1] if lines else f"exit code {exc.code}"
+    except Exception as exc:
+        results[name] = (f"{type(exc).__name__}: {exc}".splitlines() or ["error"])[0]
+print(json.dumps({"results": results}))
+"""
+
+
+def validate(path: str | Path, print_commands: bool = False, out: Out = print) -> int:
+    cfg = load_config(path)
+    engine = _engine(cfg)
+    launches = plan_launches(cfg, engine)
+    problems = config_problems(cfg, engine, launches)
+    version = engine.version()
+    out(f"config: {path}")
+    out(f"engine: {cfg.engine.kind} {version or '(version unknown: set engine.version)'}"
+        f"{'  via ' + shlex.join(cfg.engine.launch_prefix) if cfg.engine.launch_prefix else ''}")
+    out(f"model: {engine.model_path}")
+    out("")
+    for la in launches:
+        _print_variant(la, engine, print_commands, out)
+    out(audit(launches).to_markdown())
+    parser_errors = _parser_section(cfg, engine, launches, out)
+    host = host_problems(cfg, engine, launches, cfg.engine.port)
+    if host:
+        out("On this machine (not a config error if the run is meant for another host):")
+        for p in host:
+            out(f"  - {p}")
+        out("")
+    refused = problems + [f"{name}: SGLang's parser rejects the argv: {err}" for name, err in parser_errors.items()]
+    if refused:
+        out("Refused before launch:")
+        for p in refused:
+            out(f"  - {p}")
+        return 2
+    out(f"OK: {len(launches)} variant(s) would launch as printed.")
+    return 0
+
+
+def _engine(cfg: RunConfig) -> Engine:
+    """The engine without preparing a demo model or requiring the model folder to exist here."""
+    if cfg.model.path:
+        model_path = str(Path(cfg.model.path).expanduser())
+    else:
+        from .models import demo_model_path
+
+        model_path = str(demo_model_path(cfg.model.demo or "") or cfg.model.demo)
+    return make_engine(cfg, model_path, cfg.model.served_name or model_path)
+
+
+def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
+    from .runner import redact_env
+
+    kind = (la.engine or engine).kind
+    role = " (baseline)" if la.variant.baseline else ""
+    out(f"variant {la.name}{role}: drafter {la.drafter.name}, engine {kind}")
+    if la.spec is None:
+        out(f"  endpoint: {la.base_url} (already running; nothing launched)")
+    elif print_commands:
+        out(f"  argv: {shlex.join(la.spec.argv)}")
+        env = redact_env(la.spec.env)
+        out("  env: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) if env else "(none added)"))
+    out("")
+
+
+def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], out: Out) -> dict[str, str]:
+    """Run SGLang's own parser on every SGLang argv; returns {variant: error} for rejected ones."""
+    argvs = {la.name: sglang_server_args(la.spec.argv) for la in launches
+             if la.spec is not None and (la.engine or engine).kind == "sglang"}
+    if not argvs:
+        return {}
+    status, errors = check_with_sglang_parser(cfg, engine, argvs)
+    out(f"SGLang argument parser: {status}")
+    for name, err in errors.items():
+        out(f"  - {name}: {err}")
+    out("")
+    return errors
+
+
+def sglang_server_args(argv: list[str]) -> list[str]:
+    """The arguments after `-m sglang.launch_server`."""
+    return argv[argv.index("sglang.launch_server") + 1:] if "sglang.launch_server" in argv else argv
+
+
+def check_with_sglang_parser(cfg: RunConfig, engine: Engine,
+                             argvs: dict[str, list[str]]) -> tuple[str, dict[str, str]]:
+    """(status line, {variant: parser error}). Says clearly when the check could not run."""
+    if cfg.engine.launch_prefix:
+        return "not checked: the engine runs behind engine.launch_prefix, its python is not visible here", {}
+    python = engine.python()
+    try:
+        r = subprocess.run([python, "-c", _PARSER_CHECK, json.dumps(argvs)], capture_output=True, text=True,
+                           timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not checked: could not run {python} ({type(exc).__name__})", {}
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    try:
+        result = json.loads(last)
+    except ValueError:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"not checked: the check in {python} failed ({tail[:160]})", {}
+    if "import_error" in result:
+        return (f"not checked: sglang is not importable in {python} ({result['import_error'][:120]}); "
+                f"see docs/sglang.md to install it for offline validation"), {}
+    errors = {k: v for k, v in result["results"].items() if v}
+    ok = len(argvs) - len(errors)
+    return f"checked with sglang's prepare_server_args: {ok} of {len(argvs)} argv(s) accepted", errors

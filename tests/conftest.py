@@ -1,0 +1,218 @@
+"""Shared fixtures for the reliability suites: free ports, a stand-in engine config builder, and the
+"no child process survives" check (psutil) that every fault test ends with."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN = REPO / "tests" / "standin" / "server.py"
+
+
+# -- ports ----------------------------------------------------------------------------------------------
+def free_port() -> int:
+    """A TCP port nothing listens on right now (bound to 0, read back, released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+# -- a model folder ------------------------------------------------------------------------------------
+def make_model_dir(path: Path, context: int = 2048) -> Path:
+    """A folder that passes model.path checks: config.json with a context length, nothing to load."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                                   "max_position_embeddings": context}))
+    return path
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    return make_model_dir(tmp_path / "model")
+
+
+# -- stand-in engine configs -----------------------------------------------------------------------------
+def standin_argv(port: int, *flags: str, fmt: str = "vllm") -> list[str]:
+    """The stand-in server as an argv (a list: never a shell string)."""
+    return [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", fmt, *flags]
+
+
+# Every stand-in launched from a config goes through this wrapper: it appends the flags found in a per-variant
+# faults file (when that file exists) and execs the stand-in. A test injects a fault by writing the file and
+# heals the engine for `--resume` by deleting it, while the config (and so its hash) stays the same.
+FAULT_WRAPPER = """import os, shlex, sys
+faults, args = sys.argv[1], sys.argv[2:]
+if os.path.exists(faults):
+    with open(faults) as fh:
+        args += shlex.split(fh.read())
+os.execv(sys.executable, [sys.executable, "-m", "tests.standin.server", *args])
+"""
+
+
+def standin_config(model: Path, port: int, *, faults: dict[str, list[str]] | None = None,
+                   variants: list[dict[str, Any]] | None = None, sweep: dict[str, Any] | None = None,
+                   engine: dict[str, Any] | None = None, name: str = "faults") -> dict[str, Any]:
+    """A matrix config (as a dict) that launches the stand-in with engine kind `command`.
+
+    `faults` maps a variant name to stand-in flags (the fault injected into that variant only); they are
+    written to `<model>/../faults/<variant>.args`, see `set_faults`. Default variants: a baseline `base`
+    and an `ngram` variant; default sweep: seed prompts of one category, output length 8, C=1 and C=2.
+    """
+    root = model.parent
+    wrapper = root / "standin_wrapper.py"
+    wrapper.write_text(FAULT_WRAPPER)
+    variants = variants or [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                            {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}]
+    out_variants = []
+    for v in variants:
+        v = copy.deepcopy(v)
+        v.setdefault("command", ["{python}", str(wrapper), str(faults_file(root, v["name"])), "--port", "{port}",
+                                 "--host", "{host}", "--format", "vllm", "--served-model-name", "{served_name}"])
+        out_variants.append(v)
+    for vname, flags in (faults or {}).items():
+        set_faults(root, vname, flags)
+    eng = {"kind": "command", "port": port, "startup_timeout_s": 20, "stop_timeout_s": 3,
+           "command": ["{python}", "-m", "tests.standin.server", "--port", "{port}", "--host", "{host}"],
+           "env": {"PYTHONPATH": str(REPO)}}
+    eng.update(engine or {})
+    sw = {"prompts": [{"set": "seed", "categories": ["code"], "per_category": 2}], "output_lens": [8],
+          "concurrency": [1, 2], "waves": 1, "repeats": 1, "warmup_requests": 0, "request_timeout_s": 10}
+    sw.update(sweep or {})
+    return {"name": name, "model": {"path": str(model), "served_name": "standin"}, "engine": eng,
+            "variants": out_variants, "sweep": sw, "output_dir": str(root / "runs")}
+
+
+def faults_file(root: Path, variant: str) -> Path:
+    return root / "faults" / f"{variant}.args"
+
+
+def set_faults(root: Path, variant: str, flags: list[str] | None) -> None:
+    """Inject (flags) or heal (None) the stand-in of one variant for its next launch."""
+    path = faults_file(root, variant)
+    if flags is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(shlex.join(flags))
+
+
+def write_config(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# -- processes -------------------------------------------------------------------------------------------
+def procs_with_port(port: int) -> list[psutil.Process]:
+    """Processes whose command line mentions this (unique, per-test) port: the stand-ins we launched."""
+    out = []
+    needle = str(port)
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = p.info["cmdline"] or []
+        except psutil.Error:
+            continue
+        if p.pid == os.getpid():
+            continue
+        if any(needle == a or a.endswith(f":{needle}") or a == f"--port={needle}" for a in cmd) and \
+                any("standin" in a or "specbench" in a for a in cmd):
+            out.append(p)
+    return out
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def survivors(port: int | None = None) -> list[str]:
+    """Descendants of this test process still running, plus any process naming `port`."""
+    found: dict[int, psutil.Process] = {}
+    for p in psutil.Process().children(recursive=True):
+        if _alive(p):
+            found[p.pid] = p
+    if port is not None:
+        for p in procs_with_port(port):
+            if _alive(p):
+                found[p.pid] = p
+    out = []
+    for pid, p in found.items():
+        try:
+            out.append(f"{pid} {' '.join(p.cmdline())[:160]}")
+        except psutil.Error:
+            pass
+    return out
+
+
+def assert_no_survivors(port: int | None = None, within_s: float = 10.0) -> None:
+    """Every child of the test (and every process naming the port) is gone within `within_s`."""
+    deadline = time.monotonic() + within_s
+    left = survivors(port)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = survivors(port)
+    assert not left, f"processes survived: {left}"
+
+
+def kill_leftovers(port: int | None = None) -> None:
+    """Last resort after a failed assertion, so one bad test never leaks into the next."""
+    procs = list(psutil.Process().children(recursive=True))
+    if port is not None:
+        procs += procs_with_port(port)
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+@pytest.fixture
+def no_survivors(port: int) -> Iterator[Callable[..., None]]:
+    """Yields the survivor check; on teardown asserts it once more and kills whatever is left anyway."""
+    yield lambda within_s=10.0: assert_no_survivors(port, within_s)
+    left = survivors(port)
+    kill_leftovers(port)
+    assert not left, f"processes survived the test: {left}"
+
+
+def wait_for_standin(timeout_s: float = 0.0) -> bool:
+    """The stand-in is written by a concurrent helper: poll for it."""
+    deadline = time.monotonic() + timeout_s
+    while not STANDIN.exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    return STANDIN.exists()
+
+
+def engine_kind_available(kind: str) -> bool:
+    from specbench.engines import ENGINES
+    from specbench.errors import UsageError
+
+    try:
+        ENGINES.get(kind)
+    except UsageError:
+        return False
+    return True
+
+
+needs_standin = pytest.mark.skipif(not STANDIN.exists() or not engine_kind_available("command"),
+                                   reason="tests/standin/server.py or engines/command.py missing")

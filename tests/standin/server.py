@@ -1,0 +1,388 @@
+"""The stand-in server: `python -m tests.standin.server --port N --format {vllm,sglang,sglang-0.5.9,openai}`.
+
+Serves /v1/chat/completions and /v1/completions (streaming or not, usage and continuous usage stats,
+`return_token_ids` on the vllm/openai formats), /v1/models, /health, and per format:
+- vllm: /metrics with vllm:spec_decode_* counters and vllm:generation_tokens_total;
+- sglang (0.5.23 names): /health_generate, /flush_cache, /server_info, native /generate with meta_info
+  spec_* fields, `sglext.spec_tokens_details` when a request sends `return_spec_tokens_details`,
+  /metrics (sglang:spec_verify_calls_total) with --enable-metrics; streaming chat rejects return_token_ids;
+- sglang-0.5.9: the same with the 0.5.9 meta_info names and no sglext.
+Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
+--accept-rate the server "speculates": each target step (one --ms-per-token sleep) yields the accepted
+drafts plus a bonus token in one chunk. GET /standin/stats reports what the server saw.
+Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after)
+apply to streamed generation requests only, so readiness probes still work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from .httpserver import Request, Response, Stream, serve
+from .tokens import SpecStats, eos_position, plan_steps, prompt_key, token_id, token_text
+
+FORMATS = ("vllm", "sglang", "sglang-0.5.9", "openai")
+
+
+@dataclass
+class Options:
+    port: int
+    host: str = "127.0.0.1"
+    format: str = "openai"
+    served_name: str = "standin"
+    startup_delay: float = 0.0
+    exit_during_startup: int | None = None
+    startup_error: str | None = None
+    hang_startup: bool = False
+    die_after_requests: int | None = None
+    http_error_rate: float = 0.0
+    malformed_sse_after: int | None = None
+    truncate_after: int | None = None
+    stall_after: int | None = None
+    tokens_per_chunk: int = 1
+    ms_per_token: float = 0.0
+    accept_rate: float | None = None
+    drafts_per_step: int = 3
+    enable_metrics: bool = False
+    seed: int = 0
+
+
+@dataclass
+class State:
+    ready: bool = False
+    streams: int = 0  # streamed generation requests received
+    requests: int = 0  # all generation requests
+    in_flight: int = 0
+    max_in_flight: int = 0
+    flushes: int = 0
+    generation_tokens: int = 0
+    spec: SpecStats = field(default_factory=SpecStats)
+    per_position: list[int] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # last request bodies (for tests)
+
+
+def log(msg: str) -> None:
+    print(f"[standin {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class StandIn:
+    def __init__(self, opts: Options):
+        self.o = opts
+        self.s = State()
+        self.rng = random.Random(opts.seed)
+
+    @property
+    def sglang(self) -> bool:
+        return self.o.format.startswith("sglang")
+
+    # -- routing ----------------------------------------------------------------------------------
+    async def handle(self, req: Request, stream: Stream) -> Response | None:
+        p, m = req.path, req.method
+        if p == "/v1/models":
+            return Response.json({"object": "list", "data": [{"id": self.o.served_name, "object": "model"}]})
+        if p == "/health":
+            return Response.json({}, 200 if self.s.ready else 503)
+        if p == "/standin/stats":
+            return Response.json(self._stats())
+        if p == "/metrics":
+            return self._metrics()
+        if self.sglang and p == "/health_generate":
+            return Response.json({}, 200 if self.s.ready else 503)
+        if self.sglang and p == "/flush_cache":
+            self.s.flushes += 1
+            return Response.text("Cache flushed.\n")
+        if self.sglang and p == "/server_info":
+            avg = 1 + self.s.spec.accepted / self.s.spec.verify_steps if self.s.spec.verify_steps else None
+            return Response.json({"internal_states": [{"avg_spec_accept_length": avg}], "version": "standin"})
+        if m == "POST" and p in ("/v1/chat/completions", "/v1/completions") or \
+                (self.sglang and m == "POST" and p == "/generate"):
+            if not self.s.ready:
+                return Response.json({"error": {"message": "server is starting"}}, 503)
+            try:
+                body = req.json()
+            except ValueError:
+                return Response.json({"error": {"message": "invalid JSON body"}}, 400)
+            self.s.bodies = (self.s.bodies + [body])[-50:]
+            return await self._generate(p, body, stream)
+        return Response.json({"detail": "Not Found"}, 404)
+
+    def _stats(self) -> dict[str, Any]:
+        s = self.s
+        return {"ready": s.ready, "streams": s.streams, "requests": s.requests, "max_in_flight": s.max_in_flight,
+                "flushes": s.flushes, "generation_tokens": s.generation_tokens,
+                "verify_steps": s.spec.verify_steps, "accepted": s.spec.accepted, "proposed": s.spec.proposed,
+                "last_bodies": s.bodies[-5:]}
+
+    def _metrics(self) -> Response:
+        s = self.s
+        if self.o.format == "vllm":
+            drafts = s.spec.verify_steps
+            lines = [
+                "# TYPE vllm:generation_tokens_total counter",
+                f'vllm:generation_tokens_total{{model_name="{self.o.served_name}"}} {s.generation_tokens}',
+                "# TYPE vllm:spec_decode_num_drafts_total counter",
+                f'vllm:spec_decode_num_drafts_total{{model_name="{self.o.served_name}"}} {drafts}',
+                "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+                f'vllm:spec_decode_num_draft_tokens_total{{model_name="{self.o.served_name}"}} {s.spec.proposed}',
+                "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+                f'vllm:spec_decode_num_accepted_tokens_total{{model_name="{self.o.served_name}"}} {s.spec.accepted}',
+                "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+                *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{self.o.served_name}",'
+                  f'position="{i}"}} {v}' for i, v in enumerate(s.per_position))]
+            return Response.text("\n".join(lines) + "\n")
+        if self.sglang and self.o.enable_metrics:
+            acc_len = 1 + s.spec.accepted / s.spec.verify_steps if s.spec.verify_steps else 0.0
+            lines = ["# TYPE sglang:generation_tokens_total counter",
+                     f'sglang:generation_tokens_total{{model_name="{self.o.served_name}"}} {s.generation_tokens}',
+                     "# TYPE sglang:spec_verify_calls_total counter",
+                     f'sglang:spec_verify_calls_total{{model_name="{self.o.served_name}"}} {s.spec.verify_steps}',
+                     "# TYPE sglang:spec_accept_length gauge",
+                     f'sglang:spec_accept_length{{model_name="{self.o.served_name}"}} {acc_len}']
+            return Response.text("\n".join(lines) + "\n")
+        return Response.json({"detail": "Not Found"}, 404)
+
+    # -- generation -------------------------------------------------------------------------------
+    async def _generate(self, path: str, body: dict[str, Any], stream: Stream) -> Response | None:
+        native = path == "/generate"
+        sampling = (body.get("sampling_params") or {}) if native else body
+        max_tokens = int(sampling.get("max_new_tokens" if native else "max_tokens")
+                         or body.get("max_completion_tokens") or 16)
+        temperature = float(sampling.get("temperature") or 0.0)
+        source = body.get("text") if native else (body.get("messages") or body.get("prompt"))
+        key = prompt_key(source, temperature, body.get("seed"))
+        n = max_tokens if sampling.get("ignore_eos") else min(max_tokens, eos_position(key))
+        finish = "length" if n == max_tokens else "stop"
+        streaming = bool(body.get("stream"))
+        if streaming and self.sglang and not native and body.get("return_token_ids") and path.endswith("chat/completions"):
+            return Response.json({"object": "error", "message": "return_token_ids is not supported with "
+                                  "streaming on /v1/chat/completions.", "code": 400}, 400)
+        self.s.requests += 1
+        if streaming:
+            self.s.streams += 1
+            if self.o.die_after_requests is not None and self.s.streams > self.o.die_after_requests:
+                log(f"fatal: simulated crash after {self.o.die_after_requests} requests")
+                os._exit(1)
+            if self.o.http_error_rate and self.rng.random() < self.o.http_error_rate:
+                return Response.json({"object": "error", "message": "simulated internal error", "code": 500}, 500)
+        steps, stats = plan_steps(key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
+        ids = [token_id(key, i) for i in range(n)]
+        self.s.in_flight += 1
+        self.s.max_in_flight = max(self.s.max_in_flight, self.s.in_flight)
+        try:
+            if not streaming:
+                await asyncio.sleep(len(steps) * self.o.ms_per_token / 1000)
+                self._account(n, stats)
+                return Response.json(self._full(path, body, ids, finish, stats))
+            await self._stream(path, body, stream, ids, steps, finish, stats)
+            return None
+        finally:
+            self.s.in_flight -= 1
+
+    def _account(self, n: int, stats: SpecStats | None) -> None:
+        self.s.generation_tokens += n
+        if stats:
+            sp = self.s.spec
+            sp.verify_steps += stats.verify_steps
+            sp.accepted += stats.accepted
+            sp.proposed += stats.proposed
+            for acc, count in enumerate(stats.histogram):  # accepted at position i = steps accepting > i
+                for pos in range(acc):
+                    while len(self.s.per_position) <= pos:
+                        self.s.per_position.append(0)
+                    self.s.per_position[pos] += count
+
+    async def _stream(self, path: str, body: dict[str, Any], stream: Stream, ids: list[int], steps: list[int],
+                      finish: str, stats: SpecStats | None) -> None:
+        o = self.o
+        native = path == "/generate"
+        opts = body.get("stream_options") or {}
+        usage_each = bool(opts.get("continuous_usage_stats"))
+        prompt_tokens = self._prompt_tokens(body)
+        rid = f"cmpl-{uuid.uuid4().hex[:12]}"
+        await stream.start()
+        done = 0
+        for j, k in enumerate(steps):
+            if o.stall_after is not None and j >= o.stall_after:
+                log(f"stalling stream {rid} after {j} chunks")
+                await asyncio.sleep(3600)
+            if o.truncate_after is not None and j >= o.truncate_after:
+                log(f"truncating stream {rid} after {j} chunks")
+                stream.abort()
+                return
+            if o.malformed_sse_after is not None and j >= o.malformed_sse_after:
+                await stream.raw(b'data: {"choices": [{"delta": {"content": "x"\n\n')
+                await stream.raw(b"data: [DONE]\n\n")
+                await stream.end()
+                return
+            if o.ms_per_token:
+                await asyncio.sleep(o.ms_per_token / 1000)
+            chunk_ids = ids[done:done + k]
+            done += k
+            last = done == len(ids)
+            if native:
+                await stream.event(self._native(ids[:done], body, prompt_tokens, finish if last else None,
+                                                stats if last else None, rid))
+                continue
+            await stream.event(self._chunk(path, body, rid, chunk_ids, finish if last else None,
+                                           {"prompt_tokens": prompt_tokens, "completion_tokens": done,
+                                            "total_tokens": prompt_tokens + done} if usage_each else None))
+        self._account(len(ids), stats)
+        if not native:
+            ext = self._sglext(body, stats)
+            if ext:
+                await stream.event({"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
+                                    "model": o.served_name, "choices": [], "sglext": ext})
+            if opts.get("include_usage"):
+                await stream.event({"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
+                                    "model": o.served_name, "choices": [],
+                                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
+                                              "total_tokens": prompt_tokens + len(ids)}})
+        await stream.event(b"[DONE]")
+        await stream.end()
+
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        src = body.get("messages") or body.get("prompt") or body.get("text") or ""
+        text = " ".join(m.get("content", "") for m in src if isinstance(m, dict)) if isinstance(src, list) else str(src)
+        return max(1, len(text.split()))
+
+    def _chunk(self, path: str, body: dict[str, Any], rid: str, ids: list[int], finish: str | None,
+               usage: dict[str, int] | None) -> dict[str, Any]:
+        text = "".join(token_text(t) for t in ids)
+        chat = path.endswith("chat/completions")
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+        if chat:
+            choice["delta"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        if body.get("return_token_ids") and not self.sglang:
+            choice["token_ids"] = ids
+        out: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                               "created": int(time.time()), "model": self.o.served_name, "choices": [choice]}
+        if usage is not None:
+            out["usage"] = usage
+        return out
+
+    def _full(self, path: str, body: dict[str, Any], ids: list[int], finish: str,
+              stats: SpecStats | None) -> dict[str, Any]:
+        prompt_tokens = self._prompt_tokens(body)
+        if path == "/generate":
+            return self._native(ids, body, prompt_tokens, finish, stats, f"gen-{uuid.uuid4().hex[:12]}")
+        text = "".join(token_text(t) for t in ids)
+        chat = path.endswith("chat/completions")
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        if body.get("return_token_ids"):
+            choice["token_ids"] = ids
+        out: dict[str, Any] = {"id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion" if chat
+                               else "text_completion", "created": int(time.time()), "model": self.o.served_name,
+                               "choices": [choice], "usage": {"prompt_tokens": prompt_tokens,
+                                                              "completion_tokens": len(ids),
+                                                              "total_tokens": prompt_tokens + len(ids)}}
+        ext = self._sglext(body, stats)
+        if ext:
+            out["sglext"] = ext
+        return out
+
+    def _spec_meta(self, stats: SpecStats, completion: int) -> dict[str, Any]:
+        """The spec_* fields as SGLang's TokenizerManager fills them (names by version)."""
+        meta: dict[str, Any] = {"spec_verify_ct": stats.verify_steps,
+                                "spec_accept_length": completion / stats.verify_steps,
+                                "spec_accept_rate": stats.accepted / stats.proposed if stats.proposed else 0.0}
+        if self.o.format == "sglang-0.5.9":
+            meta.update(spec_accept_token_num=stats.accepted, spec_draft_token_num=stats.proposed,
+                        spec_accept_histogram=stats.histogram)
+        else:
+            meta.update(spec_num_correct_drafts=stats.accepted, spec_num_proposed_drafts=stats.proposed,
+                        spec_correct_drafts_histogram=stats.histogram)
+        return meta
+
+    def _sglext(self, body: dict[str, Any], stats: SpecStats | None) -> dict[str, Any] | None:
+        if self.o.format != "sglang" or not body.get("return_spec_tokens_details") or not stats:
+            return None
+        completion = sum(stats.histogram[i] * (i + 1) for i in range(len(stats.histogram)))
+        return {"spec_tokens_details": self._spec_meta(stats, completion)}
+
+    def _native(self, ids: list[int], body: dict[str, Any], prompt_tokens: int, finish: str | None,
+                stats: SpecStats | None, rid: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {"id": rid, "prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
+                                "finish_reason": {"type": finish, "length": len(ids)} if finish else None}
+        if stats:
+            meta.update(self._spec_meta(stats, len(ids)))
+        return {"text": "".join(token_text(t) for t in ids), "output_ids": ids, "meta_info": meta}
+
+
+# -- process ------------------------------------------------------------------------------------------
+READY_LINE = {"sglang": "The server is fired up and ready to roll!", "vllm": "Application startup complete.",
+              "openai": "Application startup complete."}
+
+
+async def run(opts: Options) -> None:
+    log(f"stand-in server pid={os.getpid()} format={opts.format} port={opts.port} "
+        f"speculative={'off' if opts.accept_rate is None else f'accept_rate={opts.accept_rate}'}")
+    if opts.exit_during_startup is not None:
+        log("loading model weights ...")
+        await asyncio.sleep(opts.startup_delay)
+        log(opts.startup_error or f"fatal: startup failed (exit code {opts.exit_during_startup})")
+        sys.exit(opts.exit_during_startup)
+    app = StandIn(opts)
+    server = await serve(opts.host, opts.port, app.handle)
+    log(f"listening on http://{opts.host}:{opts.port}")
+    if opts.hang_startup:
+        log("loading model weights ... (hangs: --hang-startup)")
+    else:
+        await asyncio.sleep(opts.startup_delay)
+        app.s.ready = True
+        log(READY_LINE["sglang" if app.sglang else opts.format])
+    async with server:
+        await server.serve_forever()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tests.standin.server", description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--format", choices=FORMATS, default="openai")
+    p.add_argument("--served-model-name", dest="served_name", default="standin")
+    p.add_argument("--startup-delay", type=float, default=0.0, help="seconds before the server is ready")
+    p.add_argument("--exit-during-startup", type=int, metavar="CODE", help="exit with CODE before listening")
+    p.add_argument("--startup-error", help="the log line printed before --exit-during-startup exits")
+    p.add_argument("--hang-startup", action="store_true", help="listen but never become ready")
+    p.add_argument("--die-after-requests", type=int, metavar="N", help="exit(1) when streamed request N+1 arrives")
+    p.add_argument("--http-error-rate", type=float, default=0.0, help="fraction of streamed requests answered 500")
+    p.add_argument("--malformed-sse-after", type=int, metavar="N", help="send broken JSON after N chunks")
+    p.add_argument("--truncate-after", type=int, metavar="N", help="drop the connection after N chunks")
+    p.add_argument("--stall-after", type=int, metavar="N", help="stop sending (but keep open) after N chunks")
+    p.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per chunk when not speculating")
+    p.add_argument("--ms-per-token", type=float, default=0.0,
+                   help="milliseconds per target step (one token, or one verify step when speculating)")
+    p.add_argument("--accept-rate", type=float, default=None, help="speculate: P(a draft token is accepted)")
+    p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
+    p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:
+        log(f"ignoring arguments: {' '.join(unknown)}")
+    opts = Options(**vars(args))
+    try:
+        asyncio.run(run(opts))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""Bad input: malformed configs and CLI calls. Each must end with exit code 2 and exactly one stderr line
+`error: ...` naming the field at fault, never a traceback, and launch nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specbench.cli import main
+
+try:  # tests/ may or may not be a package
+    from .conftest import REPO, assert_no_survivors, free_port, make_model_dir, write_config
+except ImportError:
+    from conftest import REPO, assert_no_survivors, free_port, make_model_dir, write_config
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse errors leave through sys.exit(2)
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, [ln for ln in out.err.splitlines() if ln.strip()], out.err
+
+
+def assert_one_line_error(code: int, lines: list[str], raw: str, *needles: str) -> str:
+    assert "Traceback" not in raw, raw
+    assert code == 2, f"exit code {code}, stderr: {raw}"
+    assert len(lines) == 1, f"expected one stderr line, got: {raw!r}"
+    line = lines[0]
+    assert line.startswith("error:"), line
+    for n in needles:
+        assert n in line, f"{n!r} not in {line!r}"
+    return line
+
+
+def base_config(model: Path) -> dict[str, Any]:
+    """A valid config (nothing is launched by these tests: each case breaks it before launch)."""
+    return {
+        "name": "bad",
+        "model": {"path": str(model)},
+        "engine": {"kind": "vllm", "python": "/nonexistent/python", "version": "0.10.0",
+                   "port": free_port(), "startup_timeout_s": 2},
+        "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                     {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}],
+        "sweep": {"prompts": [{"set": "seed"}], "output_lens": [8], "concurrency": [1]},
+        "output_dir": str(model.parent / "runs"),
+    }
+
+
+def setp(path: str, value: Any) -> Callable[[dict[str, Any], Path], None]:
+    """A mutation: set a dotted path (with [i] list indices) to `value`."""
+
+    def apply(cfg: dict[str, Any], tmp: Path) -> None:
+        node: Any = cfg
+        parts = path.replace("[", ".[").split(".")
+        for i, part in enumerate(parts):
+            key: Any = int(part[1:-1]) if part.startswith("[") else part
+            if i == len(parts) - 1:
+                node[key] = value
+            else:
+                node = node[key]
+
+    return apply
+
+
+def delp(path: str) -> Callable[[dict[str, Any], Path], None]:
+    def apply(cfg: dict[str, Any], tmp: Path) -> None:
+        node: Any = cfg
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node[part]
+        del node[parts[-1]]
+
+    return apply
+
+
+def prompt_file(content: str | None, as_dir: bool = False) -> Callable[[dict[str, Any], Path], None]:
+    def apply(cfg: dict[str, Any], tmp: Path) -> None:
+        p = tmp / "prompts.jsonl"
+        if as_dir:
+            p.mkdir()
+        elif content is not None:
+            p.write_text(content)
+        cfg["sweep"]["prompts"] = [{"set": "file", "path": str(p)}]
+
+    return apply
+
+
+def unsupported_engine(cfg: dict[str, Any], tmp: Path) -> None:
+    """A drafter on an engine it has no launch recipe for (mtp is SGLang-only, the config is vLLM)."""
+    cfg["variants"][1] = {"name": "mtp", "drafter": "mtp"}
+
+
+def unsupported_engine_param(cfg: dict[str, Any], tmp: Path) -> None:
+    """ngram on SGLang with a parameter the ngram drafter does not have."""
+    cfg["engine"].update(kind="sglang", version="0.5.23")
+    cfg["variants"][1]["params"] = {"num_tokens": 3, "tree_budget": 8}
+
+
+def small_context(cfg: dict[str, Any], tmp: Path) -> None:
+    make_model_dir(tmp / "model", context=128)
+    cfg["sweep"]["output_lens"] = [64, 256]
+
+
+def engine_capped_context(cfg: dict[str, Any], tmp: Path) -> None:
+    cfg["engine"]["args"] = ["--max-model-len", "100"]
+    cfg["sweep"]["output_lens"] = [128]
+
+
+# (id, mutation(s), substrings the one error line must contain)
+CASES: list[tuple[str, list[Callable[[dict[str, Any], Path], None]], list[str]]] = [
+    ("unknown-top-level-key", [setp("bogus", 1)], ["bogus", "unknown key"]),
+    ("unknown-engine-key", [setp("engine.prot", 8000)], ["engine.prot", "unknown key"]),
+    ("unknown-variant-key", [setp("variants[1].parms", {})], ["variants[1].parms", "unknown key"]),
+    ("unknown-sweep-key", [setp("sweep.concurency", [1])], ["sweep.concurency", "unknown key"]),
+    ("unknown-prompt-key", [setp("sweep.prompts", [{"set": "seed", "cat": ["code"]}])],
+     ["sweep.prompts[0].cat", "unknown key"]),
+    ("wrong-type-concurrency", [setp("sweep.concurrency", "four")], ["sweep.concurrency"]),
+    ("wrong-type-port", [setp("engine.port", "http")], ["engine.port"]),
+    ("wrong-type-variants", [setp("variants", {"name": "x"})], ["variants"]),
+    ("wrong-type-engine-args", [setp("engine.args", "--enforce-eager")], ["engine.args"]),
+    ("zero-concurrency", [setp("sweep.concurrency", [1, 0])], ["sweep.concurrency", ">= 1"]),
+    ("negative-concurrency", [setp("sweep.concurrency", [-4])], ["sweep.concurrency", ">= 1"]),
+    ("zero-output-len", [setp("sweep.output_lens", [0])], ["sweep.output_lens"]),
+    ("empty-output-lens", [setp("sweep.output_lens", [])], ["sweep.output_lens"]),
+    ("empty-concurrency", [setp("sweep.concurrency", [])], ["sweep.concurrency"]),
+    ("empty-prompts", [setp("sweep.prompts", [])], ["sweep.prompts"]),
+    ("missing-sweep", [delp("sweep")], ["sweep", "missing"]),
+    ("missing-output-lens", [delp("sweep.output_lens")], ["sweep.output_lens", "missing"]),
+    ("zero-repeats", [setp("sweep.repeats", 0)], ["sweep.repeats"]),
+    ("negative-warmup", [setp("sweep.warmup_requests", -1)], ["sweep.warmup_requests"]),
+    ("error-rate-over-one", [setp("sweep.max_error_rate", 1.5)], ["sweep.max_error_rate"]),
+    ("zero-request-timeout", [setp("sweep.request_timeout_s", 0)], ["sweep.request_timeout_s"]),
+    ("duplicate-concurrency", [setp("sweep.concurrency", [1, 4, 4])], ["sweep.concurrency", "duplicate"]),
+    ("negative-temperature", [setp("sweep.temperatures", [0.0, -0.5])], ["sweep.temperatures", ">= 0"]),
+    ("empty-variants", [setp("variants", [])], ["variants"]),
+    ("no-baseline", [setp("variants[0].baseline", False)], ["variants", "baseline"]),
+    ("two-baselines", [setp("variants[1]", {"name": "b2", "drafter": "autoregressive", "baseline": True})],
+     ["variants", "baseline", "base, b2"]),
+    ("duplicate-variant-names", [setp("variants[1].name", "base")], ["variants", "duplicate", "base"]),
+    ("variant-name-slash", [setp("variants[1].name", "a/b")], ["variants[1].name"]),
+    ("variant-name-dotdot", [setp("variants[1].name", "..")], ["variants[1].name"]),
+    ("variant-name-traversal", [setp("variants[1].name", "../../etc")], ["variants[1].name"]),
+    ("variant-name-empty", [setp("variants[1].name", "")], ["variants[1].name"]),
+    ("unknown-drafter", [setp("variants[1].drafter", "medusa9")], ["variants[1].drafter", "medusa9"]),
+    ("unknown-engine-kind", [setp("engine.kind", "tgi")], ["engine.kind"]),
+    ("drafter-param-it-lacks", [setp("variants[1].params", {"num_tokens": 3, "topk": 4})],
+     ["variants[1].params.topk", "unknown key"]),
+    ("drafter-param-out-of-range", [setp("variants[1].params", {"num_tokens": 0})],
+     ["variants[1].params.num_tokens"]),
+    ("drafter-param-wrong-type", [setp("variants[1].params", {"num_tokens": "many"})],
+     ["variants[1].params.num_tokens"]),
+    ("drafter-params-inconsistent", [setp("variants[1].params", {"lookup_min": 5, "lookup_max": 2})],
+     ["variants[1].params", "lookup_min"]),
+    ("baseline-that-speculates", [setp("variants[0].drafter", "ngram")], ["variants[0].baseline"]),
+    ("drafter-unsupported-by-engine", [unsupported_engine], ["variants[1].drafter", "vllm"]),
+    ("drafter-param-not-on-this-engine", [unsupported_engine_param], ["variants[1].params.tree_budget"]),
+    ("missing-model-path", [setp("model.path", "/nonexistent/model/folder")], ["model.path", "not found"]),
+    ("model-path-and-demo", [setp("model.demo", "smollm2")], ["model", "exactly one"]),
+    ("model-neither-path-nor-demo", [setp("model", {})], ["model", "exactly one"]),
+    ("unknown-demo-model", [setp("model", {"demo": "gpt5"})], ["model.demo", "gpt5"]),
+    ("missing-tokenizer", [setp("model.tokenizer", "/nonexistent/tok")], ["model.tokenizer"]),
+    ("prompt-file-missing", [prompt_file(None)], ["sweep.prompts[0].path", "cannot read"]),
+    ("prompt-file-unreadable", [prompt_file(None, as_dir=True)], ["sweep.prompts[0].path", "cannot read"]),
+    ("prompt-file-bad-json", [prompt_file('{"category": "a", "prompt": "x"}\n{not json}\n')],
+     ["sweep.prompts[0].path", "line 2"]),
+    ("prompt-file-empty", [prompt_file("\n")], ["sweep.prompts[0].path", "no prompts"]),
+    ("prompt-file-without-path", [setp("sweep.prompts", [{"set": "file"}])], ["sweep.prompts[0].path"]),
+    ("unknown-prompt-set", [setp("sweep.prompts", [{"set": "gsm8k"}])], ["sweep.prompts[0].set", "gsm8k"]),
+    ("unknown-category", [setp("sweep.prompts", [{"set": "seed", "categories": ["poetry"]}])],
+     ["sweep.prompts[0].categories", "poetry"]),
+    ("zero-per-category", [setp("sweep.prompts", [{"set": "seed", "per_category": 0}])],
+     ["sweep.prompts[0].per_category"]),
+    ("output-len-over-context", [small_context], ["sweep.output_lens", "128"]),
+    ("output-len-over-engine-max-model-len", [engine_capped_context], ["sweep.output_lens", "--max-model-len"]),
+    ("api-key-env-unset", [setp("engine.api_key_env", "SPECBENCH_TEST_UNSET_KEY")],
+     ["engine.api_key_env", "SPECBENCH_TEST_UNSET_KEY"]),
+    ("external-without-url", [setp("engine.kind", "external")], ["engine", "url"]),
+    ("command-without-command", [setp("engine.kind", "command")], ["engine", "command"]),
+    ("port-out-of-range", [setp("engine.port", 70000)], ["engine.port"]),
+    ("zero-startup-timeout", [setp("engine.startup_timeout_s", 0)], ["engine.startup_timeout_s"]),
+    ("env-not-a-mapping", [setp("engine.env", ["A=1"])], ["engine.env"]),
+]
+
+
+@pytest.mark.parametrize("case_id,mutations,needles", CASES, ids=[c[0] for c in CASES])
+def test_bad_config(case_id, mutations, needles, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("SPECBENCH_TEST_UNSET_KEY", raising=False)
+    model = make_model_dir(tmp_path / "model")
+    cfg = base_config(model)
+    for m in mutations:
+        m(cfg, tmp_path)
+    path = write_config(tmp_path / "bad.yaml", cfg)
+    code, lines, raw = run_cli(["run", str(path), "--out", str(tmp_path / "run")], capsys)
+    assert_one_line_error(code, lines, raw, *needles)
+    assert not (tmp_path / "run" / "requests.jsonl").exists()  # nothing was measured
+    assert_no_survivors(within_s=2)
+
+
+# -- files that are not configs ---------------------------------------------------------------------------
+@pytest.mark.parametrize("text,needles", [
+    ("model: {path: /m\nvariants: [", ["invalid YAML"]),
+    ("name: a\n\tmodel: x\n", ["invalid YAML"]),
+    ("- a\n- b\n", ["mapping"]),
+    ("just a string\n", ["mapping"]),
+    ("", ["mapping"]),
+], ids=["unclosed-flow", "tab-indent", "yaml-list", "yaml-scalar", "empty-file"])
+def test_not_a_config(text, needles, tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    code, lines, raw = run_cli(["run", str(path)], capsys)
+    assert_one_line_error(code, lines, raw, str(path), *needles)
+
+
+def test_missing_config_file(tmp_path, capsys):
+    code, lines, raw = run_cli(["run", str(tmp_path / "nope.yaml")], capsys)
+    assert_one_line_error(code, lines, raw, "not found", "nope.yaml")
+
+
+# -- CLI calls ---------------------------------------------------------------------------------------------
+def test_bad_cli_calls(tmp_path, capsys):
+    calls = [
+        (["run", "--bogus-flag"], ["--bogus-flag"]),
+        ([], ["command"]),
+        (["frobnicate"], ["frobnicate"]),
+        (["run"], ["CONFIG"]),
+        (["compare", "only-one"], ["run_b"]),
+        (["compare", "a", "b", "--threshold", "lots"], ["--threshold"]),
+        (["bench", "--url", "http://127.0.0.1:1", "--model", "m", "--concurrency", "x"], ["--concurrency"]),
+        (["models", "prepare"], ["name"]),
+    ]
+    for argv, needles in calls:
+        code, lines, raw = run_cli(argv, capsys)
+        assert_one_line_error(code, lines, raw, *needles)
+
+
+def test_resume_on_non_run_dirs(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, lines, raw = run_cli(["run", "--resume", str(empty)], capsys)
+    assert_one_line_error(code, lines, raw, "--resume", str(empty))
+    code, lines, raw = run_cli(["run", "--resume", str(tmp_path / "missing")], capsys)
+    assert_one_line_error(code, lines, raw, "--resume")
+    # a folder with a config but no run.json is not a run either
+    half = tmp_path / "half"
+    half.mkdir()
+    model = make_model_dir(tmp_path / "model")
+    write_config(half / "config.yaml", base_config(model))
+    code, lines, raw = run_cli(["run", "--resume", str(half)], capsys)
+    assert_one_line_error(code, lines, raw, "--resume", "run.json")
+    assert not (half / "requests.jsonl").exists()
+
+
+def test_compare_and_report_on_non_run_dirs(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    code, lines, raw = run_cli(["compare", str(a), str(b)], capsys)
+    assert_one_line_error(code, lines, raw, str(a))
+    code, lines, raw = run_cli(["compare", str(tmp_path / "x"), str(tmp_path / "y")], capsys)
+    assert_one_line_error(code, lines, raw, "x")
+    code, lines, raw = run_cli(["report", str(tmp_path / "missing")], capsys)
+    assert_one_line_error(code, lines, raw, "missing")
+    code, lines, raw = run_cli(["report", str(a)], capsys)
+    assert_one_line_error(code, lines, raw, "run.json")
+
+
+def test_existing_run_dir_refused_without_resume_or_force(tmp_path, capsys):
+    model = make_model_dir(tmp_path / "model")
+    path = write_config(tmp_path / "c.yaml", base_config(model))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "requests.jsonl").write_text('{"keep": "me"}\n')
+    code, lines, raw = run_cli(["run", str(path), "--out", str(out)], capsys)
+    assert_one_line_error(code, lines, raw, str(out), "--resume", "--force")
+    assert (out / "requests.jsonl").read_text() == '{"keep": "me"}\n'
+
+
+# -- through a real process: the console entry point, exit status and stderr as a user sees them ------------
+@pytest.mark.parametrize("case", ["unknown-key", "invalid-yaml", "bad-flag"])
+def test_bad_input_in_a_real_process(case, tmp_path):
+    model = make_model_dir(tmp_path / "model")
+    cfg = base_config(model)
+    if case == "unknown-key":
+        cfg["sweep"]["bogus"] = True
+        argv = ["run", str(write_config(tmp_path / "c.yaml", cfg))]
+        needles = ["sweep.bogus", "unknown key"]
+    elif case == "invalid-yaml":
+        (tmp_path / "c.yaml").write_text("sweep: [\n")
+        argv = ["run", str(tmp_path / "c.yaml")]
+        needles = ["invalid YAML"]
+    else:
+        argv = ["run", "--no-such-flag"]
+        needles = ["--no-such-flag"]
+    r = subprocess.run([sys.executable, "-m", "specbench.cli", *argv], capture_output=True, text=True,
+                       cwd=REPO, timeout=60)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert_one_line_error(r.returncode, lines, r.stderr, *needles)
+
+
+def test_case_count():
+    """The issue asks for at least 30 malformed configs and CLI calls."""
+    assert len(CASES) + 5 + 1 + 8 + 3 + 4 + 1 + 3 >= 30
+

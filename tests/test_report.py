@@ -1,0 +1,170 @@
+"""report.md / report.html from a synthetic run directory (no engine; plots rendered once)."""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fixtures_report import EVIL, EVIL_CATEGORY, make_run
+from specbench.report import (Code, Document, Paragraph, Strong, Table, curve_outcome, fmt_interval, level_call,
+                              load_report_data, render)
+from specbench.report import html as html_renderer
+from specbench.report import markdown as md_renderer
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    run = make_run(tmp_path_factory.mktemp("run") / "r1")
+    paths = render(run)
+    assert [p.name for p in paths] == ["report.md", "report.html"]
+    assert all(p.exists() and p.stat().st_size for p in paths)
+    return {p.suffix: p.read_text() for p in paths}
+
+
+def test_verdict_comes_before_the_plots(rendered: dict[str, str]) -> None:
+    md, html = rendered[".md"], rendered[".html"]
+    assert md.index("## Verdict") < md.index("## Plots") < md.index("## Speedup by concurrency")
+    assert html.index("<h2>Verdict</h2>") < html.index("<img")
+
+
+def test_verdict_per_drafter(rendered: dict[str, str]) -> None:
+    verdict = rendered[".md"].split("## Verdict")[1].split("## Plots")[0]
+    assert "adopt **ngram** for concurrency ≤ 4 on code; baseline wins above" in verdict
+    assert "inconclusive on qa" in verdict and "include 1.0" in verdict
+    assert "**draft\\_model**" not in verdict and "**draft_model** never pays" in verdict
+    assert "**eagle3** failed" in verdict
+
+
+def test_plots_are_embedded_and_self_contained(rendered: dict[str, str]) -> None:
+    html = rendered[".html"]
+    images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) == 4
+    assert all(base64.b64decode(b).startswith(PNG_MAGIC) for b in images)
+    assert not re.search(r'(src|href)="(https?:|//)', html)  # no external assets
+    assert "<link" not in html
+
+
+def test_no_raw_script_from_data(rendered: dict[str, str]) -> None:
+    html, md = rendered[".html"], rendered[".md"]
+    assert "<script" not in html.lower()  # the report needs no JS, so any <script> would be injected
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<b>x</b>" not in html and "qa|&lt;b&gt;x&lt;/b&gt;" in html
+    assert EVIL not in md and "\\<script\\>alert(1)\\</script\\>" in md
+
+
+def test_markdown_tables_escape_pipes(rendered: dict[str, str]) -> None:
+    for block in re.split(r"\n\n", rendered[".md"]):
+        rows = [r for r in block.splitlines() if r.startswith("| ")]
+        if rows:
+            widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
+            assert len(widths) == 1, block[:200]
+    assert "qa\\|\\<b\\>x\\</b\\>" in rendered[".md"]
+
+
+def test_sections_status_lossless_environment(rendered: dict[str, str]) -> None:
+    md = rendered[".md"]
+    order = ["## Verdict", "## Plots", "## Speedup by concurrency", "## Break-even concurrency",
+             "## Acceptance length by category", "## All cells", "## Fairness audit", "## Losslessness",
+             "## Warnings", "## Variants", "## Environment"]
+    assert [md.index(h) for h in order] == sorted(md.index(h) for h in order)
+    assert "1.60 [1.55, 1.65]" in md
+    assert "reused from run runs/r0" in md
+    assert "engine exited: \\<script\\>" in md
+    assert "divergence at concurrency 1:** `draft_model code|in-|out64|c1|t0`" in md
+    assert "legitimately diverge" in md
+    assert "vllm 0.0.0-test" in md and "—" in md  # NaN shows as a dash
+
+
+def test_renders_without_optional_files_and_columns(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", with_break_even=False)
+    (run / "fairness.json").unlink()
+    (run / "environment.json").unlink()
+    cells = pd.read_csv(run / "cells.csv").drop(columns=["acceptance_per_position", "speedup_ci_low",
+                                                         "lossless_match_rate", "point_id", "warnings"])
+    cells["extra_column"] = 1
+    cells.to_csv(run / "cells.csv", index=False)
+    md = render(run, plots=False)[0].read_text()
+    assert "fairness.json is missing" in md
+    assert "adopt **ngram**" in md and "indicative only" in md  # no intervals: point estimates decide
+
+
+def test_empty_run(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text('{"run_id": "x", "baseline": "base", "variants": {}}')
+    md, html = (p.read_text() for p in render(tmp_path))
+    assert "nothing to decide" in md and "No plots" in md
+    assert html.startswith("<!DOCTYPE html>")
+
+
+def test_level_and_curve_rules() -> None:
+    assert level_call(1.2, 1.05, 1.3) == "win"
+    assert level_call(1.2, 0.95, 1.3) == "unclear"
+    assert level_call(0.8, 0.7, 0.9) == "lose"
+    assert level_call(1.2, math.nan, math.nan) == "win"
+    assert level_call(math.nan, math.nan, math.nan) == "unclear"
+    curve = pd.DataFrame({"concurrency": [1, 2, 4], "speedup": [1.3, 1.1, 0.8],
+                          "speedup_ci_low": [1.2, 0.95, 0.7], "speedup_ci_high": [1.4, 1.2, 0.9]})
+    o = curve_outcome(curve)
+    assert (o.kind, o.limit, o.beaten_above) == ("adopt_upto", 1, True)
+    assert curve_outcome(curve, "never_pays").kind == "never"
+    assert curve_outcome(curve, "pays_up_to", 1.5).limit == 1
+    assert curve_outcome(curve, "crosses", 1.5).limit == 1  # the name in the original contract
+    rising = curve.assign(speedup=[0.8, 1.0, 1.3], speedup_ci_low=[0.7, 0.9, 1.2], speedup_ci_high=[0.9, 1.1, 1.4])
+    o = curve_outcome(rising)
+    assert (o.kind, o.wins, o.losses) == ("mixed", (4,), (1,))
+
+
+def test_renderers_escape_inline_markup() -> None:
+    doc = Document("t <i>", [Paragraph(["a*b* <x>", Strong("s|t"), Code("c`d")]),
+                             Table(["h|1"], [["<td>|"]])])
+    md = md_renderer.render(doc)
+    assert "a\\*b\\* \\<x\\>" in md and "``c`d``" in md and "| h\\|1 |" in md and "\\<td\\>\\|" in md
+    h = html_renderer.render(doc)
+    assert "<i>" not in h and "&lt;td&gt;|" in h and "<strong>s|t</strong>" in h
+
+
+def test_load_report_data_types(tmp_path: Path) -> None:
+    data = load_report_data(make_run(tmp_path / "r"))
+    assert data.baseline == "autoregressive"
+    assert data.drafters == ["ngram", "draft_model", "eagle3"]
+    assert data.cells["valid"].dtype == bool
+    assert math.isnan(data.cells["input_len"].iloc[0])
+    assert EVIL_CATEGORY in set(data.cells["category"])
+    assert fmt_interval(1.0, math.nan, 2.0) == "1.00"
+
+
+class _Tags(HTMLParser):
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.seen: set[str] = set()
+        self.handlers: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.seen.add(tag)
+        self.handlers += [k for k, _ in attrs if k.startswith("on")]
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, (tag, self.stack[-5:])
+        self.stack.pop()
+
+
+def test_html_is_well_formed_and_inert(rendered: dict[str, str]) -> None:
+    p = _Tags()
+    p.feed(rendered[".html"])
+    p.close()
+    assert p.stack == []
+    assert not p.seen & {"script", "iframe", "object", "embed", "b", "i"}  # <b>/<i> appear only in data
+    assert p.handlers == []
+    assert {"table", "figure", "img", "details", "ul"} <= p.seen
