@@ -105,7 +105,7 @@ async def stream_request(engine: Engine, http: httpx.AsyncClient, base_url: str,
                     if info.spec is not None:
                         res.spec = info.spec
     except TimeoutError:
-        res.error = f"timed out after {timeout_s:.0f}s (sweep.request_timeout_s)"
+        res.error = f"timed out after {timeout_s:g}s (sweep.request_timeout_s)"
     except (httpx.HTTPError, SSEError) as exc:
         res.error = f"{type(exc).__name__}: {str(exc)[:200] or 'connection failed'}"
     res.e2e_s = time.perf_counter() - t0

@@ -92,9 +92,12 @@ class FairnessAudit:
         return not self.warnings
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fair": self.fair, "variants": self.variants, "baseline": self.baseline,
-                "pinned": self.pinned, "differences": self.differences,
-                "drafter_flags": self.drafter_flags, "warnings": [asdict(w) for w in self.warnings]}
+        """fairness.json: `ok`, `pinned` {flag: value}, `differences` [{what, variants, values}], `warnings`."""
+        diffs = [{"what": k, "variants": [n for n in self.variants if n in vals], "values": vals}
+                 for k, vals in self.differences.items()]
+        return {"ok": self.fair, "variants": self.variants, "baseline": self.baseline, "pinned": self.pinned,
+                "differences": diffs, "drafter_flags": self.drafter_flags,
+                "warnings": [asdict(w) for w in self.warnings]}
 
     def to_markdown(self) -> str:
         lines = ["## Fairness audit", ""]

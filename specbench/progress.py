@@ -27,6 +27,7 @@ class PlainReporter:
         self.done = 0
         self._last_pct = -1
         self._last_phase = ""
+        self._last_phase_t = 0.0
         self.t0 = time.monotonic()
 
     def _print(self, msg: str) -> None:
@@ -37,9 +38,14 @@ class PlainReporter:
 
     def phase(self, variant: str, text: str) -> None:
         line = f"{variant}: {text}"
-        if line != self._last_phase:
-            self._last_phase = line
-            self._print(line)
+        if line == self._last_phase:
+            return
+        # engine startup reports every second; a log needs a line every 15 s at most
+        if text.startswith("startup") and self._last_phase.startswith(f"{variant}: startup") \
+                and time.monotonic() - self._last_phase_t < 15:
+            return
+        self._last_phase, self._last_phase_t = line, time.monotonic()
+        self._print(line)
 
     def advance(self, n: int = 1) -> None:
         self.done += n

@@ -152,8 +152,15 @@ class RunDir:
     def save_meta(self, meta: dict[str, Any]) -> None:
         write_json(self.meta, meta)
 
-    def request_records(self) -> list[RequestRecord]:
-        return read_jsonl(self.requests, RequestRecord)
+    def request_records(self, superseded: bool = False) -> list[RequestRecord]:
+        """The request records. A window cut short (crash, Ctrl-C, engine death) is measured again from
+        scratch on resume under the same window id; the records of the abandoned attempt stay in the raw
+        file but are left out here (sent before the completed attempt's t_start) unless `superseded`."""
+        records = read_jsonl(self.requests, RequestRecord)
+        if superseded:
+            return records
+        starts = {w.window_id: w.t_start for w in self.window_records()}
+        return [r for r in records if r.warmup or r.window_id not in starts or r.t_send >= starts[r.window_id]]
 
     def window_records(self) -> list[WindowRecord]:
         return read_jsonl(self.windows, WindowRecord)

@@ -107,7 +107,12 @@ class MatrixRunner:
         if not o.resume and rd.path.exists() and any(rd.path.iterdir()):
             if rd.has_measurements():
                 # --force never deletes measurements: earlier raw files are set aside, not removed
-                aside = rd.path / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+                stamp = datetime.now().strftime('%Y%m%d-%H%M%S')
+                aside = rd.path / f"previous-{stamp}"
+                n = 1
+                while aside.exists():  # two --force runs within one second must not collide
+                    n += 1
+                    aside = rd.path / f"previous-{stamp}-{n}"
                 aside.mkdir()
                 for name in ("requests.jsonl", "windows.jsonl", "run.json"):
                     if (rd.path / name).exists():
@@ -153,6 +158,8 @@ class MatrixRunner:
         self.meta = meta = rd.load_meta() if self.opts.resume else {}
         if self.opts.resume and meta.get("config_hash") not in (None, _config_hash(self.cfg)):
             raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
+        if "interrupted" in meta:
+            meta.setdefault("interruptions", []).append(meta.pop("interrupted"))
         meta.setdefault("run_id", secrets.token_hex(6))
         meta.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
         meta.update(name=self.cfg.name, baseline=self.cfg.baseline.name, config_hash=_config_hash(self.cfg))
@@ -212,6 +219,7 @@ class MatrixRunner:
         max_c = max(self.cfg.sweep.concurrency)
         try:
             async with make_http_client(max_c) as http:
+                http.headers.update(api_headers(self.cfg) or {})  # probes and scrapes authenticate too
                 if vl.spec is not None:
                     write_json(vdir / "command.json", {"argv": vl.spec.argv, "env": redact_env(vl.spec.env)})
                     (vdir / "command.sh").write_text(_shell_line(vl.spec.argv, redact_env(vl.spec.env)) + "\n")
@@ -220,7 +228,7 @@ class MatrixRunner:
                         raise EngineStartError(f"{vl.name}: port {self.cfg.engine.port} is already in use "
                                                f"by {owner} (engine.port)")
                     proc = EngineProcess(vl.name, vl.spec, vdir / "server.log", self.cfg.engine.host,
-                                         self.cfg.engine.port)
+                                         self.cfg.engine.port, reaper_grace_s=self.cfg.engine.stop_timeout_s)
                     self.reporter.phase(vl.name, "starting engine")
                     proc.start()
                     vm["pid"] = proc.pid
@@ -410,6 +418,9 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
         if rd is None:
             raise Interrupted("interrupted before anything was measured") from None
         runner.meta["interrupted"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        for vm in runner.meta.get("variants", {}).values():
+            if vm.get("status") in ("running", "starting"):
+                vm["status"] = "interrupted"  # resume measures its unfinished windows again
         rd.save_meta(runner.meta)
         try:
             finalize(rd, cfg)  # whatever was measured is still analysed and reported

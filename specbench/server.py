@@ -28,20 +28,52 @@ from .errors import EngineStartError
 _LIVE: set["EngineProcess"] = set()
 
 # A watchdog per engine, in its own session: it waits on a pipe from specbench and, if specbench dies
-# without saying "done" (SIGKILL, OOM kill), it stops the engine's process group. This is what makes
-# "no orphan servers" hold even when no Python cleanup code can run.
+# without saying "done" (SIGKILL, OOM kill), it stops the engine's process group and every process of the
+# engine's tree it has seen (a worker that called setsid has left the group). This is what makes "no orphan
+# servers" hold even when no Python cleanup code can run. It snapshots the tree once a second while it waits;
+# psutil's identity check (pid + start time) keeps it from signalling a recycled pid.
 _REAPER = r"""
-import os, signal, sys, time
-pgid = int(sys.argv[1])
-if sys.stdin.readline().strip() != "done":
+import os, select, signal, sys, time
+import psutil
+pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+known = {}
+def remember():
     try:
-        os.killpg(pgid, signal.SIGTERM)
-        for _ in range(100):
-            time.sleep(0.1)
-            os.killpg(pgid, 0)
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
+        root = psutil.Process(pgid)
+        for p in [root, *root.children(recursive=True)]:
+            known.setdefault(p.pid, p)
+    except psutil.Error:
         pass
+while True:
+    remember()
+    if select.select([sys.stdin], [], [], 1.0)[0]:
+        if sys.stdin.readline().strip() == "done":
+            sys.exit(0)
+        break  # EOF without "done": specbench is gone
+def alive():
+    out = []
+    for p in known.values():
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+def signal_all(sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in alive():
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+signal_all(signal.SIGTERM)
+deadline = time.monotonic() + grace
+while alive() and time.monotonic() < deadline:
+    time.sleep(0.1)
+signal_all(signal.SIGKILL)
 """
 
 
@@ -101,8 +133,10 @@ def port_owner(port: int) -> str | None:
 class EngineProcess:
     """A launched engine. Use as a context manager, or call start()/stop() yourself."""
 
-    def __init__(self, name: str, spec: LaunchSpec, log_path: Path, host: str, port: int):
+    def __init__(self, name: str, spec: LaunchSpec, log_path: Path, host: str, port: int,
+                 reaper_grace_s: float = 10.0):
         self.name = name
+        self.reaper_grace_s = reaper_grace_s  # SIGTERM -> SIGKILL grace of the reaper (specbench died)
         self.spec = spec
         self.log_path = log_path
         self.host = host
@@ -124,7 +158,8 @@ class EngineProcess:
         finally:
             log.close()
         _LIVE.add(self)
-        self._reaper = subprocess.Popen([sys.executable, "-c", _REAPER, str(self.proc.pid)],
+        self._reaper = subprocess.Popen([sys.executable, "-c", _REAPER, str(self.proc.pid),
+                                         str(self.reaper_grace_s)],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
         self._remember_tree()

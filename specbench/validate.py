@@ -100,7 +100,8 @@ def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out:
     elif print_commands:
         out(f"  argv: {shlex.join(la.spec.argv)}")
         env = redact_env(la.spec.env)
-        out("  env: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) if env else "(none added)"))
+        shown = [f"{k}={v if v == '<redacted>' else shlex.quote(v)}" for k, v in env.items()]
+        out("  env: " + (" ".join(shown) if shown else "(none added)"))
     out("")
 
 

@@ -55,13 +55,16 @@ def standin_argv(port: int, *flags: str, fmt: str = "vllm") -> list[str]:
     return [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", fmt, *flags]
 
 
-# Every stand-in launched from a config goes through this wrapper: it appends the flags found in a per-variant
-# faults file (when that file exists) and execs the stand-in. A test injects a fault by writing the file and
-# heals the engine for `--resume` by deleting it, while the config (and so its hash) stays the same.
+# Every stand-in launched from a config goes through this wrapper: it finds its variant from where specbench sent
+# its stdout (variants/<name>/server.log), appends the flags in `<faults dir>/<variant>.args` when that file
+# exists, and execs the stand-in (same pid). A test injects a fault by writing the file and heals the engine for
+# `--resume` by deleting it; the config (hence its hash and the fairness audit) is the same for every variant.
 FAULT_WRAPPER = """import os, shlex, sys
-faults, args = sys.argv[1], sys.argv[2:]
-if os.path.exists(faults):
-    with open(faults) as fh:
+faults_dir, args = sys.argv[1], sys.argv[2:]
+variant = os.path.basename(os.path.dirname(os.readlink("/proc/self/fd/1")))
+path = os.path.join(faults_dir, variant + ".args")
+if os.path.exists(path):
+    with open(path) as fh:
         args += shlex.split(fh.read())
 os.execv(sys.executable, [sys.executable, "-m", "tests.standin.server", *args])
 """
@@ -79,25 +82,20 @@ def standin_config(model: Path, port: int, *, faults: dict[str, list[str]] | Non
     root = model.parent
     wrapper = root / "standin_wrapper.py"
     wrapper.write_text(FAULT_WRAPPER)
-    variants = variants or [{"name": "base", "drafter": "autoregressive", "baseline": True},
-                            {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}]
-    out_variants = []
-    for v in variants:
-        v = copy.deepcopy(v)
-        v.setdefault("command", ["{python}", str(wrapper), str(faults_file(root, v["name"])), "--port", "{port}",
-                                 "--host", "{host}", "--format", "vllm", "--served-model-name", "{served_name}"])
-        out_variants.append(v)
+    variants = copy.deepcopy(variants or [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                                          {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}])
     for vname, flags in (faults or {}).items():
         set_faults(root, vname, flags)
     eng = {"kind": "command", "port": port, "startup_timeout_s": 20, "stop_timeout_s": 3,
-           "command": ["{python}", "-m", "tests.standin.server", "--port", "{port}", "--host", "{host}"],
+           "command": ["{python}", str(wrapper), str(root / "faults"), "--port", "{port}", "--host", "{host}",
+                       "--format", "vllm", "--served-model-name", "{served_name}"],
            "env": {"PYTHONPATH": str(REPO)}}
     eng.update(engine or {})
     sw = {"prompts": [{"set": "seed", "categories": ["code"], "per_category": 2}], "output_lens": [8],
           "concurrency": [1, 2], "waves": 1, "repeats": 1, "warmup_requests": 0, "request_timeout_s": 10}
     sw.update(sweep or {})
     return {"name": name, "model": {"path": str(model), "served_name": "standin"}, "engine": eng,
-            "variants": out_variants, "sweep": sw, "output_dir": str(root / "runs")}
+            "variants": variants, "sweep": sw, "output_dir": str(root / "runs")}
 
 
 def faults_file(root: Path, variant: str) -> Path:

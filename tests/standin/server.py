@@ -53,6 +53,7 @@ class Options:
     drafts_per_step: int = 3
     enable_metrics: bool = False
     seed: int = 0
+    api_key_env: str | None = None
 
 
 @dataclass
@@ -86,6 +87,9 @@ class StandIn:
     # -- routing ----------------------------------------------------------------------------------
     async def handle(self, req: Request, stream: Stream) -> Response | None:
         p, m = req.path, req.method
+        if self.o.api_key_env and p.startswith("/v1/") and \
+                req.headers.get("authorization") != f"Bearer {os.environ.get(self.o.api_key_env, '')}":
+            return Response.json({"error": {"message": "Unauthorized"}}, 401)
         if p == "/v1/models":
             return Response.json({"object": "list", "data": [{"id": self.o.served_name, "object": "model"}]})
         if p == "/health":
@@ -370,6 +374,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
+                   "like vLLM's --api-key; the key itself never appears on the command line")
     return p
 
 

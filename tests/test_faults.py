@@ -1,0 +1,196 @@
+"""Faults injected through the stand-in server (tests/standin/server.py), one test each: the outcome is
+checked, and so is that no process the test started survives (psutil descendants + the test's port)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from specbench.config import parse_config
+from specbench.errors import EngineStartError
+from specbench.metrics import compute_cells
+from specbench.rundir import RunDir, records_frame
+from specbench.runner import RunOptions, RunResult, run_matrix
+
+try:  # tests/ may or may not be a package
+    from .conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config
+except ImportError:
+    from conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config
+
+pytestmark = needs_standin
+
+BASE_ONLY = [{"name": "base", "drafter": "autoregressive", "baseline": True}]
+
+
+def run(cfg: dict[str, Any], out: Path, **opts: Any) -> RunResult:
+    return run_matrix(parse_config(cfg), RunOptions(out=out, skip_preflight=True, **opts))
+
+
+def meta(out: Path) -> dict[str, Any]:
+    return json.loads((out / "run.json").read_text())
+
+
+def cells(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "cells.csv")
+
+
+def requests(out: Path, superseded: bool = False):
+    return RunDir(out).request_records(superseded=superseded)
+
+
+# -- engine startup ---------------------------------------------------------------------------------------
+def test_engine_exits_during_startup(tmp_path, port, no_survivors):
+    """Exit code and log tail within seconds; the variant is failed with the reason; the others measured."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, faults={"ngram": ["--exit-during-startup", "3", "--startup-error",
+                                                        "RuntimeError: CUDA out of memory (simulated)"]})
+    out = tmp_path / "run"
+    res = run(cfg, out)
+    assert res.status == {"base": "done", "ngram": "failed"}
+    vm = meta(out)["variants"]["ngram"]
+    assert "exited with code 3 during startup" in vm["reason"]
+    assert vm["wall_s"] < 8, "a dead engine must be noticed within seconds, not at the startup timeout"
+    assert "CUDA out of memory (simulated)" in (out / "variants" / "ngram" / "server.log").read_text()
+    c = cells(out)
+    assert set(c["variant"]) == {"base"} and c["valid"].all() and len(c) == 2
+    no_survivors()
+
+
+def test_engine_hangs_at_startup(tmp_path, port, no_survivors):
+    """An engine that listens but never generates hits engine.startup_timeout_s; its tree is gone."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, faults={"ngram": ["--hang-startup"]}, engine={"startup_timeout_s": 2})
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    res = run(cfg, out)
+    assert res.status == {"base": "done", "ngram": "failed"}
+    reason = meta(out)["variants"]["ngram"]["reason"]
+    assert "not ready after 2s" in reason and "engine.startup_timeout_s" in reason
+    assert time.monotonic() - t0 < 25
+    assert "hangs: --hang-startup" in (out / "variants" / "ngram" / "server.log").read_text()
+    no_survivors()
+
+
+def test_engine_start_error_carries_exit_code_and_log_tail(tmp_path, port, no_survivors):
+    """The EngineStartError itself (what the CLI prints) has the exit code and the last log lines."""
+    import asyncio
+    import sys
+
+    from specbench.engines.base import LaunchSpec
+    from specbench.server import EngineProcess
+
+    argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--exit-during-startup", "7",
+            "--startup-error", "ValueError: bad --max-model-len (simulated)"]
+    proc = EngineProcess("v", LaunchSpec(argv=argv, env={"PYTHONPATH": str(REPO)}), tmp_path / "server.log",
+                         "127.0.0.1", port)
+    proc.start()
+
+    async def never() -> bool:
+        return False
+
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(EngineStartError) as err:
+            asyncio.run(proc.wait_ready(never, timeout_s=30))
+    finally:
+        proc.stop(grace_s=2)
+    assert time.monotonic() - t0 < 10
+    msg = str(err.value)
+    assert "exited with code 7 during startup" in msg
+    assert "bad --max-model-len (simulated)" in msg.split("\n", 1)[1]  # the log tail follows the first line
+    no_survivors()
+
+
+# -- engine death in the middle of a sweep, then --resume -------------------------------------------------------
+def test_engine_dies_mid_sweep_then_resume_fills_the_gap(tmp_path, port, no_survivors):
+    model = make_model_dir(tmp_path / "model")
+    # ngram: C=1 window = stream 1, C=2 window = streams 2 and 3: the server exits when stream 3 arrives
+    cfg = standin_config(model, port, faults={"ngram": ["--die-after-requests", "2"]})
+    out = tmp_path / "run"
+    res = run(cfg, out)
+    assert res.status == {"base": "done", "ngram": "failed"}
+    reason = meta(out)["variants"]["ngram"]["reason"]
+    assert "engine exited with code 1" in reason and "c2" in reason
+    c = cells(out)
+    assert len(c[c.variant == "base"]) == 2 and c[c.variant == "base"]["valid"].all()
+    assert list(c[c.variant == "ngram"]["concurrency"]) == [1]  # measured before the crash, kept
+    no_survivors()
+    windows_before = {w.window_id: w.t_start for w in RunDir(out).window_records()}
+
+    set_faults(model.parent, "ngram", None)  # the engine is healthy again; the config is unchanged
+    res = run(cfg, out, resume=True)
+    assert res.status == {"base": "done", "ngram": "done"}
+    c = cells(out)
+    assert len(c) == 4 and c["valid"].all() and c["output_throughput_tok_s"].notna().all()
+    assert (c["n_requests"] == c["concurrency"]).all()  # the abandoned attempt's records do not count
+    assert (c["n_errors"] == 0).all()
+    after = {w.window_id: w.t_start for w in RunDir(out).window_records()}
+    assert all(after[k] == t for k, t in windows_before.items())  # nothing finished was measured again
+    assert len(after) == len(windows_before) + 1
+    raw = requests(out, superseded=True)
+    assert sum(r.error is not None for r in raw) >= 1  # the raw file still holds the failed attempt
+    no_survivors()
+
+
+# -- request-level faults -----------------------------------------------------------------------------------------
+REQUEST_FAULTS = [
+    ("http-5xx", ["--http-error-rate", "1.0"], {}, "HTTP 500"),
+    ("malformed-sse", ["--malformed-sse-after", "2"], {}, "malformed SSE data"),
+    ("truncated-stream", ["--truncate-after", "2"], {}, ""),
+    ("stalled-stream", ["--stall-after", "2"], {"request_timeout_s": 1}, "timed out after 1s (sweep.request_timeout_s)"),
+]
+
+
+@pytest.mark.parametrize("fault,flags,sweep,expected", REQUEST_FAULTS, ids=[f[0] for f in REQUEST_FAULTS])
+def test_request_fault_is_recorded_and_cell_invalid(fault, flags, sweep, expected, tmp_path, port, no_survivors):
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, variants=BASE_ONLY, faults={"base": flags}, sweep=sweep)
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    res = run(cfg, out)
+    assert res.status == {"base": "done"}  # request errors do not fail the variant: they fail the cell
+    recs = requests(out)
+    assert len(recs) == 3 and all(r.error for r in recs)
+    for r in recs:
+        if fault == "truncated-stream":  # a dropped connection or an end without [DONE]: either is an error
+            assert "truncated" in r.error or "RemoteProtocolError" in r.error or "ReadError" in r.error, r.error
+        else:
+            assert expected in r.error, r.error
+    c = cells(out)
+    assert len(c) == 2
+    assert not c["valid"].any()
+    assert c["output_throughput_tok_s"].isna().all() and c["speedup"].isna().all()
+    assert (c["error_rate"] == 1.0).all()
+    if fault == "stalled-stream":
+        assert time.monotonic() - t0 < 20  # each request gave up at its timeout
+    no_survivors()
+
+
+def test_error_rate_threshold_marks_cell_invalid(tmp_path, port, no_survivors):
+    """Some requests fail: below sweep.max_error_rate the cell reports numbers, above it it is invalid."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, variants=BASE_ONLY, faults={"base": ["--http-error-rate", "0.3", "--seed", "1"]},
+                         sweep={"concurrency": [4], "waves": 5, "max_error_rate": 0.9})
+    out = tmp_path / "run"
+    run(cfg, out)
+    recs = requests(out)
+    n_err = sum(r.error is not None for r in recs)
+    assert len(recs) == 20 and 0 < n_err < 20, n_err
+    assert all(r.error.startswith("HTTP 500") for r in recs if r.error)
+    c = cells(out)
+    assert c["valid"].all() and c["output_throughput_tok_s"].notna().all()  # 0.9 tolerates them
+    rate = n_err / 20
+    rd = RunDir(out)
+    req, win = records_frame(rd.request_records()), records_frame(rd.window_records())
+    strict = compute_cells(req, win, baseline="base", max_error_rate=rate - 0.01)
+    assert not strict["valid"].any() and strict["output_throughput_tok_s"].isna().all()
+    assert math.isclose(strict["error_rate"].iloc[0], rate)
+    loose = compute_cells(req, win, baseline="base", max_error_rate=rate)
+    assert loose["valid"].all()
+    no_survivors()
