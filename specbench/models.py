@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import ModelConfig
 from .errors import UsageError
 
 MARKER = ".specbench-complete"
@@ -78,8 +79,9 @@ def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] =
             return dest
         t0 = time.perf_counter()
         progress(f"building demo model {name} in {dest}")
+        for stale in dest.parent.glob(f".{name}.tmp-*"):  # left by a killed build; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = dest.with_name(f".{name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
         try:
             if spec.base:
                 base = demo_model_path(spec.base)
@@ -96,12 +98,12 @@ def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] =
     return dest
 
 
-def resolve_model(model: Any) -> tuple[Path, Path]:
+def resolve_model(model: ModelConfig) -> tuple[Path, Path]:
     """(model folder, tokenizer folder) for a ModelConfig; demo models are prepared on the way."""
     if model.demo:
         path = prepare(model.demo)
     else:
-        path = Path(model.path).expanduser()
+        path = Path(model.path or "").expanduser()
         if not path.is_dir():
             raise UsageError(f"model.path: folder not found: {path}")
     if not model.tokenizer:

@@ -207,6 +207,8 @@ def _sharegpt_text(path: Path) -> str:
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     """A transformers tokenizer from a local folder; never touches a hub."""
+    if not Path(path).is_dir():
+        raise UsageError(f"model.tokenizer: folder not found: {path}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 

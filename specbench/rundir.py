@@ -79,13 +79,39 @@ class JsonlAppender:
         self._f: IO[str] = open(path, "a", encoding="utf-8")
 
     def _repair_tail(self) -> None:
-        """Terminate a torn last line so the next record starts on a line of its own."""
-        if self.path.exists() and self.path.stat().st_size:
-            with open(self.path, "rb") as f:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    with open(self.path, "ab") as g:
-                        g.write(b"\n")
+        """Make the file end with a complete line before appending to it again (resume after a crash).
+
+        A last line without its newline is either a complete record (the crash came between the record and
+        its newline: the newline is added) or a torn fragment that can never parse: the fragment is moved to
+        `<file>.torn` (kept, never deleted) and cut from the file, so it cannot end up in the middle of the
+        file where it would make every later read fail."""
+        if not self.path.exists() or not self.path.stat().st_size:
+            return
+        with open(self.path, "rb+") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 8_000_000))
+            chunk = f.read()
+            if chunk.endswith(b"\n"):
+                return
+            cut = chunk.rfind(b"\n") + 1  # 0 when the whole chunk is one unterminated line
+            start = size - len(chunk) + cut
+            fragment = chunk[cut:]
+            try:
+                json.loads(fragment)
+                complete = True
+            except ValueError:
+                complete = False
+            if complete:
+                f.write(b"\n")
+            else:
+                with open(self.path.with_name(self.path.name + ".torn"), "ab") as side:
+                    side.write(fragment + b"\n")
+                    side.flush()
+                    os.fsync(side.fileno())
+                f.truncate(start)
+            f.flush()
+            os.fsync(f.fileno())
 
     def append(self, record: BaseModel) -> None:
         self._f.write(record.model_dump_json() + "\n")

@@ -33,7 +33,7 @@ from .launch import VariantLaunch, make_engine, plan_launches
 from .plan import Sweep, SweepPoint, build_sweep, warmup_requests, window_requests
 from .progress import Reporter, make_reporter
 from .records import RequestRecord, WindowRecord
-from .rundir import JsonlAppender, RunDir, write_json
+from .rundir import JsonlAppender, RunDir, atomic_write, write_json
 from .server import EngineProcess, port_in_use, port_owner
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -114,7 +114,8 @@ class MatrixRunner:
                     n += 1
                     aside = rd.path / f"previous-{stamp}-{n}"
                 aside.mkdir()
-                for name in ("requests.jsonl", "windows.jsonl", "run.json"):
+                for name in ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn",
+                             "windows.jsonl.torn"):
                     if (rd.path / name).exists():
                         (rd.path / name).rename(aside / name)
         rd.path.mkdir(parents=True, exist_ok=True)
@@ -167,16 +168,16 @@ class MatrixRunner:
         for vl in launches:
             vm = variants_meta.setdefault(vl.name, {"status": "pending"})
             vm.update(drafter=vl.drafter.name, fingerprint=fingerprints[vl.name])
-        rd.config.write_text(dump_config(self.cfg))
+        atomic_write(rd.config, dump_config(self.cfg))
         write_json(rd.environment, environment.collect(
             self.cfg.engine.kind, engine.version(), {vl.name: vl.drafter.name for vl in launches}))
         self._write_fairness(launches)
         rd.save_meta(meta)
 
+        requests_out = JsonlAppender(rd.requests)  # opening repairs a torn tail (before --reuse appends too)
+        windows_out = JsonlAppender(rd.windows)
         if self.opts.reuse:
             self._reuse(self.opts.reuse, fingerprints)
-        requests_out = JsonlAppender(rd.requests)
-        windows_out = JsonlAppender(rd.windows)
         done_windows = {w.window_id for w in rd.window_records()}
         todo = {vl.name: self._todo(vl, sweep, done_windows) for vl in launches}
         self.reporter.start(sum(n for _, n in todo.values()))
@@ -222,7 +223,7 @@ class MatrixRunner:
                 http.headers.update(api_headers(self.cfg) or {})  # probes and scrapes authenticate too
                 if vl.spec is not None:
                     write_json(vdir / "command.json", {"argv": vl.spec.argv, "env": redact_env(vl.spec.env)})
-                    (vdir / "command.sh").write_text(_shell_line(vl.spec.argv, redact_env(vl.spec.env)) + "\n")
+                    atomic_write(vdir / "command.sh", _shell_line(vl.spec.argv, redact_env(vl.spec.env)) + "\n")
                     if port_in_use(self.cfg.engine.host, self.cfg.engine.port):
                         owner = port_owner(self.cfg.engine.port) or "unknown process"
                         raise EngineStartError(f"{vl.name}: port {self.cfg.engine.port} is already in use "

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from specbench.cli import main
 from specbench.config import parse_config
 from specbench.errors import EngineStartError
 from specbench.metrics import compute_cells
@@ -19,9 +24,9 @@ from specbench.rundir import RunDir, records_frame
 from specbench.runner import RunOptions, RunResult, run_matrix
 
 try:  # tests/ may or may not be a package
-    from .conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config
+    from .conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config, write_config
 except ImportError:
-    from conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config
+    from conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config, write_config
 
 pytestmark = needs_standin
 
@@ -80,7 +85,6 @@ def test_engine_hangs_at_startup(tmp_path, port, no_survivors):
 def test_engine_start_error_carries_exit_code_and_log_tail(tmp_path, port, no_survivors):
     """The EngineStartError itself (what the CLI prints) has the exit code and the last log lines."""
     import asyncio
-    import sys
 
     from specbench.engines.base import LaunchSpec
     from specbench.server import EngineProcess
@@ -193,4 +197,68 @@ def test_error_rate_threshold_marks_cell_invalid(tmp_path, port, no_survivors):
     assert math.isclose(strict["error_rate"].iloc[0], rate)
     loose = compute_cells(req, win, baseline="base", max_error_rate=rate)
     assert loose["valid"].all()
+    no_survivors()
+
+
+# -- the host: port taken, GPU busy ------------------------------------------------------------------------------
+def fake_nvidia_smi(bin_dir: Path, lines: str) -> dict[str, str]:
+    """A stand-in `nvidia-smi` on PATH that prints `lines` for the compute-apps query."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\ncat <<'EOF'\n{lines}EOF\n")
+    exe.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_port_already_in_use_is_refused_naming_port_and_owner(tmp_path, port, monkeypatch, capsys, no_survivors):
+    model = make_model_dir(tmp_path / "model")
+    cfg = write_config(tmp_path / "c.yaml", standin_config(model, port))
+    monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path / "bin", "")["PATH"])  # no GPU processes
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        code = main(["run", str(cfg), "--out", str(tmp_path / "run")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("error:") and "Traceback" not in err[0]
+    assert f"127.0.0.1:{port} is already in use" in err[0] and "engine.port" in err[0]
+    assert f"PID {os.getpid()}" in err[0]  # the owner, when the OS shows it
+    assert not (tmp_path / "run").exists()  # refused before the run directory was created
+    no_survivors()
+
+
+def test_port_taken_between_variants_fails_the_variant_not_the_run(tmp_path, port, no_survivors):
+    """Preflight skipped (or the port taken later): each launch checks the port first and names the owner."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port)
+    out = tmp_path / "run"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        res = run(cfg, out)
+    assert res.status == {"base": "failed", "ngram": "failed"}
+    for vm in meta(out)["variants"].values():
+        assert f"port {port} is already in use by PID {os.getpid()}" in vm["reason"]
+    assert not (out / "variants" / "base" / "server.log").exists()  # nothing was launched
+    no_survivors()
+
+
+def test_gpu_already_busy_is_refused_naming_the_pid(tmp_path, port, no_survivors):
+    """End to end through `specbench run` (a real process) with a stand-in nvidia-smi on PATH."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # holds-55-GB"])
+    try:
+        env = fake_nvidia_smi(tmp_path / "bin", f"{holder.pid}, python, 56320 MiB\n")
+        model = make_model_dir(tmp_path / "model")
+        cfg = write_config(tmp_path / "c.yaml", standin_config(model, port))
+        r = subprocess.run([sys.executable, "-m", "specbench.cli", "run", str(cfg), "--out", str(tmp_path / "run")],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        holder.kill()
+        holder.wait()
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(err) == 1, r.stderr
+    assert err[0].startswith("error:") and "GPU busy" in err[0]
+    assert f"PID {holder.pid}" in err[0] and "holds-55-GB" in err[0] and "56320 MiB" in err[0]
+    assert "engine.allow_busy_gpu" in err[0]
+    assert not (tmp_path / "run").exists()
     no_survivors()

