@@ -216,6 +216,7 @@ class MatrixRunner:
 
     async def _measure_variant(self, engine: Engine, vl: VariantLaunch, sweep: Sweep, done: set[str],
                                requests_out: JsonlAppender, windows_out: JsonlAppender) -> None:
+        engine = vl.engine or engine  # a variant with its own command runs under the command engine
         vm = self.meta["variants"][vl.name]
         vdir = self.rd.variant_dir(vl.name)
         vdir.mkdir(parents=True, exist_ok=True)
