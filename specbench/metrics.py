@@ -59,6 +59,7 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "per_user_speedup_ci_high",
     "tpot_speedup",
     "lossless_match_rate",
+    "lossless_any_match_rate",
     "lossless_prefix_mean",
     "outlier_count",
     "throughput_cv",
@@ -516,17 +517,25 @@ def _speedups(cell: _Cell, base: _Cell, bs: BootstrapSettings) -> dict[str, floa
     return out
 
 
-def _lossless(cell: _Cell, base: _Cell | None, base_by_prompt: dict[tuple[Any, ...], _Req]) -> tuple[float, float]:
-    """Match rate and mean prefix fraction against the baseline's output for the same request."""
+def _lossless(
+    cell: _Cell, base: _Cell | None, base_by_prompt: dict[tuple[Any, ...], list[_Req]]
+) -> tuple[float, float, float]:
+    """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
+
+    match: equal to the baseline's output for the same request (same cell, repeat and index, else the
+    same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
+    at any concurrency (the baseline's own outputs can differ between batch shapes)."""
     exact = {(r.repeat, r.index): r for r in base.reqs if r.ok} if base else {}
     matches: list[bool] = []
+    any_matches: list[bool] = []
     prefixes: list[float] = []
     for r in cell.reqs:
         if not r.ok:
             continue
+        same_prompt = base_by_prompt.get((r.prompt_id, _key_nan(cell.row["input_len"]), cell.row["output_len"]), [])
         b = exact.get((r.repeat, r.index))
         if b is None or b.prompt_id != r.prompt_id:
-            b = base_by_prompt.get((r.prompt_id, _key_nan(cell.row["input_len"]), cell.row["output_len"]))
+            b = same_prompt[0] if same_prompt else None
         if b is None:
             continue
         res = compare_outputs(r.token_ids, r.text, b.token_ids, b.text)
@@ -534,9 +543,11 @@ def _lossless(cell: _Cell, base: _Cell | None, base_by_prompt: dict[tuple[Any, .
             continue
         matches.append(res[0])
         prefixes.append(res[1])
+        others = (compare_outputs(r.token_ids, r.text, o.token_ids, o.text) for o in same_prompt)
+        any_matches.append(res[0] or any(x is not None and x[0] for x in others))
     if not matches:
-        return NAN, NAN
-    return float(np.mean(matches)), float(np.mean(prefixes))
+        return NAN, NAN, NAN
+    return float(np.mean(matches)), float(np.mean(any_matches)), float(np.mean(prefixes))
 
 
 def _key_nan(x: Any) -> Any:
@@ -590,12 +601,13 @@ def compute_cells(
         )
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
-    base_by_prompt: dict[tuple[Any, ...], _Req] = {}
-    for c in base_cells.values():
+    base_by_prompt: dict[tuple[Any, ...], list[_Req]] = {}
+    for c in sorted(base_cells.values(), key=lambda c: c.row["concurrency"]):
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    base_by_prompt.setdefault((r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"]), r)
+                    key = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
+                    base_by_prompt.setdefault(key, []).append(r)
 
     for c in cells:
         row = c.row
@@ -606,7 +618,8 @@ def compute_cells(
         elif has_base and row["valid"]:
             row.update(_speedups(c, base, bs))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
-            row["lossless_match_rate"], row["lossless_prefix_mean"] = _lossless(c, base, base_by_prompt)
+            (row["lossless_match_rate"], row["lossless_any_match_rate"],
+             row["lossless_prefix_mean"]) = _lossless(c, base, base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN
@@ -622,6 +635,7 @@ def compute_cells(
             acceptance_length=row["acceptance_length"],
             acceptance_source=row["acceptance_source"],
             lossless_match_rate=row["lossless_match_rate"],
+            lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
             has_baseline=has_base,
         )

@@ -28,7 +28,7 @@ from . import environment
 from .client import PlannedRequest, make_http_client, run_closed_loop
 from .config import RunConfig, check_model_context, dump_config
 from .engines.base import Engine
-from .errors import EngineDiedError, EngineStartError, Interrupted, PreflightError, RunDirError
+from .errors import ConfigError, EngineDiedError, EngineStartError, Interrupted, PreflightError, RunDirError
 from .launch import VariantLaunch, make_engine, plan_launches
 from .plan import Sweep, SweepPoint, build_sweep, warmup_requests, window_requests
 from .progress import Reporter, make_reporter
@@ -84,8 +84,13 @@ class MatrixRunner:
         from .models import resolve_model
         from .prompts import load_prompts
 
-        model_path, tokenizer_path = resolve_model(self.cfg.model)
-        check_model_context(self.cfg, model_path)  # sweep.output_lens vs the model's context
+        m = self.cfg.model
+        if self.cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
+            # an endpoint someone else runs: model.path is the name it serves, nothing local to read
+            model_path, tokenizer_path = m.path, m.tokenizer
+        else:
+            model_path, tokenizer_path = resolve_model(m)
+            check_model_context(self.cfg, model_path)  # sweep.output_lens vs the model's context
         api_headers(self.cfg)  # an unset engine.api_key_env is refused before anything starts
         served = self.cfg.model.served_name or str(model_path)
         engine = make_engine(self.cfg, str(model_path), served)
@@ -93,6 +98,8 @@ class MatrixRunner:
         prompts = load_prompts(self.cfg.sweep.prompts)
         pad = None
         if self.cfg.sweep.input_lens:
+            if tokenizer_path is None:
+                raise ConfigError("model.tokenizer", "sweep.input_lens needs a local tokenizer folder")
             pad = _padder(str(tokenizer_path))
         sweep = build_sweep(self.cfg, prompts, pad)
         return engine, launches, sweep

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from .config import RunConfig, load_config
+from .config import RunConfig, check_model_context, load_config
 from .engines import Engine
 from .fairness import audit
 from .launch import VariantLaunch, make_engine, plan_launches
@@ -50,6 +50,7 @@ print(json.dumps({"results": results}))
 def validate(path: str | Path, print_commands: bool = False, out: Out = print) -> int:
     cfg = load_config(path)
     engine = _engine(cfg)
+    check_model_context(cfg, engine.model_path)  # when the model folder is here: lengths vs its context
     launches = plan_launches(cfg, engine)
     problems = config_problems(cfg, engine, launches)
     version = engine.version()

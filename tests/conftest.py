@@ -142,11 +142,12 @@ def _alive(p: psutil.Process) -> bool:
         return False
 
 
-def survivors(port: int | None = None) -> list[str]:
-    """Descendants of this test process still running, plus any process naming `port`."""
+def survivors(port: int | None = None, ignore: frozenset[int] = frozenset()) -> list[str]:
+    """Descendants of this test process still running (but those in `ignore`: already there before the
+    test), plus any process naming `port`."""
     found: dict[int, psutil.Process] = {}
     for p in psutil.Process().children(recursive=True):
-        if _alive(p):
+        if p.pid not in ignore and _alive(p):
             found[p.pid] = p
     if port is not None:
         for p in procs_with_port(port):
@@ -161,19 +162,20 @@ def survivors(port: int | None = None) -> list[str]:
     return out
 
 
-def assert_no_survivors(port: int | None = None, within_s: float = 10.0) -> None:
+def assert_no_survivors(port: int | None = None, within_s: float = 10.0,
+                        ignore: frozenset[int] = frozenset()) -> None:
     """Every child of the test (and every process naming the port) is gone within `within_s`."""
     deadline = time.monotonic() + within_s
-    left = survivors(port)
+    left = survivors(port, ignore)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = survivors(port)
+        left = survivors(port, ignore)
     assert not left, f"processes survived: {left}"
 
 
-def kill_leftovers(port: int | None = None) -> None:
+def kill_leftovers(port: int | None = None, ignore: frozenset[int] = frozenset()) -> None:
     """Last resort after a failed assertion, so one bad test never leaks into the next."""
-    procs = list(psutil.Process().children(recursive=True))
+    procs = [p for p in psutil.Process().children(recursive=True) if p.pid not in ignore]
     if port is not None:
         procs += procs_with_port(port)
     for p in procs:
@@ -186,10 +188,12 @@ def kill_leftovers(port: int | None = None) -> None:
 
 @pytest.fixture
 def no_survivors(port: int) -> Iterator[Callable[..., None]]:
-    """Yields the survivor check; on teardown asserts it once more and kills whatever is left anyway."""
-    yield lambda within_s=10.0: assert_no_survivors(port, within_s)
-    left = survivors(port)
-    kill_leftovers(port)
+    """Yields the survivor check; on teardown asserts it once more and kills whatever is left anyway.
+    Children that existed before the test (another module's fixtures) are not this test's."""
+    before = frozenset(p.pid for p in psutil.Process().children(recursive=True))
+    yield lambda within_s=10.0: assert_no_survivors(port, within_s, before)
+    left = survivors(port, before)
+    kill_leftovers(port, before)
     assert not left, f"processes survived the test: {left}"
 
 

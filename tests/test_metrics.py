@@ -296,6 +296,21 @@ def test_lossless_text_fallback_and_prompt_pairing() -> None:
     assert "divergence_at_c1" not in v["warnings"]  # divergence at C=4 may be batched numerics
 
 
+def test_divergence_explained_by_the_baselines_own_batch_numerics() -> None:
+    # the baseline's output for the poem differs between C=1 and C=4 (batch-shape numerics); the
+    # drafter at C=1 reproduces the baseline's C=4 output: a mismatch, but explained
+    rs = [req("base", c=1, prompt_id="poem", token_ids=[1, 2, 3]),
+          req("base", c=4, prompt_id="poem", token_ids=[1, 2, 4]),
+          req("ngram", c=1, prompt_id="poem", token_ids=[1, 2, 4]),
+          req("ngram", c=4, prompt_id="poem", token_ids=[1, 9, 9])]  # matches nothing
+    cells = cells_of(rs)
+    c1 = cells[(cells.variant == "ngram") & (cells.concurrency == 1)].iloc[0]
+    c4 = cells[(cells.variant == "ngram") & (cells.concurrency == 4)].iloc[0]
+    assert c1["lossless_match_rate"] == 0.0 and c1["lossless_any_match_rate"] == 1.0
+    assert "batch_numerics" in c1["warnings"] and "divergence_at_c1" not in c1["warnings"]
+    assert c4["lossless_any_match_rate"] == 0.0 and "batch_numerics" not in c4["warnings"]
+
+
 def test_lossless_is_nan_above_temperature_zero() -> None:
     rs = [req("base", temperature=0.7, token_ids=[1]), req("ngram", temperature=0.7, token_ids=[2])]
     assert math.isnan(one(cells_of(rs), "ngram")["lossless_match_rate"])
