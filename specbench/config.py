@@ -189,8 +189,7 @@ def parse_config(data: Any, source: str | None = None) -> RunConfig:
         raise ConfigError(where, msg, source) from None
 
 
-def load_config(path: str | os.PathLike[str]) -> RunConfig:
-    p = Path(path)
+def _read_yaml(p: Path) -> Any:
     try:
         text = p.read_text()
     except FileNotFoundError:
@@ -198,12 +197,37 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {p}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark else ""
         raise ConfigError("", f"{line}invalid YAML ({getattr(exc, 'problem', exc)})", str(p)) from None
-    cfg = parse_config(data, str(p))
+
+
+def _merge(parent: Any, child: Any) -> Any:
+    """Child over parent: mappings merge key by key, anything else (lists included) is replaced."""
+    if isinstance(parent, dict) and isinstance(child, dict):
+        return {**parent, **{k: _merge(parent.get(k), v) for k, v in child.items()}}
+    return child
+
+
+def _load_with_includes(p: Path, seen: tuple[Path, ...] = ()) -> Any:
+    """A config may start from another: `include: base.yaml` (relative to the including file)."""
+    data = _read_yaml(p)
+    if not isinstance(data, dict) or "include" not in data:
+        return data
+    parent_path = (p.parent / str(data.pop("include"))).resolve()
+    if parent_path in seen or parent_path == p.resolve():
+        raise ConfigError("include", f"include cycle through {parent_path}", str(p))
+    parent = _load_with_includes(parent_path, (*seen, p.resolve()))
+    if not isinstance(parent, dict):
+        raise ConfigError("include", f"{parent_path} is not a YAML mapping", str(p))
+    return _merge(parent, data)
+
+
+def load_config(path: str | os.PathLike[str]) -> RunConfig:
+    p = Path(path)
+    cfg = parse_config(_load_with_includes(p), str(p))
     for src in cfg.sweep.prompts:  # prompt files are relative to the config file, not the cwd
         if src.path and not Path(src.path).expanduser().is_absolute():
             src.path = str((p.parent / src.path).resolve())
