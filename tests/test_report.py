@@ -79,7 +79,7 @@ def test_sections_status_lossless_environment(rendered: dict[str, str]) -> None:
     assert "reused from run runs/r0" in md
     assert "engine exited: \\<script\\>" in md
     assert "divergence at concurrency 1:** `draft_model code|in-|out64|c1|t0`" in md
-    assert "legitimately diverge" in md
+    assert "numerics, not the drafter" in md
     assert "vllm 0.0.0-test" in md and "—" in md  # NaN shows as a dash
 
 

