@@ -152,7 +152,8 @@ def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process) ->
         lags += lags_ms([t0 + off for off in r.chunk_offsets_s], r.text or "")
         chunks += len(r.chunk_tokens)
     tokens_out = sum(r.output_tokens or 0 for r in records)
-    return summary("specbench", c, chunks, tokens_out, wall, cpu, (s1.user + s1.system) - (s0.user + s0.system), lags)
+    return summary("specbench", c, chunks, tokens_out, wall, cpu, (s1.user + s1.system) - (s0.user + s0.system), lags,
+                   [r.ttft_s for r in records])
 
 
 # -- vLLM -----------------------------------------------------------------------------------------------
@@ -183,28 +184,29 @@ def run_vllm(base_url: str, c: int, tokens: int, tokenizer: str, server: psutil.
         lags += lags_ms(times, text)
         chunks += len(times)
     return summary("vLLM bench serve", c, chunks, res["total_output_tokens"], meas["wall_s"], meas["cpu_s"],
-                   (s1.user + s1.system) - (s0.user + s0.system), lags)
+                   (s1.user + s1.system) - (s0.user + s0.system), lags, res["ttfts"])
 
 
 def summary(client: str, c: int, chunks: int, tokens: int, wall: float, cpu: float, server_cpu: float,
-            lags: list[float]) -> dict:
+            lags: list[float], ttfts: list[float]) -> dict:
     us = 1e6 * cpu / chunks
     return {"client": client, "c": c, "chunks": chunks, "tokens": tokens, "wall_s": wall,
             "chunks_s": chunks / wall, "tokens_s": tokens / wall, "client_cpu_pct": 100 * cpu / wall,
             "server_cpu_pct": 100 * server_cpu / wall, "us_per_chunk": us, "ceiling_chunks_s": 1e6 / us,
             "lag_p50_ms": float(np.percentile(lags, 50)) if lags else float("nan"),
             "lag_p99_ms": float(np.percentile(lags, 99)) if lags else float("nan"),
-            "lag_max_ms": float(np.max(lags)) if lags else float("nan"), "lag_n": len(lags)}
+            "lag_max_ms": float(np.max(lags)) if lags else float("nan"), "lag_n": len(lags),
+            "ttft_p50_ms": 1000 * float(np.median(ttfts))}
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| client | C | chunks | chunks/s (= tok/s) | client CPU | server CPU | client µs/chunk | "
-             "ceiling chunks/s (1 core) | lag p50 ms | lag p99 ms | lag max ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ceiling chunks/s (1 core) | lag p50 ms | lag p99 ms | lag max ms | TTFT p50 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['client']} | {r['c']} | {r['chunks']} | {r['chunks_s']:,.0f} | {r['client_cpu_pct']:.0f}% | "
                      f"{r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.0f} | {r['ceiling_chunks_s']:,.0f} | "
-                     f"{r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | {r['lag_max_ms']:.1f} |")
+                     f"{r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | {r['lag_max_ms']:.1f} | {r['ttft_p50_ms']:.2f} |")
     return "\n".join(lines)
 
 

@@ -230,6 +230,7 @@ class MatrixRunner:
         t0 = time.monotonic()
         proc: EngineProcess | None = None
         max_c = max(self.cfg.sweep.concurrency)
+        vm["status"] = "starting"  # so an interruption during startup is recorded as one
         try:
             async with make_http_client(max_c) as http:
                 http.headers.update(api_headers(self.cfg) or {})  # probes and scrapes authenticate too
