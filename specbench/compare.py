@@ -27,7 +27,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from .errors import RunDirError
-from .report import Table, fmt, fmt_interval, normalize_cells, num
+from .report.document import Table
+from .report.fmt import UNDEFINED, fmt, fmt_interval, num
+from .report.load import normalize_cells, read_json
 from .report.markdown import code_span, escape, table
 from .rundir import RunDir
 
@@ -70,7 +72,8 @@ class CellChange:
 
     def __str__(self) -> str:
         """`ngram code|in-|out256|c4|t0 (1.10 [1.05, 1.15] -> 0.88 [0.83, 0.93], -20.0%)`, for CLI messages."""
-        return f"{self.name} ({self.speedup_a or '—'} -> {self.speedup_b or '—'}, {_pct(self.speedup_change)})"
+        return (f"{self.name} ({self.speedup_a or UNDEFINED} -> {self.speedup_b or UNDEFINED}, "
+                f"{_pct(self.speedup_change)})")
 
     @property
     def speedup_change(self) -> float:
@@ -138,12 +141,10 @@ class Comparison:
 
 
 def _load(run: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    import json
-
     rd = RunDir(Path(run))
     if not rd.cells.exists():
         raise RunDirError(f"no cells.csv in {rd.path}: is it a finished run directory?")
-    meta = json.loads(rd.meta.read_text()) if rd.meta.exists() else {}
+    meta = read_json(rd.meta) or {}
     return normalize_cells(pd.read_csv(rd.cells)), meta
 
 
@@ -192,12 +193,13 @@ _COLUMNS = ["variant", "cell", "speedup A", "speedup B", "change", "accept len A
 
 
 def _pct(x: float) -> str:
-    return "—" if math.isnan(x) else f"{x:+.1%}"
+    return UNDEFINED if math.isnan(x) else f"{x:+.1%}"
 
 
 def _rows(changes: list[CellChange]) -> list[list[str]]:
-    return [[c.variant, c.point_id, str(c.speedup_a or "—"), str(c.speedup_b or "—"), _pct(c.speedup_change),
-             str(c.accept_a or "—"), str(c.accept_b or "—"), fmt(c.accept_delta), c.reason] for c in changes]
+    return [[c.variant, c.point_id, str(c.speedup_a or UNDEFINED), str(c.speedup_b or UNDEFINED),
+             _pct(c.speedup_change), str(c.accept_a or UNDEFINED), str(c.accept_b or UNDEFINED), fmt(c.accept_delta),
+             c.reason] for c in changes]
 
 
 def _table(changes: list[CellChange]) -> str:

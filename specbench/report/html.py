@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from . import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
+from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
 
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;
@@ -36,7 +36,7 @@ def inline(parts: list[Inline]) -> str:
         elif isinstance(p, Code):
             out.append(f"<code>{escape(p.text)}</code>")
         else:
-            out.append(escape(p))
+            out.append(p)
     return "".join(out)
 
 

@@ -2,7 +2,8 @@
 
 Each function returns PNG bytes, or None when the run has nothing to draw. Curves are keyed by
 category x input length x temperature and faceted by output length; with more than MAX_LINES curves per
-panel, the panel shows the mean over them (and says so) instead of a tangle.
+panel, the panel shows the mean over them (and says so) instead of a tangle. A variant keeps one colour in
+every figure (the baseline dark grey), and a curve keeps one colour in every panel of its figure.
 """
 
 from __future__ import annotations
@@ -10,13 +11,19 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .fmt import num
+
 MAX_LINES = 6
+DPI = 110
+LEGEND_SIZE = 8
+BASELINE_COLOR = "0.3"
 Plot = tuple[str, bytes, str]  # title, png, alt text
 
 
@@ -28,8 +35,14 @@ def label(text: object) -> str:
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
+    fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
+
+
+def _palette(names: Iterable[object], *, baseline: str = "") -> dict[str, str]:
+    """One colour per name in order of first appearance (matplotlib's cycle); the baseline in dark grey."""
+    others = [n for n in dict.fromkeys(map(str, names)) if n != baseline]
+    return {baseline: BASELINE_COLOR} | {n: f"C{i % 10}" for i, n in enumerate(others)}
 
 
 def _grid(nrows: int, ncols: int, *, w: float = 4.2, h: float = 3.0) -> tuple[Figure, list[list[Axes]]]:
@@ -69,11 +82,11 @@ def _curves(df: pd.DataFrame, value: str, lo: str | None, hi: str | None) -> lis
     return out
 
 
-def _plot_curve(ax: Axes, x: pd.Series, y: pd.Series, lo: pd.Series, hi: pd.Series, name: str) -> None:
-    (line,) = ax.plot(x, y, marker="o", ms=3.5, label=label(name))
+def _plot_curve(ax: Axes, x: pd.Series, y: pd.Series, lo: pd.Series, hi: pd.Series, name: str, color: str) -> None:
+    ax.plot(x, y, marker="o", ms=3.5, label=label(name), color=color)
     ok = lo.notna() & hi.notna()
     if ok.any():
-        ax.fill_between(x[ok], lo[ok], hi[ok], color=line.get_color(), alpha=0.18, linewidth=0)
+        ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, linewidth=0)
 
 
 def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
@@ -84,70 +97,75 @@ def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
     drafters = list(dict.fromkeys(df["variant"]))
     outs = sorted(df["output_len"].dropna().unique())
     levels = sorted({int(c) for c in df["concurrency"].dropna()})
+    panels = {(d, out): _curves(df[(df["variant"] == d) & (df["output_len"] == out)], "speedup", "speedup_ci_low",
+                                "speedup_ci_high") for d in drafters for out in outs}
+    colors = _palette(name for curves in panels.values() for name, _ in curves)
     fig, axes = _grid(len(drafters), len(outs))
     for i, d in enumerate(drafters):
         for j, out in enumerate(outs):
             ax = axes[i][j]
-            sub = df[(df["variant"] == d) & (df["output_len"] == out)]
-            for name, g in _curves(sub, "speedup", "speedup_ci_low", "speedup_ci_high"):
-                _plot_curve(ax, g["concurrency"], g["speedup"], g["_lo"], g["_hi"], name)
-            ax.axhline(1.0, color="black", lw=1, ls="--")
+            for name, g in panels[d, out]:
+                _plot_curve(ax, g["concurrency"], g["speedup"], g["_lo"], g["_hi"], name, colors[name])
+            ax.axhline(1.0, color="black", lw=1, ls="--", label="1.0 = baseline")
             _log2_x(ax, levels)
             ax.set_title(label(f"{d} · output {int(out)}"), fontsize=10)
             if j == 0:
                 ax.set_ylabel("speedup vs baseline")
             if i == len(drafters) - 1:
                 ax.set_xlabel("concurrency")
-            if len(sub):
-                ax.legend(fontsize=7)
+            if panels[d, out]:
+                ax.legend(fontsize=LEGEND_SIZE)
     return _png(fig)
 
 
-def _mean_by(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    return df.groupby(["variant", "output_len", "concurrency"], as_index=False, sort=True)[cols].mean()
+def _mean_panels(df: pd.DataFrame, cols: list[str], h: float) -> tuple[Figure, list[tuple[Axes, pd.DataFrame]]]:
+    """One titled panel per output length, each with its rows of per-variant means over categories."""
+    outs = sorted(df["output_len"].dropna().unique())
+    m = df.groupby(["variant", "output_len", "concurrency"], as_index=False, sort=True)[cols].mean()
+    fig, axes = _grid(1, len(outs), h=h)
+    for ax, out in zip(axes[0], outs):
+        ax.set_title(f"output {int(out)} (mean over categories)", fontsize=10)
+    return fig, [(ax, m[m["output_len"] == out]) for ax, out in zip(axes[0], outs)]
 
 
-def throughput_vs_concurrency(cells: pd.DataFrame) -> bytes | None:
+def throughput_vs_concurrency(cells: pd.DataFrame, baseline: str = "") -> bytes | None:
     """Aggregate output tok/s per variant (mean over categories), one panel per output length."""
     df = cells[cells["output_throughput_tok_s"].notna()]
     if not len(df):
         return None
-    outs = sorted(df["output_len"].dropna().unique())
     levels = sorted({int(c) for c in df["concurrency"].dropna()})
-    m = _mean_by(df, ["output_throughput_tok_s"])
-    fig, axes = _grid(1, len(outs), h=3.4)
-    for j, out in enumerate(outs):
-        ax = axes[0][j]
-        for v, g in m[m["output_len"] == out].groupby("variant", sort=False):
-            ax.plot(g["concurrency"], g["output_throughput_tok_s"], marker="o", ms=3.5, label=label(v))
+    colors = _palette(cells["variant"], baseline=baseline)
+    fig, panels = _mean_panels(df, ["output_throughput_tok_s"], h=3.4)
+    for ax, m in panels:
+        for v, g in m.groupby("variant", sort=False):
+            ax.plot(g["concurrency"], g["output_throughput_tok_s"], marker="o", ms=3.5, label=label(v),
+                    color=colors[str(v)])
         _log2_x(ax, levels)
-        ax.set_title(f"output {int(out)} (mean over categories)", fontsize=10)
         ax.set_xlabel("concurrency")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("aggregate output tok/s")
+        ax.legend(fontsize=LEGEND_SIZE)
+    panels[0][0].set_ylabel("aggregate output tok/s")
     return _png(fig)
 
 
-def latency_throughput(cells: pd.DataFrame) -> bytes | None:
+def latency_throughput(cells: pd.DataFrame, baseline: str = "") -> bytes | None:
     """Per-user tok/s against aggregate tok/s, one line per variant, points labelled by concurrency."""
     df = cells[cells["output_throughput_tok_s"].notna() & cells["per_user_tok_s"].notna()]
     if not len(df):
         return None
-    outs = sorted(df["output_len"].dropna().unique())
-    m = _mean_by(df, ["output_throughput_tok_s", "per_user_tok_s"])
-    fig, axes = _grid(1, len(outs), h=3.6)
-    for j, out in enumerate(outs):
-        ax = axes[0][j]
-        for v, g in m[m["output_len"] == out].groupby("variant", sort=False):
-            ax.plot(g["output_throughput_tok_s"], g["per_user_tok_s"], marker="o", ms=3.5, label=label(v))
+    colors = _palette(cells["variant"], baseline=baseline)
+    fig, panels = _mean_panels(df, ["output_throughput_tok_s", "per_user_tok_s"], h=3.6)
+    for ax, m in panels:
+        for v, g in m.groupby("variant", sort=False):
+            ax.plot(g["output_throughput_tok_s"], g["per_user_tok_s"], marker="o", ms=3.5, label=label(v),
+                    color=colors[str(v)])
             for _, r in g.iterrows():
                 ax.annotate(f"c{int(r['concurrency'])}", (r["output_throughput_tok_s"], r["per_user_tok_s"]),
-                            fontsize=6, xytext=(2, 2), textcoords="offset points")
+                            fontsize=7, xytext=(3, 3), textcoords="offset points", color=colors[str(v)])
+        ax.margins(x=0.1, y=0.1)  # room for the concurrency labels at the ends
         ax.grid(True, alpha=0.3)
-        ax.set_title(f"output {int(out)} (mean over categories)", fontsize=10)
         ax.set_xlabel("aggregate output tok/s")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("per-user tok/s")
+        ax.legend(fontsize=LEGEND_SIZE)
+    panels[0][0].set_ylabel("per-user tok/s")
     return _png(fig)
 
 
@@ -159,14 +177,7 @@ def _positions(text: str) -> list[float]:
         vals = [v.strip() for v in text.strip().strip("[]").split(",") if v.strip()]
     if not isinstance(vals, list):
         return []
-    return [_float(v) for v in vals]
-
-
-def _float(v: object) -> float:
-    try:
-        return float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan
+    return [num(v) for v in vals]
 
 
 def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
@@ -178,6 +189,7 @@ def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
     pos = {v: p for v, p in pos.items() if p}
     if not len(by_cat) and not pos:
         return None
+    colors = _palette(cells["variant"], baseline=baseline)
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     cats = sorted(by_cat["category"].unique())
@@ -188,24 +200,25 @@ def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
         mean, lo, hi = g.mean().reindex(cats), g.min().reindex(cats), g.max().reindex(cats)
         x = np.arange(len(cats)) + i * width - 0.4 + width / 2
         err = [np.clip(np.nan_to_num(e.to_numpy(float)), 0, None) for e in (mean - lo, hi - mean)]
-        ax1.bar(x, mean, width, label=label(d), yerr=err, capsize=2)
+        ax1.bar(x, mean, width, label=label(d), yerr=err, capsize=2, color=colors[str(d)])
     ax1.set_xticks(np.arange(len(cats)))
     ax1.set_xticklabels([label(c) for c in cats], rotation=20, ha="right", fontsize=8)
     ax1.set_ylabel("acceptance length (tokens/step)")
     ax1.set_title("By category (whiskers: range over cells)", fontsize=10)
     if drafters:
-        ax1.legend(fontsize=7)
+        ax1.legend(fontsize=LEGEND_SIZE)
     for d, lists in pos.items():
         n = max(len(p) for p in lists)
         arr = np.array([p + [math.nan] * (n - len(p)) for p in lists])
-        ax2.plot(np.arange(1, n + 1), np.nanmean(arr, axis=0), marker="o", ms=3.5, label=label(d))
+        ax2.plot(np.arange(1, n + 1), np.nanmean(arr, axis=0), marker="o", ms=3.5, label=label(d),
+                 color=colors[str(d)])
     ax2.xaxis.get_major_locator().set_params(integer=True)
     ax2.set_xlabel("draft position")
     ax2.set_ylabel("fraction accepted at position")
     ax2.set_title("By draft position (mean over cells)", fontsize=10)
     ax2.grid(True, alpha=0.3)
     if pos:
-        ax2.legend(fontsize=7)
+        ax2.legend(fontsize=LEGEND_SIZE)
     else:
         ax2.text(0.5, 0.5, "no per-position data", ha="center", va="center", transform=ax2.transAxes)
     return _png(fig)
@@ -218,9 +231,9 @@ def all_figures(cells: pd.DataFrame, *, baseline: str) -> list[Plot]:
     specs = [
         ("Speedup vs concurrency", speedup_vs_concurrency(cells, baseline),
          "Speedup over the baseline against concurrency per drafter, 95% bands, dashed line at 1.0"),
-        ("Aggregate throughput vs concurrency", throughput_vs_concurrency(cells),
+        ("Aggregate throughput vs concurrency", throughput_vs_concurrency(cells, baseline),
          "Aggregate output tokens per second against concurrency for every variant"),
-        ("Latency-throughput trade-off", latency_throughput(cells),
+        ("Latency-throughput trade-off", latency_throughput(cells, baseline),
          "Per-user tokens per second against aggregate tokens per second, one line per variant"),
         ("Acceptance length", acceptance(cells, baseline),
          "Acceptance length by category and by draft position per drafter"),
