@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ModelConfig
+from .config import ModelConfig, RunConfig
 from .errors import UsageError
 
 MARKER = ".specbench-complete"
@@ -112,6 +112,20 @@ def resolve_model(model: ModelConfig) -> tuple[Path, Path]:
     if not tok.is_dir():
         raise UsageError(f"model.tokenizer: folder not found: {tok}")
     return path, tok
+
+
+def demo_models_in(cfg: RunConfig) -> list[str]:
+    """Demo model names the config uses: the target and any drafter parameter naming one (a draft)."""
+    names = [cfg.model.demo] if cfg.model.demo else []
+    for v in cfg.variants:
+        names += [x for x in v.params.values() if isinstance(x, str) and x in DEMO_MODELS]
+    return list(dict.fromkeys(names))
+
+
+def prepare_all(cfg: RunConfig, progress: Callable[[str], None] = print) -> None:
+    """Build every demo model the config uses (once; later calls find them built)."""
+    for name in demo_models_in(cfg):
+        prepare(name, progress=progress)
 
 
 def gguf_source() -> Path:

@@ -81,7 +81,7 @@ class MatrixRunner:
 
     # -- setup ------------------------------------------------------------------------------------
     def _prepare(self) -> tuple[Engine, list[VariantLaunch], Sweep]:
-        from .models import resolve_model
+        from .models import prepare_all, resolve_model
         from .prompts import load_prompts
 
         m = self.cfg.model
@@ -89,6 +89,7 @@ class MatrixRunner:
             # an endpoint someone else runs: model.path is the name it serves, nothing local to read
             model_path, tokenizer_path = m.path, m.tokenizer
         else:
+            prepare_all(self.cfg)  # demo models (target, and a demo draft model) are built on first use
             model_path, tokenizer_path = resolve_model(m)
             check_model_context(self.cfg, model_path)  # sweep.output_lens vs the model's context
         api_headers(self.cfg)  # an unset engine.api_key_env is refused before anything starts

@@ -168,3 +168,11 @@ def test_real_build(cache: Path) -> None:
     tok = AutoTokenizer.from_pretrained(str(draft), local_files_only=True)
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_demo_models_in_a_config_include_demo_drafts() -> None:
+    from specbench.config import load_config
+    from specbench.models import demo_models_in
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml")
+    assert demo_models_in(cfg) == ["smollm2", "smollm2-draft"]
