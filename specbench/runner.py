@@ -169,6 +169,8 @@ class MatrixRunner:
             raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
         if "interrupted" in meta:
             meta.setdefault("interruptions", []).append(meta.pop("interrupted"))
+        if self.opts.resume:  # also after a kill -9, which leaves no "interrupted" mark behind
+            meta.setdefault("resumed", []).append(datetime.now(timezone.utc).isoformat(timespec="seconds"))
         meta.setdefault("run_id", secrets.token_hex(6))
         meta.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
         meta.update(name=self.cfg.name, baseline=self.cfg.baseline.name, config_hash=_config_hash(self.cfg))
