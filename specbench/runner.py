@@ -78,6 +78,7 @@ class MatrixRunner:
         self.reporter = opts.reporter or make_reporter()
         self.rd: RunDir
         self.meta: dict[str, Any] = {}
+        self.window_tp: dict[str, float] = {}  # window_id -> output throughput (adaptive repeats)
 
     # -- setup ------------------------------------------------------------------------------------
     def _prepare(self) -> tuple[Engine, list[VariantLaunch], Sweep]:
@@ -193,6 +194,14 @@ class MatrixRunner:
         if self.opts.reuse:
             self._reuse(self.opts.reuse, fingerprints)
         done_windows = {w.window_id for w in rd.window_records()}
+        if self.cfg.sweep.adaptive:  # resume: adaptive stopping needs the finished windows' throughputs
+            from .metrics import window_throughput
+
+            by_window: dict[str, list[RequestRecord]] = {}
+            for rec in rd.request_records():
+                if rec.window_id in done_windows:
+                    by_window.setdefault(rec.window_id, []).append(rec)
+            self.window_tp = {w: tp for w, recs in by_window.items() if (tp := window_throughput(recs)) is not None}
         todo = {vl.name: self._todo(vl, sweep, done_windows) for vl in launches}
         self.reporter.start(sum(n for _, n in todo.values()))
         result = RunResult(run_dir=rd.path)
@@ -217,11 +226,26 @@ class MatrixRunner:
         """Points with windows still to measure, and how many requests that is (for the ETA)."""
         points, n = [], 0
         for p in sweep.points:
-            key = p.key(vl.name)
-            missing = [r for r in range(1, self.cfg.sweep.repeats + 1) if f"{key.cell_id}|r{r}" not in done]
+            missing = self._windows_to_do(p.key(vl.name).cell_id, done)
             if missing:
                 points.append(p)
-                n += len(missing) * self.cfg.sweep.waves * p.concurrency
+                n += missing * self.cfg.sweep.waves * p.concurrency
+        return points, n
+
+    def _windows_to_do(self, cell_id: str, done: set[str]) -> int:
+        """Windows a cell still needs: the fixed repeats, then (adaptive) one more until its interval is
+        narrow enough or the cap is reached. Counts what is known now, for planning and the ETA."""
+        from .metrics import adaptive_done
+
+        s = self.cfg.sweep
+        ids = [f"{cell_id}|r{r}" for r in range(1, max(s.repeats, s.adaptive.max_repeats if s.adaptive else 0) + 1)]
+        have = [w for w in ids if w in done]
+        missing = max(0, s.repeats - len(have))
+        if missing == 0 and s.adaptive and len(have) < s.adaptive.max_repeats:
+            tps = [self.window_tp[w] for w in have if w in self.window_tp]
+            if not adaptive_done(tps, s.adaptive.target_rel_half_width):
+                missing = 1
+        return missing
         return points, n
 
     async def _measure_variant(self, engine: Engine, vl: VariantLaunch, sweep: Sweep, done: set[str],
@@ -294,9 +318,10 @@ class MatrixRunner:
         key = point.key(vl.name)
         adaptive = s.adaptive
         max_repeats = max(s.repeats, adaptive.max_repeats) if adaptive else s.repeats
-        throughputs: list[float] = []
         flushed = False
         for repeat in range(1, max_repeats + 1):
+            throughputs = [self.window_tp[w] for r in range(1, repeat)
+                           if (w := f"{key.cell_id}|r{r}") in self.window_tp]
             if repeat > s.repeats and (adaptive is None or
                                        adaptive_done(throughputs, adaptive.target_rel_half_width)):
                 break
@@ -314,7 +339,7 @@ class MatrixRunner:
             done.add(window_id)
             tp = window_throughput(records)
             if tp is not None:
-                throughputs.append(tp)
+                self.window_tp[window_id] = tp
 
     async def _run_window(self, engine: Engine, http: httpx.AsyncClient, vl: VariantLaunch,
                           planned: list[PlannedRequest], concurrency: int, window_id: str, repeat: int,
