@@ -182,5 +182,4 @@ def engine_install_problems(cfg: RunConfig, engine: Engine, launched: list[Varia
 
 
 def _unique(items: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return [x for x in items if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(items))  # first occurrence of each, in order

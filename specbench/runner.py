@@ -246,7 +246,6 @@ class MatrixRunner:
             if not adaptive_done(tps, s.adaptive.target_rel_half_width):
                 missing = 1
         return missing
-        return points, n
 
     async def _measure_variant(self, engine: Engine, vl: VariantLaunch, sweep: Sweep, done: set[str],
                                requests_out: JsonlAppender, windows_out: JsonlAppender) -> None:

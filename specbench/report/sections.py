@@ -72,8 +72,8 @@ def verdict_section(data: RunData) -> list[Block]:
         tones.append(tone)
     if not items:
         return [Heading("Verdict"), Paragraph(["No drafter variants in this run: nothing to decide."], "warn")]
-    tone: Tone = "bad" if all(t == "bad" for t in tones) else "verdict"
-    return [Heading("Verdict"), Bullets(items, tone),
+    overall: Tone = "bad" if all(t == "bad" for t in tones) else "verdict"
+    return [Heading("Verdict"), Bullets(items, overall),
             Paragraph(["A concurrency level counts for a drafter when its speedup interval lies above 1.0 and "
                        "against it when the interval lies below; intervals that include 1.0 decide nothing."],
                       "note")]
