@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import secrets
 import shlex
@@ -34,6 +33,7 @@ from .plan import Sweep, SweepPoint, build_sweep, warmup_requests, window_reques
 from .progress import Reporter, make_reporter
 from .records import RequestRecord, WindowRecord
 from .rundir import JsonlAppender, RunDir, atomic_write, write_json
+from .reuse import copy_reusable, variant_fingerprints
 from .server import EngineProcess, port_in_use, port_owner
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -142,16 +142,6 @@ class MatrixRunner:
             raise RunDirError(f"{rd.path} already exists and is not empty: use --resume to finish it "
                               f"or --force to measure again into it (earlier data is kept aside)")
 
-    def _fingerprints(self, engine: Engine, launches: list[VariantLaunch], sweep: Sweep) -> dict[str, str]:
-        """Per variant: a hash of everything that determines its measurements."""
-        common = {"model": _model_identity(engine.model_path), "engine": [self.cfg.engine.kind, engine.version()],
-                  "sweep": sweep.fingerprint(self.cfg), "hardware": environment.hardware_fingerprint()}
-        out = {}
-        for vl in launches:
-            blob = json.dumps({**common, "launch": vl.fingerprint()}, sort_keys=True, default=str)
-            out[vl.name] = hashlib.sha256(blob.encode()).hexdigest()[:16]
-        return out
-
     # -- the run ------------------------------------------------------------------------------------
     async def run(self) -> RunResult:
         if self.opts.out is not None:
@@ -164,7 +154,7 @@ class MatrixRunner:
             if problems:
                 raise PreflightError("; ".join(problems))
         self.rd = rd = self._open_run_dir()
-        fingerprints = self._fingerprints(engine, launches, sweep)
+        fingerprints = variant_fingerprints(self.cfg, engine, launches, sweep)
         self.meta = meta = rd.load_meta() if self.opts.resume else {}
         if self.opts.resume and meta.get("config_hash") not in (None, _config_hash(self.cfg)):
             raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
@@ -380,24 +370,9 @@ class MatrixRunner:
         write_json(self.rd.fairness, audit(launches).to_dict())
 
     def _reuse(self, source: Path, fingerprints: dict[str, str]) -> None:
-        """Copy the raw records of every variant whose fingerprint matches a finished variant there."""
-        src = RunDir(source)
-        if not src.meta.exists():
-            raise RunDirError(f"--reuse: {source} is not a specbench run directory (no run.json)")
-        old = src.load_meta().get("variants", {})
-        reusable = {name for name, fp in fingerprints.items()
-                    if old.get(name, {}).get("status") in ("done", "reused") and old[name].get("fingerprint") == fp}
-        mine = {w.window_id for w in self.rd.window_records()}
-        with open(self.rd.requests, "a") as rq, open(self.rd.windows, "a") as wn:
-            for rec in src.request_records():
-                if rec.variant in reusable and not rec.warmup and rec.window_id not in mine:
-                    rq.write(rec.model_dump_json() + "\n")
-            for w in src.window_records():
-                if w.variant in reusable and w.window_id not in mine:
-                    wn.write(w.model_dump_json() + "\n")
-        for name in reusable:
-            vm = self.meta["variants"][name]
-            vm.update(status="reused", reused_from=str(source), wall_s=0.0)
+        reusable = copy_reusable(source, self.rd, fingerprints)
+        for name in sorted(reusable):
+            self.meta["variants"][name].update(status="reused", reused_from=str(source), wall_s=0.0)
             self.reporter.log(f"{name}: unchanged since {source}: reusing its measurements")
         for name in sorted(set(fingerprints) - reusable):
             self.reporter.log(f"{name}: changed or not measured in {source}: measuring")
@@ -420,13 +395,6 @@ def _shell_line(argv: list[str], env: dict[str, str]) -> str:
 
 def _config_hash(cfg: RunConfig) -> str:
     return hashlib.sha256(dump_config(cfg).encode()).hexdigest()[:16]
-
-
-def _model_identity(path: str) -> str:
-    """Model folder + its config.json content (a folder rewritten with other weights changes this)."""
-    cfg = Path(path) / "config.json"
-    digest = hashlib.sha256(cfg.read_bytes()).hexdigest()[:16] if cfg.exists() else ""
-    return f"{path}:{digest}"
 
 
 def _padder(tokenizer_path: str):

@@ -72,3 +72,19 @@ def test_compare_cli_gates_on_regression(tmp_path, model_dir, port, capsys, no_s
     err = capsys.readouterr().err
     assert err.startswith("error:") and "ngram" in err and json.dumps("x")
     no_survivors()
+
+
+def test_a_draft_folder_updated_in_place_is_measured_again(tmp_path, model_dir, port, no_survivors):
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text('{"num_hidden_layers": 2}')
+    (draft / "model.safetensors").write_bytes(b"v1")
+    data = standin_config(model_dir, port, variants=[
+        {"name": "base", "drafter": "autoregressive", "baseline": True},
+        {"name": "draft", "drafter": "draft_model", "params": {"model": str(draft), "num_tokens": 2}}])
+    run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))
+    (draft / "model.safetensors").write_bytes(b"v2, retrained")  # same path, new weights
+    second = run_matrix(parse_config(data), RunOptions(out=tmp_path / "b", reuse=tmp_path / "a",
+                                                       skip_preflight=True))
+    assert second.status == {"base": "reused", "draft": "done"}
+    no_survivors()
