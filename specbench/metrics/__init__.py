@@ -1,0 +1,51 @@
+"""From raw records to one row per variant x sweep point (the "cells" table), and break-even.
+
+Inputs are DataFrames of RequestRecord / WindowRecord `model_dump()` rows. Warmup requests and
+requests whose window has no WindowRecord (an unfinished window) are ignored. Every metric is
+defined in docs/metrics.md; each formula is written once, in one module, next to a comment that
+states it. Pure: no I/O, printing or plotting. Undefined values are NaN (None for whole lists), never 0.
+
+Modules: requests (per-request and per-window formulas), acceptance (tau and acceptance figures),
+lossless (output comparison against the baseline), cells (compute_cells: the per-cell summary and
+speedups), breakeven (break_even_table), adaptive (the runner's stopping rule), common (shared helpers).
+"""
+
+from __future__ import annotations
+
+from .acceptance import draft_acceptance_length, tau_from_counters
+from .adaptive import adaptive_done
+from .breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
+from .cells import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS, compute_cells
+from .common import NAN, BootstrapSettings
+from .lossless import common_prefix_len, compare_outputs
+from .requests import (
+    measured_requests,
+    request_itls,
+    request_output_tokens,
+    request_tpot,
+    window_throughput,
+    window_throughput_arrays,
+)
+
+__all__ = [
+    "BREAK_EVEN_COLUMNS",
+    "BREAK_EVEN_GROUP",
+    "CELL_COLUMNS",
+    "INVALID_BLANKED",
+    "KEY_COLUMNS",
+    "NAN",
+    "BootstrapSettings",
+    "adaptive_done",
+    "break_even_table",
+    "common_prefix_len",
+    "compare_outputs",
+    "compute_cells",
+    "draft_acceptance_length",
+    "measured_requests",
+    "request_itls",
+    "request_output_tokens",
+    "request_tpot",
+    "tau_from_counters",
+    "window_throughput",
+    "window_throughput_arrays",
+]

@@ -1,0 +1,155 @@
+"""Acceptance of one cell: tau (tokens per target step) from per-request spec details or from window
+counter deltas, vLLM's draft acceptance length, the acceptance rate, per-position acceptance, and
+which source was used."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..warnings_ import MIN_REPEATS_FOR_INTERVAL
+from .common import NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
+from .requests import _Req
+
+
+def tau_from_counters(generation_tokens: float, accepted_tokens: float) -> float:
+    """Tokens per target step from window counters. Each target step emits (accepted + 1) tokens, so
+    steps = d(generation) - d(accepted) and tau = d(generation) / (d(generation) - d(accepted))."""
+    steps = generation_tokens - accepted_tokens
+    if not (math.isfinite(steps) and steps > 0):
+        return NAN
+    return generation_tokens / steps
+
+
+def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
+    """vLLM's acceptance length = 1 + d(accepted) / d(drafts): only steps that drafted are counted."""
+    if not (math.isfinite(num_drafts) and num_drafts > 0 and math.isfinite(accepted_tokens)):
+        return NAN
+    return 1.0 + accepted_tokens / num_drafts
+
+
+def _acceptance(
+    reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, bs: BootstrapSettings
+) -> dict[str, Any]:
+    """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source."""
+    out: dict[str, Any] = {
+        "acceptance_length": NAN,
+        "acceptance_length_ci_low": NAN,
+        "acceptance_length_ci_high": NAN,
+        "draft_acceptance_length": NAN,
+        "acceptance_rate": NAN,
+        "acceptance_per_position": None,
+        "acceptance_source": "none",
+    }
+    ok = [r for r in reqs if r.ok]
+
+    # Source 1: per-request spec details. tau = sum(n_out) / sum(verify_steps), pooled over the cell.
+    with_steps: list[tuple[_Req, dict[str, Any]]] = [
+        (r, r.spec) for r in ok if r.spec and (r.spec.get("verify_steps") or 0) > 0 and math.isfinite(r.n_out)
+    ]
+    if with_steps:
+        tokens: dict[int, float] = {}
+        steps: dict[int, float] = {}
+        for r, spec in with_steps:
+            tokens[r.repeat] = tokens.get(r.repeat, 0.0) + r.n_out
+            steps[r.repeat] = steps.get(r.repeat, 0.0) + float(spec["verify_steps"])
+        reps = sorted(tokens)
+        out["acceptance_length"] = _safe_ratio(sum(tokens.values()), sum(steps.values()))
+        if len(reps) >= MIN_REPEATS_FOR_INTERVAL:
+            lo, hi = _ci(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **_bs(bs)))
+            out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
+        out["acceptance_source"] = "request"
+        acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
+        if acc:
+            # acceptance rate = accepted draft tokens / proposed draft tokens
+            out["acceptance_rate"] = _safe_ratio(
+                float(sum(sp["accepted_drafts"] for sp in acc)), float(sum(sp["proposed_drafts"] for sp in acc))
+            )
+        out["acceptance_per_position"] = _per_position_from_histograms(
+            [sp.get("accept_histogram") for _, sp in with_steps]
+        )
+
+    # Source 2: window counter deltas (vLLM spec_decode counters).
+    win = _counter_windows(windows, reqs)
+    if win:
+        gen = sum(w.generation_tokens for w in win)
+        accepted = sum(w.num_accepted_tokens for w in win)
+        drafts = sum(w.num_drafts for w in win)
+        draft_tokens = sum(w.num_draft_tokens for w in win)
+        out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
+        if out["acceptance_source"] == "none":
+            out["acceptance_length"] = tau_from_counters(gen, accepted)
+            out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
+            if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
+                g = [w.generation_tokens for w in win]
+                s = [w.generation_tokens - w.num_accepted_tokens for w in win]
+                lo, hi = _ci(stats.paired_ratio_ci(g, s, **_bs(bs)))
+                out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
+            out["acceptance_rate"] = _safe_ratio(accepted, draft_tokens)
+        positions = [w.per_position_accepted for w in win if w.per_position_accepted]
+        if positions and drafts > 0:
+            width = max(len(p) for p in positions)
+            summed = np.zeros(width)
+            for p in positions:
+                summed[: len(p)] += np.asarray(p, dtype=float)
+            # per-position acceptance = accepted at draft position i / drafts (vLLM's definition)
+            out["acceptance_per_position"] = [float(x) for x in summed / drafts]
+
+    if out["acceptance_source"] == "none" and is_baseline:
+        out["acceptance_length"] = 1.0  # plain decoding: one token per target step
+    return out
+
+
+def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
+    """From histograms H[j] = steps that accepted j drafts: P(position i accepted) = sum_{j>i} H[j] / sum H."""
+    hs = [np.asarray(h, dtype=float) for h in hists if h]
+    if not hs:
+        return None
+    width = max(len(h) for h in hs)
+    total = np.zeros(width)
+    for h in hs:
+        total[: len(h)] += h
+    if total.sum() <= 0 or width < 2:
+        return None
+    tail = np.cumsum(total[::-1])[::-1]  # tail[i] = sum_{j>=i} H[j]
+    return [float(x) for x in tail[1:] / total.sum()]
+
+
+@dataclass(frozen=True)
+class _WindowCounters:
+    generation_tokens: float
+    num_accepted_tokens: float
+    num_drafts: float
+    num_draft_tokens: float
+    per_position_accepted: list[float] | None
+
+
+def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCounters]:
+    """Counter deltas per window; generation tokens fall back to the window's successful usage sum."""
+    out: list[_WindowCounters] = []
+    usage_by_repeat: dict[int, float] = {}
+    for r in reqs:
+        if r.ok and math.isfinite(r.n_out):
+            usage_by_repeat[r.repeat] = usage_by_repeat.get(r.repeat, 0.0) + r.n_out
+    for w in windows.to_dict("records"):
+        c = w.get("counters")
+        if not isinstance(c, dict) or c.get("num_accepted_tokens") is None:
+            continue
+        gen = _num(c.get("generation_tokens"))
+        if not math.isfinite(gen):
+            gen = usage_by_repeat.get(int(w["repeat"]), NAN)
+        out.append(
+            _WindowCounters(
+                generation_tokens=gen,
+                num_accepted_tokens=_num(c.get("num_accepted_tokens")),
+                num_drafts=_num(c.get("num_drafts")),
+                num_draft_tokens=_num(c.get("num_draft_tokens")),
+                per_position_accepted=_opt_list(w.get("per_position_accepted")),
+            )
+        )
+    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]

@@ -1,0 +1,46 @@
+"""The break-even table: per non-baseline variant and point (all but concurrency), where the speedup
+crosses 1.0 as concurrency grows."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import stats
+from .common import NAN
+
+BREAK_EVEN_GROUP = ["variant", "category", "input_len", "output_len", "temperature"]
+BREAK_EVEN_COLUMNS = BREAK_EVEN_GROUP + [
+    "break_even_concurrency",
+    "status",
+    "verdict",
+    "uncertain_from",
+    "last_confident",
+]
+
+
+def break_even_table(cells: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
+    """One row per non-baseline variant x category x input_len x output_len x temperature: where the
+    speedup crosses 1.0 as concurrency grows (stats.break_even). Invalid cells count as missing."""
+    if cells.empty:
+        return pd.DataFrame(columns=BREAK_EVEN_COLUMNS)
+    is_base = cells["variant"] == baseline if baseline is not None else cells["is_baseline"].astype(bool)
+    rows = []
+    for key, g in cells[~is_base].groupby(BREAK_EVEN_GROUP, dropna=False, sort=True):
+        g = g.sort_values("concurrency")
+        be = stats.break_even(
+            g["concurrency"].astype(int).tolist(),
+            g["speedup"].astype(float).tolist(),
+            g["speedup_ci_low"].astype(float).tolist(),
+            g["speedup_ci_high"].astype(float).tolist(),
+        )
+        rows.append(
+            dict(
+                zip(BREAK_EVEN_GROUP, key),
+                break_even_concurrency=NAN if be.break_even_concurrency is None else be.break_even_concurrency,
+                status=be.status,
+                verdict=be.verdict,
+                uncertain_from=NAN if be.uncertain_from is None else be.uncertain_from,
+                last_confident=NAN if be.last_confident is None else be.last_confident,
+            )
+        )
+    return pd.DataFrame(rows, columns=BREAK_EVEN_COLUMNS)

@@ -1,0 +1,72 @@
+"""Losslessness: comparing a variant's outputs with the baseline's (token ids, else text), and the
+cell's lossless match, any-match and prefix rates."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .common import NAN, _key_nan
+from .requests import _Req
+
+if TYPE_CHECKING:
+    from .cells import _Cell
+
+
+def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def compare_outputs(
+    ids: Sequence[int] | None, text: str | None, base_ids: Sequence[int] | None, base_text: str | None
+) -> tuple[bool, float] | None:
+    """(exact match, common prefix / max(len)) comparing token ids, else text (characters); None if
+    neither is available on both sides. Two empty outputs match with prefix fraction 1.0."""
+    if ids is not None and base_ids is not None:
+        a: Sequence[Any] = list(ids)
+        b: Sequence[Any] = list(base_ids)
+    elif text is not None and base_text is not None:
+        a, b = text, base_text
+    else:
+        return None
+    longest = max(len(a), len(b))
+    frac = 1.0 if longest == 0 else common_prefix_len(a, b) / longest  # prefix fraction of the output
+    return (list(a) == list(b)), frac
+
+
+def _lossless(
+    cell: _Cell, base: _Cell | None, base_by_prompt: dict[tuple[Any, ...], list[_Req]]
+) -> tuple[float, float, float]:
+    """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
+
+    match: equal to the baseline's output for the same request (same cell, repeat and index, else the
+    same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
+    at any concurrency (the baseline's own outputs can differ between batch shapes)."""
+    exact = {(r.repeat, r.index): r for r in base.reqs if r.ok} if base else {}
+    matches: list[bool] = []
+    any_matches: list[bool] = []
+    prefixes: list[float] = []
+    for r in cell.reqs:
+        if not r.ok:
+            continue
+        same_prompt = base_by_prompt.get((r.prompt_id, _key_nan(cell.row["input_len"]), cell.row["output_len"]), [])
+        b = exact.get((r.repeat, r.index))
+        if b is None or b.prompt_id != r.prompt_id:
+            b = same_prompt[0] if same_prompt else None
+        if b is None:
+            continue
+        res = compare_outputs(r.token_ids, r.text, b.token_ids, b.text)
+        if res is None:
+            continue
+        matches.append(res[0])
+        prefixes.append(res[1])
+        others = (compare_outputs(r.token_ids, r.text, o.token_ids, o.text) for o in same_prompt)
+        any_matches.append(res[0] or any(x is not None and x[0] for x in others))
+    if not matches:
+        return NAN, NAN, NAN
+    return float(np.mean(matches)), float(np.mean(any_matches)), float(np.mean(prefixes))

@@ -1,0 +1,130 @@
+"""Per-request and per-window formulas: output tokens, TPOT, ITL, per-user speed, window throughput;
+and which requests count (measured_requests)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..records import RequestRecord
+from .common import NAN, _as_list, _num, _opt_list, _opt_str, _safe_ratio
+
+
+def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | None) -> float:
+    """Output tokens from the server's usage; if usage is missing, the sum of tokens per chunk."""
+    n = _num(output_tokens)
+    if math.isfinite(n):
+        return n
+    if chunk_tokens is not None and len(chunk_tokens) > 0:
+        return float(sum(chunk_tokens))
+    return NAN
+
+
+def request_tpot(e2e_s: float, ttft_s: float, n_out: float) -> float:
+    """TPOT = (e2e - TTFT) / (n_out - 1); undefined (NaN) for fewer than 2 output tokens."""
+    if not (math.isfinite(e2e_s) and math.isfinite(ttft_s) and math.isfinite(n_out)) or n_out < 2:
+        return NAN
+    return (e2e_s - ttft_s) / (n_out - 1)
+
+
+def request_itls(chunk_offsets_s: Sequence[float], chunk_tokens: Sequence[int]) -> list[float]:
+    """Per-token inter-token latencies: chunk j >= 1 with k_j tokens after gap g_j = t_j - t_{j-1}
+    contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none."""
+    out: list[float] = []
+    for j in range(1, min(len(chunk_offsets_s), len(chunk_tokens))):
+        k = int(chunk_tokens[j])
+        if k <= 0:
+            continue
+        gap = float(chunk_offsets_s[j]) - float(chunk_offsets_s[j - 1])
+        out.extend([gap / k] * k)
+    return out
+
+
+def window_throughput_arrays(t_send: np.ndarray, e2e_s: np.ndarray, n_out: np.ndarray, ok: np.ndarray) -> float:
+    """Output throughput of one window = sum(n_out of successful requests) / (last finish - first send).
+
+    first send = min t_send over all the window's requests; last finish = max(t_send + e2e) over those
+    whose e2e is known. NaN when nothing succeeded or the span is not positive.
+    """
+    if ok.size == 0 or not ok.any():
+        return NAN
+    finish = t_send + e2e_s
+    span = float(np.nanmax(finish)) - float(np.nanmin(t_send)) if np.isfinite(finish).any() else NAN
+    tokens = float(np.nansum(n_out[ok]))
+    if not math.isfinite(span) or span <= 0:
+        return NAN
+    return tokens / span
+
+
+def window_throughput(records: Sequence[RequestRecord]) -> float | None:
+    """window_throughput_arrays over one window's RequestRecords (warmup ignored); None if undefined.
+    Used by the runner's adaptive mode while a cell is being measured."""
+    rs = [r for r in records if not r.warmup]
+    tp = window_throughput_arrays(
+        np.array([r.t_send for r in rs], dtype=float),
+        np.array([_num(r.e2e_s) for r in rs], dtype=float),
+        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs], dtype=float),
+        np.array([r.ok for r in rs], dtype=bool),
+    )
+    return tp if math.isfinite(tp) else None
+
+
+@dataclass
+class _Req:
+    repeat: int
+    index: int
+    prompt_id: str
+    ok: bool
+    n_out: float
+    e2e: float
+    ttft: float
+    t_send: float
+    chunk_offsets: list[float]
+    chunk_tokens: list[int]
+    token_ids: list[int] | None
+    text: str | None
+    spec: dict[str, Any] | None
+
+    @property
+    def per_user(self) -> float:
+        """Per-user speed = n_out / e2e (tokens/s) of one successful request."""
+        return _safe_ratio(self.n_out, self.e2e) if self.ok else NAN
+
+
+def _to_reqs(df: pd.DataFrame) -> list[_Req]:
+    out = []
+    for r in df.to_dict("records"):
+        chunk_tokens = _as_list(r.get("chunk_tokens"))
+        spec = r.get("spec")
+        out.append(
+            _Req(
+                repeat=int(r["repeat"]),
+                index=int(r["index"]),
+                prompt_id=str(r.get("prompt_id", "")),
+                ok=_opt_str(r.get("error")) is None,
+                n_out=request_output_tokens(r.get("output_tokens"), chunk_tokens),
+                e2e=_num(r.get("e2e_s")),
+                ttft=_num(r.get("ttft_s")),
+                t_send=_num(r.get("t_send")),
+                chunk_offsets=[float(x) for x in _as_list(r.get("chunk_offsets_s"))],
+                chunk_tokens=[int(x) for x in chunk_tokens],
+                token_ids=_opt_list(r.get("token_ids")),
+                text=_opt_str(r.get("text")),
+                spec=spec if isinstance(spec, dict) else None,
+            )
+        )
+    return out
+
+
+def measured_requests(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Requests that count: not warmup, and their window has a WindowRecord (it completed)."""
+    if requests.empty:
+        return requests
+    keep = ~requests.get("warmup", pd.Series(False, index=requests.index)).fillna(False).astype(bool)
+    done = set(windows["window_id"]) if not windows.empty else set()
+    keep &= requests["window_id"].isin(done)
+    return requests[keep]
