@@ -50,9 +50,28 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean), _fmt(r.acceptance_length),
                   _fmt(r.output_tok_s, 1), str(r.cells))
     console.print(t)
+    for line in warning_lines(run.cells):
+        console.print(line, markup=False, highlight=False, style="yellow", soft_wrap=True)
     for p in ("report.md", "report.html"):
         if (run.path / p).exists():
             console.print(f"report: {run.path / p}", markup=False, highlight=False)
+
+
+def warning_lines(cells: pd.DataFrame) -> list[str]:
+    """One line per warning code: how many cells, an example, and the remedy."""
+    from .warnings_ import REMEDY, WarningCode
+
+    if cells.empty or "warnings" not in cells:
+        return []
+    found: dict[str, list[str]] = {}
+    for _, r in cells.iterrows():
+        for code in filter(None, str(r["warnings"] if isinstance(r["warnings"], str) else "").split(";")):
+            found.setdefault(code, []).append(f"{r['variant']} {r['point_id']}")
+    lines = []
+    for code, where in found.items():
+        remedy = REMEDY.get(WarningCode(code), "") if code in WarningCode._value2member_map_ else ""
+        lines.append(f"warning: {code} in {len(where)} cell(s), e.g. {where[0]}: {remedy}")
+    return lines
 
 
 def _fmt(x: float, nd: int = 2) -> str:

@@ -85,8 +85,10 @@ def test_mad_outliers() -> None:
     assert stats.mad_outliers([10.0] * 7 + [100.0]) == [7]
     # NaN is skipped, indices still refer to the input
     assert stats.mad_outliers([math.nan, 10.0, 10.5, 9.5, 10.2, 9.8, 30.0]) == [6]
-    # modified Z of 20 here: median 10, MAD 0.5 -> 0.6745 * 10 / 0.5 = 13.5 > 3.5; 11 -> 1.35, not flagged
-    assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 20.0]) == [5]
+    # median 10.25, MAD 0.75: 30 -> 0.6745 * 19.75 / 0.75 = 17.8 > 10; 20 -> 8.8, not flagged (3.5 would)
+    assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 30.0]) == [5]
+    assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 20.0]) == []
+    assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 20.0], threshold=3.5) == [5]
 
 
 def test_break_even_interpolates_in_log2() -> None:
