@@ -18,10 +18,11 @@ ArrayLike = Sequence[float] | np.ndarray
 CIMethod = Literal["BCa", "percentile", "basic"]
 Interval = tuple[float | None, float | None]
 
-# Iglewicz & Hoaglin (1993): modified Z = 0.6745 * (x - median) / MAD; |Z| > 3.5 flags an outlier.
+# Modified Z = 0.6745 * (x - median) / MAD (Iglewicz & Hoaglin 1993); outlier cut-offs below.
 # 0.6745 is the 0.75 quantile of N(0,1), so 0.6745 / MAD = 1 / (1.4826 * MAD) = 1 / robust sigma.
 MAD_TO_Z = 0.6745
 OUTLIER_Z = 10.0  # hyperfine's cut-off: 10 robust standard deviations
+OUTLIER_MIN_REL = 0.10  # and at least 10% from the median: a tight cell's 1% wobble is not an outlier
 
 
 def _clean(values: ArrayLike) -> np.ndarray:
@@ -146,14 +147,15 @@ def paired_ratio_ci(
     )
 
 
-def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z) -> list[int]:
+def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z,
+                 min_rel_deviation: float = OUTLIER_MIN_REL) -> list[int]:
     """Indices (into `values`) whose modified Z-score |0.6745 (x - median) / MAD| exceeds `threshold`.
 
     MAD = median(|x - median(x)|). As in hyperfine, a zero MAD is replaced by machine epsilon, so with
     most samples identical any differing sample is an outlier, and the cut-off is 10 robust standard
     deviations (|x - median| / MAD > 14.826, i.e. modified Z > 10). Iglewicz & Hoaglin's textbook 3.5
-    flagged a third of the demo's cells: requests of one wave differ structurally (prefill order), and
-    a warning that fires everywhere is ignored.
+    flagged a third of the demo's cells. Requests of one closed-loop wave can agree to 0.1%, so a MAD
+    rule alone flags a 1% deviation: a sample must also lie `min_rel_deviation` (10%) from the median.
     Non-finite values are never flagged; fewer than 3 finite values -> [].
     """
     arr = np.asarray(values, dtype=float).ravel()
@@ -164,7 +166,8 @@ def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z) -> list[int]:
     mad = float(np.median(np.abs(arr[finite] - med)))
     mad = mad if mad > 0 else float(np.finfo(float).eps)
     z = MAD_TO_Z * (arr - med) / mad
-    return [int(i) for i in np.flatnonzero(finite & (np.abs(z) > threshold))]
+    far = np.abs(arr - med) > min_rel_deviation * abs(med)
+    return [int(i) for i in np.flatnonzero(finite & (np.abs(z) > threshold) & far)]
 
 
 BreakEvenStatus = Literal["pays_up_to", "pays_everywhere", "never_pays", "inconclusive", "no_data"]

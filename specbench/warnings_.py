@@ -37,7 +37,7 @@ REMEDY: dict[WarningCode, str] = {
         "sweep.warmup_requests or add a repeat and discard the first"
     ),
     WarningCode.OUTLIERS: (
-        "some requests were far slower or faster than the rest (modified Z-score > 3.5): look for "
+        "some requests were far slower or faster than the rest (over 10 robust SDs and 10% from the median): look for "
         "preemption, a stalled stream or another process on the GPU; the raw samples are in requests.jsonl"
     ),
     WarningCode.HIGH_VARIANCE: (

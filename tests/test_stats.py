@@ -89,6 +89,9 @@ def test_mad_outliers() -> None:
     assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 30.0]) == [5]
     assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 20.0]) == []
     assert stats.mad_outliers([9.5, 10.0, 10.5, 11.0, 9.0, 20.0], threshold=3.5) == [5]
+    # a tight wave: 0.4% off is many MADs but not practically an outlier; 20% off is
+    assert stats.mad_outliers([16.03] * 15 + [16.04, 16.10]) == []
+    assert stats.mad_outliers([16.03] * 15 + [16.04, 12.8]) == [16]
 
 
 def test_break_even_interpolates_in_log2() -> None:
