@@ -363,10 +363,8 @@ class MatrixRunner:
 
     # -- side files -------------------------------------------------------------------------------
     def _write_fairness(self, launches: list[VariantLaunch]) -> None:
-        try:
-            from .fairness import audit
-        except ImportError:
-            return
+        from .fairness import audit
+
         write_json(self.rd.fairness, audit(launches).to_dict())
 
     def _reuse(self, source: Path, fingerprints: dict[str, str]) -> None:
