@@ -146,8 +146,6 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str]) -> list[Inlin
     else:
         parts = [f"inconclusive on {on}: the speedup intervals include 1.0 "
                  f"(speedup {fmt_span(outcome.speedup_min, outcome.speedup_max)}); more repeats would decide"]
-    if outcome.varies:
-        parts.append(" (most conservative across output lengths; see the break-even table)")
     return parts
 
 
@@ -172,6 +170,8 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
         if parts:
             parts.append("; ")
         parts.extend(_phrase(variant, outcomes[cats[0]], cats))
+    if any(o.varies for o in outcomes.values()):
+        parts.append(" (where output lengths disagree, the most conservative result; see the break-even table)")
     if not all(o.has_intervals for o in outcomes.values()):
         parts.append(" (some points have no interval, e.g. a single repeat: indicative only)")
     kinds = {o.kind for o in outcomes.values()}
