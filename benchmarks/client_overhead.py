@@ -70,24 +70,7 @@ s.main(p.parse_args(sys.argv[1:]))
 
 def others_busy(seconds: float = 1.0) -> list[str]:
     """Other processes above 5% CPU (this benchmark's own are not running when it is called)."""
-    me = os.getpid()
-    procs = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            p.cpu_percent(None)
-            procs.append(p)
-        except psutil.Error:
-            pass
-    time.sleep(seconds)
-    out = []
-    for p in procs:
-        try:
-            pct = p.cpu_percent(None)
-            if p.pid != me and pct > 5:
-                out.append(f"`{' '.join(p.info['cmdline'] or [])[:70] or p.pid}` {pct:.0f}%")
-        except psutil.Error:
-            pass
-    return out
+    return [f"`{cmd[:70]}` {pct:.0f}%" for cmd, pct in environment.busy_processes({os.getpid()}, seconds)]
 
 
 def free_port() -> int:

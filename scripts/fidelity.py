@@ -51,7 +51,7 @@ from specbench.plan import SweepPoint, build_sweep, window_requests  # noqa: E40
 from specbench.prompts import load_prompts  # noqa: E402
 from specbench.records import RequestRecord, WindowRecord  # noqa: E402
 from specbench.rundir import records_frame  # noqa: E402
-from specbench.runner import _counter_delta  # noqa: E402
+from specbench.runner import counter_delta  # noqa: E402
 from specbench.server import EngineProcess, port_in_use  # noqa: E402
 
 NOTES_MARKER = "<!-- notes: kept across runs of scripts/fidelity.py -->"
@@ -108,7 +108,7 @@ async def specbench_run(engine: VLLMEngine, base_url: str, planned, c: int, save
                                                              lambda r: None)
         t_end = time.time()
         after = await engine.read_counters(http, base_url + "/metrics")
-    counters, per_pos = _counter_delta(before, after)
+    counters, per_pos = counter_delta(before, after)
     if save is not None:
         save.write_text("".join(r.model_dump_json() + "\n" for r in records))
     f = planned[0].fields
@@ -166,23 +166,7 @@ def vllm_run(base_url: str, served: str, tokenizer: str, prompts: list[str], c: 
 # -- engine, machine -----------------------------------------------------------------------------------
 def other_cpu(mine: set[int], seconds: float = 1.0) -> list[tuple[str, float]]:
     """Processes not started by this script using > 5% CPU over `seconds` (quiet-machine check)."""
-    procs = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            p.cpu_percent(None)
-            procs.append(p)
-        except psutil.Error:
-            pass
-    time.sleep(seconds)
-    out = []
-    for p in procs:
-        try:
-            pct = p.cpu_percent(None)
-            if p.pid not in mine and pct > 5:
-                out.append((" ".join(p.info["cmdline"] or [])[:90] or str(p.pid), pct))
-        except psutil.Error:
-            pass
-    return sorted(out, key=lambda x: -x[1])
+    return environment.busy_processes(exclude=mine, seconds=seconds)
 
 
 def my_pids(proc: EngineProcess | None) -> set[int]:
@@ -245,7 +229,7 @@ def measure_server(args, variant: str, base_url: str, served: str, model_path: s
                                  args.output_len, workdir, f"vllm-{variant}-c{c}-r{rnd}", args.vllm_python)
                 wall = time.perf_counter() - t0
                 after = asyncio.run(read_counters(engine, metrics_url))
-                eng, _ = _counter_delta(before, after)
+                eng, _ = counter_delta(before, after)
                 r.update(variant=variant, c=c, round=rnd, position=order.index(client), wall_s=wall,
                          engine_gen=eng.get("generation_tokens"),
                          engine_tau=tau_from_counters(eng.get("generation_tokens", math.nan),

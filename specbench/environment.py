@@ -8,6 +8,7 @@ import platform
 import shutil
 import socket
 import subprocess
+import time
 from typing import Any
 
 import psutil
@@ -49,6 +50,29 @@ def hardware_fingerprint() -> dict[str, Any]:
     return {"cpu": cpu_model(), "cpus": os.cpu_count(),
             "memory_gib": round(psutil.virtual_memory().total / 2**30),
             "gpus": [g.get("name") for g in gpus()]}
+
+
+def busy_processes(exclude: set[int] = frozenset(), seconds: float = 1.0,
+                   min_percent: float = 5.0) -> list[tuple[str, float]]:
+    """Other processes using more than `min_percent` CPU over `seconds` (is the machine quiet?),
+    busiest first, as (command line, percent)."""
+    procs = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            p.cpu_percent(None)
+            procs.append(p)
+        except psutil.Error:
+            pass
+    time.sleep(seconds)
+    out = []
+    for p in procs:
+        try:
+            pct = p.cpu_percent(None)
+            if p.pid not in exclude and pct > min_percent:
+                out.append((" ".join(p.info["cmdline"] or [])[:90] or str(p.pid), pct))
+        except psutil.Error:
+            pass
+    return sorted(out, key=lambda x: -x[1])
 
 
 def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, str]) -> dict[str, Any]:

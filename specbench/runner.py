@@ -353,7 +353,7 @@ class MatrixRunner:
         counters, per_pos = None, None
         if before is not None:
             after = await engine.read_counters(http, vl.metrics_url)
-            counters, per_pos = _counter_delta(before, after)
+            counters, per_pos = counter_delta(before, after)
         first = planned[0].fields
         windows_out.append(WindowRecord(
             run_id=run_id, window_id=window_id, variant=vl.name, cell_id=first["cell_id"],
@@ -377,7 +377,8 @@ class MatrixRunner:
         self.rd.save_meta(self.meta)
 
 
-def _counter_delta(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, float], list[float] | None]:
+def counter_delta(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, float], list[float] | None]:
+    """Counter increases over a window (server-wide totals are never used as a run metric)."""
     counters = {k: float(after[k]) - float(before.get(k) or 0.0) for k, v in after.items()
                 if k != "per_position" and v is not None}
     pa, pb = after.get("per_position") or [], before.get("per_position") or []
