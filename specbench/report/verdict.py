@@ -144,8 +144,10 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str]) -> list[Inlin
         parts = ["no consistent result for ", Strong(variant), f" on {on}: speedup clearly above 1.0 only at "
                  f"concurrency {_csv(outcome.wins)}{losses}"]
     else:
-        parts = [f"inconclusive on {on}: the speedup intervals include 1.0 "
-                 f"(speedup {fmt_span(outcome.speedup_min, outcome.speedup_max)}); more repeats would decide"]
+        beaten = (f"; baseline wins at concurrency {_csv(outcome.losses)}" if outcome.losses
+                  else "; more repeats would decide")
+        parts = [f"inconclusive on {on}: no clear win (speedup {fmt_span(outcome.speedup_min, outcome.speedup_max)}; "
+                 f"some speedup intervals include 1.0){beaten}"]
     return parts
 
 
