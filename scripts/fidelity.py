@@ -115,7 +115,7 @@ async def specbench_run(engine: VLLMEngine, base_url: str, planned, c: int, save
     win = WindowRecord(window_id=f["window_id"], variant=f["variant"], cell_id=f["cell_id"],
                        point_id=f["point_id"], repeat=f["repeat"], t_start=t_start, t_end=t_end,
                        n_requests=len(records), counters=counters, per_position_accepted=per_pos)
-    cells = compute_cells(records_frame(records), records_frame([win]), baseline="__none__", n_resamples=200)
+    cells = compute_cells(records_frame(records), records_frame([win]), baseline="__none__")
     row = cells.iloc[0]
     ok = [r for r in records if r.ok]
     # vLLM's definitions applied to specbench's own records (to separate definitions from clients):

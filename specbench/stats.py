@@ -1,4 +1,4 @@
-"""Small pure statistics: percentiles, bootstrap intervals, outliers, break-even.
+"""Small pure statistics: percentiles, t intervals, outliers, break-even.
 
 Every function takes arrays and returns numbers: no I/O, no printing, no plotting. Undefined results
 are None (scalars handed to callers) or NaN (values bound for a DataFrame column), never 0.
@@ -7,15 +7,13 @@ are None (scalars handed to callers) or NaN (values bound for a DataFrame column
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import scipy.stats
 
 ArrayLike = Sequence[float] | np.ndarray
-CIMethod = Literal["BCa", "percentile", "basic"]
 Interval = tuple[float | None, float | None]
 
 # Modified Z = 0.6745 * (x - median) / MAD (Iglewicz & Hoaglin 1993); outlier cut-offs below.
@@ -55,96 +53,115 @@ def coefficient_of_variation(values: ArrayLike) -> float:
     return float(arr.std(ddof=1) / arr.mean())
 
 
-def _run_bootstrap(
-    data: tuple[np.ndarray, ...],
-    statistic: Callable[..., Any],
-    *,
-    paired: bool,
-    n_resamples: int,
-    confidence: float,
-    seed: int,
-    method: CIMethod,
-) -> Interval:
-    """scipy.stats.bootstrap with BCa -> percentile fallback; degenerate samples give a zero-width interval."""
-    for m in (method, "percentile") if method != "percentile" else ("percentile",):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # DegenerateDataWarning, divide-by-zero in resamples
-            res = scipy.stats.bootstrap(
-                data,
-                statistic,
-                n_resamples=n_resamples,
-                confidence_level=confidence,
-                method=m,
-                paired=paired,
-                rng=np.random.default_rng(seed),
-            )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(lo) and math.isfinite(hi):
-            return lo, hi
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        point = float(statistic(*data, axis=-1))
-    # Every resample equal (all samples identical): the interval collapses onto the estimate.
-    return (point, point) if math.isfinite(point) else (None, None)
+# ---------------------------------------------------------------------------------------------------
+# t intervals over independent units (launches or repeats). Their coverage is checked by simulation in
+# benchmarks/interval_coverage.py; docs/metrics.md holds the table.
 
 
-def bootstrap_ci(
-    samples: ArrayLike,
-    statistic: Callable[..., float] = np.mean,
-    n_resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    method: CIMethod = "BCa",
-) -> Interval:
-    """Two-sided bootstrap interval of `statistic` (a numpy reduction taking `axis`) over i.i.d. samples.
+@dataclass(frozen=True)
+class TInterval:
+    """A two-sided Student-t interval and the degrees of freedom it used; all None when undefined."""
 
-    Fewer than 2 finite samples -> (None, None). BCa falls back to percentile when it is undefined.
+    low: float | None
+    high: float | None
+    df: float | None
+
+    @property
+    def bounds(self) -> Interval:
+        return self.low, self.high
+
+
+UNDEFINED_T = TInterval(None, None, None)
+# An extra variance component: (variance, its degrees of freedom), e.g. a calibrated between-launch variance.
+Component = tuple[float, float]
+
+
+def satterthwaite_df(components: Sequence[Component]) -> float | None:
+    """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates v_i with df_i:
+    df = (sum v_i)^2 / sum(v_i^2 / df_i). None when the total variance is not positive."""
+    total = sum(v for v, _ in components)
+    if not total > 0:
+        return None
+    denom = sum(v * v / d for v, d in components if v > 0 and d > 0 and math.isfinite(d))
+    return math.inf if denom == 0 else total * total / denom
+
+
+def _t_bounds(center: float, variance: float, df: float | None, confidence: float,
+              log: bool = False) -> TInterval:
+    """center +- t_{df} sqrt(variance) (on the log scale, then exponentiated, when `log`)."""
+    if df is None or not (variance >= 0 and math.isfinite(variance) and math.isfinite(center)):
+        return UNDEFINED_T
+    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance) if variance > 0 else 0.0
+    lo, hi = center - half, center + half
+    return TInterval(math.exp(lo), math.exp(hi), df) if log else TInterval(lo, hi, df)
+
+
+def _units(values: ArrayLike, min_units: int) -> np.ndarray | None:
+    arr = _clean(values)
+    return arr if arr.size >= min_units else None
+
+
+def mean_ci(values: ArrayLike, confidence: float = 0.95, *, point: float | None = None,
+            extra: Sequence[Component] = (), min_units: int = 2) -> TInterval:
+    """Student-t interval of a mean over independent units: point +- t_{n-1} s / sqrt(n).
+
+    `point` (default: the units' mean) lets a pooled estimate (e.g. a median over all requests) be
+    centred while the units' spread sets the width. `extra` adds variance components of the mean (for
+    example a calibrated between-launch variance) with their df; the df then follow Welch-Satterthwaite.
+    Fewer than `min_units` finite units -> all None.
     """
-    arr = _clean(samples)
-    if arr.size < 2:
-        return None, None
-    if np.ptp(arr) == 0:
-        v = float(statistic(arr, axis=-1))
-        return v, v
-    return _run_bootstrap(
-        (arr,), statistic, paired=False, n_resamples=n_resamples, confidence=confidence, seed=seed, method=method
-    )
+    arr = _units(values, min_units)
+    if arr is None:
+        return UNDEFINED_T
+    n = arr.size
+    comps = [(float(arr.var(ddof=1)) / n, float(n - 1)), *extra]
+    center = float(arr.mean()) if point is None else float(point)
+    variance = sum(v for v, _ in comps)
+    df = satterthwaite_df(comps) if variance > 0 else float(n - 1)
+    return _t_bounds(center, variance, df, confidence)
 
 
-def ratio_of_means(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """mean(x) / mean(y) (equal to sum(x) / sum(y) for paired samples)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.mean(x, axis=axis) / np.mean(y, axis=axis)
+def ratio_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0.95, *,
+             extra_log: Sequence[Component] = (), min_units: int = 2) -> TInterval:
+    """Welch t interval of mean(numerator) / mean(denominator) for two INDEPENDENT samples of units.
 
-
-def paired_ratio_ci(
-    numerator: ArrayLike,
-    denominator: ArrayLike,
-    n_resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    method: CIMethod = "BCa",
-) -> Interval:
-    """Paired bootstrap interval of mean(numerator) / mean(denominator).
-
-    numerator[i] and denominator[i] belong to the same key (same repeat, or same (repeat, index)) and
-    are resampled together, so what the two share (prompt, run-to-run drift) cancels in the ratio.
-    Pairs with a non-finite member are dropped; fewer than 2 pairs -> (None, None).
+    On the log scale (delta method): log R = log xbar - log ybar, with
+        var(log R) = s_x^2 / (n_x xbar^2) + s_y^2 / (n_y ybar^2)   (+ `extra_log` components)
+    and Welch-Satterthwaite df; the bounds are exp(log R +- t_df sqrt(var)). Nothing is paired: units of
+    the two samples come from separate launches and share no drift. Fewer than `min_units` finite units
+    on either side, or a non-positive mean -> all None.
     """
+    x, y = _units(numerator, min_units), _units(denominator, min_units)
+    if x is None or y is None:
+        return UNDEFINED_T
+    mx, my = float(x.mean()), float(y.mean())
+    if not (mx > 0 and my > 0):
+        return UNDEFINED_T
+    comps = [(float(x.var(ddof=1)) / (x.size * mx * mx), float(x.size - 1)),
+             (float(y.var(ddof=1)) / (y.size * my * my), float(y.size - 1)), *extra_log]
+    variance = sum(v for v, _ in comps)
+    df = satterthwaite_df(comps) if variance > 0 else float(min(x.size, y.size) - 1)
+    return _t_bounds(math.log(mx / my), variance, df, confidence, log=True)
+
+
+def ratio_estimator_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0.95, *,
+                       min_units: int = 2) -> TInterval:
+    """t interval of the pooled ratio R = sum(num) / sum(den) over n independent units (e.g. tokens and
+    target steps per window: the acceptance length), with the linearised (ratio-estimator) variance
+        var(R) = sum (num_i - R den_i)^2 / ((n - 1) n mean(den)^2)
+    and n - 1 df. Units with a non-finite member are dropped; fewer than `min_units` -> all None."""
     x = np.asarray(numerator, dtype=float).ravel()
     y = np.asarray(denominator, dtype=float).ravel()
     if x.shape != y.shape:
-        raise ValueError(f"paired samples differ in length: {x.size} vs {y.size}")
+        raise ValueError(f"ratio units differ in length: {x.size} vs {y.size}")
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
-    if x.size < 2 or y.sum() == 0:
-        return None, None
-    if np.ptp(x) == 0 and np.ptp(y) == 0:
-        v = float(ratio_of_means(x, y))
-        return v, v
-    return _run_bootstrap(
-        (x, y), ratio_of_means, paired=True, n_resamples=n_resamples, confidence=confidence, seed=seed, method=method
-    )
+    n = x.size
+    if n < min_units or not y.sum() > 0:
+        return UNDEFINED_T
+    r = float(x.sum() / y.sum())
+    variance = float(((x - r * y) ** 2).sum()) / ((n - 1) * n * float(y.mean()) ** 2)
+    return _t_bounds(r, variance, float(n - 1), confidence)
 
 
 def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z,

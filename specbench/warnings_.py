@@ -14,7 +14,7 @@ from enum import Enum
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
 HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
 LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for drafting
-MIN_REPEATS_FOR_INTERVAL = 3  # run-to-run intervals need at least this many repeats
+MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
 
 
 class WarningCode(str, Enum):
@@ -69,11 +69,11 @@ REMEDY: dict[WarningCode, str] = {
         "the kernels), so this is not evidence against the drafter; compare `lossless_any_match_rate`"
     ),
     WarningCode.SINGLE_REPEAT: (
-        "one repeat: no run-to-run interval for throughput and speedup; set sweep.repeats >= 3 or "
-        "sweep.adaptive"
+        "one repeat: no interval for any figure of this cell (requests of one window are not independent "
+        "replicates); set sweep.repeats >= 3, sweep.launches >= 2 or sweep.adaptive"
     ),
     WarningCode.FEW_REPEATS: (
-        "fewer than 3 repeats: no run-to-run interval for throughput and speedup; set sweep.repeats >= 3 "
+        "two units: the t interval has about 1 degree of freedom and is very wide; set sweep.repeats >= 3 "
         "or sweep.adaptive"
     ),
     WarningCode.NO_BASELINE: (

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench import metrics
+from specbench import metrics, stats
 from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 from specbench.warnings_ import WarningCode, cell_warnings
 
@@ -230,31 +230,49 @@ def test_speedup_is_ratio_of_mean_window_throughputs() -> None:
     assert one(cells, "base")["speedup"] == 1.0
 
 
-def test_speedup_interval_is_paired_by_repeat() -> None:
-    # repeat-to-repeat drift shared by both variants (10 -> 40) cancels: the ratio is 1.5 in every repeat
+def test_speedup_interval_is_welch_on_the_log_ratio_unpaired() -> None:
+    # Variant and baseline ran in separate launches: repeat r of one shares nothing with repeat r of the
+    # other, so a ratio that is 1.5 "in every repeat" must not give a zero-width interval.
     cells = cells_of(_two_variant_run([10, 20, 40, 30], [15, 30, 60, 45]))
     v = one(cells, "ngram")
     assert v["speedup"] == pytest.approx(1.5)
-    assert v["speedup_ci_low"] == pytest.approx(1.5) and v["speedup_ci_high"] == pytest.approx(1.5)
-    assert v["output_throughput_ci_high"] - v["output_throughput_ci_low"] > 10  # unpaired: wide
+    # var(log R) = s_x^2/(n xbar^2) + s_y^2/(n ybar^2) = 375/(4*37.5^2) + 166.67/(4*25^2) = 0.1333; Welch df = 6
+    half = 2.446912 * math.sqrt(0.4 / 3)
+    assert v["speedup_ci_df"] == pytest.approx(6.0)
+    assert v["speedup_ci_low"] == pytest.approx(1.5 * math.exp(-half), rel=1e-5)
+    assert v["speedup_ci_high"] == pytest.approx(1.5 * math.exp(half), rel=1e-5)
+    # throughput: Student t over the 4 windows, mean 37.5, s = sqrt(375), t_3 = 3.182446
+    assert v["output_throughput_ci_low"] == pytest.approx(37.5 - 3.182446 * math.sqrt(375 / 4), rel=1e-5)
+    assert v["interval_unit"] == "repeat" and v["launches"] == 1
 
 
-def test_speedup_without_enough_repeats_has_no_interval() -> None:
-    v = one(cells_of(_two_variant_run([10, 20], [15, 30])), "ngram")
+def test_speedup_interval_needs_two_repeats_per_side() -> None:
+    v = one(cells_of(_two_variant_run([10], [15])), "ngram")
     assert v["speedup"] == pytest.approx(1.5)
     assert math.isnan(v["speedup_ci_low"]) and math.isnan(v["speedup_ci_high"])
-    assert "few_repeats" in v["warnings"].split(";")
+    assert "single_repeat" in v["warnings"].split(";")
+    two = one(cells_of(_two_variant_run([10, 20], [15, 30])), "ngram")
+    assert two["speedup_ci_low"] < 1.5 < two["speedup_ci_high"]  # 1-2 df: honest, and very wide
+    assert two["speedup_ci_high"] / two["speedup_ci_low"] > 10
+    assert "few_repeats" in two["warnings"].split(";")
 
 
-def test_per_user_speedup_pairs_by_repeat_and_index() -> None:
+def test_per_user_intervals_use_window_means_as_units() -> None:
     rs = []
-    for i, e2e in enumerate([1.0, 2.0, 4.0, 8.0]):
-        rs.append(req("base", index=i, e2e=e2e, n_out=10))
-        rs.append(req("ngram", index=i, e2e=e2e / 2, n_out=10))  # every request exactly twice as fast
-    rs.append(req("ngram", index=4, e2e=0.1, n_out=10))  # no baseline partner: not in the interval
+    for rep, scale in enumerate([1.0, 1.1, 0.9], start=1):
+        for i, e2e in enumerate([1.0, 2.0, 4.0, 8.0]):
+            rs.append(req("base", repeat=rep, index=i, e2e=e2e * scale, n_out=10))
+            rs.append(req("ngram", repeat=rep, index=i, e2e=e2e * scale / 2, n_out=10))
     v = one(cells_of(rs), "ngram")
-    lo, hi = v["per_user_speedup_ci_low"], v["per_user_speedup_ci_high"]
-    assert lo == pytest.approx(2.0) and hi == pytest.approx(2.0)
+    units_v = [np.mean([10 / (e * s / 2) for e in (1, 2, 4, 8)]) for s in (1.0, 1.1, 0.9)]
+    units_b = [u / 2 for u in units_v]
+    expect = stats.ratio_ci(units_v, units_b)
+    assert (v["per_user_speedup_ci_low"], v["per_user_speedup_ci_high"]) == pytest.approx(expect.bounds)
+    pu = stats.mean_ci(units_v, point=v["per_user_tok_s"])
+    assert (v["per_user_tok_s_ci_low"], v["per_user_tok_s_ci_high"]) == pytest.approx(pu.bounds)
+    # one window: requests of one launch are not independent replicates, so no interval
+    single = one(cells_of([r for r in rs if r["repeat"] == 1]), "ngram")
+    assert math.isnan(single["per_user_tok_s_ci_low"]) and math.isnan(single["tpot_p50_s_ci_low"])
 
 
 def test_no_baseline_cell_gives_nan_speedup_and_warning() -> None:

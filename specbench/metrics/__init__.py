@@ -16,7 +16,7 @@ from .acceptance import draft_acceptance_length, tau_from_counters
 from .adaptive import adaptive_done
 from .breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
 from .cells import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS, compute_cells
-from .common import NAN, BootstrapSettings
+from .common import NAN
 from .lossless import common_prefix_len, compare_outputs
 from .requests import (
     measured_requests,
@@ -34,7 +34,6 @@ __all__ = [
     "INVALID_BLANKED",
     "KEY_COLUMNS",
     "NAN",
-    "BootstrapSettings",
     "adaptive_done",
     "break_even_table",
     "common_prefix_len",

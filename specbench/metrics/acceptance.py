@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL
-from .common import NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
+from .common import NAN, _ci, _num, _opt_list, _safe_ratio
+from .intervals import unit_key
 from .requests import _Req
 
 
@@ -33,10 +33,9 @@ def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
     return 1.0 + accepted_tokens / num_drafts
 
 
-def _acceptance(
-    reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, bs: BootstrapSettings
-) -> dict[str, Any]:
-    """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source."""
+def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_launches: int) -> dict[str, Any]:
+    """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
+    fraction of verify steps that accepted every draft (full_accept_fraction)."""
     out: dict[str, Any] = {
         "acceptance_length": NAN,
         "acceptance_length_ci_low": NAN,
@@ -45,6 +44,8 @@ def _acceptance(
         "acceptance_rate": NAN,
         "acceptance_per_position": None,
         "acceptance_source": "none",
+        "full_accept_fraction": NAN,
+        "counter_resets": 0,
     }
     ok = [r for r in reqs if r.ok]
 
@@ -53,16 +54,16 @@ def _acceptance(
         (r, r.spec) for r in ok if r.spec and (r.spec.get("verify_steps") or 0) > 0 and math.isfinite(r.n_out)
     ]
     if with_steps:
-        tokens: dict[int, float] = {}
-        steps: dict[int, float] = {}
+        tokens: dict[Any, float] = {}
+        steps: dict[Any, float] = {}
         for r, spec in with_steps:
-            tokens[r.repeat] = tokens.get(r.repeat, 0.0) + r.n_out
-            steps[r.repeat] = steps.get(r.repeat, 0.0) + float(spec["verify_steps"])
-        reps = sorted(tokens)
+            u = unit_key(r.launch, r.repeat, n_launches)
+            tokens[u] = tokens.get(u, 0.0) + r.n_out
+            steps[u] = steps.get(u, 0.0) + float(spec["verify_steps"])
+        units = sorted(tokens, key=repr)
         out["acceptance_length"] = _safe_ratio(sum(tokens.values()), sum(steps.values()))
-        if len(reps) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = _ci(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **_bs(bs)))
-            out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
+        ci = stats.ratio_estimator_ci([tokens[u] for u in units], [steps[u] for u in units])
+        out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = _ci(ci.bounds)
         out["acceptance_source"] = "request"
         acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
         if acc:
@@ -70,12 +71,15 @@ def _acceptance(
             out["acceptance_rate"] = _safe_ratio(
                 float(sum(sp["accepted_drafts"] for sp in acc)), float(sum(sp["proposed_drafts"] for sp in acc))
             )
+            out["full_accept_fraction"] = _full_accept_from_histograms(acc)
         out["acceptance_per_position"] = _per_position_from_histograms(
             [sp.get("accept_histogram") for _, sp in with_steps]
         )
 
-    # Source 2: window counter deltas (vLLM spec_decode counters).
-    win = _counter_windows(windows, reqs)
+    # Source 2: window counter deltas (vLLM spec_decode counters). A negative delta means the counters
+    # were reset (the engine restarted): that window's acceptance is unknown, never read as 0.
+    win, resets = _counter_windows(windows, reqs)
+    out["counter_resets"] = resets
     if win:
         gen = sum(w.generation_tokens for w in win)
         accepted = sum(w.num_accepted_tokens for w in win)
@@ -85,11 +89,16 @@ def _acceptance(
         if out["acceptance_source"] == "none":
             out["acceptance_length"] = tau_from_counters(gen, accepted)
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
-            if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
-                g = [w.generation_tokens for w in win]
-                s = [w.generation_tokens - w.num_accepted_tokens for w in win]
-                lo, hi = _ci(stats.paired_ratio_ci(g, s, **_bs(bs)))
-                out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
+            if out["acceptance_source"] == "counters":
+                g: dict[Any, float] = {}
+                st: dict[Any, float] = {}
+                for w in win:
+                    u = unit_key(w.launch, w.repeat, n_launches)
+                    g[u] = g.get(u, 0.0) + w.generation_tokens
+                    st[u] = st.get(u, 0.0) + w.generation_tokens - w.num_accepted_tokens
+                units = sorted(g, key=repr)
+                ci = stats.ratio_estimator_ci([g[u] for u in units], [st[u] for u in units])
+                out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = _ci(ci.bounds)
             out["acceptance_rate"] = _safe_ratio(accepted, draft_tokens)
         positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
@@ -99,10 +108,28 @@ def _acceptance(
                 summed[: len(p)] += np.asarray(p, dtype=float)
             # per-position acceptance = accepted at draft position i / drafts (vLLM's definition)
             out["acceptance_per_position"] = [float(x) for x in summed / drafts]
+            if math.isnan(out["full_accept_fraction"]) and draft_tokens > 0:
+                # drafting steps that accepted every draft = accepted at the last position (k = tokens/drafts)
+                k = round(draft_tokens / drafts)
+                out["full_accept_fraction"] = float(summed[k - 1] / drafts) if 0 < k <= width else NAN
 
     if out["acceptance_source"] == "none" and is_baseline:
         out["acceptance_length"] = 1.0  # plain decoding: one token per target step
     return out
+
+
+def _full_accept_from_histograms(specs: list[dict[str, Any]]) -> float:
+    """Fraction of verify steps that accepted all k drafts (k = proposed / steps) from per-request
+    histograms H[j] = steps that accepted j drafts; NaN without histograms."""
+    full = total = 0.0
+    for sp in specs:
+        h, steps = sp.get("accept_histogram"), sp.get("verify_steps") or 0
+        if not h or not steps:
+            continue
+        k = round(float(sp["proposed_drafts"]) / steps)
+        full += float(h[k]) if 0 < k < len(h) else 0.0
+        total += float(sum(h))
+    return full / total if total > 0 else NAN
 
 
 def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
@@ -122,6 +149,8 @@ def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
 
 @dataclass(frozen=True)
 class _WindowCounters:
+    launch: int
+    repeat: int
     generation_tokens: float
     num_accepted_tokens: float
     num_drafts: float
@@ -129,22 +158,34 @@ class _WindowCounters:
     per_position_accepted: list[float] | None
 
 
-def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCounters]:
-    """Counter deltas per window; generation tokens fall back to the window's successful usage sum."""
+SPEC_COUNTERS = ("num_accepted_tokens", "num_drafts", "num_draft_tokens", "generation_tokens")
+
+
+def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_WindowCounters], int]:
+    """Counter deltas per window (generation tokens fall back to the window's successful usage sum), and
+    how many windows were dropped because a counter went backwards (reset)."""
     out: list[_WindowCounters] = []
-    usage_by_repeat: dict[int, float] = {}
+    resets = 0
+    usage: dict[tuple[int, int], float] = {}
     for r in reqs:
         if r.ok and math.isfinite(r.n_out):
-            usage_by_repeat[r.repeat] = usage_by_repeat.get(r.repeat, 0.0) + r.n_out
+            usage[(r.launch, r.repeat)] = usage.get((r.launch, r.repeat), 0.0) + r.n_out
     for w in windows.to_dict("records"):
         c = w.get("counters")
         if not isinstance(c, dict) or c.get("num_accepted_tokens") is None:
             continue
+        if any(_num(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(x < 0 for x in _opt_list(
+                w.get("per_position_accepted")) or []):
+            resets += 1
+            continue
+        launch = int(_num(w.get("launch"))) if math.isfinite(_num(w.get("launch"))) else 1
         gen = _num(c.get("generation_tokens"))
         if not math.isfinite(gen):
-            gen = usage_by_repeat.get(int(w["repeat"]), NAN)
+            gen = usage.get((launch, int(w["repeat"])), NAN)
         out.append(
             _WindowCounters(
+                launch=launch,
+                repeat=int(w["repeat"]),
                 generation_tokens=gen,
                 num_accepted_tokens=_num(c.get("num_accepted_tokens")),
                 num_drafts=_num(c.get("num_drafts")),
@@ -152,4 +193,5 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
                 per_position_accepted=_opt_list(w.get("per_position_accepted")),
             )
         )
-    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
+    kept = [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
+    return kept, resets

@@ -16,14 +16,13 @@ def adaptive_done(
     target_rel_half_width: float,
     *,
     confidence: float = 0.95,
-    seed: int = 0,
 ) -> bool:
-    """True when the bootstrap interval of the mean window throughput is narrow enough:
+    """True when the t interval of the mean window throughput is narrow enough:
     (ci_high - ci_low) / 2 / mean <= target. Needs MIN_REPEATS_FOR_INTERVAL finite windows."""
     xs = [x for x in window_throughputs if x is not None and math.isfinite(x)]
     if len(xs) < MIN_REPEATS_FOR_INTERVAL:
         return False
-    lo, hi = stats.bootstrap_ci(xs, np.mean, confidence=confidence, seed=seed)
+    lo, hi = stats.mean_ci(xs, confidence).bounds
     m = float(np.mean(xs))
     if lo is None or hi is None or m <= 0:
         return False

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL, cell_warnings
+from ..warnings_ import cell_warnings
 from .acceptance import _acceptance
-from .common import NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
+from .common import NAN, _ci, _key_nan, _safe_ratio
+from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means
 from .lossless import _lossless
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
 
@@ -26,6 +27,8 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "error_rate",
     "valid",
     "repeats",
+    "launches",
+    "interval_unit",
     "output_throughput_tok_s",
     "output_throughput_ci_low",
     "output_throughput_ci_high",
@@ -48,9 +51,12 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "acceptance_rate",
     "acceptance_per_position",
     "acceptance_source",
+    "full_accept_fraction",
+    "counter_resets",
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
+    "speedup_ci_df",
     "per_user_speedup",
     "per_user_speedup_ci_low",
     "per_user_speedup_ci_high",
@@ -70,6 +76,7 @@ INVALID_BLANKED = [
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
+    "speedup_ci_df",
     "per_user_speedup",
     "per_user_speedup_ci_low",
     "per_user_speedup_ci_high",
@@ -81,7 +88,9 @@ INVALID_BLANKED = [
 class _Cell:
     row: dict[str, Any]
     reqs: list[_Req]
-    window_tp: dict[int, float] = field(default_factory=dict)  # repeat -> window throughput
+    window_tp: dict[tuple[int, int], float] = field(default_factory=dict)  # (launch, repeat) -> throughput
+    unit_per_user: list[float] = field(default_factory=list)  # per unit: mean per-user speed
+    n_launches: int = 1
 
 
 def _summarize_cell(
@@ -91,7 +100,7 @@ def _summarize_cell(
     *,
     is_baseline: bool,
     max_error_rate: float,
-    bs: BootstrapSettings,
+    calibration: LaunchVariance | None = None,
 ) -> _Cell:
     row: dict[str, Any] = {c: NAN for c in CELL_COLUMNS}
     row.update(key)
@@ -99,83 +108,95 @@ def _summarize_cell(
     n, n_err = len(reqs), len(reqs) - len(ok)
     error_rate = n_err / n if n else NAN
     valid = bool(ok) and error_rate <= max_error_rate
-    repeats = sorted({r.repeat for r in reqs})
+    windows_seen = sorted({(r.launch, r.repeat) for r in reqs})
+    n_launches = len({la for la, _ in windows_seen})
     row.update(
         is_baseline=is_baseline,
         n_requests=n,
         n_errors=n_err,
         error_rate=error_rate,
         valid=valid,
-        repeats=len(repeats),
+        repeats=len(windows_seen),
+        launches=n_launches,
+        interval_unit=_interval_unit(n_launches, calibration),
         acceptance_per_position=None,
         acceptance_source="none",
         outlier_count=0,
         warnings="",
     )
-    cell = _Cell(row=row, reqs=reqs)
+    cell = _Cell(row=row, reqs=reqs, n_launches=n_launches)
+    extra = calibration if n_launches < 2 else None  # measured launches need no calibration
 
-    for rep in repeats:
-        rs = [r for r in reqs if r.repeat == rep]
-        cell.window_tp[rep] = window_throughput_arrays(
+    for w in windows_seen:
+        rs = [r for r in reqs if (r.launch, r.repeat) == w]
+        cell.window_tp[w] = window_throughput_arrays(
             np.array([r.t_send for r in rs]),
             np.array([r.e2e for r in rs]),
             np.array([r.n_out for r in rs]),
             np.array([r.ok for r in rs]),
         )
-    wt = [cell.window_tp[rep] for rep in repeats]
+    wt = [cell.window_tp[w] for w in windows_seen]
     row["throughput_cv"] = stats.coefficient_of_variation(wt)
     if valid:
-        # cell throughput = mean over repeats of the window throughput
-        row["output_throughput_tok_s"] = stats.mean(wt)
-        if sum(math.isfinite(x) for x in wt) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = _ci(stats.bootstrap_ci(wt, np.mean, **_bs(bs)))
-            row["output_throughput_ci_low"], row["output_throughput_ci_high"] = lo, hi
+        # cell throughput = mean over windows of the window throughput
+        row["output_throughput_tok_s"] = m = stats.mean(wt)
+        ci = stats.mean_ci(unit_means(cell.window_tp), point=m, extra=launch_components(m, extra))
+        row["output_throughput_ci_low"], row["output_throughput_ci_high"] = _ci(ci.bounds)
 
+    by_unit = group_units(ok, lambda r: unit_key(r.launch, r.repeat, n_launches))
     per_user = [r.per_user for r in ok]
-    row["per_user_tok_s"] = stats.mean(per_user)  # mean over requests of n_out / e2e
-    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = _ci(stats.bootstrap_ci(per_user, np.mean, **_bs(bs)))
+    row["per_user_tok_s"] = m = stats.mean(per_user)  # mean over requests of n_out / e2e
+    cell.unit_per_user = [stats.mean([r.per_user for r in u]) for u in by_unit]
+    ci = stats.mean_ci(cell.unit_per_user, point=m, extra=launch_components(m, extra))
+    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = _ci(ci.bounds)
     row["outlier_count"] = len(stats.mad_outliers(per_user))
 
     ttft = [r.ttft for r in ok]
     row["ttft_p50_s"], row["ttft_p90_s"], row["ttft_p99_s"] = (stats.percentile(ttft, q) for q in (50, 90, 99))
     tpot = [request_tpot(r.e2e, r.ttft, r.n_out) for r in ok]
-    row["tpot_p50_s"] = stats.percentile(tpot, 50)
+    row["tpot_p50_s"] = m = stats.percentile(tpot, 50)
     row["tpot_p90_s"] = stats.percentile(tpot, 90)
-    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = _ci(stats.bootstrap_ci(tpot, np.median, **_bs(bs)))
+    unit_tpot = [stats.percentile([request_tpot(r.e2e, r.ttft, r.n_out) for r in u], 50) for u in by_unit]
+    ci = stats.mean_ci(unit_tpot, point=m, extra=launch_components(m, extra))
+    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = _ci(ci.bounds)
     itl = [g for r in ok for g in request_itls(r.chunk_offsets, r.chunk_tokens)]
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
-    row.update(_acceptance(reqs, windows, is_baseline, bs))
+    row.update(_acceptance(reqs, windows, is_baseline, n_launches))
     return cell
+
+
+def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
+    """What the cell's intervals treat as independent: launches, or repeats (plus a calibrated launch
+    variance when one applies)."""
+    if n_launches >= 2:
+        return "launch"
+    return "repeat+calibration" if calibration is not None else "repeat"
 
 
 # ---------------------------------------------------------------------------------------------------
 # Comparisons against the baseline
 
 
-def _speedups(cell: _Cell, base: _Cell, bs: BootstrapSettings) -> dict[str, float]:
+def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> dict[str, float]:
+    """Speedups with Welch t intervals on the log ratio. Variant and baseline ran in different launches
+    at different times, so nothing is paired: the two samples of units are independent."""
     row, brow = cell.row, base.row
     out: dict[str, float] = {}
+    single = cell.n_launches < 2 or base.n_launches < 2
+    extra = launch_components(1.0, calibration if single else None, n_variants=2, log=True)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = _safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    reps = [
-        r for r in sorted(cell.window_tp)
-        if r in base.window_tp and math.isfinite(cell.window_tp[r]) and math.isfinite(base.window_tp[r])
-    ]
-    lo = hi = NAN
-    if len(reps) >= MIN_REPEATS_FOR_INTERVAL and math.isfinite(out["speedup"]):
-        lo, hi = _ci(
-            stats.paired_ratio_ci([cell.window_tp[r] for r in reps], [base.window_tp[r] for r in reps], **_bs(bs))
-        )
-    out["speedup_ci_low"], out["speedup_ci_high"] = lo, hi
+    ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    if math.isfinite(out["speedup"]):
+        out["speedup_ci_low"], out["speedup_ci_high"] = _ci(ci.bounds)
+        out["speedup_ci_df"] = NAN if ci.df is None else ci.df
 
-    # per-user speedup = per_user_tok_s(variant) / per_user_tok_s(baseline); interval paired by (repeat, index)
+    # per-user speedup = per_user_tok_s(variant) / per_user_tok_s(baseline); units as for speedup
     out["per_user_speedup"] = _safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
-    bmap = {(r.repeat, r.index): r.per_user for r in base.reqs if r.ok}
-    pairs = [(r.per_user, bmap[(r.repeat, r.index)]) for r in cell.reqs if r.ok and (r.repeat, r.index) in bmap]
-    lo, hi = _ci(stats.paired_ratio_ci([p[0] for p in pairs], [p[1] for p in pairs], **_bs(bs)))
-    out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = lo, hi
+    ci = stats.ratio_ci(cell.unit_per_user, base.unit_per_user, extra_log=extra)
+    out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = _ci(ci.bounds)
 
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
     out["tpot_speedup"] = _safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
@@ -188,12 +209,12 @@ def compute_cells(
     baseline: str,
     *,
     max_error_rate: float = 0.0,
-    n_resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
+    calibration: LaunchVariance | None = None,
 ) -> pd.DataFrame:
-    """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md)."""
-    bs = BootstrapSettings(n_resamples=n_resamples, confidence=confidence, seed=seed)
+    """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md).
+
+    `calibration`: a between-launch variance measured earlier on this hardware, added to the intervals of
+    cells whose variant ran in a single launch."""
     req = measured_requests(requests, windows)
     if req.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
@@ -210,7 +231,7 @@ def compute_cells(
                 win,
                 is_baseline=key["variant"] == baseline,
                 max_error_rate=max_error_rate,
-                bs=bs,
+                calibration=calibration,
             )
         )
 
@@ -230,7 +251,7 @@ def compute_cells(
         if row["is_baseline"]:
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
-            row.update(_speedups(c, base, bs))  # type: ignore[arg-type]
+            row.update(_speedups(c, base, calibration))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
              row["lossless_prefix_mean"]) = _lossless(c, base, base_by_prompt)

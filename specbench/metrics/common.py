@@ -1,23 +1,11 @@
-"""Shared by the metrics modules: NaN conversions of record fields, the safe ratio, bootstrap settings."""
+"""Shared by the metrics modules: NaN conversions of record fields, the safe ratio, interval bounds."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 NAN = math.nan
-
-
-@dataclass(frozen=True)
-class BootstrapSettings:
-    n_resamples: int = 2000
-    confidence: float = 0.95
-    seed: int = 0
-
-
-def _bs(bs: BootstrapSettings) -> dict[str, Any]:
-    return {"n_resamples": bs.n_resamples, "confidence": bs.confidence, "seed": bs.seed}
 
 
 def _ci(interval: tuple[float | None, float | None]) -> tuple[float, float]:

@@ -75,6 +75,7 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
 
 @dataclass
 class _Req:
+    launch: int  # which launch of the variant's engine (1 when the variant was launched once)
     repeat: int
     index: int
     prompt_id: str
@@ -102,6 +103,7 @@ def _to_reqs(df: pd.DataFrame) -> list[_Req]:
         spec = r.get("spec")
         out.append(
             _Req(
+                launch=int(_num(r.get("launch")) if math.isfinite(_num(r.get("launch"))) else 1),
                 repeat=int(r["repeat"]),
                 index=int(r["index"]),
                 prompt_id=str(r.get("prompt_id", "")),

@@ -1,0 +1,1 @@
+"""Benchmark scripts, run as modules: python -m benchmarks.<name>."""

@@ -1,0 +1,250 @@
+"""Coverage and width of every 95% interval the report prints, by simulation.
+
+    python -m benchmarks.interval_coverage [--trials 4000] [--write docs/metrics.md]
+
+For each interval (speedup, per-user speedup, output throughput, per-user speed, TPOT p50, acceptance
+length) it draws n independent units (launches, or repeats when launches are not measured) at a
+between-unit coefficient of variation CV, computes the interval with the very function
+specbench.metrics uses, and counts how often it holds the true value. Goal: 0.93-0.97 at every n and CV
+(exit code 1 otherwise). A second table shows why launches must be the unit: with a between-launch
+effect, an interval that treats the repeats inside launches as independent covers far less. A third row
+set reproduces the previous method (paired BCa bootstrap over repeats) for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specbench import stats
+
+NS = (3, 5, 10)
+CVS = (0.02, 0.05, 0.10)
+GOAL = (0.93, 0.97)
+REQUESTS_PER_WINDOW = 8  # requests inside one unit (per-user speed, TPOT): C x waves
+REQUEST_CV = 0.15  # spread of per-request figures inside a unit (prompts differ)
+TRUE_SPEEDUP = 1.2
+TAU = 2.5  # true acceptance length (tokens per target step)
+TOKENS_PER_WINDOW = 512
+MARK_START = "<!-- interval-coverage:start -->"
+MARK_END = "<!-- interval-coverage:end -->"
+
+Trial = Callable[[np.random.Generator, int, float], tuple[stats.TInterval, float]]
+
+
+def _units(rng: np.random.Generator, n: int, cv: float, mean: float = 1.0) -> np.ndarray:
+    """n unit effects, normal with the given mean and CV (kept positive)."""
+    return np.maximum(rng.normal(mean, cv * mean, n), 1e-6 * mean)
+
+
+def _requests(rng: np.random.Generator, unit: np.ndarray) -> np.ndarray:
+    """REQUESTS_PER_WINDOW per unit: the unit effect times a lognormal request factor of mean 1."""
+    s = math.sqrt(math.log(1 + REQUEST_CV**2))
+    return unit[:, None] * rng.lognormal(-s * s / 2, s, (unit.size, REQUESTS_PER_WINDOW))
+
+
+def trial_throughput(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
+    return stats.mean_ci(100.0 * _units(rng, n, cv)), 100.0
+
+
+def trial_speedup(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
+    return stats.ratio_ci(100.0 * TRUE_SPEEDUP * _units(rng, n, cv), 100.0 * _units(rng, n, cv)), TRUE_SPEEDUP
+
+
+def trial_per_user(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
+    req = 30.0 * _requests(rng, _units(rng, n, cv))
+    return stats.mean_ci(req.mean(axis=1), point=float(req.mean())), 30.0
+
+
+def trial_per_user_speedup(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
+    var = 30.0 * TRUE_SPEEDUP * _requests(rng, _units(rng, n, cv))
+    base = 30.0 * _requests(rng, _units(rng, n, cv))
+    return stats.ratio_ci(var.mean(axis=1), base.mean(axis=1)), TRUE_SPEEDUP
+
+
+_TPOT_TRUTH: dict[float, float] = {}
+
+
+def _tpot_truth(cv: float) -> float:
+    """Median TPOT over the population of (unit, request), by a large simulation."""
+    if cv not in _TPOT_TRUTH:
+        rng = np.random.default_rng(12345)
+        _TPOT_TRUTH[cv] = float(np.median(0.04 * _requests(rng, _units(rng, 400_000, cv))))
+    return _TPOT_TRUTH[cv]
+
+
+def trial_tpot(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
+    req = 0.04 * _requests(rng, _units(rng, n, cv))
+    return stats.mean_ci(np.median(req, axis=1), point=float(np.median(req))), _tpot_truth(cv)
+
+
+_TAU_TRUTH: dict[float, float] = {}
+
+
+def _tau_truth(cv: float) -> float:
+    """E[tokens] / E[steps] when each unit's acceptance length is TAU times its unit effect."""
+    if cv not in _TAU_TRUTH:
+        rng = np.random.default_rng(54321)
+        _TAU_TRUTH[cv] = 1.0 / float(np.mean(1.0 / (TAU * _units(rng, 2_000_000, cv))))
+    return _TAU_TRUTH[cv]
+
+
+def trial_acceptance(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
+    tau = TAU * _units(rng, n, cv)
+    tokens = np.full(n, float(TOKENS_PER_WINDOW))
+    return stats.ratio_estimator_ci(tokens, tokens / tau), _tau_truth(cv)
+
+
+INTERVALS: dict[str, tuple[str, Trial]] = {
+    "speedup": ("Welch t on log ratio of means (units: launches)", trial_speedup),
+    "per_user_speedup": ("Welch t on log ratio of unit means of per-user speed", trial_per_user_speedup),
+    "output_throughput": ("Student t on the mean of unit throughputs", trial_throughput),
+    "per_user_tok_s": ("Student t, unit means of per-user speed, centred on the pooled mean", trial_per_user),
+    "tpot_p50_s": ("Student t, unit medians of TPOT, centred on the pooled median", trial_tpot),
+    "acceptance_length": ("ratio estimator sum(tokens)/sum(steps), t with n-1 df", trial_acceptance),
+}
+
+
+@dataclass
+class Result:
+    coverage: float
+    rel_width: float  # median (high - low) / truth
+    undefined: int
+
+
+def simulate(trial: Trial, n: int, cv: float, trials: int, seed: int) -> Result:
+    rng = np.random.default_rng(seed)
+    hits, widths, undefined = 0, [], 0
+    for _ in range(trials):
+        ci, truth = trial(rng, n, cv)
+        if ci.low is None or ci.high is None:
+            undefined += 1
+            continue
+        hits += ci.low <= truth <= ci.high
+        widths.append((ci.high - ci.low) / truth)
+    done = trials - undefined
+    return Result(hits / done if done else math.nan, float(np.median(widths)) if widths else math.nan, undefined)
+
+
+def launch_table(trials: int, seed: int) -> list[list[str]]:
+    """Speedup with a between-launch effect (CV 10%) and repeats inside each launch (CV 2%): launches as
+    the unit (what specbench does) vs repeats treated as independent (what launch-blind intervals do)."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for launches, repeats in ((2, 3), (3, 3), (5, 2)):
+        hits_l = hits_r = 0
+        for _ in range(trials):
+            def windows(mean: float) -> np.ndarray:
+                launch = _units(rng, launches, 0.10, mean)
+                return launch[:, None] * _units(rng, launches * repeats, 0.02).reshape(launches, repeats)
+
+            v, b = windows(100.0 * TRUE_SPEEDUP), windows(100.0)
+            by_launch = stats.ratio_ci(v.mean(axis=1), b.mean(axis=1))
+            by_repeat = stats.ratio_ci(v.ravel(), b.ravel())
+            hits_l += by_launch.low <= TRUE_SPEEDUP <= by_launch.high  # type: ignore[operator]
+            hits_r += by_repeat.low <= TRUE_SPEEDUP <= by_repeat.high  # type: ignore[operator]
+        rows.append([f"{launches} x {repeats}", f"{hits_l / trials:.3f}", f"{hits_r / trials:.3f}"])
+    return rows
+
+
+def _paired_bca(v: np.ndarray, b: np.ndarray, seed: int) -> tuple[float, float]:
+    """The former interval: paired BCa bootstrap of mean(v) / mean(b) over repeats (percentile fallback)."""
+    import warnings
+
+    import scipy.stats
+
+    def ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(x, axis=axis) / np.mean(y, axis=axis)
+
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = scipy.stats.bootstrap((v, b), ratio, paired=True, n_resamples=1000, method=method,
+                                        rng=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi
+    return math.nan, math.nan
+
+
+def previous_method(trials: int, seed: int) -> list[list[str]]:
+    """The former speedup interval (paired BCa bootstrap over repeats) on the same simulated data."""
+    rows = []
+    for cv in CVS:
+        cells = []
+        for n in NS:
+            rng = np.random.default_rng(seed + n)
+            hits = 0
+            for i in range(trials):
+                v, b = 100.0 * TRUE_SPEEDUP * _units(rng, n, cv), 100.0 * _units(rng, n, cv)
+                lo, hi = _paired_bca(v, b, seed=i)
+                hits += lo <= TRUE_SPEEDUP <= hi
+            cells.append(f"{hits / trials:.2f}")
+        rows.append([f"{100 * cv:.0f}%", *cells])
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    return "\n".join(["\n".join(lines), *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+def run(trials: int, seed: int, previous_trials: int) -> tuple[str, bool]:
+    rows, ok = [], True
+    for name, (method, trial) in INTERVALS.items():
+        for cv in CVS:
+            cells = []
+            for n in NS:
+                r = simulate(trial, n, cv, trials, seed + 1000 * n + round(1000 * cv))
+                ok &= GOAL[0] <= r.coverage <= GOAL[1]
+                cells.append(f"{r.coverage:.3f} ({100 * r.rel_width:.1f}%)")
+            rows.append([f"`{name}`", method if cv == CVS[0] else "", f"{100 * cv:.0f}%", *cells])
+    head = ["interval", "method", "CV", *(f"n={n}" for n in NS)]
+    text = [f"Coverage of the nominal 95% intervals ({trials} simulated measurements per entry; in brackets "
+            "the median width as a percentage of the true value). CV = coefficient of variation between "
+            f"units; per-user speed and TPOT units hold {REQUESTS_PER_WINDOW} requests each with a "
+            f"{100 * REQUEST_CV:.0f}% request-to-request spread. Goal: {GOAL[0]}-{GOAL[1]}.", "",
+            _table(head, rows), "",
+            f"Launch effect (between-launch CV 10%, repeats inside a launch CV 2%, speedup, {trials} "
+            "measurements): coverage with launch means as units vs repeats treated as independent.", "",
+            _table(["launches x repeats", "launches as units", "repeats as units"], launch_table(trials, seed)),
+            ""]
+    if previous_trials:
+        text += [f"The previous speedup interval (paired BCa bootstrap over repeats, {previous_trials} "
+                 "measurements) on the same data:", "",
+                 _table(["CV", *(f"n={n}" for n in NS)], previous_method(previous_trials, seed)), ""]
+    return "\n".join(text), ok
+
+
+def write_into(doc: Path, block: str) -> None:
+    """Replace the text between the coverage markers in `doc`."""
+    text = doc.read_text()
+    start, end = text.index(MARK_START) + len(MARK_START), text.index(MARK_END)
+    doc.write_text(text[:start] + "\n" + block + "\n" + text[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.interval_coverage", description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=4000, help="simulated measurements per table entry")
+    p.add_argument("--previous-trials", type=int, default=400,
+                   help="measurements per entry for the previous bootstrap method (0: skip it)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--write", type=Path, metavar="DOC", help="also write the tables between the markers in DOC")
+    a = p.parse_args(argv)
+    block, ok = run(a.trials, a.seed, a.previous_trials)
+    print(block)
+    if a.write:
+        write_into(a.write, block)
+    if not ok:
+        print(f"coverage outside {GOAL[0]}-{GOAL[1]} for at least one interval", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
