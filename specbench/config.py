@@ -127,12 +127,25 @@ class SweepConfig(Strict):
         return v
 
 
+# A drafter costs memory (draft weights, its KV cache) that could otherwise hold a larger batch, and a
+# second model to deploy and keep in step with the target: a gain below 5% rarely pays for that. The
+# default asks the whole 95% interval to clear +5% (docs/metrics.md, "Verdict").
+DEFAULT_MIN_SPEEDUP = 1.05
+
+
+class VerdictConfig(Strict):
+    """How the report turns intervals into advice."""
+
+    min_speedup: float = Field(DEFAULT_MIN_SPEEDUP, ge=1.0)  # adopt only where the interval's low end clears it
+
+
 class RunConfig(Strict):
     name: str = "run"
     model: ModelConfig
     engine: EngineConfig = Field(default_factory=EngineConfig)
     variants: list[VariantConfig] = Field(min_length=1)
     sweep: SweepConfig
+    verdict: VerdictConfig = Field(default_factory=VerdictConfig)
     output_dir: str = "runs"
 
     @model_validator(mode="after")

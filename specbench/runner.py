@@ -25,7 +25,7 @@ import httpx
 
 from . import environment
 from .client import PlannedRequest, make_http_client, run_closed_loop
-from .config import RunConfig, check_model_context, dump_config
+from .config import RunConfig, VerdictConfig, check_model_context, dump_config
 from .engines.base import Engine
 from .errors import ConfigError, EngineDiedError, EngineStartError, Interrupted, PreflightError, RunDirError
 from .launch import VariantLaunch, make_engine, plan_launches
@@ -393,7 +393,8 @@ def _shell_line(argv: list[str], env: dict[str, str]) -> str:
 
 
 def _config_hash(cfg: RunConfig) -> str:
-    return hashlib.sha256(dump_config(cfg).encode()).hexdigest()[:16]
+    """What the measurements depend on: the config without its `verdict` section (advice only)."""
+    return hashlib.sha256(dump_config(cfg.model_copy(update={"verdict": VerdictConfig()})).encode()).hexdigest()[:16]
 
 
 def _padder(tokenizer_path: str):

@@ -224,11 +224,13 @@ def break_even(
 
     Between measured levels (c0, s0 >= 1) and (c1, s1 < 1):
         log2 C* = log2 c0 + (s0 - 1) / (s0 - s1) * (log2 c1 - log2 c0)
-    Levels with a non-finite speedup are skipped. Status:
-      inconclusive  the lowest level's interval contains 1.0 (cannot say it pays even there);
-      never_pays    speedup < 1 at the lowest level;
+    Levels with a non-finite speedup are skipped. Status, and the check behind it:
+      never_pays      EVERY measured level is below 1.0: its interval's high end when it has one (else its
+                      point estimate, and the verdict says so);
+      inconclusive    the lowest level's interval contains 1.0, or it is below 1.0 but not every level is;
       pays_everywhere speedup >= 1 at every level (the break-even lies beyond the sweep);
-      pays_up_to    the first downward crossing, C*.
+      pays_up_to      the first downward crossing, C*.
+    Every verdict says how many levels decided it.
     """
     n = len(concurrency)
     lo_in = list(ci_low) if ci_low is not None else [None] * n
@@ -255,13 +257,24 @@ def break_even(
         last_confident = c
     interval_note = _interval_note(uncertain_from, last_confident, any(_finite(p[2]) for p in pts))
 
+    def below(p: tuple[int, float, float | None, float | None]) -> bool:
+        return p[3] < 1.0 if _finite(p[3]) else p[1] < 1.0  # type: ignore[operator]
+
+    n_below, n_ci = sum(below(p) for p in pts), sum(_finite(p[3]) for p in pts)
+    if n_below == len(pts):
+        how = "interval" if n_ci == len(pts) else "interval or, without one, point estimate"
+        tail = "" if n_ci == len(pts) else f"; {len(pts) - n_ci} without an interval: indicative"
+        return BreakEven("never_pays", None, uncertain_from, None,
+                         f"never pays: {how} below 1.0 at all {len(pts)} measured levels{tail}")
     c0, s0, lo0, hi0 = pts[0]
     if _finite(lo0) and _finite(hi0) and lo0 <= 1.0 <= hi0:  # type: ignore[operator]
-        return BreakEven(
-            "inconclusive", None, uncertain_from, None, f"inconclusive: interval contains 1.0 at C={c0}"
-        )
+        return BreakEven("inconclusive", None, uncertain_from, None,
+                         f"inconclusive: interval contains 1.0 at C={c0} (below 1.0 at {n_below} of {len(pts)} "
+                         "levels)")
     if s0 < 1.0:
-        return BreakEven("never_pays", None, uncertain_from, None, f"never pays (speedup {s0:.2f} at C={c0})")
+        return BreakEven("inconclusive", None, uncertain_from, None,
+                         f"inconclusive: speedup {s0:.2f} at C={c0}, but below 1.0 at only {n_below} of "
+                         f"{len(pts)} levels")
 
     for (ca, sa, _, _), (cb, sb, _, _) in zip(pts, pts[1:]):
         if sa >= 1.0 > sb:
@@ -281,7 +294,7 @@ def break_even(
         None,
         uncertain_from,
         last_confident,
-        f"pays at every measured level (beyond the sweep; {interval_note})",
+        f"pays at all {len(pts)} measured levels (beyond the sweep; {interval_note})",
     )
 
 

@@ -14,6 +14,10 @@ from enum import Enum
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
 HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
 LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for drafting
+INACTIVE_TOLERANCE = 0.01  # a drafter whose pooled acceptance length is within this of 1.0 is not drafting
+DEGENERATE_FRACTION = 0.95  # verify steps that accepted every draft: at or above this the prompts are degenerate
+GPU_CLOCK_DRIFT = 0.05  # mean SM clock of a variant's windows vs the baseline's, relative
+GPU_TEMP_DRIFT_C = 10.0  # mean GPU temperature of a variant's windows vs the baseline's, degrees C
 MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
 
 
@@ -29,6 +33,17 @@ class WarningCode(str, Enum):
     SINGLE_REPEAT = "single_repeat"
     FEW_REPEATS = "few_repeats"
     NO_BASELINE = "no_baseline"
+    # sanity gates: each one blocks an "adopt" verdict for the cells it fires on
+    DRAFTER_INACTIVE = "drafter_inactive"
+    DEGENERATE_WORKLOAD = "degenerate_workload"
+    ACCEPTANCE_UNKNOWN = "acceptance_unknown"
+    EAGER_ENGINE = "eager_engine"
+    GPU_DRIFT = "gpu_drift"
+
+
+BLOCKING = frozenset(c.value for c in (WarningCode.DRAFTER_INACTIVE, WarningCode.DEGENERATE_WORKLOAD,
+                                       WarningCode.ACCEPTANCE_UNKNOWN, WarningCode.EAGER_ENGINE,
+                                       WarningCode.GPU_DRIFT))
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -76,6 +91,31 @@ REMEDY: dict[WarningCode, str] = {
         "two units: the t interval has about 1 degree of freedom and is very wide; set sweep.repeats >= 3 "
         "or sweep.adaptive"
     ),
+    WarningCode.DRAFTER_INACTIVE: (
+        "drafter inactive or misconfigured: one token per target step over the whole variant means nothing "
+        "drafted was ever accepted; check the algorithm flag matches the draft head (e.g. EAGLE3 vs EAGLE), "
+        "the draft model path, and that the engine log shows speculative decoding enabled"
+    ),
+    WarningCode.DEGENERATE_WORKLOAD: (
+        "degenerate workload: almost every verify step accepted all drafts, so the prompts are repetitive or "
+        "trivially predictable and the speedup will not carry over to real traffic; use a realistic prompt "
+        "set (sweep.prompts) and check ignore_eos is not padding outputs with a repeated token"
+    ),
+    WarningCode.ACCEPTANCE_UNKNOWN: (
+        "acceptance unknown: the engine's speculative-decoding counters were missing or went backwards "
+        "(reset: engine restart) during the window, so no acceptance length is reported for it; make sure the "
+        "drafter is configured (a vLLM without a speculative config exports no spec_decode counters) and "
+        "that nothing restarted the engine, then measure again"
+    ),
+    WarningCode.EAGER_ENGINE: (
+        "GPU engine launched in eager mode / without CUDA graphs: per-step launch overhead then dominates "
+        "and hides the drafter's real cost (or gain); remove --enforce-eager / --disable-cuda-graph"
+    ),
+    WarningCode.GPU_DRIFT: (
+        "GPU clocks or temperature differ between this variant's windows and the baseline's (from "
+        "nvidia-smi, recorded per window): thermal or power throttling, or another tenant, changed the "
+        "hardware between variants; lock clocks (nvidia-smi -lgc), let the GPU cool, and measure again"
+    ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "
         "variant for this point (or resume the run)"
@@ -113,6 +153,8 @@ def cell_warnings(
     concurrency: int,
     has_baseline: bool,
     lossless_any_match_rate: float = float("nan"),
+    full_accept_fraction: float = float("nan"),
+    unknown_acceptance_windows: int = 0,
 ) -> list[CellWarning]:
     """The warnings that apply to one cell, in a fixed order. `window_throughputs` is ordered by repeat."""
     out: list[CellWarning] = []
@@ -146,6 +188,12 @@ def cell_warnings(
         out.append(
             CellWarning(WarningCode.LOW_ACCEPTANCE, f"acceptance length {acceptance_length:.2f} tokens/step")
         )
+    if not is_baseline and _finite(full_accept_fraction) and full_accept_fraction >= DEGENERATE_FRACTION:
+        out.append(CellWarning(WarningCode.DEGENERATE_WORKLOAD,
+                               f"{100 * full_accept_fraction:.0f}% of verify steps accepted every draft"))
+    if not is_baseline and unknown_acceptance_windows:
+        out.append(CellWarning(WarningCode.ACCEPTANCE_UNKNOWN,
+                               f"{unknown_acceptance_windows} window(s) with missing or reset counters"))
     if _finite(lossless_match_rate) and lossless_match_rate < 1.0:
         # Divergence that matches no baseline output at all is the red flag; divergence that equals the
         # baseline's output at another batch shape is the baseline's own numerics.

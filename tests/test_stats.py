@@ -122,17 +122,32 @@ def test_break_even_unsorted_input_and_interval_earlier_than_point() -> None:
 def test_break_even_other_outcomes() -> None:
     every = stats.break_even([1, 2, 4], [2.0, 1.5, 1.1])
     assert every.status == "pays_everywhere" and every.break_even_concurrency is None
-    assert every.verdict.startswith("pays at every measured level (beyond the sweep")
+    assert every.verdict.startswith("pays at all 3 measured levels (beyond the sweep")
 
     never = stats.break_even([1, 4], [0.7, 0.5], [0.6, 0.4], [0.8, 0.6])
-    assert never.status == "never_pays" and never.verdict.startswith("never pays")
+    assert never.status == "never_pays"
+    assert never.verdict == "never pays: interval below 1.0 at all 2 measured levels"
 
     unsure = stats.break_even([1, 4], [1.05, 0.8], [0.95, 0.7], [1.15, 0.9])
     assert unsure.status == "inconclusive"
-    assert unsure.verdict == "inconclusive: interval contains 1.0 at C=1"
+    assert unsure.verdict == "inconclusive: interval contains 1.0 at C=1 (below 1.0 at 1 of 2 levels)"
 
     empty = stats.break_even([1, 4], [math.nan, math.nan])
     assert empty.status == "no_data" and empty.break_even_concurrency is None
+
+
+def test_never_pays_only_when_every_level_is_below_one() -> None:
+    # below 1.0 at the lowest level, clearly above at the highest: the old rule (lowest level alone) said
+    # "never pays"; the statement must hold at every measured level
+    rising = stats.break_even([1, 4, 16], [0.8, 0.95, 1.3], [0.7, 0.85, 1.2], [0.9, 1.05, 1.4])
+    assert rising.status == "inconclusive"
+    assert rising.verdict == "inconclusive: speedup 0.80 at C=1, but below 1.0 at only 1 of 3 levels"
+    # point below 1.0 everywhere but an interval reaching above 1.0 at C=4: not "never"
+    touching = stats.break_even([1, 4], [0.8, 0.95], [0.7, 0.85], [0.9, 1.05])
+    assert touching.status == "inconclusive"
+    # no intervals: the point estimates decide, and the verdict says so
+    points = stats.break_even([1, 4], [0.8, 0.7])
+    assert points.status == "never_pays" and "without an interval: indicative" in points.verdict
 
 
 def test_break_even_exact_one_counts_as_paying() -> None:

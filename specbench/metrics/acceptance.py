@@ -45,7 +45,7 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_la
         "acceptance_per_position": None,
         "acceptance_source": "none",
         "full_accept_fraction": NAN,
-        "counter_resets": 0,
+        "acceptance_unknown_windows": 0,
     }
     ok = [r for r in reqs if r.ok]
 
@@ -78,8 +78,8 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_la
 
     # Source 2: window counter deltas (vLLM spec_decode counters). A negative delta means the counters
     # were reset (the engine restarted): that window's acceptance is unknown, never read as 0.
-    win, resets = _counter_windows(windows, reqs)
-    out["counter_resets"] = resets
+    win, unknown = _counter_windows(windows, reqs)
+    out["acceptance_unknown_windows"] = unknown
     if win:
         gen = sum(w.generation_tokens for w in win)
         accepted = sum(w.num_accepted_tokens for w in win)
@@ -163,20 +163,21 @@ SPEC_COUNTERS = ("num_accepted_tokens", "num_drafts", "num_draft_tokens", "gener
 
 def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_WindowCounters], int]:
     """Counter deltas per window (generation tokens fall back to the window's successful usage sum), and
-    how many windows were dropped because a counter went backwards (reset)."""
+    how many windows have counters but no usable acceptance: spec counters missing, or one went
+    backwards (a reset: the engine restarted)."""
     out: list[_WindowCounters] = []
-    resets = 0
+    unknown = 0
     usage: dict[tuple[int, int], float] = {}
     for r in reqs:
         if r.ok and math.isfinite(r.n_out):
             usage[(r.launch, r.repeat)] = usage.get((r.launch, r.repeat), 0.0) + r.n_out
     for w in windows.to_dict("records"):
         c = w.get("counters")
-        if not isinstance(c, dict) or c.get("num_accepted_tokens") is None:
-            continue
-        if any(_num(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(x < 0 for x in _opt_list(
-                w.get("per_position_accepted")) or []):
-            resets += 1
+        if not isinstance(c, dict):
+            continue  # this engine reads no counters
+        if c.get("num_accepted_tokens") is None or any(_num(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(
+                x < 0 for x in _opt_list(w.get("per_position_accepted")) or []):
+            unknown += 1
             continue
         launch = int(_num(w.get("launch"))) if math.isfinite(_num(w.get("launch"))) else 1
         gen = _num(c.get("generation_tokens"))
@@ -194,4 +195,4 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_Win
             )
         )
     kept = [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
-    return kept, resets
+    return kept, unknown

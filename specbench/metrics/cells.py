@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import cell_warnings
+from ..warnings_ import CellWarning, cell_warnings
+from . import gates
 from .acceptance import _acceptance
 from .common import NAN, _ci, _key_nan, _safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means
@@ -52,7 +53,7 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "acceptance_per_position",
     "acceptance_source",
     "full_accept_fraction",
-    "counter_resets",
+    "acceptance_unknown_windows",
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
@@ -203,6 +204,23 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     return out
 
 
+def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, baseline: str,
+                   run_gates: dict[str, list[CellWarning]]) -> dict[str, list[CellWarning]]:
+    """Gate warnings that concern a whole variant: drafter inactive, GPU drift, and those given."""
+    out: dict[str, list[CellWarning]] = {v: list(ws) for v, ws in run_gates.items()}
+    by_variant: dict[str, list[tuple[float, float]]] = {}
+    for c in cells:
+        if not c.row["is_baseline"] and c.row["acceptance_source"] != "none":
+            tokens = float(sum(r.n_out for r in c.reqs if r.ok and math.isfinite(r.n_out)))
+            by_variant.setdefault(c.row["variant"], []).append((tokens, c.row["acceptance_length"]))
+    for variant, pairs in by_variant.items():
+        if (w := gates.drafter_inactive(pairs)) is not None:
+            out.setdefault(variant, []).append(w)
+    for variant, w in gates.gpu_drift(windows, baseline).items():
+        out.setdefault(variant, []).append(w)
+    return out
+
+
 def compute_cells(
     requests: pd.DataFrame,
     windows: pd.DataFrame,
@@ -210,11 +228,13 @@ def compute_cells(
     *,
     max_error_rate: float = 0.0,
     calibration: LaunchVariance | None = None,
+    run_gates: dict[str, list[CellWarning]] | None = None,
 ) -> pd.DataFrame:
     """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md).
 
     `calibration`: a between-launch variance measured earlier on this hardware, added to the intervals of
-    cells whose variant ran in a single launch."""
+    cells whose variant ran in a single launch. `run_gates`: per variant, gate warnings found outside the
+    records (e.g. eager launch flags); they are attached to every cell of that variant."""
     req = measured_requests(requests, windows)
     if req.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
@@ -244,6 +264,7 @@ def compute_cells(
                     key = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
                     base_by_prompt.setdefault(key, []).append(r)
 
+    variant_gates = _variant_gates(cells, windows, baseline, run_gates or {})
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -273,7 +294,9 @@ def compute_cells(
             lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
             has_baseline=has_base,
-        )
+            full_accept_fraction=row["full_accept_fraction"],
+            unknown_acceptance_windows=int(row["acceptance_unknown_windows"] or 0),
+        ) + variant_gates.get(row["variant"], [])
         row["warnings"] = ";".join(w.code.value for w in ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

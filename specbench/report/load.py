@@ -25,9 +25,11 @@ NUMERIC_COLUMNS = (
     "acceptance_length_ci_low", "acceptance_length_ci_high", "draft_acceptance_length", "acceptance_rate",
     "speedup", "speedup_ci_low", "speedup_ci_high", "per_user_speedup", "per_user_speedup_ci_low",
     "per_user_speedup_ci_high", "tpot_speedup", "lossless_match_rate", "lossless_any_match_rate",
-    "lossless_prefix_mean", "outlier_count", "throughput_cv",
+    "lossless_prefix_mean", "outlier_count", "throughput_cv", "launches", "speedup_ci_df", "full_accept_fraction",
+    "acceptance_unknown_windows",
 )
-TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings")
+TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings",
+                "interval_unit")
 SERIES_KEYS = ("category", "input_len", "temperature")  # with output_len: a speedup-vs-concurrency curve
 BREAK_EVEN_NUMERIC = ("input_len", "output_len", "temperature", "break_even_concurrency")
 BREAK_EVEN_TEXT = ("variant", "category", "status", "verdict")

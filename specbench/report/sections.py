@@ -12,6 +12,7 @@ import pandas as pd
 from .document import Block, Bullets, Code, Heading, Image, Paragraph, Strong, Table, Tone
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp, num
 from .load import RunData
+from ..config import DEFAULT_MIN_SPEEDUP
 from .verdict import drafter_verdict
 
 def _when(created: Any) -> str:
@@ -58,7 +59,8 @@ def context(data: RunData) -> Paragraph:
                  f"temperature {_levels(c['temperature'], 1)}; "
                  f"up to {repeats} repeat{'' if repeats == '1' else 's'} per cell, "
                  f"{fmt_len(c['n_requests'].sum())} measured requests. Speedup is the drafter's aggregate output "
-                 "throughput over the baseline's at the same point, with 95% bootstrap intervals in brackets.")
+                 "throughput over the baseline's at the same point, with 95% t intervals in brackets (Welch on the log "
+                 "ratio; units: launches, else repeats; see the Intervals note).")
     else:
         text += "No cells were measured (cells.csv is missing or empty)."
     return Paragraph([text])
@@ -74,9 +76,42 @@ def verdict_section(data: RunData) -> list[Block]:
         return [Heading("Verdict"), Paragraph(["No drafter variants in this run: nothing to decide."], "warn")]
     overall: Tone = "bad" if all(t == "bad" for t in tones) else "verdict"
     return [Heading("Verdict"), Bullets(items, overall),
-            Paragraph(["A concurrency level counts for a drafter when its speedup interval lies above 1.0 and "
-                       "against it when the interval lies below; intervals that include 1.0 decide nothing."],
-                      "note")]
+            Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
+                       f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter) and "
+                       "against it when the whole interval lies below 1.0; anything between decides nothing. A "
+                       "sanity gate (drafter inactive, degenerate workload, unknown acceptance, eager GPU engine, "
+                       "GPU drift) blocks adopting where it fired."], "note")]
+
+
+def _min_speedup(data: RunData) -> float:
+    return float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
+
+
+INTERVAL_METHODS = [  # (figure, method): each printed 95% interval and what produces it (stats.py)
+    ("speedup, per-user speedup", "Welch t on the log ratio of the unit means (delta method), Welch-Satterthwaite "
+                                  "df; variant and baseline are independent samples (no pairing)"),
+    ("output throughput", "Student t on the mean of the unit throughputs (n - 1 df)"),
+    ("per-user speed", "Student t on the unit means of per-request speed, centred on the mean over requests"),
+    ("TPOT p50", "Student t on the unit medians of per-request TPOT, centred on the median over requests"),
+    ("acceptance length", "ratio estimator sum(tokens) / sum(target steps) over units, t with n - 1 df"),
+]
+
+
+def intervals_section(data: RunData) -> list[Block]:
+    """Which method produced each interval, and what this run used as independent units."""
+    c = data.cells
+    if not len(c):
+        return []
+    units = c["interval_unit"].replace("", "repeat") if "interval_unit" in c else pd.Series(["repeat"] * len(c))
+    counts = units.value_counts()
+    described = {"launch": "launches (each launch's mean is one unit)", "repeat": "repeats inside one launch",
+                 "repeat+calibration": "repeats inside one launch plus the calibrated between-launch variance"}
+    used = "; ".join(f"{n} cell(s): {described.get(str(u), str(u))}" for u, n in counts.items())
+    return [Heading("Intervals"),
+            Table(["figure", "95% interval"], [list(m) for m in INTERVAL_METHODS]),
+            Paragraph([f"Units in this run: {used}. Coverage of each method at 3, 5 and 10 units is simulated by "
+                       "benchmarks/interval_coverage.py (table in docs/metrics.md). Fewer than 2 units: no "
+                       "interval."], "note")]
 
 
 def plot_section(data: RunData) -> list[Block]:

@@ -1,9 +1,10 @@
 """The verdict: per drafter and category, adopt up to which concurrency, never, or inconclusive.
 
 Speedup verdicts (`drafter_verdict`) read the 95% interval of the aggregate-throughput speedup: a
-concurrency level is a win when the interval's low end is above 1.0, a loss when its high end is below
-1.0, and undecided otherwise. Without intervals (a single repeat) the point estimate decides, and the
-verdict says it is indicative only.
+concurrency level is a win when the interval's low end clears `verdict.min_speedup` (practical
+significance, default 1.05), a loss when its high end is below 1.0, and undecided otherwise. Without
+intervals (a single repeat) the point estimate decides, and the verdict says it is indicative only.
+Every statement says how many measured levels decide it; a sanity gate that fired blocks "adopt".
 """
 
 from __future__ import annotations
@@ -15,23 +16,25 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from ..config import DEFAULT_MIN_SPEEDUP
+from ..warnings_ import BLOCKING
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData
 
 Call = Literal["win", "lose", "unclear"]
-CROSSING = ("pays_up_to", "crosses")  # break_even.csv statuses with an interpolated crossing
 Kind = Literal["never", "mixed", "inconclusive", "adopt_upto", "adopt_all"]
 _RANK: dict[str, int] = {"never": 0, "mixed": 1, "inconclusive": 2, "adopt_upto": 3, "adopt_all": 4}
 
 
-def level_call(speedup: float, low: float, high: float) -> Call:
-    """Win when the interval is clear above 1.0, lose when clear below, else unclear (point estimate if no CI)."""
+def level_call(speedup: float, low: float, high: float, min_speedup: float = DEFAULT_MIN_SPEEDUP) -> Call:
+    """Win when the interval clears min_speedup, lose when it lies below 1.0, else unclear (the point
+    estimate decides when there is no interval)."""
     if not (math.isnan(low) or math.isnan(high)):
-        return "win" if low > 1.0 else "lose" if high < 1.0 else "unclear"
-    if math.isnan(speedup) or speedup == 1.0:
+        return "win" if low > min_speedup else "lose" if high < 1.0 else "unclear"
+    if math.isnan(speedup):
         return "unclear"
-    return "win" if speedup > 1.0 else "lose"
+    return "win" if speedup > min_speedup else "lose" if speedup < 1.0 else "unclear"
 
 
 @dataclass(frozen=True)
@@ -48,13 +51,18 @@ class Outcome:
     wins: tuple[int, ...] = ()  # concurrency levels where the drafter is clearly faster
     losses: tuple[int, ...] = ()  # ... and clearly slower
     varies: bool = False  # curves of the category (output lengths, temperatures) disagree
+    n_points: int = 0  # measured levels (summed over the category's curves) ...
+    n_wins: int = 0  # ... that clear min_speedup
+    n_losses: int = 0  # ... whose interval lies below 1.0
+    blocked: tuple[str, ...] = ()  # sanity gates that fired on the category's cells
 
 
-def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: float = math.nan) -> Outcome:
-    """Classify one speedup-vs-concurrency curve; break_even.csv's status, when given, decides the kind."""
+def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: float = math.nan,
+                  min_speedup: float = DEFAULT_MIN_SPEEDUP) -> Outcome:
+    """Classify one speedup-vs-concurrency curve; break_even.csv's status, when given, decides "never"."""
     curve = curve.sort_values("concurrency")
     levels = [int(c) for c in curve["concurrency"]]
-    calls = [level_call(s, lo, hi) for s, lo, hi in
+    calls = [level_call(s, lo, hi, min_speedup) for s, lo, hi in
              zip(curve["speedup"], curve["speedup_ci_low"], curve["speedup_ci_high"])]
     prefix: int | None = None  # last level of the leading run of wins
     for c, call in zip(levels, calls):
@@ -62,12 +70,12 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
             break
         prefix = c
     be_status = "" if be_status == "no_data" else be_status
-    if be_status in CROSSING and prefix is not None and not math.isnan(be_concurrency):
+    if be_status == "pays_up_to" and prefix is not None and not math.isnan(be_concurrency):
         below = [c for c in levels if c <= prefix and c < be_concurrency]
         prefix = below[-1] if below else None
     if be_status == "never_pays" or (not be_status and calls and all(c == "lose" for c in calls)):
         kind: Kind = "never"
-    elif be_status == "pays_everywhere" or (not be_status and calls and all(c == "win" for c in calls)):
+    elif calls and all(c == "win" for c in calls):
         kind, prefix = "adopt_all", max(levels)
     elif prefix is not None:
         kind = "adopt_all" if prefix == max(levels) else "adopt_upto"
@@ -79,11 +87,14 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
     beaten = any(call == "lose" and (limit is None or c > limit) for c, call in zip(levels, calls))
     s = curve["speedup"].dropna()
     has_ci = bool(curve[["speedup_ci_low", "speedup_ci_high"]].notna().all(axis=1).all())
+    codes = {w for ws in curve.get("warnings", pd.Series(dtype=str)).fillna("") for w in str(ws).split(";") if w}
     return Outcome(kind=kind, limit=limit, max_concurrency=max(levels) if levels else 0, beaten_above=beaten,
                    speedup_min=float(s.min()) if len(s) else math.nan,
                    speedup_max=float(s.max()) if len(s) else math.nan, has_intervals=has_ci,
                    wins=tuple(c for c, k in zip(levels, calls) if k == "win"),
-                   losses=tuple(c for c, k in zip(levels, calls) if k == "lose"))
+                   losses=tuple(c for c, k in zip(levels, calls) if k == "lose"),
+                   n_points=len(levels), n_wins=calls.count("win"), n_losses=calls.count("lose"),
+                   blocked=tuple(sorted(codes & BLOCKING)))
 
 
 def combine(outcomes: list[Outcome]) -> Outcome:
@@ -95,7 +106,10 @@ def combine(outcomes: list[Outcome]) -> Outcome:
                    has_intervals=all(o.has_intervals for o in outcomes),
                    wins=tuple(sorted({c for o in outcomes for c in o.wins})),
                    losses=tuple(sorted({c for o in outcomes for c in o.losses})),
-                   varies=len({(o.kind, o.limit) for o in outcomes}) > 1)
+                   varies=len({(o.kind, o.limit) for o in outcomes}) > 1,
+                   n_points=sum(o.n_points for o in outcomes), n_wins=sum(o.n_wins for o in outcomes),
+                   n_losses=sum(o.n_losses for o in outcomes),
+                   blocked=tuple(sorted({b for o in outcomes for b in o.blocked})))
 
 
 def _be_lookup(be: pd.DataFrame, variant: str, key: dict[str, Any]) -> tuple[str, float]:
@@ -111,7 +125,8 @@ def _be_lookup(be: pd.DataFrame, variant: str, key: dict[str, Any]) -> tuple[str
     return str(rows.iloc[0]["status"]), float(rows.iloc[0]["break_even_concurrency"])
 
 
-def category_outcomes(cells: pd.DataFrame, be: pd.DataFrame, variant: str) -> dict[str, Outcome]:
+def category_outcomes(cells: pd.DataFrame, be: pd.DataFrame, variant: str,
+                      min_speedup: float = DEFAULT_MIN_SPEEDUP) -> dict[str, Outcome]:
     """Per category: the combined outcome of the variant's valid curves (one per lengths x temperature)."""
     mine = cells[(cells["variant"] == variant) & cells["valid"]]
     out: dict[str, Outcome] = {}
@@ -119,7 +134,7 @@ def category_outcomes(cells: pd.DataFrame, be: pd.DataFrame, variant: str) -> di
         curves = []
         for key, curve in cat_cells.groupby(["input_len", "output_len", "temperature"], dropna=False):
             k = dict(zip(["input_len", "output_len", "temperature"], key), category=category)
-            curves.append(curve_outcome(curve, *_be_lookup(be, variant, k)))
+            curves.append(curve_outcome(curve, *_be_lookup(be, variant, k), min_speedup=min_speedup))
         out[str(category)] = combine(curves)
     return out
 
@@ -128,26 +143,38 @@ def _csv(levels: Iterable[int]) -> str:
     return ", ".join(str(c) for c in levels)
 
 
-def _phrase(variant: str, outcome: Outcome, categories: list[str]) -> list[Inline]:
+def _count(n: int, of: int) -> str:
+    return f"all {of}" if n == of else f"{n} of {of}"
+
+
+def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: float) -> list[Inline]:
     on = ", ".join(categories)
-    if outcome.kind == "adopt_all":
+    o = outcome
+    clears = f"interval above {min_speedup:g}" if o.has_intervals else f"point estimate above {min_speedup:g}"
+    if o.kind in ("adopt_all", "adopt_upto") and o.blocked:
+        where = "every measured concurrency" if o.kind == "adopt_all" else f"concurrency ≤ {o.limit}"
+        return ["not adopted: ", Strong(variant), f" would pay at {where} on {on}, but sanity gate "
+                f"{', '.join(o.blocked)} fired (see Warnings for the remedy)"]
+    if o.kind == "adopt_all":
         parts: list[Inline] = ["adopt ", Strong(variant), f" at every measured concurrency (up to "
-                               f"{outcome.max_concurrency}) on {on}"]
-    elif outcome.kind == "adopt_upto":
-        above = "baseline wins above" if outcome.beaten_above else "no clear winner above"
-        parts = ["adopt ", Strong(variant), f" for concurrency ≤ {outcome.limit} on {on}; {above}"]
-    elif outcome.kind == "never":
-        parts = [Strong(variant), f" never pays on {on}: speedup {fmt_span(outcome.speedup_min, outcome.speedup_max)}"
-                 ", below 1.0 at every measured concurrency"]
-    elif outcome.kind == "mixed":
-        losses = f", below it at {_csv(outcome.losses)}" if outcome.losses else ""
-        parts = ["no consistent result for ", Strong(variant), f" on {on}: speedup clearly above 1.0 only at "
-                 f"concurrency {_csv(outcome.wins)}{losses}"]
+                               f"{o.max_concurrency}) on {on} ({clears} at {_count(o.n_wins, o.n_points)} levels)"]
+    elif o.kind == "adopt_upto":
+        above = "baseline wins above" if o.beaten_above else "no clear winner above"
+        parts = ["adopt ", Strong(variant), f" for concurrency ≤ {o.limit} on {on} ({clears} at "
+                 f"{_count(o.n_wins, o.n_points)} levels); {above}"]
+    elif o.kind == "never":
+        parts = [Strong(variant), f" never pays on {on}: speedup {fmt_span(o.speedup_min, o.speedup_max)}"
+                 f", below 1.0 at {_count(o.n_losses, o.n_points)} measured levels"]
+    elif o.kind == "mixed":
+        losses = f", below 1.0 at {_csv(o.losses)}" if o.losses else ""
+        parts = ["no consistent result for ", Strong(variant), f" on {on}: speedup clears {min_speedup:g} only at "
+                 f"concurrency {_csv(o.wins)}{losses}"]
     else:
-        beaten = (f"; baseline wins at concurrency {_csv(outcome.losses)}" if outcome.losses
-                  else "; more repeats would decide")
-        parts = [f"inconclusive on {on}: no clear win (speedup {fmt_span(outcome.speedup_min, outcome.speedup_max)}; "
-                 f"some speedup intervals include 1.0){beaten}"]
+        beaten = (f"; baseline wins at concurrency {_csv(o.losses)}" if o.losses
+                  else "; more launches or repeats would decide")
+        undecided = o.n_points - o.n_wins - o.n_losses
+        parts = [f"inconclusive on {on}: no clear win (speedup {fmt_span(o.speedup_min, o.speedup_max)}; "
+                 f"{_count(undecided, o.n_points)} levels undecided, interval reaching below {min_speedup:g}){beaten}"]
     return parts
 
 
@@ -157,25 +184,28 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     status = str(info.get("status") or "")
     if status == "failed":
         return [Strong(variant), f" failed: no verdict ({info.get('reason') or 'no reason recorded'})"], "bad"
-    outcomes = category_outcomes(data.cells, data.break_even, variant)
+    min_speedup = float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
+    outcomes = category_outcomes(data.cells, data.break_even, variant, min_speedup)
     if not outcomes:
         return [Strong(variant), f": no valid measurements (status {status or 'unknown'})"], "warn"
     if all(o.kind == "never" for o in outcomes.values()):
         allc = combine(list(outcomes.values()))
         return [Strong(variant), " never pays: speedup ", Strong(fmt_span(allc.speedup_min, allc.speedup_max)),
-                " (< 1.0) at every measured point; do not adopt"], "bad"
+                f", below 1.0 at {_count(allc.n_losses, allc.n_points)} measured points; do not adopt"], "bad"
     groups: dict[tuple[Any, ...], list[str]] = {}
     for cat, o in outcomes.items():
-        groups.setdefault((o.kind, o.limit, o.beaten_above, o.varies), []).append(cat)
+        groups.setdefault((o.kind, o.limit, o.beaten_above, o.varies, o.blocked, o.n_points, o.n_wins,
+                           o.n_losses), []).append(cat)
     parts: list[Inline] = []
     for _, cats in sorted(groups.items(), key=lambda kv: (-_RANK[kv[0][0]], -(kv[0][1] or 0))):
         if parts:
             parts.append("; ")
-        parts.extend(_phrase(variant, outcomes[cats[0]], cats))
+        parts.extend(_phrase(variant, outcomes[cats[0]], cats, min_speedup))
     if any(o.varies for o in outcomes.values()):
         parts.append(" (where output lengths disagree, the most conservative result; see the break-even table)")
     if not all(o.has_intervals for o in outcomes.values()):
         parts.append(" (some points have no interval, e.g. a single repeat: indicative only)")
     kinds = {o.kind for o in outcomes.values()}
-    tone: Tone = "good" if kinds <= {"adopt_all", "adopt_upto"} else "warn"
+    blocked = any(o.blocked for o in outcomes.values())
+    tone: Tone = "good" if kinds <= {"adopt_all", "adopt_upto"} and not blocked else "warn"
     return parts, tone

@@ -1,0 +1,84 @@
+"""Sanity gates over a whole variant: checks that, when they fire, make a speedup untrustworthy as advice.
+
+Each returns typed CellWarnings per variant (the cells of that variant carry them, and the verdict does
+not say "adopt" where one fired). Cell-level gates (degenerate workload, unknown acceptance) live in
+warnings_.cell_warnings next to the other cell warnings. Thresholds are in warnings_.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..warnings_ import (GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning, WarningCode)
+
+# Launch flags that turn CUDA graphs off: vLLM, SGLang.
+EAGER_FLAGS = ("--enforce-eager", "--disable-cuda-graph")
+
+
+def drafter_inactive(variant_acceptance: Iterable[tuple[float, float]]) -> CellWarning | None:
+    """Fires when the acceptance length pooled over a whole drafter variant is 1.00 +- INACTIVE_TOLERANCE.
+
+    `variant_acceptance`: (output tokens, acceptance length) per cell with acceptance data; pooled
+    tau = sum(tokens) / sum(tokens / tau) (= all tokens over all target steps)."""
+    pairs = [(t, a) for t, a in variant_acceptance if t > 0 and math.isfinite(a) and a > 0]
+    if not pairs:
+        return None
+    tau = sum(t for t, _ in pairs) / sum(t / a for t, a in pairs)
+    if abs(tau - 1.0) > INACTIVE_TOLERANCE:
+        return None
+    return CellWarning(WarningCode.DRAFTER_INACTIVE,
+                       f"acceptance length {tau:.3f} tokens/step over all {len(pairs)} cells of the variant")
+
+
+def eager_engine(argv: Mapping[str, Sequence[str]], has_gpu: bool) -> dict[str, CellWarning]:
+    """Variants whose GPU engine was launched without CUDA graphs (`--enforce-eager`, `--disable-cuda-graph`).
+    On a CPU engine eager is the only mode, so nothing fires without a GPU."""
+    if not has_gpu:
+        return {}
+    out = {}
+    for variant, args in argv.items():
+        flags = [a for a in args if a.split("=", 1)[0] in EAGER_FLAGS]
+        if flags:
+            out[variant] = CellWarning(WarningCode.EAGER_ENGINE, f"launched with {' '.join(flags)}")
+    return out
+
+
+def _gpu_means(windows: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Per variant: mean SM clock (MHz) and temperature (C) over its windows' nvidia-smi samples."""
+    acc: dict[str, tuple[list[float], list[float]]] = {}
+    if windows.empty or "extra" not in windows:
+        return {}
+    for variant, extra in zip(windows["variant"], windows["extra"]):
+        gpus: list[dict[str, Any]] = (extra or {}).get("gpu") or [] if isinstance(extra, dict) else []
+        clocks, temps = acc.setdefault(str(variant), ([], []))
+        clocks += [float(g["sm_clock_mhz"]) for g in gpus if g.get("sm_clock_mhz") is not None]
+        temps += [float(g["temperature_c"]) for g in gpus if g.get("temperature_c") is not None]
+    return {v: (float(np.mean(c)) if c else math.nan, float(np.mean(t)) if t else math.nan)
+            for v, (c, t) in acc.items()}
+
+
+def gpu_drift(windows: pd.DataFrame, baseline: str) -> dict[str, CellWarning]:
+    """Variants whose mean SM clock differs from the baseline's by more than GPU_CLOCK_DRIFT (relative)
+    or whose mean temperature differs by more than GPU_TEMP_DRIFT_C. Silent without telemetry."""
+    means = _gpu_means(windows)
+    if baseline not in means:
+        return {}
+    b_clock, b_temp = means[baseline]
+    out = {}
+    for variant, (clock, temp) in means.items():
+        if variant == baseline:
+            continue
+        parts = []
+        if math.isfinite(clock) and math.isfinite(b_clock) and b_clock > 0 and \
+                abs(clock - b_clock) / b_clock > GPU_CLOCK_DRIFT:
+            parts.append(f"SM clock {clock:.0f} MHz vs the baseline's {b_clock:.0f} MHz")
+        if math.isfinite(temp) and math.isfinite(b_temp) and abs(temp - b_temp) > GPU_TEMP_DRIFT_C:
+            parts.append(f"temperature {temp:.0f} C vs {b_temp:.0f} C")
+        if parts:
+            out[variant] = CellWarning(WarningCode.GPU_DRIFT, "; ".join(parts))
+    return out
