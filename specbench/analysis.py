@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +10,7 @@ import yaml
 
 from .config import RunConfig, parse_config
 from .rundir import RunDir, atomic_write, records_frame
+from .warnings_ import CellWarning
 
 
 def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = True) -> pd.DataFrame:
@@ -19,7 +21,7 @@ def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = Tru
     requests = records_frame(rd.request_records())
     windows = records_frame(rd.window_records())
     cells = compute_cells(requests, windows, baseline=cfg.baseline.name,
-                          max_error_rate=cfg.sweep.max_error_rate)
+                          max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd))
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
     if render:
@@ -27,6 +29,18 @@ def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = Tru
 
         render_report(rd.path)
     return cells
+
+
+def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
+    """Gate warnings read from the run directory rather than the records: a GPU engine launched without
+    CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
+    from .metrics.gates import eager_engine
+
+    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
+    argv = {}
+    for cmd in sorted(rd.path.glob("variants/*/command.json")):
+        argv[cmd.parent.name] = list(json.loads(cmd.read_text()).get("argv") or [])
+    return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
 
 
 def report_paths(run_dir: Path) -> list[Path]:

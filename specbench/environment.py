@@ -38,6 +38,40 @@ def gpus() -> list[dict[str, str]]:
     return [dict(zip(("index", "name", "memory", "driver"), r)) for r in rows]
 
 
+TELEMETRY_FIELDS = (("sm_clock_mhz", "clocks.sm"), ("power_w", "power.draw"), ("temperature_c", "temperature.gpu"))
+
+
+def gpu_telemetry() -> list[dict[str, float | None]] | None:
+    """Per GPU now: SM clock (MHz), power draw (W), temperature (C) from nvidia-smi; None without it.
+    Recorded in each window's raw record, so clock or thermal drift between variants can be checked."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    query = ",".join(["index", *(q for _, q in TELEMETRY_FIELDS)])
+    try:
+        out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = []
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != 1 + len(TELEMETRY_FIELDS):
+            continue
+        row: dict[str, float | None] = {"index": _float(cells[0])}
+        row.update({name: _float(v) for (name, _), v in zip(TELEMETRY_FIELDS, cells[1:])})
+        rows.append(row)
+    return rows or None
+
+
+def _float(text: str) -> float | None:
+    """nvidia-smi prints "[N/A]" or "[Not Supported]" for what a GPU cannot report."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def specbench_version() -> str:
     try:
         return importlib.metadata.version("specbench-matrix")

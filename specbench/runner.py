@@ -355,10 +355,11 @@ class MatrixRunner:
             after = await engine.read_counters(http, vl.metrics_url)
             counters, per_pos = counter_delta(before, after)
         first = planned[0].fields
+        gpu = environment.gpu_telemetry()  # clocks, power, temperature after the window (None: no nvidia-smi)
         windows_out.append(WindowRecord(
             run_id=run_id, window_id=window_id, variant=vl.name, cell_id=first["cell_id"],
             point_id=first["point_id"], repeat=repeat, t_start=t_start, t_end=t_end, n_requests=len(records),
-            counters=counters, per_position_accepted=per_pos))
+            counters=counters, per_position_accepted=per_pos, extra={"gpu": gpu} if gpu else {}))
         return records
 
     # -- side files -------------------------------------------------------------------------------

@@ -158,7 +158,16 @@ class _WindowCounters:
     per_position_accepted: list[float] | None
 
 
+RESET_TOLERANCE = 0.01
 SPEC_COUNTERS = ("num_accepted_tokens", "num_drafts", "num_draft_tokens", "generation_tokens")
+
+
+def _counters_reset(c: dict[str, Any], per_position: Any, gen: float, delivered: float) -> bool:
+    """A counter went backwards, or the engine counted fewer generated tokens than its responses carried:
+    the counters restarted from zero inside the window (RESET_TOLERANCE allows for rounding)."""
+    if any(_num(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(x < 0 for x in _opt_list(per_position) or []):
+        return True
+    return math.isfinite(gen) and math.isfinite(delivered) and gen < (1 - RESET_TOLERANCE) * delivered
 
 
 def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_WindowCounters], int]:
@@ -175,14 +184,14 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_Win
         c = w.get("counters")
         if not isinstance(c, dict):
             continue  # this engine reads no counters
-        if c.get("num_accepted_tokens") is None or any(_num(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(
-                x < 0 for x in _opt_list(w.get("per_position_accepted")) or []):
+        launch = int(_num(w.get("launch"))) if math.isfinite(_num(w.get("launch"))) else 1
+        delivered = usage.get((launch, int(w["repeat"])), NAN)
+        gen = _num(c.get("generation_tokens"))
+        if c.get("num_accepted_tokens") is None or _counters_reset(c, w.get("per_position_accepted"), gen, delivered):
             unknown += 1
             continue
-        launch = int(_num(w.get("launch"))) if math.isfinite(_num(w.get("launch"))) else 1
-        gen = _num(c.get("generation_tokens"))
         if not math.isfinite(gen):
-            gen = usage.get((launch, int(w["repeat"])), NAN)
+            gen = delivered
         out.append(
             _WindowCounters(
                 launch=launch,

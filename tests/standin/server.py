@@ -54,6 +54,8 @@ class Options:
     enable_metrics: bool = False
     seed: int = 0
     api_key_env: str | None = None
+    no_spec_metrics: bool = False  # vllm format: export no spec_decode counters (as vLLM without a drafter)
+    metrics_reset_after: int | None = None  # zero every counter after this many streamed requests (a restart)
     stamp_text: bool = False  # append "|<CLOCK_MONOTONIC ns at send>" to each chunk's text (overhead benchmark)
 
 
@@ -133,6 +135,10 @@ class StandIn:
             lines = [
                 "# TYPE vllm:generation_tokens_total counter",
                 f'vllm:generation_tokens_total{{model_name="{self.o.served_name}"}} {s.generation_tokens}',
+            ]
+            if self.o.no_spec_metrics:
+                return Response.text("\n".join(lines) + "\n")
+            lines += [
                 "# TYPE vllm:spec_decode_num_drafts_total counter",
                 f'vllm:spec_decode_num_drafts_total{{model_name="{self.o.served_name}"}} {drafts}',
                 "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
@@ -172,6 +178,9 @@ class StandIn:
         self.s.requests += 1
         if streaming:
             self.s.streams += 1
+            if self.o.metrics_reset_after is not None and self.s.streams == self.o.metrics_reset_after + 1:
+                log(f"resetting every counter after {self.o.metrics_reset_after} streamed requests")
+                self.s.generation_tokens, self.s.spec, self.s.per_position = 0, SpecStats(), []
             if self.o.die_after_requests is not None and self.s.streams > self.o.die_after_requests:
                 log(f"fatal: simulated crash after {self.o.die_after_requests} requests")
                 os._exit(1)
@@ -386,6 +395,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
+    p.add_argument("--no-spec-metrics", action="store_true", help="vllm format: no spec_decode counters")
+    p.add_argument("--metrics-reset-after", type=int, metavar="N",
+                   help="zero every counter when streamed request N+1 arrives (an engine restart)")
     p.add_argument("--stamp-text", action="store_true",
                    help="append |<monotonic ns at send> to each chunk's text (client timing error)")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
