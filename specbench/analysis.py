@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from . import calibration
 from .config import RunConfig, parse_config
 from .rundir import RunDir, atomic_write, records_frame
 from .warnings_ import CellWarning
@@ -20,8 +21,10 @@ def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = Tru
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
     requests = records_frame(rd.request_records())
     windows = records_frame(rd.window_records())
+    cal = calibration.load(rd.path / calibration.FILE)
     cells = compute_cells(requests, windows, baseline=cfg.baseline.name,
-                          max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd))
+                          max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
+                          calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None)
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
     if render:

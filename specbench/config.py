@@ -99,7 +99,9 @@ class SweepConfig(Strict):
     input_lens: list[int] | None = None  # pad prompts with a shared document to ~N prompt tokens
     temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     waves: int = Field(1, ge=1)  # requests per cell and repeat = waves x concurrency
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1)  # windows per cell in each launch
+    # engine launches per variant, interleaved (A B A B ...): launches are a level of variation of their own
+    launches: int = Field(1, ge=1)
     adaptive: AdaptiveConfig | None = None
     warmup_requests: int = Field(2, ge=0)
     seed: int = 0

@@ -57,6 +57,7 @@ class RequestRecord(BaseModel):
     output_len: int
     concurrency: int
     temperature: float = 0.0
+    launch: int = 1  # which launch of the variant's engine (sweep.launches)
     repeat: int
     index: int  # position in the cell's request sequence; pairs requests across variants
     warmup: bool = False
@@ -90,6 +91,7 @@ class WindowRecord(BaseModel):
     variant: str
     cell_id: str
     point_id: str
+    launch: int = 1  # which launch of the variant's engine (sweep.launches)
     repeat: int
     t_start: float
     t_end: float

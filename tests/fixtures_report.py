@@ -47,7 +47,8 @@ def cell_rows(ngram_scale: float = 1.0) -> list[dict]:
                     rows.append({
                         "variant": variant, "category": category, "input_len": "", "output_len": out,
                         "concurrency": c, "temperature": 0.0, "point_id": point, "n_requests": 2 * c,
-                        "n_errors": 0, "error_rate": 0.0, "valid": True, "repeats": 3,
+                        "n_errors": 0, "error_rate": 0.0, "valid": True, "repeats": 3, "launches": 3,
+                        "interval_unit": "launch", "launch_cv": 0.04, "repeat_cv": 0.01, "request_cv": 0.1,
                         "output_throughput_tok_s": base * s, "output_throughput_ci_low": base * s * 0.97,
                         "output_throughput_ci_high": base * s * 1.03, "per_user_tok_s": base * s / c,
                         "per_user_tok_s_ci_low": base * s / c * 0.97, "per_user_tok_s_ci_high": base * s / c * 1.03,

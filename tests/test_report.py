@@ -96,7 +96,8 @@ def test_renders_without_optional_files_and_columns(tmp_path: Path) -> None:
     cells.to_csv(run / "cells.csv", index=False)
     md = render(run, plots=False)[0].read_text()
     assert "fairness.json is missing" in md
-    assert "adopt **ngram**" in md and "indicative only" in md  # no intervals: point estimates decide
+    # no intervals: point estimates decide, worded as observations
+    assert "**ngram** looks faster" in md and "indicative only" in md and "adopt **" not in md
 
 
 def test_empty_run(tmp_path: Path) -> None:
@@ -175,3 +176,19 @@ def test_html_is_well_formed_and_inert(rendered: dict[str, str]) -> None:
     assert not p.seen & {"script", "iframe", "object", "embed", "b", "i"}  # <b>/<i> appear only in data
     assert p.handlers == []
     assert {"table", "figure", "img", "details", "ul"} <= p.seen
+
+
+def test_verdict_without_launch_variance_gives_no_advice(tmp_path: Path) -> None:
+    """One launch per variant and no calibration: the same intervals, but the verdict only observes."""
+    run = make_run(tmp_path / "r")
+    cells = pd.read_csv(run / "cells.csv").assign(interval_unit="repeat", launches=1, launch_cv=math.nan)
+    cells.to_csv(run / "cells.csv", index=False)
+    verdict = render(run, plots=False)[0].read_text().split("## Verdict")[1].split("*A concurrency")[0]
+    assert "adopt **" not in verdict and "baseline wins" not in verdict and "never pays" not in verdict
+    assert "**ngram** looks faster for concurrency ≤ 2 on code" in verdict and "baseline looks faster" in verdict
+    assert "**draft_model** looks slower" in verdict
+    assert "indicative only: 1 launch per variant and no calibration for this hardware" in verdict
+    # with a calibration the intervals carry the launch variance, and the verdict says where it came from
+    cells.assign(interval_unit="repeat+calibration", launch_cv=0.12).to_csv(run / "cells.csv", index=False)
+    verdict = render(run, plots=False)[0].read_text().split("## Verdict")[1].split("*A concurrency")[0]
+    assert "adopt **ngram**" in verdict and "between-launch CV 12.0% from this hardware's calibration" in verdict

@@ -16,7 +16,7 @@ from ..warnings_ import CellWarning, cell_warnings
 from . import gates
 from .acceptance import _acceptance
 from .common import NAN, _ci, _key_nan, _safe_ratio
-from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means
+from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import _lossless
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
 
@@ -67,6 +67,9 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "lossless_prefix_mean",
     "outlier_count",
     "throughput_cv",
+    "launch_cv",
+    "repeat_cv",
+    "request_cv",
     "warnings",
 ]
 # An invalid cell (error rate above max_error_rate, or nothing succeeded) has no throughput or speedup.
@@ -138,6 +141,10 @@ def _summarize_cell(
         )
     wt = [cell.window_tp[w] for w in windows_seen]
     row["throughput_cv"] = stats.coefficient_of_variation(wt)
+    row.update(variance_levels(cell.window_tp, [[r.per_user for r in reqs if r.ok and (r.launch, r.repeat) == w]
+                                                for w in windows_seen]))
+    if n_launches < 2 and calibration is not None:
+        row["launch_cv"] = math.sqrt(calibration.rel_var)  # not measured here: the calibration's figure
     if valid:
         # cell throughput = mean over windows of the window throughput
         row["output_throughput_tok_s"] = m = stats.mean(wt)

@@ -63,3 +63,38 @@ def launch_components(mean: float, calibration: LaunchVariance | None, n_variant
         return []
     scale = n_variants if log else mean * mean
     return [(scale * calibration.rel_var, calibration.df)]
+
+
+def variance_levels(windows: dict[tuple[int, int], float], requests: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Coefficient of variation at each level (Kalibera & Jones 2013, two-level random-effects estimates):
+
+    launch_cv   between launches: sqrt(max(0, S1^2 - S2^2 / n2)) / mean, S1^2 = variance of the launch
+                means of the window throughputs, S2^2 = pooled variance of windows inside a launch, n2 =
+                mean windows per launch (NaN with fewer than 2 launches);
+    repeat_cv   between windows (repeats) inside a launch: sqrt(S2^2) / mean (NaN without 2 windows in
+                some launch);
+    request_cv  between requests inside a window: pooled within-window variance of the per-user speed
+                over its mean (`requests`: per-user speeds grouped by window).
+    """
+    by_launch: dict[int, list[float]] = {}
+    for (la, _), v in sorted(windows.items()):
+        if math.isfinite(v):
+            by_launch.setdefault(la, []).append(v)
+    allv = [v for vs in by_launch.values() for v in vs]
+    mean = float(np.mean(allv)) if allv else math.nan
+    within = [(float(np.var(vs, ddof=1)), len(vs) - 1) for vs in by_launch.values() if len(vs) >= 2]
+    s2 = sum(v * d for v, d in within) / sum(d for _, d in within) if within else math.nan
+    out = {"launch_cv": math.nan, "repeat_cv": math.nan, "request_cv": math.nan}
+    if mean > 0 and math.isfinite(s2):
+        out["repeat_cv"] = math.sqrt(s2) / mean
+    if mean > 0 and len(by_launch) >= 2:
+        s1 = float(np.var([np.mean(vs) for vs in by_launch.values()], ddof=1))
+        n2 = float(np.mean([len(vs) for vs in by_launch.values()]))
+        out["launch_cv"] = math.sqrt(max(0.0, s1 - (s2 / n2 if math.isfinite(s2) else 0.0))) / mean
+    groups = [[x for x in g if math.isfinite(x)] for g in requests]
+    req_within = [(float(np.var(g, ddof=1)), len(g) - 1, float(np.mean(g))) for g in groups if len(g) >= 2]
+    if req_within:
+        pooled = sum(v * d for v, d, _ in req_within) / sum(d for _, d, _ in req_within)
+        m = float(np.mean([x for g in groups for x in g]))
+        out["request_cv"] = math.sqrt(pooled) / m if m > 0 else math.nan
+    return out

@@ -26,7 +26,7 @@ NUMERIC_COLUMNS = (
     "speedup", "speedup_ci_low", "speedup_ci_high", "per_user_speedup", "per_user_speedup_ci_low",
     "per_user_speedup_ci_high", "tpot_speedup", "lossless_match_rate", "lossless_any_match_rate",
     "lossless_prefix_mean", "outlier_count", "throughput_cv", "launches", "speedup_ci_df", "full_accept_fraction",
-    "acceptance_unknown_windows",
+    "acceptance_unknown_windows", "launch_cv", "repeat_cv", "request_cv",
 )
 TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings",
                 "interval_unit")

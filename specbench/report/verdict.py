@@ -147,35 +147,61 @@ def _count(n: int, of: int) -> str:
     return f"all {of}" if n == of else f"{n} of {of}"
 
 
-def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: float) -> list[Inline]:
+def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: float,
+            indicative: bool = False) -> list[Inline]:
+    """One category group's statement. `indicative` (launch variance not in the intervals): the same
+    findings, worded as observations ("looks faster"), never as advice ("adopt", "baseline wins")."""
     on = ", ".join(categories)
     o = outcome
     clears = f"interval above {min_speedup:g}" if o.has_intervals else f"point estimate above {min_speedup:g}"
+    base_faster = "baseline looks faster" if indicative else "baseline wins"
     if o.kind in ("adopt_all", "adopt_upto") and o.blocked:
         where = "every measured concurrency" if o.kind == "adopt_all" else f"concurrency ≤ {o.limit}"
         return ["not adopted: ", Strong(variant), f" would pay at {where} on {on}, but sanity gate "
                 f"{', '.join(o.blocked)} fired (see Warnings for the remedy)"]
     if o.kind == "adopt_all":
-        parts: list[Inline] = ["adopt ", Strong(variant), f" at every measured concurrency (up to "
-                               f"{o.max_concurrency}) on {on} ({clears} at {_count(o.n_wins, o.n_points)} levels)"]
+        lead: list[Inline] = [Strong(variant), " looks faster"] if indicative else ["adopt ", Strong(variant)]
+        parts = lead + [f" at every measured concurrency (up to {o.max_concurrency}) on {on} ({clears} at "
+                        f"{_count(o.n_wins, o.n_points)} levels)"]
     elif o.kind == "adopt_upto":
-        above = "baseline wins above" if o.beaten_above else "no clear winner above"
-        parts = ["adopt ", Strong(variant), f" for concurrency ≤ {o.limit} on {on} ({clears} at "
-                 f"{_count(o.n_wins, o.n_points)} levels); {above}"]
+        above = f"{base_faster} above" if o.beaten_above else "no clear winner above"
+        lead = [Strong(variant), " looks faster"] if indicative else ["adopt ", Strong(variant)]
+        parts = lead + [f" for concurrency ≤ {o.limit} on {on} ({clears} at {_count(o.n_wins, o.n_points)} "
+                        f"levels); {above}"]
     elif o.kind == "never":
-        parts = [Strong(variant), f" never pays on {on}: speedup {fmt_span(o.speedup_min, o.speedup_max)}"
+        words = " looks slower on " if indicative else " never pays on "
+        parts = [Strong(variant), f"{words}{on}: speedup {fmt_span(o.speedup_min, o.speedup_max)}"
                  f", below 1.0 at {_count(o.n_losses, o.n_points)} measured levels"]
     elif o.kind == "mixed":
         losses = f", below 1.0 at {_csv(o.losses)}" if o.losses else ""
         parts = ["no consistent result for ", Strong(variant), f" on {on}: speedup clears {min_speedup:g} only at "
                  f"concurrency {_csv(o.wins)}{losses}"]
     else:
-        beaten = (f"; baseline wins at concurrency {_csv(o.losses)}" if o.losses
+        beaten = (f"; {base_faster} at concurrency {_csv(o.losses)}" if o.losses
                   else "; more launches or repeats would decide")
         undecided = o.n_points - o.n_wins - o.n_losses
         parts = [f"inconclusive on {on}: no clear win (speedup {fmt_span(o.speedup_min, o.speedup_max)}; "
                  f"{_count(undecided, o.n_points)} levels undecided, interval reaching below {min_speedup:g}){beaten}"]
     return parts
+
+
+def launch_basis(cells: pd.DataFrame, variant: str, baseline: str) -> tuple[bool, str]:
+    """(indicative, what the intervals rest on): launches per variant and the between-launch variance used.
+    Indicative unless every cell of the variant and the baseline has launch variance in its intervals
+    (2+ launches, or a calibration of this hardware)."""
+    c = cells[cells["variant"].isin([variant, baseline])]
+    units = set(c["interval_unit"].replace("", "repeat")) if "interval_unit" in c else {"repeat"}
+    launches = int(c["launches"].min()) if "launches" in c and c["launches"].notna().any() else 1
+    cv = c["launch_cv"].median() if "launch_cv" in c else math.nan
+    cv_text = f"between-launch CV {100 * cv:.1f}%" if not math.isnan(cv) else "between-launch CV not estimable"
+    per = f"{launches} launch{'es' if launches > 1 else ''} per variant"
+    if units == {"launch"}:
+        return False, f"{per}; {cv_text} (measured, in every interval)"
+    if units <= {"launch", "repeat+calibration"}:
+        return False, f"{per}; {cv_text} from this hardware's calibration, added to every interval"
+    return True, (f"indicative only: {per} and no calibration for this hardware, so the variance between "
+                  "launches (about 25% on a shared 2-core CPU) is not in the intervals; set sweep.launches >= 2 "
+                  "or run `specbench calibrate`")
 
 
 def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
@@ -188,10 +214,16 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     outcomes = category_outcomes(data.cells, data.break_even, variant, min_speedup)
     if not outcomes:
         return [Strong(variant), f": no valid measurements (status {status or 'unknown'})"], "warn"
+    indicative, basis = launch_basis(data.cells, variant, data.baseline)
+    no_interval = not all(o.has_intervals for o in outcomes.values())
+    indicative |= no_interval  # point estimates decide somewhere: observations, not advice
     if all(o.kind == "never" for o in outcomes.values()):
         allc = combine(list(outcomes.values()))
-        return [Strong(variant), " never pays: speedup ", Strong(fmt_span(allc.speedup_min, allc.speedup_max)),
-                f", below 1.0 at {_count(allc.n_losses, allc.n_points)} measured points; do not adopt"], "bad"
+        span = Strong(fmt_span(allc.speedup_min, allc.speedup_max))
+        below = f", below 1.0 at {_count(allc.n_losses, allc.n_points)} measured points"
+        if indicative:
+            return [Strong(variant), " looks slower: speedup ", span, f"{below} ({basis})"], "warn"
+        return [Strong(variant), " never pays: speedup ", span, f"{below}; do not adopt ({basis})"], "bad"
     groups: dict[tuple[Any, ...], list[str]] = {}
     for cat, o in outcomes.items():
         groups.setdefault((o.kind, o.limit, o.beaten_above, o.varies, o.blocked, o.n_points, o.n_wins,
@@ -200,12 +232,13 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     for _, cats in sorted(groups.items(), key=lambda kv: (-_RANK[kv[0][0]], -(kv[0][1] or 0))):
         if parts:
             parts.append("; ")
-        parts.extend(_phrase(variant, outcomes[cats[0]], cats, min_speedup))
+        parts.extend(_phrase(variant, outcomes[cats[0]], cats, min_speedup, indicative))
     if any(o.varies for o in outcomes.values()):
         parts.append(" (where output lengths disagree, the most conservative result; see the break-even table)")
-    if not all(o.has_intervals for o in outcomes.values()):
+    if no_interval:
         parts.append(" (some points have no interval, e.g. a single repeat: indicative only)")
+    parts.append(f" ({basis})")
     kinds = {o.kind for o in outcomes.values()}
     blocked = any(o.blocked for o in outcomes.values())
-    tone: Tone = "good" if kinds <= {"adopt_all", "adopt_upto"} and not blocked else "warn"
+    tone: Tone = "good" if kinds <= {"adopt_all", "adopt_upto"} and not blocked and not indicative else "warn"
     return parts, tone
