@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from .config import RunConfig
+from .errors import RunDirError, UsageError
 from .metrics.intervals import LaunchVariance
 
 FILE = "calibration.json"  # the copy inside a run directory
@@ -82,3 +84,36 @@ def load(path: Path) -> Calibration | None:
         return Calibration(**data)
     except (OSError, ValueError, TypeError):
         return None
+
+
+def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:
+    """The A/A calibration of a config: its baseline alone, launched `launches` times, same sweep."""
+    if launches < 2:
+        raise UsageError("calibrate: --launches must be at least 2 (one launch has no between-launch variance)")
+    sweep = cfg.sweep.model_copy(update={"launches": launches, "adaptive": None})
+    return cfg.model_copy(update={"name": f"{cfg.name}-calibration", "variants": [cfg.baseline], "sweep": sweep})
+
+
+def record(run_dir: Path, cfg: RunConfig, cache: Path | None = None) -> tuple[Calibration, Path]:
+    """Estimate the calibration from a finished calibration run and store it for this hardware."""
+    from . import environment
+
+    cells = pd.read_csv(run_dir / "cells.csv")
+    env = json.loads((run_dir / "environment.json").read_text())
+    engine = env.get("engine") or {}
+    hw = environment.hardware_fingerprint()
+    cal = estimate(cells, cfg.baseline.name, hardware=hw,
+                   engine=f"{engine.get('kind')} {engine.get('version') or ''}".strip(),
+                   model=str(cfg.model.path or f"demo:{cfg.model.demo}"), source_run=str(run_dir))
+    if cal is None:
+        raise RunDirError(f"calibrate: {run_dir} has no valid cell measured in 2 or more launches")
+    return cal, save(cal, store_path(hw, cache))
+
+
+def attach(run_dir: Path, hardware: dict[str, Any], cache: Path | None = None) -> Calibration | None:
+    """Copy this hardware's stored calibration into a run directory (so the run stays self-contained and
+    re-rendering it later gives the same intervals); None when this hardware has none."""
+    cal = load(store_path(hardware, cache))
+    if cal is not None:
+        save(cal, run_dir / FILE)
+    return cal

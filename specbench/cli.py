@@ -49,6 +49,22 @@ def _execute(cfg, opts) -> int:
     return 1 if failed else 0
 
 
+def _cmd_calibrate(a: argparse.Namespace) -> int:
+    from . import calibration
+    from .config import load_config
+    from .runner import RunOptions, run_matrix
+
+    cfg = calibration.calibration_config(load_config(a.config), a.launches)
+    result = run_matrix(cfg, RunOptions(out=Path(a.out) if a.out else None, force=a.force))
+    if any(s == "failed" for s in result.status.values()):
+        print(f"error: calibrate: the baseline failed; see {result.run_dir}", file=sys.stderr)
+        return 1
+    cal, path = calibration.record(result.run_dir, cfg)
+    print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
+          f"{cal.df:g} df) stored in {path}; later runs on this hardware with one launch per variant use it")
+    return 0
+
+
 def _cmd_bench(a: argparse.Namespace) -> int:
     from .config import parse_config
     from .runner import RunOptions
@@ -130,6 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--skip-preflight", action="store_true", help="skip checks before launch (not advised)")
     r.set_defaults(fn=_cmd_run)
 
+    cal = sub.add_parser("calibrate", help="A/A: launch the baseline several times and store this hardware's "
+                                           "between-launch variance for later runs")
+    cal.add_argument("config")
+    cal.add_argument("--launches", type=int, default=3, help="baseline launches (default 3, at least 2)")
+    cal.add_argument("--out", help="run directory of the calibration (default <output_dir>/<name>-calibration-...)")
+    cal.add_argument("--force", action="store_true", help="measure again into a non-empty --out")
+    cal.set_defaults(fn=_cmd_calibrate)
     b = sub.add_parser("bench", help="sweep one running OpenAI-compatible endpoint")
     b.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
     b.add_argument("--model", required=True, help="model name the endpoint serves")

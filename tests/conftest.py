@@ -59,13 +59,23 @@ def standin_argv(port: int, *flags: str, fmt: str = "vllm") -> list[str]:
 # its stdout (variants/<name>/server.log), appends the flags in `<faults dir>/<variant>.args` when that file
 # exists, and execs the stand-in (same pid). A test injects a fault by writing the file and heals the engine for
 # `--resume` by deleting it; the config (hence its hash and the fairness audit) is the same for every variant.
+# A variant may also vary by launch: `<variant>.launches` holds one line of flags per launch, taken in turn
+# (the wrapper counts this variant's launches in `<variant>.launches.count`).
 FAULT_WRAPPER = """import os, shlex, sys
 faults_dir, args = sys.argv[1], sys.argv[2:]
-variant = os.path.basename(os.path.dirname(os.readlink("/proc/self/fd/1")))
+parts = os.readlink("/proc/self/fd/1").split(os.sep)
+variant = parts[len(parts) - 1 - parts[::-1].index("variants") + 1]
 path = os.path.join(faults_dir, variant + ".args")
 if os.path.exists(path):
     with open(path) as fh:
         args += shlex.split(fh.read())
+per_launch = os.path.join(faults_dir, variant + ".launches")
+if os.path.exists(per_launch):
+    count = per_launch + ".count"
+    n = int(open(count).read()) if os.path.exists(count) else 0
+    open(count, "w").write(str(n + 1))
+    lines = open(per_launch).read().splitlines()
+    args += shlex.split(lines[n % len(lines)])
 os.execv(sys.executable, [sys.executable, "-m", "tests.standin.server", *args])
 """
 
@@ -110,6 +120,14 @@ def set_faults(root: Path, variant: str, flags: list[str] | None) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(shlex.join(flags))
+
+
+def set_launch_faults(root: Path, variant: str, per_launch: list[list[str]]) -> None:
+    """Stand-in flags for each successive launch of one variant (cycled), e.g. launch-level speed shifts."""
+    path = root / "faults" / f"{variant}.launches"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(shlex.join(f) for f in per_launch) + "\n")
+    (root / "faults" / f"{variant}.launches.count").unlink(missing_ok=True)
 
 
 def write_config(path: Path, data: dict[str, Any]) -> Path:

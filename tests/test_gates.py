@@ -95,6 +95,9 @@ def test_each_gate_fires_from_the_standin(tmp_path: Path, port: int, monkeypatch
         assert "gpu_drift" in codes(cells, v), v
         assert f"not adopted: **{v}**" in verdict or f"adopt **{v}**" not in verdict
     assert "adopt **" not in verdict.replace("not adopted", "")
+    report = (tmp_path / "run" / "report.md").read_text()
+    gates_part = report.split("## Sanity gates")[1].split("## ")[0]
+    assert "drafter inactive or misconfigured" in gates_part and "degenerate workload" in gates_part
     windows = [json.loads(line) for line in RunDir(tmp_path / "run").windows.read_text().splitlines()]
     assert all(w["extra"]["gpu"][0]["sm_clock_mhz"] in (1980.0, 1410.0) for w in windows)
 

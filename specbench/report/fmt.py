@@ -47,3 +47,9 @@ def fmt_span(lo: float, hi: float) -> str:
     """`1.10–1.35`, or one number when the ends agree to two decimals."""
     return fmt(lo) if abs(hi - lo) < 0.005 else f"{fmt(lo)}–{fmt(hi)}"
 
+
+
+def fmt_pct(x: Any, digits: int = 1) -> str:
+    """A fraction as a percentage ("4.2%"); UNDEFINED when missing."""
+    v = num(x)
+    return UNDEFINED if math.isnan(v) else f"{100 * v:.{digits}f}%"

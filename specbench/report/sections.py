@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from .document import Block, Bullets, Code, Heading, Image, Paragraph, Strong, Table, Tone
-from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp, num
+from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_pct, fmt_span, fmt_temp, num
 from .load import RunData
 from ..config import DEFAULT_MIN_SPEEDUP
 from .verdict import drafter_verdict
@@ -79,8 +79,8 @@ def verdict_section(data: RunData) -> list[Block]:
             Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
                        f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter) and "
                        "against it when the whole interval lies below 1.0; anything between decides nothing. A "
-                       "sanity gate (drafter inactive, degenerate workload, unknown acceptance, eager GPU engine, "
-                       "GPU drift) blocks adopting where it fired."], "note")]
+                       "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU "
+                       "engine, GPU drift) overrules a win."], "note")]
 
 
 def _min_speedup(data: RunData) -> float:
@@ -112,6 +112,43 @@ def intervals_section(data: RunData) -> list[Block]:
             Paragraph([f"Units in this run: {used}. Coverage of each method at 3, 5 and 10 units is simulated by "
                        "benchmarks/interval_coverage.py (table in docs/metrics.md). Fewer than 2 units: no "
                        "interval."], "note")]
+
+
+def variance_section(data: RunData) -> list[Block]:
+    """Variance at each level (Kalibera & Jones 2013): between launches, between repeats inside a launch,
+    between requests inside a window; medians over each variant's cells, as coefficients of variation."""
+    c = data.cells
+    if not len(c) or "launch_cv" not in c:
+        return []
+    rows = []
+    for variant, vc in c.groupby("variant", sort=False):
+        cal = set(vc["interval_unit"]) == {"repeat+calibration"}
+        launch = fmt_pct(vc["launch_cv"].median()) + (" (calibration)" if cal else "")
+        rows.append([str(variant), fmt_len(vc["launches"].max()), fmt_len(vc["repeats"].max()), launch,
+                     fmt_pct(vc["repeat_cv"].median()), fmt_pct(vc["request_cv"].median())])
+    return [Heading("Variance by level"),
+            Table(["variant", "launches", "windows per cell", "between launches", "between repeats",
+                   "between requests"], rows, numeric=frozenset(range(1, 6))),
+            Paragraph(["Coefficients of variation of output throughput (requests: per-user speed), medians over "
+                       "cells; between launches is the two-level estimate sqrt(S1² - S2²/n) / mean. Spend repetitions "
+                       "where the variance is: when launches vary more than repeats, more launches (sweep.launches) "
+                       "narrow the speedup interval and more repeats do not."], "note")]
+
+
+def gates_section(data: RunData) -> list[Block]:
+    """Every sanity gate that fired, with the variants it fired on and its remedy."""
+    from ..warnings_ import BLOCKING, REMEDY, WarningCode
+
+    fired: dict[str, set[str]] = {}
+    for _, r in data.cells.iterrows():
+        for code in str(r.get("warnings") or "").split(";"):
+            if code in BLOCKING:
+                fired.setdefault(code, set()).add(str(r["variant"]))
+    if not fired:
+        return []
+    return [Heading("Sanity gates"),
+            Bullets([[Strong(code), f" on {', '.join(sorted(vs))}: {REMEDY[WarningCode(code)]}"]
+                     for code, vs in sorted(fired.items())], "warn")]
 
 
 def plot_section(data: RunData) -> list[Block]:
