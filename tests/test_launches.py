@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from conftest import set_launch_faults, standin_config
 from specbench.config import parse_config
@@ -52,3 +53,47 @@ def test_one_launch_per_variant_is_only_indicative(tmp_path, model_dir, port, no
     assert (a2["interval_unit"] == "repeat").all() and (a2["speedup_ci_low"] > 1.05).all()
     assert "adopt" not in verdict and "baseline wins" not in verdict
     assert "**a2** looks faster" in verdict and "indicative only: 1 launch per variant" in verdict
+
+
+def test_launch_order_interleaves_and_window_ids_keep_old_runs() -> None:
+    from specbench.launches import launch_order, window_id
+
+    assert launch_order(["a", "b"], 2) == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+    assert launch_order(["a"], 1) == [("a", 1)]
+    assert window_id("a|p", 1, 2) == "a|p|r2" and window_id("a|p", 3, 2) == "a|p|l3r2"
+
+
+def test_variance_levels_two_level_estimate() -> None:
+    import math
+
+    from specbench.metrics.intervals import variance_levels
+
+    # launches with means 100 and 120, repeats +-2 around them: S1^2 = 200, S2^2 = 8, n2 = 2
+    w = {(1, 1): 98.0, (1, 2): 102.0, (2, 1): 118.0, (2, 2): 122.0}
+    lv = variance_levels(w, [[10.0, 12.0], [11.0, 11.0], [9.0, 13.0], [10.0, 10.0]])
+    assert lv["launch_cv"] == pytest.approx(math.sqrt(200 - 8 / 2) / 110)
+    assert lv["repeat_cv"] == pytest.approx(math.sqrt(8) / 110)
+    assert lv["request_cv"] == pytest.approx(math.sqrt((2 + 0 + 8 + 0) / 4) / 10.75)
+    one = variance_levels({(1, 1): 98.0, (1, 2): 102.0}, [])
+    assert math.isnan(one["launch_cv"]) and math.isnan(one["request_cv"])
+    # launch means closer than the repeats explain: the launch component is truncated at 0, not negative
+    assert variance_levels({(1, 1): 90.0, (1, 2): 110.0, (2, 1): 91.0, (2, 2): 111.0}, [])["launch_cv"] == 0.0
+
+
+def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
+    from specbench import calibration
+    from specbench.metrics.intervals import launch_components
+
+    cells = pd.DataFrame({"variant": ["b", "b", "x"], "valid": [True, True, True], "launches": [3, 3, 3],
+                          "launch_cv": [0.1, 0.2, 0.9]})
+    cal = calibration.estimate(cells, "b", hardware={"cpu": "c"}, engine="vllm", model="m", source_run="r")
+    assert cal is not None and cal.rel_var == pytest.approx((0.01 + 0.04) / 2) and cal.df == 2
+    assert calibration.estimate(cells.assign(launches=1), "b", hardware={}, engine="", model="",
+                                source_run="") is None
+    path = calibration.save(cal, calibration.store_path({"cpu": "c"}, tmp_path))
+    assert calibration.attach(tmp_path / "run", {"cpu": "other"}, tmp_path) is None  # another machine
+    (tmp_path / "run").mkdir()
+    assert calibration.attach(tmp_path / "run", {"cpu": "c"}, tmp_path) == cal
+    assert calibration.load(tmp_path / "run" / calibration.FILE) == calibration.load(path)
+    # one launch per variant: a speedup's log variance gains 2 x rel_var (two independent launches)
+    assert launch_components(1.0, cal.variance("x"), n_variants=2, log=True) == [(2 * cal.rel_var, 2.0)]

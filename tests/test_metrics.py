@@ -404,3 +404,20 @@ def test_columns_are_stable_and_empty_input() -> None:
     assert list(cells.columns) == metrics.CELL_COLUMNS
     empty = metrics.compute_cells(pd.DataFrame(), pd.DataFrame(), "base")
     assert list(empty.columns) == metrics.CELL_COLUMNS and empty.empty
+
+
+def test_calibration_adds_launch_variance_to_single_launch_intervals() -> None:
+    from specbench.metrics.intervals import LaunchVariance
+
+    rs = _two_variant_run([100, 101, 99], [120, 121, 119])
+    plain = one(cells_of(rs), "ngram")
+    cal = LaunchVariance(rel_var=0.01, df=2.0, source="test")
+    wide = one(cells_of(rs, calibration=cal), "ngram")
+    assert plain["interval_unit"] == "repeat" and wide["interval_unit"] == "repeat+calibration"
+    assert plain["speedup_ci_low"] > 1.15  # repeats inside one launch agree to 1%
+    # var(log R) = 2 x 0.0001 / 3 (repeats, tiny) + 2 x 0.01 (one launch each): df close to the calibration's 2
+    assert 1.9 < wide["speedup_ci_df"] < 2.1 and wide["speedup_ci_low"] < 1.0 < wide["speedup_ci_high"]
+    assert wide["launch_cv"] == pytest.approx(0.1)
+    # measured launches need no calibration: it is not applied
+    rs2 = [dict(r, launch=2 if r["repeat"] == 3 else 1) for r in rs]
+    assert one(cells_of(rs2, calibration=cal), "ngram")["interval_unit"] == "launch"
