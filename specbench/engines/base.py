@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import httpx
+from packaging.version import InvalidVersion, Version
 
 from ..config import RunConfig, VariantConfig
 from ..records import SpecDetails
@@ -149,20 +150,15 @@ class Engine(abc.ABC):
 
 
 def parse_version(v: str | None) -> tuple[int, ...] | None:
-    """"0.5.23" -> (0, 5, 23); "0.5.23+ddtree" -> (0, 5, 23); None or no leading digits -> None."""
+    """The release numbers of a version string, by PEP 440 (`packaging.version`): "0.5.23" -> (0, 5, 23);
+    a pre-release or local build counts as its release ("0.5.20rc1" and "0.5.23+ddtree" -> (0, 5, 20),
+    (0, 5, 23)). None when v is empty or not a version. The only version parser in specbench."""
     if not v:
         return None
-    parts: list[int] = []
-    for p in v.split("+")[0].split("."):
-        digits = ""
-        for ch in p:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
+    try:
+        return Version(v.strip()).release
+    except InvalidVersion:
+        return None
 
 
 @functools.lru_cache(maxsize=32)
