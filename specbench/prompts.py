@@ -103,9 +103,11 @@ def _file(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UsageError(f"{where}.path: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{where}.path: {path} is not UTF-8 text (byte {exc.start})") from None
     rows = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

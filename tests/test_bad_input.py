@@ -80,13 +80,13 @@ def delp(path: str) -> Callable[[dict[str, Any], Path], None]:
     return apply
 
 
-def prompt_file(content: str | None, as_dir: bool = False) -> Callable[[dict[str, Any], Path], None]:
+def prompt_file(content: str | bytes | None, as_dir: bool = False) -> Callable[[dict[str, Any], Path], None]:
     def apply(cfg: dict[str, Any], tmp: Path) -> None:
         p = tmp / "prompts.jsonl"
         if as_dir:
             p.mkdir()
         elif content is not None:
-            p.write_text(content)
+            p.write_bytes(content if isinstance(content, bytes) else content.encode())
         cfg["sweep"]["prompts"] = [{"set": "file", "path": str(p)}]
 
     return apply
@@ -186,7 +186,30 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any], Path], None]], list[str]]]
     ("port-out-of-range", [setp("engine.port", 70000)], ["engine.port"]),
     ("zero-startup-timeout", [setp("engine.startup_timeout_s", 0)], ["engine.startup_timeout_s"]),
     ("env-not-a-mapping", [setp("engine.env", ["A=1"])], ["engine.env"]),
+    # non-finite numbers (YAML .nan / .inf) anywhere in the config
+    ("nan-temperature", [setp("sweep.temperatures", [0.0, float("nan")])], ["sweep.temperatures[1]", "finite"]),
+    ("inf-temperature", [setp("sweep.temperatures", [float("inf")])], ["sweep.temperatures[0]", "finite"]),
+    ("inf-startup-timeout", [setp("engine.startup_timeout_s", float("inf"))], ["engine.startup_timeout_s", "finite"]),
+    ("nan-request-timeout", [setp("sweep.request_timeout_s", float("nan"))], ["sweep.request_timeout_s", "finite"]),
+    ("nan-error-rate", [setp("sweep.max_error_rate", float("nan"))], ["sweep.max_error_rate", "finite"]),
+    ("nan-drafter-param", [setp("variants[1].params", {"num_tokens": 3, "lookup_min": float("nan")})],
+     ["variants[1].params.lookup_min", "finite"]),
+    ("nan-chat-template-kwarg", [setp("sweep.chat_template_kwargs", {"budget": float("-inf")})],
+     ["sweep.chat_template_kwargs.budget", "finite"]),
+    # a drafter named by import target that is not a Drafter
+    ("drafter-target-not-a-drafter", [setp("variants[1].drafter", "json:dumps")],
+     ["variants[1].drafter", "not a specbench Drafter"]),
+    ("drafter-target-missing", [setp("variants[1].drafter", "no_such_module_x:Medusa")],
+     ["variants[1].drafter", "cannot import"]),
+    ("prompt-file-not-utf8", [prompt_file(b'{"category": "a", "prompt": "caf\xe9"}\n')],
+     ["sweep.prompts[0].path", "UTF-8"]),
+    ("prompt-path-without-file-set", [setp("sweep.prompts", [{"set": "seed", "path": "x.jsonl"}])],
+     ["sweep.prompts[0].path", "set: file"]),
+    ("unknown-demo-model-name", [setp("model", {"demo": "llama70b"})], ["model.demo", "llama70b"]),
 ]
+
+# Problems of this machine, not of the config: run refuses them, validate lists them without failing.
+HOST_ONLY = {"missing-model-path", "missing-tokenizer", "api-key-env-unset"}
 
 
 @pytest.mark.parametrize("case_id,mutations,needles", CASES, ids=[c[0] for c in CASES])
@@ -203,6 +226,31 @@ def test_bad_config(case_id, mutations, needles, tmp_path, monkeypatch, capsys):
     assert_no_survivors(within_s=2)
 
 
+@pytest.mark.parametrize("case_id,mutations,needles", [c for c in CASES if c[0] not in HOST_ONLY],
+                         ids=[c[0] for c in CASES if c[0] not in HOST_ONLY])
+def test_validate_refuses_what_run_refuses(case_id, mutations, needles, tmp_path, monkeypatch, capsys):
+    """`specbench validate` checks everything run checks before launching: never "OK" for these."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = base_config(model)
+    for m in mutations:
+        m(cfg, tmp_path)
+    path = write_config(tmp_path / "bad.yaml", cfg)
+    try:
+        code = main(["validate", str(path)])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text and "OK:" not in out.out, text
+    assert code == 2, f"exit code {code}: {text}"
+    err = [ln for ln in out.err.splitlines() if ln.strip()]
+    if err:  # refused while loading: one error line, as run says it
+        assert_one_line_error(code, err, out.err, *needles)
+    else:  # refused by the preflight checks: listed under "Refused before launch"
+        refused = out.out.split("Refused before launch:", 1)[1]
+        assert all(n in refused for n in needles), refused
+
+
 # -- files that are not configs ---------------------------------------------------------------------------
 @pytest.mark.parametrize("text,needles", [
     ("model: {path: /m\nvariants: [", ["invalid YAML"]),
@@ -210,10 +258,12 @@ def test_bad_config(case_id, mutations, needles, tmp_path, monkeypatch, capsys):
     ("- a\n- b\n", ["mapping"]),
     ("just a string\n", ["mapping"]),
     ("", ["mapping"]),
-], ids=["unclosed-flow", "tab-indent", "yaml-list", "yaml-scalar", "empty-file"])
+    (b"name: caf\xe9\n", ["not UTF-8", "byte 9"]),
+    (b"\xff\xfename: a\n", ["not UTF-8", "byte 0"]),
+], ids=["unclosed-flow", "tab-indent", "yaml-list", "yaml-scalar", "empty-file", "latin-1", "utf-16-bom"])
 def test_not_a_config(text, needles, tmp_path, capsys):
     path = tmp_path / "c.yaml"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     code, lines, raw = run_cli(["run", str(path)], capsys)
     assert_one_line_error(code, lines, raw, str(path), *needles)
 
