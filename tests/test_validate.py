@@ -175,3 +175,14 @@ def add_cli_args(parser):
     assert mod.flags_in_source(src) == {"--speculative-num-steps", "--speculative-draft-model-path",
                                         "--speculative-draft-model", "--port", "--tp-size",
                                         "--tensor-parallel-size"}
+
+
+def test_closing_line_names_the_input_length_padding_it_cannot_check(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "empty-cache"))
+    data = yaml.safe_load((REPO / "configs" / "demo-cpu.yaml").read_text())
+    data["sweep"]["input_lens"] = [512]
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data))
+    rc, text = run(p)
+    assert rc == 0 and text.strip().splitlines()[-1].endswith(
+        "Not checked: padding prompts to sweep.input_lens (needs the tokenizer).")
