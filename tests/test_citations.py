@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # Material that is not in the repository (written split so that this file does not match itself).
-UNREACHABLE = ("REFERENCE" + ".md", "the seed" + "'s", "../shared/")
+UNREACHABLE = ("REFERENCE" + ".md", "the seed" + "'s", "../" + "shared/")
 
 
 def test_no_citation_of_material_outside_the_repository() -> None:
