@@ -51,7 +51,8 @@ class VLLMEngine(Engine):
 
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
         samples = await scrape(http, metrics_url, prefix="vllm:")
-        # a counter vLLM does not export stays None (absent from the window's deltas): never read as 0
+        # A counter this server does not expose stays None (absent from the window's delta), never 0:
+        # accepted = 0 would read as "nothing accepted" and show acceptance 1.00 for missing data.
         out: dict[str, Any] = {k: total(samples, name) for k, name in COUNTERS.items()}
         per_pos: dict[int, float] = {}
         for labels, value in samples.get(PER_POSITION, {}).items():

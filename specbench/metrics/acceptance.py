@@ -76,30 +76,33 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_la
             [sp.get("accept_histogram") for _, sp in with_steps]
         )
 
-    # Source 2: window counter deltas (vLLM spec_decode counters). A negative delta means the counters
-    # were reset (the engine restarted): that window's acceptance is unknown, never read as 0.
+    # Source 2: window counter deltas (vLLM spec_decode counters, or a command engine's verify-step counter).
+    # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
     win, unknown = _counter_windows(windows, reqs)
     out["acceptance_unknown_windows"] = unknown
     if win:
-        gen = sum(w.generation_tokens for w in win)
-        accepted = sum(w.num_accepted_tokens for w in win)
-        drafts = sum(w.num_drafts for w in win)
-        draft_tokens = sum(w.num_draft_tokens for w in win)
-        out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
+        drafted = [w for w in win if math.isfinite(w.num_accepted_tokens)]
+        accepted = sum(w.num_accepted_tokens for w in drafted)
+        drafts = sum(w.num_drafts for w in drafted)
+        if drafted:
+            out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
         if out["acceptance_source"] == "none":
-            out["acceptance_length"] = tau_from_counters(gen, accepted)
+            g = [w.generation_tokens for w in win]
+            s = [w.steps for w in win]
+            out["acceptance_length"] = _safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if out["acceptance_source"] == "counters":
-                g: dict[Any, float] = {}
-                st: dict[Any, float] = {}
+                gu: dict[Any, float] = {}
+                su: dict[Any, float] = {}
                 for w in win:
                     u = unit_key(w.launch, w.repeat, n_launches)
-                    g[u] = g.get(u, 0.0) + w.generation_tokens
-                    st[u] = st.get(u, 0.0) + w.generation_tokens - w.num_accepted_tokens
-                units = sorted(g, key=repr)
-                ci = stats.ratio_estimator_ci([g[u] for u in units], [st[u] for u in units])
+                    gu[u] = gu.get(u, 0.0) + w.generation_tokens
+                    su[u] = su.get(u, 0.0) + w.steps
+                units = sorted(gu, key=repr)
+                ci = stats.ratio_estimator_ci([gu[u] for u in units], [su[u] for u in units])
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = _ci(ci.bounds)
-            out["acceptance_rate"] = _safe_ratio(accepted, draft_tokens)
+            if drafted:
+                out["acceptance_rate"] = _safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
         positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
             width = max(len(p) for p in positions)
@@ -108,6 +111,7 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_la
                 summed[: len(p)] += np.asarray(p, dtype=float)
             # per-position acceptance = accepted at draft position i / drafts (vLLM's definition)
             out["acceptance_per_position"] = [float(x) for x in summed / drafts]
+            draft_tokens = sum(w.num_draft_tokens for w in drafted)
             if math.isnan(out["full_accept_fraction"]) and draft_tokens > 0:
                 # drafting steps that accepted every draft = accepted at the last position (k = tokens/drafts)
                 k = round(draft_tokens / drafts)
@@ -152,14 +156,22 @@ class _WindowCounters:
     launch: int
     repeat: int
     generation_tokens: float
-    num_accepted_tokens: float
+    num_accepted_tokens: float  # NaN: the engine has no accepted-token counter (verify_steps instead)
     num_drafts: float
     num_draft_tokens: float
+    verify_steps: float  # NaN unless the engine counts verify steps itself (engine.acceptance_metric)
     per_position_accepted: list[float] | None
+
+    @property
+    def steps(self) -> float:
+        """Target steps in the window: counted, else generated - accepted (each step adds accepted + 1)."""
+        if math.isfinite(self.verify_steps):
+            return self.verify_steps
+        return self.generation_tokens - self.num_accepted_tokens
 
 
 RESET_TOLERANCE = 0.01
-SPEC_COUNTERS = ("num_accepted_tokens", "num_drafts", "num_draft_tokens", "generation_tokens")
+SPEC_COUNTERS = ("num_accepted_tokens", "num_drafts", "num_draft_tokens", "generation_tokens", "verify_steps")
 
 
 def _counters_reset(c: dict[str, Any], per_position: Any, gen: float, delivered: float) -> bool:
@@ -172,8 +184,9 @@ def _counters_reset(c: dict[str, Any], per_position: Any, gen: float, delivered:
 
 def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_WindowCounters], int]:
     """Counter deltas per window (generation tokens fall back to the window's successful usage sum), and
-    how many windows have counters but no usable acceptance: spec counters missing, or one went
-    backwards (a reset: the engine restarted)."""
+    how many windows have counters but no usable acceptance. A window counts when it has an accepted-token
+    or a verify-step delta; one without either (a counter the engine does not expose is absent, never 0)
+    or whose counters were reset inside it (the engine restarted) is unknown, never 1.0."""
     out: list[_WindowCounters] = []
     unknown = 0
     usage: dict[tuple[int, int], float] = {}
@@ -187,7 +200,8 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_Win
         launch = int(_num(w.get("launch"))) if math.isfinite(_num(w.get("launch"))) else 1
         delivered = usage.get((launch, int(w["repeat"])), NAN)
         gen = _num(c.get("generation_tokens"))
-        if c.get("num_accepted_tokens") is None or _counters_reset(c, w.get("per_position_accepted"), gen, delivered):
+        no_acceptance = c.get("num_accepted_tokens") is None and c.get("verify_steps") is None
+        if no_acceptance or _counters_reset(c, w.get("per_position_accepted"), gen, delivered):
             unknown += 1
             continue
         if not math.isfinite(gen):
@@ -200,8 +214,8 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_Win
                 num_accepted_tokens=_num(c.get("num_accepted_tokens")),
                 num_drafts=_num(c.get("num_drafts")),
                 num_draft_tokens=_num(c.get("num_draft_tokens")),
+                verify_steps=_num(c.get("verify_steps")),
                 per_position_accepted=_opt_list(w.get("per_position_accepted")),
             )
         )
-    kept = [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
-    return kept, unknown
+    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.steps)], unknown
