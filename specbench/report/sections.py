@@ -130,7 +130,8 @@ def variance_section(data: RunData) -> list[Block]:
             Table(["variant", "launches", "windows per cell", "between launches", "between repeats",
                    "between requests"], rows, numeric=frozenset(range(1, 6))),
             Paragraph(["Coefficients of variation of output throughput (requests: per-user speed), medians over "
-                       "cells; between launches is the two-level estimate sqrt(S1² - S2²/n) / mean. Spend repetitions "
+                       "cells; between launches is the two-level estimate sqrt(S1² - S2²/n) / mean. Spend "
+                       "repetitions "
                        "where the variance is: when launches vary more than repeats, more launches (sweep.launches) "
                        "narrow the speedup interval and more repeats do not."], "note")]
 
