@@ -47,5 +47,5 @@ def test_shipped_configs_load(name):
 
 def test_demo_full_extends_the_demo():
     demo, full = load_config(REPO / "configs/demo-cpu.yaml"), load_config(REPO / "configs/demo-cpu-full.yaml")
-    assert full.sweep.repeats == 3 and full.sweep.prompts[0].categories is None
+    assert (full.sweep.launches, full.sweep.repeats) == (3, 1) and full.sweep.prompts[0].categories is None
     assert full.variants == demo.variants and full.sweep.output_lens == demo.sweep.output_lens
