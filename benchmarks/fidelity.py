@@ -49,7 +49,7 @@ from specbench.plan import Sweep, SweepPoint, build_sweep, window_requests
 from specbench.prompts import load_prompts
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
-from specbench.server import EngineProcess, port_in_use
+from specbench.process import EngineProcess, port_in_use
 
 from .common import REPO, BenchServe, attach, command_line, generated_header, notes_marker, write_generated
 

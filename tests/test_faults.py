@@ -88,7 +88,7 @@ def test_engine_start_error_carries_exit_code_and_log_tail(tmp_path, port, no_su
     import asyncio
 
     from specbench.engines.base import LaunchSpec
-    from specbench.server import EngineProcess
+    from specbench.process import EngineProcess
 
     argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--exit-during-startup", "7",
             "--startup-error", "ValueError: bad --max-model-len (simulated)"]

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 from rich.console import Console
 
-from specbench.summary import print_summary
+from specbench.report.terminal import print_summary
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO

@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .rundir import RunDir
+from ..rundir import RunDir
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:
@@ -61,7 +61,7 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
 
 def warning_lines(cells: pd.DataFrame) -> list[str]:
     """One line per warning code: how many cells, an example, and the remedy."""
-    from .warnings_ import REMEDY, WarningCode
+    from ..metrics.warnings import REMEDY, WarningCode
 
     if cells.empty or "warnings" not in cells:
         return []

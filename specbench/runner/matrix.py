@@ -14,11 +14,15 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import RunConfig
+import yaml
+
+from ..config import RunConfig, parse_config
 from ..errors import Interrupted, PreflightError, RunDirError
+from ..metrics import break_even_table, compute_cells
 from ..progress import Reporter, make_reporter
+from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
-from ..rundir import RunDir
+from ..rundir import RunDir, atomic_write, records_frame
 from .prepare import Plan, check_run_dir, config_hash, default_run_path, open_run_dir, prepare_plan, write_side_files
 from .scheduler import launch_order, run_schedule
 from .session import RecordSink
@@ -148,8 +152,13 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
     return result
 
 
-def finalize(rd: RunDir, cfg: RunConfig) -> None:
-    """Derive cells.csv and break_even.csv from the raw records, then render the report."""
-    from ..analysis import analyse_run_dir
-
-    analyse_run_dir(rd, cfg)
+def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
+    """Raw records -> cells.csv and break_even.csv (rewritten atomically), then the report; returns the
+    report's paths. Re-runnable at any time (`specbench report`)."""
+    if cfg is None:
+        cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
+    cells = compute_cells(records_frame(rd.request_records()), records_frame(rd.window_records()),
+                          baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
+    atomic_write(rd.cells, cells.to_csv(index=False))
+    atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    return render(rd.path)

@@ -25,7 +25,7 @@ from ..launch import VariantLaunch, redact_env
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
 from ..rundir import JsonlAppender, RunDir, atomic_write, write_json
-from ..server import EngineProcess, port_in_use, port_owner
+from ..process import EngineProcess, port_in_use, port_owner
 
 
 def api_headers(engine: EngineConfig) -> dict[str, str] | None:
