@@ -71,9 +71,16 @@ def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None) -> Sweep:
     return Sweep(points=points, prompts=dict(by_cat), padded=padded)
 
 
+def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
+    """A window's id: `<cell>|r<repeat>` in a variant's first launch (as runs without launches have always
+    written it, so they resume unchanged), `<cell>|l<launch>r<repeat>` in later launches."""
+    return f"{cell_id}|r{repeat}" if launch == 1 else f"{cell_id}|l{launch}r{repeat}"
+
+
 def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: str,
-                    repeat: int) -> list[PlannedRequest]:
-    """The requests of one window: waves x concurrency, prompts of the category in rotation."""
+                    repeat: int, launch: int = 1) -> list[PlannedRequest]:
+    """The requests of one window: waves x concurrency, prompts of the category in rotation. Every launch
+    sends the same requests (same prompts, seeds, lengths), so launches and variants compare like for like."""
     key = point.key(variant)
     prompts = sweep.prompts[point.category]
     n = cfg.sweep.waves * point.concurrency
@@ -84,13 +91,13 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
         spec = request_spec(cfg, text, point.output_len, point.temperature, seed=cfg.sweep.seed + index)
         out.append(PlannedRequest(spec=spec, fields=dict(
             variant=variant, cell_id=key.cell_id, point_id=key.point_id,
-            window_id=f"{key.cell_id}|r{repeat}", category=point.category, prompt_id=prompt.id,
+            window_id=window_id(key.cell_id, repeat, launch), category=point.category, prompt_id=prompt.id,
             input_len=point.input_len, output_len=point.output_len, concurrency=point.concurrency,
-            temperature=point.temperature, repeat=repeat, index=index, warmup=False)))
+            temperature=point.temperature, launch=launch, repeat=repeat, index=index, warmup=False)))
     return out
 
 
-def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str) -> list[PlannedRequest]:
+def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:
     """Warmup: the first prompts of the sweep at its shortest output length; recorded, flagged, unused."""
     all_prompts = [p for ps in sweep.prompts.values() for p in ps]
     out_len = min(cfg.sweep.output_lens)
@@ -101,7 +108,7 @@ def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str) -> list[PlannedR
         out.append(PlannedRequest(spec=spec, fields=dict(
             variant=variant, cell_id=f"{variant}|warmup", point_id="warmup", window_id=f"{variant}|warmup",
             category=prompt.category, prompt_id=prompt.id, output_len=out_len, concurrency=1,
-            temperature=0.0, repeat=0, index=index, warmup=True)))
+            temperature=0.0, launch=launch, repeat=0, index=index, warmup=True)))
     return out
 
 

@@ -19,7 +19,7 @@ from conftest import REPO, make_model_dir
 from specbench.config import parse_config
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
-from specbench.warnings_ import BLOCKING
+from specbench.metrics.warnings import BLOCKING
 
 FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"
 

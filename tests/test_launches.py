@@ -56,11 +56,13 @@ def test_one_launch_per_variant_is_only_indicative(tmp_path, model_dir, port, no
 
 
 def test_launch_order_interleaves_and_window_ids_keep_old_runs() -> None:
-    from specbench.launches import launch_order, window_id
+    from specbench.plan import window_id
+    from specbench.runner.scheduler import launch_order
+    from specbench.runner.unit import LaunchUnit
 
-    assert launch_order(["a", "b"], 2) == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
-    assert launch_order(["a"], 1) == [("a", 1)]
-    assert window_id("a|p", 1, 2) == "a|p|r2" and window_id("a|p", 3, 2) == "a|p|l3r2"
+    assert launch_order(["a", "b"], 2) == [LaunchUnit("a", 1), LaunchUnit("b", 1), LaunchUnit("a", 2),
+                                           LaunchUnit("b", 2)]
+    assert window_id("a|p", 2) == "a|p|r2" and window_id("a|p", 2, launch=3) == "a|p|l3r2"
 
 
 def test_variance_levels_two_level_estimate() -> None:

@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import CellWarning, cell_warnings
 from . import gates
 from .acceptance import _acceptance
 from .common import NAN, _ci, _key_nan, _safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import _lossless
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
+from .warnings import CellWarning, cell_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [

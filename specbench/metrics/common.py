@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 NAN = math.nan
+MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
 
 
 def _ci(interval: tuple[float | None, float | None]) -> tuple[float, float]:

@@ -2,7 +2,7 @@
 
 Each returns typed CellWarnings per variant (the cells of that variant carry them, and the verdict does
 not say "adopt" where one fired). Cell-level gates (degenerate workload, unknown acceptance) live in
-warnings_.cell_warnings next to the other cell warnings. Thresholds are in warnings_.
+metrics/warnings.cell_warnings next to the other cell warnings. Thresholds are in metrics/warnings.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..warnings_ import (GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning, WarningCode)
+from .warnings import GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning, WarningCode
 
 # Launch flags that turn CUDA graphs off: vLLM, SGLang.
 EAGER_FLAGS = ("--enforce-eager", "--disable-cuda-graph")

@@ -138,7 +138,7 @@ def variance_section(data: RunData) -> list[Block]:
 
 def gates_section(data: RunData) -> list[Block]:
     """Every sanity gate that fired, with the variants it fired on and its remedy."""
-    from ..warnings_ import BLOCKING, REMEDY, WarningCode
+    from ..metrics.warnings import BLOCKING, REMEDY, WarningCode
 
     fired: dict[str, set[str]] = {}
     for _, r in data.cells.iterrows():

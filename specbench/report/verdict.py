@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
-from ..warnings_ import BLOCKING
+from ..metrics.warnings import BLOCKING
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData

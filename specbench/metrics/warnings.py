@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from .common import MIN_REPEATS_FOR_INTERVAL
+
 # Thresholds, written once.
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
 HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
@@ -18,7 +20,6 @@ INACTIVE_TOLERANCE = 0.01  # a drafter whose pooled acceptance length is within 
 DEGENERATE_FRACTION = 0.95  # verify steps that accepted every draft: at or above this the prompts are degenerate
 GPU_CLOCK_DRIFT = 0.05  # mean SM clock of a variant's windows vs the baseline's, relative
 GPU_TEMP_DRIFT_C = 10.0  # mean GPU temperature of a variant's windows vs the baseline's, degrees C
-MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
 
 
 class WarningCode(str, Enum):
