@@ -41,5 +41,6 @@ def test_aa_on_vllm_cpu_gives_no_advice(tmp_path: Path) -> None:
     verdict = (tmp_path / "aa" / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
     assert "adopt" not in verdict and "baseline wins" not in verdict
     assert "2 launches per variant; between-launch CV" in verdict
+    assert "## Sanity gates" not in (tmp_path / "aa" / "report.md").read_text()  # a2 does not draft: no gate
     left = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
     assert not [c for c in left if "vllm" in c and str(cfg.engine.port) in c]  # no engine left running

@@ -421,3 +421,18 @@ def test_calibration_adds_launch_variance_to_single_launch_intervals() -> None:
     # measured launches need no calibration: it is not applied
     rs2 = [dict(r, launch=2 if r["repeat"] == 3 else 1) for r in rs]
     assert one(cells_of(rs2, calibration=cal), "ngram")["interval_unit"] == "launch"
+
+
+def test_missing_or_reset_counters_leave_acceptance_unknown_except_for_plain_decoding() -> None:
+    rs = [req("base", n_out=100, output_len=100), req("ngram", n_out=100, output_len=100),
+          req("a2", n_out=100, output_len=100)]
+    only_gen = {"generation_tokens": 100.0}  # vLLM without a speculative config: no spec_decode counters
+    cells = cells_of(rs, windows_for(rs, counters=only_gen), plain=frozenset({"a2"}))
+    ngram, a2 = one(cells, "ngram"), one(cells, "a2")
+    assert math.isnan(ngram["acceptance_length"]) and "acceptance_unknown" in ngram["warnings"]
+    assert a2["acceptance_length"] == 1.0 and "acceptance_unknown" not in a2["warnings"]  # A/A: not a drafter
+    # a reset inside the window: the engine counted fewer tokens than the responses carried
+    reset = {"generation_tokens": 40.0, "num_accepted_tokens": 20.0, "num_drafts": 10.0, "num_draft_tokens": 30.0}
+    cells = cells_of(rs[:2], windows_for(rs[:2], counters=reset))
+    assert math.isnan(one(cells, "ngram")["acceptance_length"])
+    assert one(cells, "ngram")["acceptance_unknown_windows"] == 1

@@ -33,9 +33,10 @@ def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
     return 1.0 + accepted_tokens / num_drafts
 
 
-def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_launches: int) -> dict[str, Any]:
+def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_plain: bool, n_launches: int) -> dict[str, Any]:
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
-    fraction of verify steps that accepted every draft (full_accept_fraction)."""
+    fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
+    decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""
     out: dict[str, Any] = {
         "acceptance_length": NAN,
         "acceptance_length_ci_low": NAN,
@@ -117,7 +118,7 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, n_la
                 k = round(draft_tokens / drafts)
                 out["full_accept_fraction"] = float(summed[k - 1] / drafts) if 0 < k <= width else NAN
 
-    if out["acceptance_source"] == "none" and is_baseline:
+    if out["acceptance_source"] == "none" and is_plain:
         out["acceptance_length"] = 1.0  # plain decoding: one token per target step
     return out
 

@@ -103,6 +103,7 @@ def _summarize_cell(
     windows: pd.DataFrame,
     *,
     is_baseline: bool,
+    is_plain: bool,
     max_error_rate: float,
     calibration: LaunchVariance | None = None,
 ) -> _Cell:
@@ -171,7 +172,7 @@ def _summarize_cell(
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
-    row.update(_acceptance(reqs, windows, is_baseline, n_launches))
+    row.update(_acceptance(reqs, windows, is_plain, n_launches))
     return cell
 
 
@@ -212,12 +213,12 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
 
 
 def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, baseline: str,
-                   run_gates: dict[str, list[CellWarning]]) -> dict[str, list[CellWarning]]:
+                   run_gates: dict[str, list[CellWarning]], plain: frozenset[str]) -> dict[str, list[CellWarning]]:
     """Gate warnings that concern a whole variant: drafter inactive, GPU drift, and those given."""
     out: dict[str, list[CellWarning]] = {v: list(ws) for v, ws in run_gates.items()}
     by_variant: dict[str, list[tuple[float, float]]] = {}
     for c in cells:
-        if not c.row["is_baseline"] and c.row["acceptance_source"] != "none":
+        if c.row["variant"] not in plain and not c.row["is_baseline"] and c.row["acceptance_source"] != "none":
             tokens = float(sum(r.n_out for r in c.reqs if r.ok and math.isfinite(r.n_out)))
             by_variant.setdefault(c.row["variant"], []).append((tokens, c.row["acceptance_length"]))
     for variant, pairs in by_variant.items():
@@ -236,12 +237,15 @@ def compute_cells(
     max_error_rate: float = 0.0,
     calibration: LaunchVariance | None = None,
     run_gates: dict[str, list[CellWarning]] | None = None,
+    plain: frozenset[str] = frozenset(),
 ) -> pd.DataFrame:
     """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md).
 
     `calibration`: a between-launch variance measured earlier on this hardware, added to the intervals of
     cells whose variant ran in a single launch. `run_gates`: per variant, gate warnings found outside the
-    records (e.g. eager launch flags); they are attached to every cell of that variant."""
+    records (e.g. eager launch flags); they are attached to every cell of that variant. `plain`: variants
+    that decode without drafting besides the baseline (an A/A check's second name): acceptance 1.0 by
+    definition, and no acceptance gate applies to them."""
     req = measured_requests(requests, windows)
     if req.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
@@ -257,6 +261,7 @@ def compute_cells(
                 _to_reqs(df),
                 win,
                 is_baseline=key["variant"] == baseline,
+                is_plain=key["variant"] == baseline or key["variant"] in plain,
                 max_error_rate=max_error_rate,
                 calibration=calibration,
             )
@@ -271,7 +276,7 @@ def compute_cells(
                     key = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
                     base_by_prompt.setdefault(key, []).append(r)
 
-    variant_gates = _variant_gates(cells, windows, baseline, run_gates or {})
+    variant_gates = _variant_gates(cells, windows, baseline, run_gates or {}, plain)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -303,7 +308,8 @@ def compute_cells(
             concurrency=row["concurrency"],
             has_baseline=has_base,
             full_accept_fraction=row["full_accept_fraction"],
-            unknown_acceptance_windows=int(row["acceptance_unknown_windows"] or 0),
+            unknown_acceptance_windows=(0 if row["variant"] in plain
+                                        else int(row["acceptance_unknown_windows"] or 0)),
         ) + variant_gates.get(row["variant"], [])
         row["warnings"] = ";".join(w.code.value for w in ws)
 

@@ -196,7 +196,7 @@ def launch_basis(cells: pd.DataFrame, variant: str, baseline: str) -> tuple[bool
     cv_text = f"between-launch CV {100 * cv:.1f}%" if not math.isnan(cv) else "between-launch CV not estimable"
     per = f"{launches} launch{'es' if launches > 1 else ''} per variant"
     if units == {"launch"}:
-        return False, f"{per}; {cv_text} (measured, in every interval)"
+        return False, f"{per}; {cv_text}, measured and in every interval"
     if units <= {"launch", "repeat+calibration"}:
         return False, f"{per}; {cv_text} from this hardware's calibration, added to every interval"
     return True, (f"indicative only: {per} and no calibration for this hardware, so the variance between "

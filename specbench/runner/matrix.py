@@ -163,6 +163,13 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
     return result
 
 
+def plain_variants(cfg: RunConfig) -> frozenset[str]:
+    """Variants that decode without a drafter (autoregressive under another name, as in an A/A check)."""
+    from ..drafter import get_drafter
+
+    return frozenset(v.name for v in cfg.variants if not get_drafter(v.drafter).speculative)
+
+
 def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     """Gate warnings read from the run directory rather than the records: a GPU engine launched without
     CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
@@ -180,7 +187,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     cal = calibration.load(rd.path / calibration.FILE)
     cells = compute_cells(records_frame(rd.request_records()), records_frame(rd.window_records()),
                           baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate,
-                          run_gates=launch_gates(rd),
+                          run_gates=launch_gates(rd), plain=plain_variants(cfg),
                           calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None)
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
