@@ -17,10 +17,9 @@ from .. import environment
 from ..config import RunConfig, check_model_context, dump_config
 from ..engines.base import Engine
 from ..errors import ConfigError, RunDirError
-from ..launch import VariantLaunch, make_engine, plan_launches
+from ..launch import VariantLaunch, api_headers, make_engine, plan_launches
 from ..plan import Sweep, build_sweep
 from ..rundir import RunDir, atomic_write, write_json
-from .session import api_headers
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
 
