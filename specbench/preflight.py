@@ -15,7 +15,7 @@ from .config import RunConfig
 from .drafter import LaunchContext
 from .engines import Engine
 from .engines.base import dist_version, parse_version
-from .fairness import SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option, parse_options
+from .engines.pins import SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option, parse_options
 from .launch import VariantLaunch
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
