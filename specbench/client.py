@@ -17,15 +17,8 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from .engines.base import Engine, RequestSpec
+from .plan import PlannedRequest
 from .records import RequestRecord, SpecDetails
-
-
-@dataclass(frozen=True)
-class PlannedRequest:
-    """One request of a window, before it is sent. `fields` become the RequestRecord's identity."""
-
-    spec: RequestSpec
-    fields: dict  # variant, cell_id, point_id, window_id, category, prompt_id, ..., repeat, index, warmup
 
 
 @dataclass
