@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from httpx_sse import SSEError, aconnect_sse
@@ -25,8 +25,8 @@ from .records import RequestRecord, SpecDetails
 class StreamResult:
     ttft_s: float | None = None
     e2e_s: float | None = None
-    chunk_offsets_s: list[float] | None = None
-    chunk_tokens: list[int] | None = None
+    chunk_offsets_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     token_ids: list[int] | None = None
@@ -40,7 +40,7 @@ async def stream_request(engine: Engine, http: httpx.AsyncClient, base_url: str,
                          timeout_s: float, headers: dict[str, str] | None = None) -> StreamResult:
     """Send one streaming request and time it. Never raises for request-level failures: the error
     is recorded in the result, so one bad request cannot lose a window's other measurements."""
-    res = StreamResult(chunk_offsets_s=[], chunk_tokens=[])
+    res = StreamResult()
     body = engine.request_body(req)
     url = base_url + engine.request_path(req)
     ids: list[int] = []

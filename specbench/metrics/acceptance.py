@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, bootstrap_kwargs, nan_interval, as_float, optional_list, safe_ratio
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, nan_ci, as_float, optional_list, safe_ratio
 from .requests import MeasuredRequest
 
 
@@ -60,7 +60,7 @@ def cell_acceptance(
         reps = sorted(tokens)
         out["acceptance_length"] = safe_ratio(sum(tokens.values()), sum(steps.values()))
         if len(reps) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = nan_interval(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **bootstrap_kwargs(bs)))
+            lo, hi = nan_ci(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **bs.kwargs()))
             out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
         out["acceptance_source"] = "request"
         acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
@@ -87,7 +87,7 @@ def cell_acceptance(
             out["acceptance_length"] = safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
-                lo, hi = nan_interval(stats.paired_ratio_ci(g, s, **bootstrap_kwargs(bs)))
+                lo, hi = nan_ci(stats.paired_ratio_ci(g, s, **bs.kwargs()))
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
             if drafted:
                 out["acceptance_rate"] = safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))

@@ -13,9 +13,10 @@ import pandas as pd
 
 from .. import stats
 from .acceptance import cell_acceptance
-from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, bootstrap_kwargs, nan_interval, none_if_nan, safe_ratio
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, nan_ci, none_if_nan, safe_ratio
 from .lossless import lossless_rates
-from .requests import MeasuredRequest, measured_request_list, measured_requests, request_itls, request_tpot, window_throughput_arrays
+from .requests import (MeasuredRequest, measured_request_list, measured_requests, request_itls, request_tpot,
+                       window_throughput_arrays)
 from .warnings import cell_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
@@ -128,12 +129,13 @@ def _summarize_cell(
         # cell throughput = mean over repeats of the window throughput
         row["output_throughput_tok_s"] = stats.mean(wt)
         if sum(math.isfinite(x) for x in wt) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = nan_interval(stats.bootstrap_ci(wt, np.mean, **bootstrap_kwargs(bs)))
+            lo, hi = nan_ci(stats.bootstrap_ci(wt, np.mean, **bs.kwargs()))
             row["output_throughput_ci_low"], row["output_throughput_ci_high"] = lo, hi
 
     per_user = [r.per_user for r in ok]
     row["per_user_tok_s"] = stats.mean(per_user)  # mean over requests of n_out / e2e
-    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = nan_interval(stats.bootstrap_ci(per_user, np.mean, **bootstrap_kwargs(bs)))
+    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = nan_ci(
+        stats.bootstrap_ci(per_user, np.mean, **bs.kwargs()))
     row["outlier_count"] = len(stats.mad_outliers(per_user))
 
     ttft = [r.ttft for r in ok]
@@ -141,7 +143,7 @@ def _summarize_cell(
     tpot = [request_tpot(r.e2e, r.ttft, r.n_out) for r in ok]
     row["tpot_p50_s"] = stats.percentile(tpot, 50)
     row["tpot_p90_s"] = stats.percentile(tpot, 90)
-    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = nan_interval(stats.bootstrap_ci(tpot, np.median, **bootstrap_kwargs(bs)))
+    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = nan_ci(stats.bootstrap_ci(tpot, np.median, **bs.kwargs()))
     itl = [g for r in ok for g in request_itls(r.chunk_offsets, r.chunk_tokens)]
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
@@ -165,8 +167,8 @@ def _speedups(cell: Cell, base: Cell, bs: BootstrapSettings) -> dict[str, float]
     ]
     lo = hi = NAN
     if len(reps) >= MIN_REPEATS_FOR_INTERVAL and math.isfinite(out["speedup"]):
-        lo, hi = nan_interval(
-            stats.paired_ratio_ci([cell.window_tp[r] for r in reps], [base.window_tp[r] for r in reps], **bootstrap_kwargs(bs))
+        lo, hi = nan_ci(
+            stats.paired_ratio_ci([cell.window_tp[r] for r in reps], [base.window_tp[r] for r in reps], **bs.kwargs())
         )
     out["speedup_ci_low"], out["speedup_ci_high"] = lo, hi
 
@@ -174,7 +176,7 @@ def _speedups(cell: Cell, base: Cell, bs: BootstrapSettings) -> dict[str, float]
     out["per_user_speedup"] = safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
     bmap = {(r.repeat, r.index): r.per_user for r in base.reqs if r.ok}
     pairs = [(r.per_user, bmap[(r.repeat, r.index)]) for r in cell.reqs if r.ok and (r.repeat, r.index) in bmap]
-    lo, hi = nan_interval(stats.paired_ratio_ci([p[0] for p in pairs], [p[1] for p in pairs], **bootstrap_kwargs(bs)))
+    lo, hi = nan_ci(stats.paired_ratio_ci([p[0] for p in pairs], [p[1] for p in pairs], **bs.kwargs()))
     out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = lo, hi
 
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
@@ -220,8 +222,8 @@ def compute_cells(
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    key = (r.prompt_id, none_if_nan(c.row["input_len"]), c.row["output_len"])
-                    base_by_prompt.setdefault(key, []).append(r)
+                    same = (r.prompt_id, none_if_nan(c.row["input_len"]), c.row["output_len"])
+                    base_by_prompt.setdefault(same, []).append(r)
 
     for c in cells:
         row = c.row

@@ -16,12 +16,12 @@ class BootstrapSettings:
     confidence: float = 0.95
     seed: int = 0
 
+    def kwargs(self) -> dict[str, Any]:
+        """As keyword arguments of the stats interval functions."""
+        return {"n_resamples": self.n_resamples, "confidence": self.confidence, "seed": self.seed}
 
-def bootstrap_kwargs(bs: BootstrapSettings) -> dict[str, Any]:
-    return {"n_resamples": bs.n_resamples, "confidence": bs.confidence, "seed": bs.seed}
 
-
-def nan_interval(interval: tuple[float | None, float | None]) -> tuple[float, float]:
+def nan_ci(interval: tuple[float | None, float | None]) -> tuple[float, float]:
     lo, hi = interval
     return (NAN if lo is None else lo), (NAN if hi is None else hi)
 

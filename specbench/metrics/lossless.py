@@ -43,8 +43,8 @@ def lossless_rates(
     """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
 
     `lengths` is the cell's (input_len, output_len). match: equal to the baseline's output for the same
-    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
-    at any concurrency (the baseline's own outputs can differ between batch shapes)."""
+    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the
+    baseline's output for the same prompt and lengths at any concurrency (the baseline's own outputs can differ between batch shapes)."""
     exact = {(r.repeat, r.index): r for r in base if r.ok} if base else {}
     matches: list[bool] = []
     any_matches: list[bool] = []

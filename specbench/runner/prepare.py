@@ -45,6 +45,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     from ..prompts import load_prompts
 
     m = cfg.model
+    model_path: Path | str
     tokenizer_path: Path | str | None
     if cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
         # an endpoint someone else runs: model.path is the name it serves, nothing local to read
