@@ -17,7 +17,7 @@ from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, nan_ci, no
 from .lossless import lossless_rates
 from .requests import (MeasuredRequest, measured_request_list, measured_requests, request_itls, request_tpot,
                        window_throughput_arrays)
-from .warnings import cell_warnings
+from .warnings import cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
@@ -257,7 +257,7 @@ def compute_cells(
             concurrency=row["concurrency"],
             has_baseline=has_base,
         )
-        row["warnings"] = ";".join(w.code.value for w in ws)
+        row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"], kind="stable").reset_index(

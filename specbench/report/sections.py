@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..metrics.warnings import warning_rows
 from .document import Block, Bullets, Code, Heading, Image, Paragraph, Strong, Table, Tone
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp, num
 from .load import RunData
@@ -250,19 +251,18 @@ def lossless_section(data: RunData) -> list[Block]:
 
 def warnings_section(data: RunData) -> list[Block]:
     run_w = [str(w) for w in data.meta.get("warnings") or []]
-    codes: dict[str, list[str]] = {}
-    for _, r in data.cells.iterrows():
-        for code in filter(None, (w.strip() for w in r["warnings"].split(";"))):
-            codes.setdefault(code, []).append(f"{r['variant']} {r['point_id']}")
+    rows = sorted(warning_rows(data.cells.to_dict("records")), key=lambda w: w.code)
     out: list[Block] = [Heading("Warnings")]
-    if not run_w and not codes:
+    if not run_w and not rows:
         return out + [Paragraph(["None."], "good")]
     if run_w:
         out.append(Bullets([[w] for w in run_w], "warn"))
-    if codes:
-        rows = [[k, str(len(v)), ", ".join(v[:3]) + (f" (+{len(v) - 3} more)" if len(v) > 3 else "")]
-                for k, v in sorted(codes.items())]
-        out.append(Table(["cell warning", "cells", "examples"], rows, numeric=frozenset({1})))
+    if rows:
+        out.append(Table(["cell warning", "cells", "examples", "measured (first cell)", "remedy"],
+                         [[w.code, str(len(w.cells)),
+                           ", ".join(w.cells[:3]) + (f" (+{len(w.cells) - 3} more)" if len(w.cells) > 3 else ""),
+                           w.detail or UNDEFINED, w.remedy or UNDEFINED] for w in rows],
+                         numeric=frozenset({1})))
     return out
 
 
