@@ -135,7 +135,7 @@ class WarningRow:
     remedy: str
 
 
-def warning_rows(cells: Iterable[Mapping[str, Any]]) -> list[WarningRow]:
+def warning_rows(cells: Iterable[Mapping[Any, Any]]) -> list[WarningRow]:
     """The warnings of a cells table (rows as mappings with variant, point_id, warnings), one row per
     code in order of first appearance."""
     found: dict[str, list[str]] = {}
