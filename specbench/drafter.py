@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from pydantic import BaseModel, ConfigDict
 
 from .errors import UsageError
-from .registry import Registry
+from .registry import ENGINE_TARGETS, Registry
 
 
 class DrafterParams(BaseModel):
@@ -73,7 +73,7 @@ class Drafter(Generic[P]):
         return cast(P, self.Params.model_validate(raw or {}))
 
     def engines(self) -> list[str]:
-        return [e for e in ("vllm", "sglang", "command", "external") if callable(getattr(self, e, None))]
+        return [e for e in ENGINE_TARGETS if callable(getattr(self, e, None))]
 
     def launch_args(self, params: P, ctx: LaunchContext) -> list[str]:
         """Engine arguments that switch this drafter on (empty for plain decoding)."""
