@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, nan_ci, as_float, optional_list, safe_ratio
-from .requests import MeasuredRequest
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
+from .requests import _Req
 
 
 def tau_from_counters(generation_tokens: float, accepted_tokens: float) -> float:
@@ -32,8 +32,8 @@ def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
     return 1.0 + accepted_tokens / num_drafts
 
 
-def cell_acceptance(
-    reqs: list[MeasuredRequest], windows: pd.DataFrame, is_baseline: bool, bs: BootstrapSettings
+def _acceptance(
+    reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, bs: BootstrapSettings
 ) -> dict[str, Any]:
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source."""
     out: dict[str, Any] = {
@@ -48,7 +48,7 @@ def cell_acceptance(
     ok = [r for r in reqs if r.ok]
 
     # Source 1: per-request spec details. tau = sum(n_out) / sum(verify_steps), pooled over the cell.
-    with_steps: list[tuple[MeasuredRequest, dict[str, Any]]] = [
+    with_steps: list[tuple[_Req, dict[str, Any]]] = [
         (r, r.spec) for r in ok if r.spec and (r.spec.get("verify_steps") or 0) > 0 and math.isfinite(r.n_out)
     ]
     if with_steps:
@@ -58,15 +58,15 @@ def cell_acceptance(
             tokens[r.repeat] = tokens.get(r.repeat, 0.0) + r.n_out
             steps[r.repeat] = steps.get(r.repeat, 0.0) + float(spec["verify_steps"])
         reps = sorted(tokens)
-        out["acceptance_length"] = safe_ratio(sum(tokens.values()), sum(steps.values()))
+        out["acceptance_length"] = _safe_ratio(sum(tokens.values()), sum(steps.values()))
         if len(reps) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = nan_ci(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **bs.kwargs()))
+            lo, hi = _ci(stats.paired_ratio_ci([tokens[k] for k in reps], [steps[k] for k in reps], **_bs(bs)))
             out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
         out["acceptance_source"] = "request"
         acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
         if acc:
             # acceptance rate = accepted draft tokens / proposed draft tokens
-            out["acceptance_rate"] = safe_ratio(
+            out["acceptance_rate"] = _safe_ratio(
                 float(sum(sp["accepted_drafts"] for sp in acc)), float(sum(sp["proposed_drafts"] for sp in acc))
             )
         out["acceptance_per_position"] = _per_position_from_histograms(
@@ -84,13 +84,13 @@ def cell_acceptance(
         if out["acceptance_source"] == "none":
             g = [w.generation_tokens for w in win]
             s = [w.steps for w in win]
-            out["acceptance_length"] = safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
+            out["acceptance_length"] = _safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
-                lo, hi = nan_ci(stats.paired_ratio_ci(g, s, **bs.kwargs()))
+                lo, hi = _ci(stats.paired_ratio_ci(g, s, **_bs(bs)))
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
             if drafted:
-                out["acceptance_rate"] = safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
+                out["acceptance_rate"] = _safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
         positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
             width = max(len(p) for p in positions)
@@ -137,7 +137,7 @@ class _WindowCounters:
         return self.generation_tokens - self.num_accepted_tokens
 
 
-def _counter_windows(windows: pd.DataFrame, reqs: list[MeasuredRequest]) -> list[_WindowCounters]:
+def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCounters]:
     """Counter deltas per window; generation tokens fall back to the window's successful usage sum.
     A window counts when it has an accepted-token delta or a verify-step delta: a counter the engine
     does not expose is absent, never 0, so missing data gives no acceptance rather than 1.0."""
@@ -150,17 +150,17 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[MeasuredRequest]) -> list
         c = w.get("counters")
         if not isinstance(c, dict) or (c.get("num_accepted_tokens") is None and c.get("verify_steps") is None):
             continue
-        gen = as_float(c.get("generation_tokens"))
+        gen = _num(c.get("generation_tokens"))
         if not math.isfinite(gen):
             gen = usage_by_repeat.get(int(w["repeat"]), NAN)
         out.append(
             _WindowCounters(
                 generation_tokens=gen,
-                num_accepted_tokens=as_float(c.get("num_accepted_tokens")),
-                num_drafts=as_float(c.get("num_drafts")),
-                num_draft_tokens=as_float(c.get("num_draft_tokens")),
-                verify_steps=as_float(c.get("verify_steps")),
-                per_position_accepted=optional_list(w.get("per_position_accepted")),
+                num_accepted_tokens=_num(c.get("num_accepted_tokens")),
+                num_drafts=_num(c.get("num_drafts")),
+                num_draft_tokens=_num(c.get("num_draft_tokens")),
+                verify_steps=_num(c.get("verify_steps")),
+                per_position_accepted=_opt_list(w.get("per_position_accepted")),
             )
         )
     return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.steps)]

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .acceptance import cell_acceptance
-from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, nan_ci, none_if_nan, safe_ratio
-from .lossless import lossless_rates
-from .requests import (MeasuredRequest, measured_request_list, measured_requests, request_itls, request_tpot,
-                       window_throughput_arrays)
+from .acceptance import _acceptance
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
+from .lossless import _lossless
+from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
 from .warnings import cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
@@ -79,21 +78,21 @@ INVALID_BLANKED = [
 
 
 @dataclass
-class Cell:
+class _Cell:
     row: dict[str, Any]
-    reqs: list[MeasuredRequest]
+    reqs: list[_Req]
     window_tp: dict[int, float] = field(default_factory=dict)  # repeat -> window throughput
 
 
 def _summarize_cell(
     key: dict[str, Any],
-    reqs: list[MeasuredRequest],
+    reqs: list[_Req],
     windows: pd.DataFrame,
     *,
     is_baseline: bool,
     max_error_rate: float,
     bs: BootstrapSettings,
-) -> Cell:
+) -> _Cell:
     row: dict[str, Any] = {c: NAN for c in CELL_COLUMNS}
     row.update(key)
     ok = [r for r in reqs if r.ok]
@@ -113,7 +112,7 @@ def _summarize_cell(
         outlier_count=0,
         warnings="",
     )
-    cell = Cell(row=row, reqs=reqs)
+    cell = _Cell(row=row, reqs=reqs)
 
     for rep in repeats:
         rs = [r for r in reqs if r.repeat == rep]
@@ -129,13 +128,12 @@ def _summarize_cell(
         # cell throughput = mean over repeats of the window throughput
         row["output_throughput_tok_s"] = stats.mean(wt)
         if sum(math.isfinite(x) for x in wt) >= MIN_REPEATS_FOR_INTERVAL:
-            lo, hi = nan_ci(stats.bootstrap_ci(wt, np.mean, **bs.kwargs()))
+            lo, hi = _ci(stats.bootstrap_ci(wt, np.mean, **_bs(bs)))
             row["output_throughput_ci_low"], row["output_throughput_ci_high"] = lo, hi
 
     per_user = [r.per_user for r in ok]
     row["per_user_tok_s"] = stats.mean(per_user)  # mean over requests of n_out / e2e
-    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = nan_ci(
-        stats.bootstrap_ci(per_user, np.mean, **bs.kwargs()))
+    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = _ci(stats.bootstrap_ci(per_user, np.mean, **_bs(bs)))
     row["outlier_count"] = len(stats.mad_outliers(per_user))
 
     ttft = [r.ttft for r in ok]
@@ -143,12 +141,12 @@ def _summarize_cell(
     tpot = [request_tpot(r.e2e, r.ttft, r.n_out) for r in ok]
     row["tpot_p50_s"] = stats.percentile(tpot, 50)
     row["tpot_p90_s"] = stats.percentile(tpot, 90)
-    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = nan_ci(stats.bootstrap_ci(tpot, np.median, **bs.kwargs()))
+    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = _ci(stats.bootstrap_ci(tpot, np.median, **_bs(bs)))
     itl = [g for r in ok for g in request_itls(r.chunk_offsets, r.chunk_tokens)]
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
-    row.update(cell_acceptance(reqs, windows, is_baseline, bs))
+    row.update(_acceptance(reqs, windows, is_baseline, bs))
     return cell
 
 
@@ -156,31 +154,31 @@ def _summarize_cell(
 # Comparisons against the baseline
 
 
-def _speedups(cell: Cell, base: Cell, bs: BootstrapSettings) -> dict[str, float]:
+def _speedups(cell: _Cell, base: _Cell, bs: BootstrapSettings) -> dict[str, float]:
     row, brow = cell.row, base.row
     out: dict[str, float] = {}
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
-    out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
+    out["speedup"] = _safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
     reps = [
         r for r in sorted(cell.window_tp)
         if r in base.window_tp and math.isfinite(cell.window_tp[r]) and math.isfinite(base.window_tp[r])
     ]
     lo = hi = NAN
     if len(reps) >= MIN_REPEATS_FOR_INTERVAL and math.isfinite(out["speedup"]):
-        lo, hi = nan_ci(
-            stats.paired_ratio_ci([cell.window_tp[r] for r in reps], [base.window_tp[r] for r in reps], **bs.kwargs())
+        lo, hi = _ci(
+            stats.paired_ratio_ci([cell.window_tp[r] for r in reps], [base.window_tp[r] for r in reps], **_bs(bs))
         )
     out["speedup_ci_low"], out["speedup_ci_high"] = lo, hi
 
     # per-user speedup = per_user_tok_s(variant) / per_user_tok_s(baseline); interval paired by (repeat, index)
-    out["per_user_speedup"] = safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
+    out["per_user_speedup"] = _safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
     bmap = {(r.repeat, r.index): r.per_user for r in base.reqs if r.ok}
     pairs = [(r.per_user, bmap[(r.repeat, r.index)]) for r in cell.reqs if r.ok and (r.repeat, r.index) in bmap]
-    lo, hi = nan_ci(stats.paired_ratio_ci([p[0] for p in pairs], [p[1] for p in pairs], **bs.kwargs()))
+    lo, hi = _ci(stats.paired_ratio_ci([p[0] for p in pairs], [p[1] for p in pairs], **_bs(bs)))
     out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = lo, hi
 
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
-    out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
+    out["tpot_speedup"] = _safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
     return out
 
 
@@ -200,15 +198,15 @@ def compute_cells(
     if req.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
 
-    cells: list[Cell] = []
+    cells: list[_Cell] = []
     for cell_id, df in req.groupby("cell_id", sort=True):
         first = df.iloc[0]
-        key = {c: (none_if_nan(first[c]) if c in first else None) for c in KEY_COLUMNS}
+        key = {c: (_key_nan(first[c]) if c in first else None) for c in KEY_COLUMNS}
         win = windows[windows["window_id"].isin(set(df["window_id"]))]
         cells.append(
             _summarize_cell(
                 key,
-                measured_request_list(df),
+                _to_reqs(df),
                 win,
                 is_baseline=key["variant"] == baseline,
                 max_error_rate=max_error_rate,
@@ -217,12 +215,12 @@ def compute_cells(
         )
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
-    base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
+    base_by_prompt: dict[tuple[Any, ...], list[_Req]] = {}
     for c in sorted(base_cells.values(), key=lambda c: c.row["concurrency"]):
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    same = (r.prompt_id, none_if_nan(c.row["input_len"]), c.row["output_len"])
+                    same = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
                     base_by_prompt.setdefault(same, []).append(r)
 
     for c in cells:
@@ -235,8 +233,8 @@ def compute_cells(
             row.update(_speedups(c, base, bs))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
-             row["lossless_prefix_mean"]) = lossless_rates(
-                 c.reqs, (none_if_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
+             row["lossless_prefix_mean"]) = _lossless(
+                 c.reqs, (_key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
                  base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:

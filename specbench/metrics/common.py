@@ -16,17 +16,17 @@ class BootstrapSettings:
     confidence: float = 0.95
     seed: int = 0
 
-    def kwargs(self) -> dict[str, Any]:
-        """As keyword arguments of the stats interval functions."""
-        return {"n_resamples": self.n_resamples, "confidence": self.confidence, "seed": self.seed}
+
+def _bs(bs: BootstrapSettings) -> dict[str, Any]:
+    return {"n_resamples": bs.n_resamples, "confidence": bs.confidence, "seed": bs.seed}
 
 
-def nan_ci(interval: tuple[float | None, float | None]) -> tuple[float, float]:
+def _ci(interval: tuple[float | None, float | None]) -> tuple[float, float]:
     lo, hi = interval
     return (NAN if lo is None else lo), (NAN if hi is None else hi)
 
 
-def as_float(x: Any) -> float:
+def _num(x: Any) -> float:
     """A record field as float; None/NaN -> NaN."""
     if x is None:
         return NAN
@@ -37,25 +37,25 @@ def as_float(x: Any) -> float:
     return v
 
 
-def safe_ratio(num: float, den: float) -> float:
+def _safe_ratio(num: float, den: float) -> float:
     return num / den if math.isfinite(num) and math.isfinite(den) and den > 0 else NAN
 
 
-def as_list(x: Any) -> list[Any]:
+def _as_list(x: Any) -> list[Any]:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return []
     return list(x)
 
 
-def optional_list(x: Any) -> list[Any] | None:
+def _opt_list(x: Any) -> list[Any] | None:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return None
     return list(x)
 
 
-def optional_str(x: Any) -> str | None:
+def _opt_str(x: Any) -> str | None:
     return x if isinstance(x, str) else None
 
 
-def none_if_nan(x: Any) -> Any:
+def _key_nan(x: Any) -> Any:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .common import NAN
-from .requests import MeasuredRequest
+from .requests import _Req
 
 
 def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -36,15 +36,15 @@ def compare_outputs(
     return (list(a) == list(b)), frac
 
 
-def lossless_rates(
-    reqs: Sequence[MeasuredRequest], lengths: tuple[Any, Any], base: Sequence[MeasuredRequest] | None,
-    base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]],
+def _lossless(
+    reqs: Sequence[_Req], lengths: tuple[Any, Any], base: Sequence[_Req] | None,
+    base_by_prompt: dict[tuple[Any, ...], list[_Req]],
 ) -> tuple[float, float, float]:
     """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
 
     `lengths` is the cell's (input_len, output_len). match: equal to the baseline's output for the same
-    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the
-    baseline's output for the same prompt and lengths at any concurrency (the baseline's own outputs can differ between batch shapes)."""
+    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
+    at any concurrency (the baseline's own outputs can differ between batch shapes)."""
     exact = {(r.repeat, r.index): r for r in base if r.ok} if base else {}
     matches: list[bool] = []
     any_matches: list[bool] = []
