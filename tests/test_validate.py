@@ -3,6 +3,8 @@ in the SGLang venv that `make test` creates (SPECBENCH_SGLANG_PYTHON; see docs/s
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,25 @@ def test_real_sglang_parser(tmp_path: Path, sglang_python: str) -> None:
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     assert rc == 2 and "ambiguous option: --cuda-graph-max-bs" in text, text
+
+
+_REAL_FLAGS = r"""
+import argparse, json
+from sglang.srt.server_args import ServerArgs
+p = argparse.ArgumentParser()
+ServerArgs.add_cli_args(p)
+print(json.dumps(sorted(o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help")))
+"""
+
+
+def test_shipped_flag_list_is_the_real_parsers(sglang_python: str) -> None:
+    """The offline list for 0.5.23 (scripts/sglang_flags.py reads it from source) has exactly the flags of
+    SGLang 0.5.23's own parser: --no-X negations of BooleanOptionalAction included, nothing invented."""
+    r = subprocess.run([sglang_python, "-c", _REAL_FLAGS], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    real = set(json.loads(r.stdout.splitlines()[-1]))
+    shipped = set(json.loads((REPO / "specbench" / "data" / "sglang_flags.json").read_text())["versions"]["0.5.23"])
+    assert (sorted(real - shipped), sorted(shipped - real)) == ([], [])
 
 
 # -- validate checks what run checks, offline flag names, host problems (issue: defects found by review) --------
