@@ -19,7 +19,7 @@ from conftest import REPO, make_model_dir
 from specbench.config import parse_config
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
-from specbench.metrics.warnings import BLOCKING
+from specbench.metrics.warnings import BLOCKING, decode_warnings
 
 FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"
 
@@ -60,7 +60,7 @@ def ngram(name: str, **kw: Any) -> dict[str, Any]:
 
 
 def codes(cells: pd.DataFrame, variant: str) -> set[str]:
-    return {c for ws in cells[cells["variant"] == variant]["warnings"].fillna("") for c in str(ws).split(";") if c}
+    return {w["code"] for ws in cells[cells["variant"] == variant]["warnings"] for w in decode_warnings(ws)}
 
 
 def run(tmp_path: Path, port: int, variants: list[dict[str, Any]]) -> tuple[pd.DataFrame, str]:

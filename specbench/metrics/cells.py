@@ -18,7 +18,7 @@ from .common import NAN, _ci, _key_nan, _safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import _lossless
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
-from .warnings import CellWarning, cell_warnings
+from .warnings import CellWarning, cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
@@ -273,8 +273,8 @@ def compute_cells(
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    key = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
-                    base_by_prompt.setdefault(key, []).append(r)
+                    same = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
+                    base_by_prompt.setdefault(same, []).append(r)
 
     variant_gates = _variant_gates(cells, windows, baseline, run_gates or {}, plain)
     for c in cells:
@@ -287,7 +287,9 @@ def compute_cells(
             row.update(_speedups(c, base, calibration))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
-             row["lossless_prefix_mean"]) = _lossless(c, base, base_by_prompt)
+             row["lossless_prefix_mean"]) = _lossless(
+                 c.reqs, (_key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
+                 base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN
@@ -311,7 +313,7 @@ def compute_cells(
             unknown_acceptance_windows=(0 if row["variant"] in plain
                                         else int(row["acceptance_unknown_windows"] or 0)),
         ) + variant_gates.get(row["variant"], [])
-        row["warnings"] = ";".join(w.code.value for w in ws)
+        row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"], kind="stable").reset_index(

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
-from ..metrics.warnings import BLOCKING
+from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData
@@ -87,7 +87,7 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
     beaten = any(call == "lose" and (limit is None or c > limit) for c, call in zip(levels, calls))
     s = curve["speedup"].dropna()
     has_ci = bool(curve[["speedup_ci_low", "speedup_ci_high"]].notna().all(axis=1).all())
-    codes = {w for ws in curve.get("warnings", pd.Series(dtype=str)).fillna("") for w in str(ws).split(";") if w}
+    codes = {w["code"] for ws in curve.get("warnings", pd.Series(dtype=str)) for w in decode_warnings(ws)}
     return Outcome(kind=kind, limit=limit, max_concurrency=max(levels) if levels else 0, beaten_above=beaten,
                    speedup_min=float(s.min()) if len(s) else math.nan,
                    speedup_max=float(s.max()) if len(s) else math.nan, has_intervals=has_ci,

@@ -13,9 +13,10 @@ from typing import Any
 
 import httpx
 
-from ..client import PlannedRequest, run_closed_loop
+from ..client import run_closed_loop
 from ..environment import gpu_telemetry
 from ..errors import EngineDiedError, ScrapeError
+from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
 from .session import VariantSession
 
