@@ -13,7 +13,7 @@ def repeats_per_cell(out) -> set[int]:
 
 
 def test_stops_when_the_interval_is_narrow(tmp_path, model_dir, port, no_survivors):
-    slow = ["--ms-per-token", "3"]  # windows of a few ms would vary by tens of percent on a shared CPU
+    slow = ["--ms-per-token", "10"]  # windows of a few ms would vary by tens of percent on a shared CPU
     data = standin_config(model_dir, port, faults={"base": slow, "ngram": slow}, sweep={
         "concurrency": [1], "repeats": 1, "adaptive": {"target_rel_half_width": 0.95, "max_repeats": 6}})
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "r", skip_preflight=True))

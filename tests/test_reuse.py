@@ -52,7 +52,7 @@ def test_nothing_reused_when_the_sweep_changes(tmp_path, model_dir, port, no_sur
 
 
 def test_compare_cli_gates_on_regression(tmp_path, model_dir, port, capsys, no_survivors):
-    slow = ["--ms-per-token", "3"]  # windows of a few ms vary by tens of percent: intervals too wide to gate on
+    slow = ["--ms-per-token", "10"]  # windows of a few ms vary by tens of percent: intervals too wide to gate on
     data = standin_config(model_dir, port, faults={"base": slow, "ngram": slow}, sweep={"repeats": 3})
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
