@@ -12,7 +12,7 @@ from .rundir import RunDir, atomic_write, records_frame
 
 
 def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = True) -> pd.DataFrame:
-    from .metrics import break_even_table, compute_cells
+    from .metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 
     if cfg is None:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
@@ -22,6 +22,8 @@ def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = Tru
                           max_error_rate=cfg.sweep.max_error_rate)
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     if render:
         from .report import render as render_report
 

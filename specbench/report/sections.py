@@ -196,6 +196,9 @@ def fairness_section(data: RunData) -> list[Block]:
     if pinned:
         out.append(Table(["flag", "value"], [[str(k), _text(v)] for k, v in pinned.items()],
                          caption="Pinned for every variant"))
+    notes = [str(n) for n in f.get("notes") or []]
+    if notes:
+        out.append(Bullets([[n] for n in notes], "note"))
     return out
 
 
