@@ -91,6 +91,8 @@ def vllm_speculative_config(cfg: dict[str, Any]) -> list[str]:
 # vLLM refuses the flag without a speculative config, so only speculative variants get it.
 VLLM_PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
 VLLM_PER_REQUEST_SINCE = (0, 32)
+VLLM_ACCEPTANCE = ("per request: metrics.speculative_decoding (vLLM >= 0.32); "
+                   "/metrics vllm:spec_decode_* counter deltas per window")  # a drafter's `acceptance` entry
 VLLM_PER_REQUEST_LEVEL = "summary"  # counts and histogram; "detailed" adds per-step arrays (set it in variant args)
 
 

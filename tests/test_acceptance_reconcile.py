@@ -196,8 +196,12 @@ def test_standin_vllm_run_reconciles_and_reports(tmp_path: Path, port: int, no_s
     assert (cells.loc["ngram", "acceptance_windows_checked"] == 2).all()
     assert (cells.loc["ngram", "acceptance_windows_mismatched"] == 0).all()
     assert cells["server_ttft_mean_s"].notna().all()  # the baseline is timed against the server too
+    assert (run.cells["client_ttft_mean_s"] >= run.cells["server_ttft_mean_s"]).all()
+    # client_timing_above_server is left out: on a loaded machine a descheduled client can legitimately
+    # exceed the margin (that is what it reports); its threshold is tested exactly on synthetic windows above.
+    deterministic = RECONCILE_CODES - {WarningCode.CLIENT_TIMING_ABOVE_SERVER.value}
     for w in run.cells["warnings"].fillna(""):
-        assert not (set(w.split(";")) & RECONCILE_CODES), w
+        assert not (set(w.split(";")) & deterministic), w
     argv = {v: json.loads((result.run_dir / "variants" / v / "command.json").read_text())["argv"]
             for v in ("base", "ngram")}
     assert VLLM_PER_REQUEST_FLAG in argv["ngram"] and VLLM_PER_REQUEST_FLAG not in argv["base"]
@@ -212,10 +216,10 @@ def test_standin_vllm_run_reconciles_and_reports(tmp_path: Path, port: int, no_s
 
 
 def test_standin_vllm_skewed_figures_fire(tmp_path: Path, port: int, no_survivors) -> None:
-    """ngram: per-request accepted +1 and a server clock that records 80 ms more than happened; base: 150 ms
+    """ngram: per-request accepted +1 and a server clock that records 1 s more than happened; base: 150 ms
     of front-end time before the server's clock starts."""
     model = make_model_dir(tmp_path / "m")
-    env = {"ngram": {"STANDIN_ARGS": "--spec-metrics-skew 1 --histogram-skew-ms 80"},
+    env = {"ngram": {"STANDIN_ARGS": "--spec-metrics-skew 1 --histogram-skew-ms 1000"},
            "base": {"STANDIN_ARGS": "--pre-arrival-ms 150"}}
     cfg = parse_config(_vllm_cfg(model, port, env=env, repeats=1))
     result = run_matrix(cfg, RunOptions(out=tmp_path / "run", skip_preflight=True))

@@ -25,9 +25,9 @@ NUMERIC_COLUMNS = (
     "acceptance_length_ci_low", "acceptance_length_ci_high", "draft_acceptance_length", "acceptance_rate",
     "acceptance_length_request_mean", "acceptance_length_request_p10", "acceptance_length_request_p90",
     "acceptance_windows_checked", "acceptance_windows_mismatched", "client_ttft_mean_s", "server_ttft_mean_s",
-    "client_e2e_mean_s", "server_e2e_mean_s", "speedup", "speedup_ci_low", "speedup_ci_high", "per_user_speedup", "per_user_speedup_ci_low",
-    "per_user_speedup_ci_high", "tpot_speedup", "lossless_match_rate", "lossless_any_match_rate",
-    "lossless_prefix_mean", "outlier_count", "throughput_cv",
+    "client_e2e_mean_s", "server_e2e_mean_s", "speedup", "speedup_ci_low", "speedup_ci_high",
+    "per_user_speedup", "per_user_speedup_ci_low", "per_user_speedup_ci_high", "tpot_speedup",
+    "lossless_match_rate", "lossless_any_match_rate", "lossless_prefix_mean", "outlier_count", "throughput_cv",
 )
 TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings")
 SERIES_KEYS = ("category", "input_len", "temperature")  # with output_len: a speedup-vs-concurrency curve
