@@ -104,8 +104,12 @@ def vllm_per_request_metrics(version: tuple[int, ...] | None) -> list[str]:
     return [VLLM_PER_REQUEST_FLAG, VLLM_PER_REQUEST_LEVEL]
 
 
-DRAFTERS: Registry[Drafter] = Registry("drafter", package="drafters", attribute="DRAFTER")
+# `mypkg.drafters:Medusa` names a class or an instance: the registry makes an instance of a class.
+DRAFTERS: Registry[Drafter] = Registry("drafter", package="drafters", attribute="DRAFTER", instantiate=True)
 
 
 def get_drafter(name: str) -> Drafter:
-    return DRAFTERS.get(name)
+    drafter = DRAFTERS.get(name)
+    if not isinstance(drafter, Drafter):
+        raise UsageError(f"drafter {name!r}: {type(drafter).__name__} is not a specbench Drafter")
+    return drafter

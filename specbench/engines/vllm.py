@@ -75,14 +75,14 @@ class VLLMEngine(Engine):
 
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
         samples = await scrape(http, metrics_url, prefix="vllm:")
-        out: dict[str, Any] = {k: total(samples, name) or 0.0 for k, name in COUNTERS.items()}
+        # A counter this server does not expose stays None (absent from the window's delta), never 0:
+        # accepted = 0 would read as "nothing accepted" and show acceptance 1.00 for missing data.
+        out: dict[str, Any] = {k: total(samples, name) for k, name in {**COUNTERS, **HISTOGRAMS}.items()}
         per_pos: dict[int, float] = {}
         for labels, value in samples.get(PER_POSITION, {}).items():
             pos = int(dict(labels).get("position", -1))
             per_pos[pos] = per_pos.get(pos, 0.0) + value
         out["per_position"] = [per_pos[i] for i in sorted(per_pos)]
-        for k, name in HISTOGRAMS.items():
-            out[k] = total(samples, name)  # None when absent: no timing check, never a zero
         return out
 
 
