@@ -102,7 +102,7 @@ def _engine(cfg: RunConfig) -> Engine:
 
 
 def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
-    from .runner import redact_env
+    from .launch import redact_env
 
     kind = (la.engine or engine).kind
     role = " (baseline)" if la.variant.baseline else ""

@@ -20,7 +20,7 @@ from specbench.metrics import compute_cells, reconciliation_table, request_accep
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.rundir import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.warnings_ import WarningCode
+from specbench.metrics.warnings import WarningCode
 
 from conftest import REPO, make_model_dir
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL
-from .common import NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _opt_str, _safe_ratio
+from .common import (MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _opt_str,
+                     _safe_ratio)
 from .requests import _Req, measured_requests, request_output_tokens
 
 REQUEST_ACCEPTANCE_COLUMNS = ["variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id",

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..warnings_ import (TIMING_ABOVE_ABS_S, TIMING_ABOVE_REL, TIMING_BELOW_ABS_S, TIMING_BELOW_REL, CellWarning,
-                         WarningCode)
+from .warnings import (TIMING_ABOVE_ABS_S, TIMING_ABOVE_REL, TIMING_BELOW_ABS_S, TIMING_BELOW_REL, CellWarning,
+                       WarningCode)
 from .common import NAN, _num
 from .requests import _Req, _to_reqs, measured_requests
 
