@@ -22,7 +22,7 @@ class NgramParams(DrafterParams):
         return self
 
 
-class Ngram(Drafter):
+class Ngram(Drafter[NgramParams]):
     name = "ngram"
     Params = NgramParams
     acceptance = {"vllm": VLLM_ACCEPTANCE,

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from specbench.config import parse_config
+from specbench.metrics.warnings import decode_warnings
 from specbench.rundir import load_run
 from specbench.runner import RunOptions, run_matrix
 
@@ -73,7 +74,8 @@ def test_per_request_acceptance_present_and_reconciled_with_counters(run):
     assert (cells.loc["ngram", "acceptance_windows_checked"] == 1).all()  # one window per cell, every one checked
     assert (cells.loc["ngram", "acceptance_windows_mismatched"] == 0).all()
     for w in loaded.cells["warnings"].fillna(""):
-        assert not {"acceptance_mismatch", "server_count_mismatch", "client_timing_below_server"} & set(w.split(";")), w
+        codes = {x["code"] for x in decode_warnings(w)}
+        assert not {"acceptance_mismatch", "server_count_mismatch", "client_timing_below_server"} & codes, w
     assert loaded.cells["server_ttft_mean_s"].notna().all() and loaded.cells["server_e2e_mean_s"].notna().all()
     fairness = json.loads((run[0].run_dir / "fairness.json").read_text())
     assert fairness["notes"] and "autoregressive" in fairness["notes"][0]

@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
-from ..fairness import vllm_pins
 from ..records import SpecDetails
 from .base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
+from .pins import vllm_pins
 from .prometheus import scrape, total
 
 COUNTERS = {  # window counter name -> vLLM metric sample name
