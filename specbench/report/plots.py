@@ -234,7 +234,7 @@ def acceptance_histogram(per_request: pd.DataFrame) -> bytes | None:
     cats = sorted(df["category"].astype(str).unique())
     colors = _palette(cats)
     lo, hi = float(df["acceptance_length"].min()), float(df["acceptance_length"].max())
-    bins = np.linspace(lo, hi if hi > lo else lo + 1.0, 21)
+    bins = [float(b) for b in np.linspace(lo, hi if hi > lo else lo + 1.0, 21)]
     fig, axes = _grid(1, len(drafters), h=3.2)
     for ax, d in zip(axes[0], drafters):
         g = df[df["variant"] == d]

@@ -182,7 +182,7 @@ def acceptance_distribution(data: RunData) -> list[Block]:
                                                    f"{fmt_len(bad)} of {fmt_len(checked)} windows differ")
         x = g["acceptance_length"]
         # per-step mean = sum(tokens) / sum(target steps): long outputs weigh by their steps
-        rows.append([variant, cat, str(len(g)), fmt(g["output_tokens"].sum() / g["verify_steps"].sum()),
+        rows.append([str(variant), str(cat), str(len(g)), fmt(g["output_tokens"].sum() / g["verify_steps"].sum()),
                      fmt(x.mean()), fmt(x.quantile(0.1)), fmt(x.median()), fmt(x.quantile(0.9)), recon])
     if not rows:
         return []
