@@ -47,7 +47,9 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drift: bool) -> No
 
 def config(tmp_path: Path, port: int, variants: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": "gates", "model": {"path": str(make_model_dir(tmp_path / "model")), "served_name": "standin"},
-            "engine": {"kind": "vllm", "python": sys.executable, "port": port, "startup_timeout_s": 20,
+            # vLLM 0.31: no per-request acceptance flag, so acceptance comes from the /metrics counter windows
+            "engine": {"kind": "vllm", "python": sys.executable, "version": "0.31.0", "port": port,
+                       "startup_timeout_s": 20,
                        "stop_timeout_s": 3, "env": {"PYTHONPATH": f"{FAKE_VLLM}{os.pathsep}{REPO}"}},
             "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True}, *variants],
             "sweep": {"prompts": [{"set": "seed", "categories": ["code"], "per_category": 2}], "output_lens": [24],

@@ -17,6 +17,7 @@ from .acceptance import _acceptance
 from .common import NAN, _ci, _key_nan, _safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import _lossless
+from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
 from .warnings import CellWarning, cell_warnings, encode_warnings
 
@@ -54,6 +55,15 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "acceptance_source",
     "full_accept_fraction",
     "acceptance_unknown_windows",
+    "acceptance_length_request_mean",
+    "acceptance_length_request_p10",
+    "acceptance_length_request_p90",
+    "acceptance_windows_checked",
+    "acceptance_windows_mismatched",
+    "client_ttft_mean_s",
+    "server_ttft_mean_s",
+    "client_e2e_mean_s",
+    "server_e2e_mean_s",
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
@@ -95,6 +105,7 @@ class _Cell:
     window_tp: dict[tuple[int, int], float] = field(default_factory=dict)  # (launch, repeat) -> throughput
     unit_per_user: list[float] = field(default_factory=list)  # per unit: mean per-user speed
     n_launches: int = 1
+    reconciliation: list[CellWarning] = field(default_factory=list)  # from the window cross-checks
 
 
 def _summarize_cell(
@@ -173,6 +184,9 @@ def _summarize_cell(
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
     row.update(_acceptance(reqs, windows, is_plain, n_launches))
+    acc, timing = acceptance_checks(reqs, windows), timing_checks(reqs, windows)
+    row.update(cell_reconciliation(acc, timing))
+    cell.reconciliation = reconciliation_warnings(acc, timing)
     return cell
 
 
@@ -310,9 +324,10 @@ def compute_cells(
             concurrency=row["concurrency"],
             has_baseline=has_base,
             full_accept_fraction=row["full_accept_fraction"],
-            unknown_acceptance_windows=(0 if row["variant"] in plain
+            # only where that leaves the cell without acceptance (per-request data may still give it)
+            unknown_acceptance_windows=(0 if row["variant"] in plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
-        ) + variant_gates.get(row["variant"], [])
+        ) + c.reconciliation + variant_gates.get(row["variant"], [])
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
