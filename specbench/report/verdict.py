@@ -180,7 +180,8 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: 
         beaten = (f"; {base_faster} at concurrency {_csv(o.losses)}" if o.losses
                   else "; more launches or repeats would decide")
         undecided = o.n_points - o.n_wins - o.n_losses
-        parts = [f"inconclusive on {on}: no clear win (speedup {fmt_span(o.speedup_min, o.speedup_max)}; "
+        parts = [Strong(variant), f" inconclusive on {on}: no clear win (speedup "
+                 f"{fmt_span(o.speedup_min, o.speedup_max)}; "
                  f"{_count(undecided, o.n_points)} levels undecided, interval reaching below {min_speedup:g}){beaten}"]
     return parts
 
