@@ -138,15 +138,19 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
             usage_by_repeat[r.repeat] = usage_by_repeat.get(r.repeat, 0.0) + r.n_out
     for w in windows.to_dict("records"):
         c = w.get("counters")
-        if not isinstance(c, dict) or c.get("num_accepted_tokens") is None:
+        if not isinstance(c, dict) or (c.get("num_accepted_tokens") is None and c.get("verify_steps") is None):
             continue
         gen = _num(c.get("generation_tokens"))
         if not math.isfinite(gen):
             gen = usage_by_repeat.get(int(w["repeat"]), NAN)
+        accepted = _num(c.get("num_accepted_tokens"))
+        if c.get("num_accepted_tokens") is None:
+            # a counter of verify steps (engine.acceptance_metric): each step emits accepted + 1 tokens
+            accepted = gen - _num(c.get("verify_steps"))
         out.append(
             _WindowCounters(
                 generation_tokens=gen,
-                num_accepted_tokens=_num(c.get("num_accepted_tokens")),
+                num_accepted_tokens=accepted,
                 num_drafts=_num(c.get("num_drafts")),
                 num_draft_tokens=_num(c.get("num_draft_tokens")),
                 per_position_accepted=_opt_list(w.get("per_position_accepted")),
