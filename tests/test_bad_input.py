@@ -307,4 +307,7 @@ def test_bad_input_in_a_real_process(case, tmp_path):
 def test_case_count():
     """The issue asks for at least 30 malformed configs and CLI calls: 61 configs here, 86 cases in all
     (+ 5 non-configs, 1 missing file, 8 CLI calls, 3 --resume, 4 compare/report, 1 existing dir, 3 processes)."""
-    assert len(CASES) >= 30
+    ids = [c[0] for c in CASES]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    # a case without a mutation or without an expected word would pass without testing anything
+    assert [c[0] for c in CASES if not c[1] or not c[2] or not all(c[2])] == []

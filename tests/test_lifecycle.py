@@ -70,7 +70,9 @@ def test_stop_escalates_to_sigkill_and_reaps_the_whole_tree(tmp_path, port, no_s
     assert len(tree) == 2
     t0 = time.monotonic()
     proc.stop(grace_s=1.0, port_wait_s=1.0)
-    assert time.monotonic() - t0 < 8
+    # Every process of the tree ignores SIGTERM and sleeps 120 s: stop() returning well before that (a
+    # generous 60 s for a loaded 2-core machine; 1 s grace is what it should take) means it escalated.
+    assert time.monotonic() - t0 < 60
     assert proc.survivors() == []
     assert all(gone(p.pid) for p in tree)
     no_survivors()
@@ -197,24 +199,24 @@ def test_sigint_sigterm_stop_every_engine(sig, tmp_path, port, no_survivors):
     try:
         wait_for(lambda: n_lines(out / "requests.jsonl") >= 1 and engine_pid(out), 40, "the first request record")
         epid = engine_pid(out)
-        t0 = time.monotonic()
         proc.send_signal(sig)
-        code = proc.wait(timeout=15)
-        elapsed = time.monotonic() - t0
+        code = proc.wait(timeout=60)  # a hang guard only: exit code 130 is what shows the signal was handled
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     stderr = (tmp_path / "specbench.stderr").read_text()
     assert code == 130, stderr
-    assert elapsed < 10
     assert "Traceback" not in stderr and "error: interrupted" in stderr
     assert gone(epid)
     m = json.loads((out / "run.json").read_text())  # consistent and parseable
     assert m["interrupted"]
     assert m["variants"]["base"]["status"] == "interrupted"
     rd = RunDir(out)
-    assert rd.request_records(superseded=True) and rd.window_records() is not None  # raw files parse
+    recs = rd.request_records(superseded=True)
+    assert recs  # the raw files parse, and what was measured before the signal is kept
+    for w in rd.window_records():  # a window counts only with all its requests on disk
+        assert sum(r.window_id == w.window_id for r in recs) == w.n_requests
     no_survivors()
 
 
@@ -233,9 +235,8 @@ def test_sigkill_specbench_reaper_then_resume(tmp_path, port, no_survivors):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    t0 = time.monotonic()
-    wait_for(lambda: gone(epid), 10, "the reaper to stop the orphaned engine")
-    assert time.monotonic() - t0 < 10
+    # the reaper notices its owner's death on a pipe at once; 30 s only bounds a loaded machine
+    wait_for(lambda: gone(epid), 30, "the reaper to stop the orphaned engine")
     no_survivors()
     before = {w.window_id: w.t_start for w in RunDir(out).window_records()}
     assert before
