@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 MUTATE = ["specbench/stats.py", "specbench/metrics/*", "specbench/report/verdict.py"]
 # The fast tests that exercise these modules (no engine, no subprocess server): each mutant runs only
 # those of them that call the mutated function.
-TESTS = ["tests/test_stats.py", "tests/test_metrics.py", "tests/test_report.py", "tests/test_verdict.py"]
+TESTS = ["tests/test_stats.py", "tests/test_metrics.py", "tests/test_verdict.py", "tests/test_break_even.py"]
 COPY = ["specbench", "drafters", "tests", "pyproject.toml"]
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}
 SURVIVED = {"survived"}
