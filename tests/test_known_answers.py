@@ -306,9 +306,9 @@ def test_read_counters_sums_labels_and_orders_positions() -> None:
     assert got["per_position"] == [10, 6, 1, 0]
 
 
-def test_read_counters_missing_counters_are_zero_and_no_positions() -> None:
+def test_read_counters_missing_counters_are_absent_not_zero() -> None:
     got = read_counters("# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 7\n")
-    assert got["generation_tokens"] == 7 and got["num_drafts"] == 0 and got["per_position"] == []
+    assert got["generation_tokens"] == 7 and got["num_drafts"] is None and got["per_position"] == []
 
 
 def counter_delta():
