@@ -4,7 +4,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv demo test test-fast clean-venv
+.PHONY: venv demo test test-fast mutation clean-venv
 
 venv:
 	@bash scripts/install.sh $(VENV)
@@ -17,6 +17,11 @@ test: venv
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not engine"
+
+# Mutation score of stats, metrics and verdict against their fast tests (mutmut, from the dev extra;
+# about 20 min on 2 cores; not part of `make test`).
+mutation: venv
+	nice -n 10 $(BIN)/python -m benchmarks.mutation
 
 clean-venv:
 	rm -rf $(VENV)
