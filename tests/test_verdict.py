@@ -148,3 +148,77 @@ def test_curve_outcome_fields() -> None:
     assert (o.kind, o.limit, o.max_concurrency, o.beaten_above) == ("adopt_upto", 1, 8, True)
     assert (o.wins, o.losses, o.has_intervals) == ((1,), (4, 8), True)
     assert (o.speedup_min, o.speedup_max) == (0.5, 1.3)
+
+
+def be_row(status: str, at: float = math.nan, variant: str = "spec", category: str = "code",
+           output_len: int = 64) -> dict:
+    return {"variant": variant, "category": category, "input_len": math.nan, "output_len": output_len,
+            "temperature": 0.0, "status": status, "break_even_concurrency": at}
+
+
+def test_break_even_status_decides_the_kind() -> None:
+    unclear = curve_rows((UNCLEAR, UNCLEAR))
+    text, tone = verdict(unclear, pd.DataFrame([be_row("never_pays")]))
+    assert text == "**spec** never pays: speedup **1.02** (< 1.0) at every measured point; do not adopt"
+    text, tone = verdict(unclear, pd.DataFrame([be_row("pays_everywhere")]))
+    assert text == "adopt **spec** at every measured concurrency (up to 2) on code" and tone == "good"
+    # "no_data" says nothing: the levels decide (all clear losses: never)
+    text, _ = verdict(curve_rows((LOSE, LOSE)), pd.DataFrame([be_row("no_data")]))
+    assert text.startswith("**spec** never pays: speedup **0.70**")
+    text, _ = verdict(curve_rows((WIN, WIN)), pd.DataFrame([be_row("no_data")]))
+    assert text == "adopt **spec** at every measured concurrency (up to 2) on code"
+
+
+def test_break_even_row_of_the_same_curve_only() -> None:
+    """Rows of another variant, category or output length must not be read for this curve."""
+    curve = curve_rows((WIN, WIN, UNCLEAR, UNCLEAR))
+    others = [be_row("pays_up_to", 1.5, variant="other"), be_row("pays_up_to", 1.5, category="chat"),
+              be_row("never_pays", output_len=256)]
+    text, _ = verdict(curve, pd.DataFrame(others + [be_row("pays_everywhere")]))
+    assert text == "adopt **spec** at every measured concurrency (up to 8) on code"
+    text, _ = verdict(curve, pd.DataFrame(others))  # no row of its own: the levels decide
+    assert text == "adopt **spec** for concurrency ≤ 2 on code; no clear winner above"
+
+
+def test_crossing_exactly_at_a_measured_level() -> None:
+    # wins at 1, 2, 4 but break_even.csv puts the crossing at C=2.0: adopt only below it, at 1
+    be = pd.DataFrame([be_row("pays_up_to", 2.0)])
+    text, _ = verdict(curve_rows((WIN, WIN, WIN, LOSE)), be)
+    assert text == "adopt **spec** for concurrency ≤ 1 on code; baseline wins above"
+    # a crossing below the lowest level leaves no adoption at all
+    text, _ = verdict(curve_rows((WIN, WIN, WIN, LOSE)), pd.DataFrame([be_row("pays_up_to", 0.5)]))
+    assert text.startswith("no consistent result for **spec** on code")
+
+
+def test_groups_with_higher_limits_come_first() -> None:
+    rows = curve_rows((WIN, UNCLEAR, UNCLEAR, UNCLEAR), category="a") + \
+        curve_rows((WIN, WIN, WIN, UNCLEAR), category="b") + curve_rows((WIN, WIN, UNCLEAR, UNCLEAR), category="c")
+    text, tone = verdict(rows)
+    assert text == ("adopt **spec** for concurrency ≤ 4 on b; no clear winner above; adopt **spec** for "
+                    "concurrency ≤ 2 on c; no clear winner above; adopt **spec** for concurrency ≤ 1 on a; "
+                    "no clear winner above")
+    assert tone == "good"
+    rows = curve_rows((WIN, WIN, WIN, WIN), category="a") + curve_rows((WIN, WIN, UNCLEAR, LOSE), category="b")
+    assert verdict(rows)[1] == "good"  # adopt everywhere on one category and up to a level on another
+
+
+def test_status_and_reason_defaults() -> None:
+    data = RunData(path=Path("."), meta={"variants": {"spec": {"status": "failed"}}}, environment={}, config={},
+                   fairness=None, cells=pd.DataFrame(curve_rows((WIN,))), break_even=pd.DataFrame())
+    parts, _ = drafter_verdict(data, "spec")
+    assert parts == [Strong("spec"), " failed: no verdict (no reason recorded)"]
+    data = RunData(path=Path("."), meta={"variants": {"spec": {}}}, environment={}, config={},
+                   fairness=None, cells=pd.DataFrame([dict(r, valid=False) for r in curve_rows((WIN,))]),
+                   break_even=pd.DataFrame())
+    parts, _ = drafter_verdict(data, "spec")
+    assert parts == [Strong("spec"), ": no valid measurements (status unknown)"]
+    data = RunData(path=Path("."), meta={"variants": {}}, environment={}, config={}, fairness=None,
+                   cells=pd.DataFrame(curve_rows((WIN, WIN), variant="spec")), break_even=pd.DataFrame())
+    parts, _ = drafter_verdict(data, "spec")  # a variant known only from cells.csv
+    assert parts[0] == "adopt " and parts[1] == Strong("spec")
+
+
+def test_a_missing_bound_falls_back_to_the_point_estimate() -> None:
+    assert level_call(1.2, math.nan, 1.5) == "win" and level_call(0.8, 0.5, math.nan) == "lose"
+    o = curve_outcome(pd.DataFrame(curve_rows((WIN, (math.nan, math.nan, math.nan), (1.1, math.nan, 1.2)))))
+    assert (o.speedup_min, o.speedup_max, o.has_intervals) == (1.1, 1.3, False)
