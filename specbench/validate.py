@@ -119,10 +119,10 @@ def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out:
 
 def _environment_problems(cfg: RunConfig) -> list[str]:
     """What run refuses in this shell's environment (an unset API key variable)."""
-    from .runner import api_headers
+    from .launch import api_headers
 
     try:
-        api_headers(cfg)
+        api_headers(cfg.engine)
     except PreflightError as exc:
         return [str(exc)]
     return []
