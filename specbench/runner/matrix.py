@@ -18,7 +18,7 @@ import yaml
 
 from ..config import RunConfig, parse_config
 from ..errors import Interrupted, PreflightError, RunDirError
-from ..metrics import break_even_table, compute_cells
+from ..metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
@@ -153,12 +153,14 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
 
 
 def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
-    """Raw records -> cells.csv and break_even.csv (rewritten atomically), then the report; returns the
-    report's paths. Re-runnable at any time (`specbench report`)."""
+    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
+    atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
-    cells = compute_cells(records_frame(rd.request_records()), records_frame(rd.window_records()),
-                          baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
+    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+    cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)
