@@ -190,7 +190,9 @@ def test_vllm_counter_path_known_answers(tmp_path: Path, port: int, no_survivors
             "sweep": sweep(), "output_dir": str(tmp_path / "runs")}
     run = run_config(tmp_path, data)
     windows = by_window(run, ledger(tmp_path / "ledger"))
-    check_acceptance(run, windows, "ngram", "counters")
+    # vLLM 0.32 reports acceptance per request too (--per-request-spec-decode-metrics): that is the source;
+    # the /metrics counters are checked window by window below
+    check_acceptance(run, windows, "ngram", "request")
     cells = cells_of(run)
     for _, row in cells[cells.variant == "ngram"].iterrows():  # vLLM's own 1 + accepted / drafts
         entries = [e for w in cell_windows(windows, "ngram", row.point_id) for e in w["entries"]]
