@@ -168,6 +168,10 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: 
         lead = [Strong(variant), " looks faster"] if indicative else ["adopt ", Strong(variant)]
         parts = lead + [f" for concurrency ≤ {o.limit} on {on} ({clears} at {_count(o.n_wins, o.n_points)} "
                         f"levels); {above}"]
+    elif o.kind == "never" and o.varies:  # another curve of the category may well pay
+        words = " looks slower on " if indicative else " never pays on "
+        parts = [Strong(variant), f"{words}{on} at some output length (speedup "
+                 f"{fmt_span(o.speedup_min, o.speedup_max)} across lengths)"]
     elif o.kind == "never":
         words = " looks slower on " if indicative else " never pays on "
         parts = [Strong(variant), f"{words}{on}: speedup {fmt_span(o.speedup_min, o.speedup_max)}"
@@ -218,7 +222,7 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     indicative, basis = launch_basis(data.cells, variant, data.baseline)
     no_interval = not all(o.has_intervals for o in outcomes.values())
     indicative |= no_interval  # point estimates decide somewhere: observations, not advice
-    if all(o.kind == "never" for o in outcomes.values()):
+    if all(o.kind == "never" and not o.varies for o in outcomes.values()):
         allc = combine(list(outcomes.values()))
         span = Strong(fmt_span(allc.speedup_min, allc.speedup_max))
         below = f", below 1.0 at {_count(allc.n_losses, allc.n_points)} measured points"
