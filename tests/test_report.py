@@ -120,7 +120,10 @@ def test_level_and_curve_rules() -> None:
                           "speedup_ci_low": [1.2, 0.95, 0.7], "speedup_ci_high": [1.4, 1.2, 0.9]})
     o = curve_outcome(curve)
     assert (o.kind, o.limit, o.beaten_above) == ("adopt_upto", 1, True)
-    assert curve_outcome(curve, "never_pays").kind == "never"
+    # the levels decide "never" (every interval below 1.0), not a status they do not support
+    assert curve_outcome(curve, "never_pays").kind == "adopt_upto"
+    below = curve.assign(speedup=[0.8] * 3, speedup_ci_low=[0.7] * 3, speedup_ci_high=[0.9] * 3)
+    assert curve_outcome(below).kind == "never"
     assert curve_outcome(curve, "pays_up_to", 1.5).limit == 1
     # "never" needs break_even's never_pays (every level below 1.0), not a loss at some level
     assert curve_outcome(curve, "inconclusive").kind == "adopt_upto"

@@ -24,7 +24,8 @@ def curve_rows(calls: tuple, *, variant: str = "spec", category: str = "code", o
     for c, (s, lo, hi) in zip(levels, calls):
         rows.append({"variant": variant, "category": category, "input_len": math.nan, "output_len": output_len,
                      "temperature": 0.0, "concurrency": c, "valid": True, "speedup": s,
-                     "speedup_ci_low": lo if intervals else math.nan, "speedup_ci_high": hi if intervals else math.nan})
+                     "speedup_ci_low": lo if intervals else math.nan, "speedup_ci_high": hi if intervals else math.nan,
+                     "interval_unit": "launch", "launches": 3, "launch_cv": 0.05})
     return rows
 
 
@@ -34,29 +35,36 @@ def verdict(rows: list[dict], break_even: pd.DataFrame | None = None, status: st
                    environment={}, config={}, fairness=None, cells=pd.DataFrame(rows),
                    break_even=break_even if break_even is not None else pd.DataFrame())
     parts, tone = drafter_verdict(data, "spec")
-    return "".join(f"**{p.text}**" if isinstance(p, Strong) else str(p) for p in parts), tone
+    text = "".join(f"**{p.text}**" if isinstance(p, Strong) else str(p) for p in parts)
+    return (text[:-len(BASIS)] if text.endswith(BASIS) else text), tone
+
+
+BASIS = " (3 launches per variant; between-launch CV 5.0%, measured and in every interval)"
 
 
 def test_adopt_up_to_a_level_baseline_wins_above() -> None:
     text, tone = verdict(curve_rows((WIN, WIN, UNCLEAR, LOSE)))
-    assert text == "adopt **spec** for concurrency ≤ 2 on code; baseline wins above"
+    assert text == ("adopt **spec** for concurrency ≤ 2 on code (interval above 1.05 at 2 of 4 levels); "
+                    "baseline wins above")
     assert tone == "good"
 
 
 def test_adopt_up_to_a_level_no_clear_winner_above() -> None:
     text, _ = verdict(curve_rows((WIN, WIN, UNCLEAR, UNCLEAR)))
-    assert text == "adopt **spec** for concurrency ≤ 2 on code; no clear winner above"
+    assert text == ("adopt **spec** for concurrency ≤ 2 on code (interval above 1.05 at 2 of 4 levels); "
+                    "no clear winner above")
 
 
 def test_adopt_everywhere() -> None:
     text, tone = verdict(curve_rows((WIN, WIN, WIN, WIN)))
-    assert text == "adopt **spec** at every measured concurrency (up to 8) on code" and tone == "good"
+    assert text == ("adopt **spec** at every measured concurrency (up to 8) on code (interval above 1.05 at all 4 "
+                    "levels)") and tone == "good"
 
 
 def test_mixed_wins_not_from_the_lowest_level() -> None:
     text, tone = verdict(curve_rows((UNCLEAR, WIN, UNCLEAR, LOSE)))
-    assert text == ("no consistent result for **spec** on code: speedup clearly above 1.0 only at "
-                    "concurrency 2, below it at 8")
+    assert text == ("no consistent result for **spec** on code: speedup clears 1.05 only at "
+                    "concurrency 2, below 1.0 at 8")
     assert tone == "warn"
     text, _ = verdict(curve_rows((UNCLEAR, WIN, WIN, UNCLEAR)))
     assert text.endswith("only at concurrency 2, 4")  # no loss: no "below it"
@@ -64,20 +72,20 @@ def test_mixed_wins_not_from_the_lowest_level() -> None:
 
 def test_inconclusive_says_where_the_baseline_wins() -> None:
     text, tone = verdict(curve_rows((UNCLEAR, UNCLEAR, LOSE, LOSE)))
-    assert text == ("inconclusive on code: no clear win (speedup 0.70–1.02; some speedup intervals include 1.0); "
-                    "baseline wins at concurrency 4, 8")
+    assert text == ("**spec** inconclusive on code: no clear win (speedup 0.70–1.02; 2 of 4 levels undecided, "
+                    "interval reaching below 1.05); baseline wins at concurrency 4, 8")
     assert tone == "warn"
 
 
 def test_inconclusive_without_losses_asks_for_repeats() -> None:
     text, _ = verdict(curve_rows((UNCLEAR, UNCLEAR)))
-    assert text == ("inconclusive on code: no clear win (speedup 1.02; some speedup intervals include 1.0); "
-                    "more repeats would decide")
+    assert text == ("**spec** inconclusive on code: no clear win (speedup 1.02; all 2 levels undecided, "
+                    "interval reaching below 1.05); more launches or repeats would decide")
 
 
 def test_never_pays() -> None:
     text, tone = verdict(curve_rows((LOSE, (0.5, 0.45, 0.55))))
-    assert text == "**spec** never pays: speedup **0.50–0.70** (< 1.0) at every measured point; do not adopt"
+    assert text == "**spec** never pays: speedup **0.50–0.70**, below 1.0 at all 2 measured points; do not adopt"
     assert tone == "bad"
 
 
@@ -85,8 +93,9 @@ def test_output_lengths_that_disagree_give_the_conservative_result_and_say_so() 
     """out=64 pays up to C=4, out=256 only up to C=2: the category gets the lower limit, and the note."""
     rows = curve_rows((WIN, WIN, WIN, LOSE), output_len=64) + curve_rows((WIN, WIN, UNCLEAR, LOSE), output_len=256)
     text, _ = verdict(rows)
-    assert text == ("adopt **spec** for concurrency ≤ 2 on code; baseline wins above (where output lengths "
-                    "disagree, the most conservative result; see the break-even table)")
+    assert text == ("adopt **spec** for concurrency ≤ 2 on code (interval above 1.05 at 5 of 8 levels); baseline "
+                    "wins above (where output lengths disagree, the most conservative result; see the break-even "
+                    "table)")
     # the same two lengths agreeing: no note
     rows = curve_rows((WIN, WIN, UNCLEAR, LOSE), output_len=64) + curve_rows((WIN, WIN, UNCLEAR, LOSE), output_len=256)
     assert "disagree" not in verdict(rows)[0]
@@ -103,16 +112,19 @@ def test_categories_are_grouped_and_ordered_best_first() -> None:
     rows = curve_rows((LOSE, LOSE), category="chat") + curve_rows((WIN, WIN), category="code") + \
         curve_rows((WIN, LOSE), category="math")
     text, tone = verdict(rows)
-    assert text == ("adopt **spec** at every measured concurrency (up to 2) on code; adopt **spec** for "
-                    "concurrency ≤ 1 on math; baseline wins above; **spec** never pays on chat: speedup 0.70, "
-                    "below 1.0 at every measured concurrency")
+    assert text == ("adopt **spec** at every measured concurrency (up to 2) on code (interval above 1.05 at all 2 "
+                    "levels); adopt **spec** for concurrency ≤ 1 on math (interval above 1.05 at 1 of 2 levels); "
+                    "baseline wins above; **spec** never pays on chat: speedup 0.70, below 1.0 at all 2 measured "
+                    "levels")
     assert tone == "warn"
 
 
 def test_single_repeat_is_indicative_only() -> None:
     text, _ = verdict(curve_rows(((1.3, 0, 0), (1.2, 0, 0), (0.9, 0, 0)), intervals=False))
-    assert text == ("adopt **spec** for concurrency ≤ 2 on code; baseline wins above (some points have no "
-                    "interval, e.g. a single repeat: indicative only)")
+    # no interval: the point estimates decide, worded as observations, never as advice
+    assert text == ("**spec** looks faster for concurrency ≤ 2 on code (point estimate above 1.05 at 2 of 3 levels); "
+                    "baseline looks faster above (some points have no interval, e.g. a single repeat: indicative "
+                    "only)")
 
 
 def test_break_even_crossing_limits_the_adoption() -> None:
@@ -120,7 +132,8 @@ def test_break_even_crossing_limits_the_adoption() -> None:
     be = pd.DataFrame([{"variant": "spec", "category": "code", "input_len": math.nan, "output_len": 64,
                         "temperature": 0.0, "status": "pays_up_to", "break_even_concurrency": 3.0}])
     text, _ = verdict(curve_rows((WIN, WIN, WIN, LOSE)), be)
-    assert text == "adopt **spec** for concurrency ≤ 2 on code; baseline wins above"
+    assert text == ("adopt **spec** for concurrency ≤ 2 on code (interval above 1.05 at 3 of 4 levels); "
+                    "baseline wins above")
 
 
 def test_failed_and_unmeasured_variants() -> None:
@@ -140,7 +153,7 @@ def test_failed_and_unmeasured_variants() -> None:
     (math.nan, math.nan, math.nan, "unclear"), (0.5, 1.01, 2.0, "win"),  # the interval decides, not the value
 ])
 def test_level_call_boundaries(s, lo, hi, call) -> None:
-    assert level_call(s, lo, hi) == call
+    assert level_call(s, lo, hi, min_speedup=1.0) == call  # verdict.min_speedup = 1.0: significance alone
 
 
 def test_curve_outcome_fields() -> None:
@@ -158,15 +171,17 @@ def be_row(status: str, at: float = math.nan, variant: str = "spec", category: s
 
 def test_break_even_status_decides_the_kind() -> None:
     unclear = curve_rows((UNCLEAR, UNCLEAR))
-    text, tone = verdict(unclear, pd.DataFrame([be_row("never_pays")]))
-    assert text == "**spec** never pays: speedup **1.02** (< 1.0) at every measured point; do not adopt"
-    text, tone = verdict(unclear, pd.DataFrame([be_row("pays_everywhere")]))
-    assert text == "adopt **spec** at every measured concurrency (up to 2) on code" and tone == "good"
+    # the words follow what the levels show: a status that the intervals do not support decides nothing
+    undecided = ("**spec** inconclusive on code: no clear win (speedup 1.02; all 2 levels undecided, interval "
+                 "reaching below 1.05); more launches or repeats would decide")
+    assert verdict(unclear, pd.DataFrame([be_row("never_pays")]))[0] == undecided
+    assert verdict(unclear, pd.DataFrame([be_row("pays_everywhere")]))[0] == undecided
     # "no_data" says nothing: the levels decide (all clear losses: never)
     text, _ = verdict(curve_rows((LOSE, LOSE)), pd.DataFrame([be_row("no_data")]))
     assert text.startswith("**spec** never pays: speedup **0.70**")
     text, _ = verdict(curve_rows((WIN, WIN)), pd.DataFrame([be_row("no_data")]))
-    assert text == "adopt **spec** at every measured concurrency (up to 2) on code"
+    assert text == ("a"
+                    "dopt **spec** at every measured concurrency (up to 2) on code (interval above 1.05 at all 2 levels)")
 
 
 def test_break_even_row_of_the_same_curve_only() -> None:
@@ -174,17 +189,21 @@ def test_break_even_row_of_the_same_curve_only() -> None:
     curve = curve_rows((WIN, WIN, UNCLEAR, UNCLEAR))
     others = [be_row("pays_up_to", 1.5, variant="other"), be_row("pays_up_to", 1.5, category="chat"),
               be_row("never_pays", output_len=256)]
+    # its own row (pays_everywhere) does not outvote its levels: adoption stops where the intervals do
     text, _ = verdict(curve, pd.DataFrame(others + [be_row("pays_everywhere")]))
-    assert text == "adopt **spec** at every measured concurrency (up to 8) on code"
+    assert text == ("adopt **spec** for concurrency ≤ 2 on code (interval above 1.05 at 2 of 4 levels); "
+                    "no clear winner above")
     text, _ = verdict(curve, pd.DataFrame(others))  # no row of its own: the levels decide
-    assert text == "adopt **spec** for concurrency ≤ 2 on code; no clear winner above"
+    assert text == ("adopt **spec** for concurrency ≤ 2 on code (interval above 1.05 at 2 of 4 levels); "
+                    "no clear winner above")
 
 
 def test_crossing_exactly_at_a_measured_level() -> None:
     # wins at 1, 2, 4 but break_even.csv puts the crossing at C=2.0: adopt only below it, at 1
     be = pd.DataFrame([be_row("pays_up_to", 2.0)])
     text, _ = verdict(curve_rows((WIN, WIN, WIN, LOSE)), be)
-    assert text == "adopt **spec** for concurrency ≤ 1 on code; baseline wins above"
+    assert text == ("adopt **spec** for concurrency ≤ 1 on code (interval above 1.05 at 3 of 4 levels); "
+                    "baseline wins above")
     # a crossing below the lowest level leaves no adoption at all
     text, _ = verdict(curve_rows((WIN, WIN, WIN, LOSE)), pd.DataFrame([be_row("pays_up_to", 0.5)]))
     assert text.startswith("no consistent result for **spec** on code")
@@ -194,9 +213,10 @@ def test_groups_with_higher_limits_come_first() -> None:
     rows = curve_rows((WIN, UNCLEAR, UNCLEAR, UNCLEAR), category="a") + \
         curve_rows((WIN, WIN, WIN, UNCLEAR), category="b") + curve_rows((WIN, WIN, UNCLEAR, UNCLEAR), category="c")
     text, tone = verdict(rows)
-    assert text == ("adopt **spec** for concurrency ≤ 4 on b; no clear winner above; adopt **spec** for "
-                    "concurrency ≤ 2 on c; no clear winner above; adopt **spec** for concurrency ≤ 1 on a; "
-                    "no clear winner above")
+    assert text == ("adopt **spec** for concurrency ≤ 4 on b (interval above 1.05 at 3 of 4 levels); no clear "
+                    "winner above; adopt **spec** for concurrency ≤ 2 on c (interval above 1.05 at 2 of 4 levels); "
+                    "no clear winner above; adopt **spec** for concurrency ≤ 1 on a (interval above 1.05 at 1 of 4 "
+                    "levels); no clear winner above")
     assert tone == "good"
     rows = curve_rows((WIN, WIN, WIN, WIN), category="a") + curve_rows((WIN, WIN, UNCLEAR, LOSE), category="b")
     assert verdict(rows)[1] == "good"  # adopt everywhere on one category and up to a level on another

@@ -73,7 +73,7 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
     if be_status == "pays_up_to" and prefix is not None and not math.isnan(be_concurrency):
         below = [c for c in levels if c <= prefix and c < be_concurrency]
         prefix = below[-1] if below else None
-    if be_status == "never_pays" or (not be_status and calls and all(c == "lose" for c in calls)):
+    if calls and all(c == "lose" for c in calls):  # what break_even's never_pays checks, level by level
         kind: Kind = "never"
     elif calls and all(c == "win" for c in calls):
         kind, prefix = "adopt_all", max(levels)
