@@ -180,8 +180,8 @@ def test_break_even_status_decides_the_kind() -> None:
     text, _ = verdict(curve_rows((LOSE, LOSE)), pd.DataFrame([be_row("no_data")]))
     assert text.startswith("**spec** never pays: speedup **0.70**")
     text, _ = verdict(curve_rows((WIN, WIN)), pd.DataFrame([be_row("no_data")]))
-    assert text == ("a"
-                    "dopt **spec** at every measured concurrency (up to 2) on code (interval above 1.05 at all 2 levels)")
+    assert text == ("adopt **spec** at every measured concurrency (up to 2) on code (interval above 1.05 at all 2 "
+                    "levels)")
 
 
 def test_break_even_row_of_the_same_curve_only() -> None:
