@@ -33,11 +33,13 @@ def test_crossing_formats_large_concurrency_without_decimals() -> None:
 
 def test_speedup_exactly_one_still_pays_and_crossing_needs_a_drop_below_one() -> None:
     be = break_even([1, 2, 4], [1.0, 1.0, 1.0])
-    assert (be.status, be.verdict) == ("pays_everywhere", "pays at every measured level (beyond the sweep; "
+    assert (be.status, be.verdict) == ("pays_everywhere", "pays at all 3 measured levels (beyond the sweep; "
                                                           "no interval)")
     # 1.0 at the lowest level is not "never pays"
     assert break_even([1, 2], [1.0, 0.5]).status == "pays_up_to"
-    assert break_even([1, 2], [0.99, 1.5]).verdict == "never pays (speedup 0.99 at C=1)"
+    # below 1.0 at the lowest level only: not "never pays" (the words must hold at every level)
+    assert break_even([1, 2], [0.99, 1.5]).verdict == ("inconclusive: speedup 0.99 at C=1, but below 1.0 at only "
+                                                       "1 of 2 levels")
 
 
 def test_not_monotone_names_the_next_level_at_or_above_one() -> None:
@@ -56,17 +58,18 @@ def test_intervals_set_uncertain_from_and_last_confident() -> None:
     # levels without an interval are skipped, not treated as uncertain
     be = break_even([1, 2, 4], [1.5, 1.3, 1.2], [1.2, NAN, 1.1], [1.8, NAN, 1.3])
     assert (be.status, be.uncertain_from, be.last_confident) == ("pays_everywhere", None, 4)
-    assert be.verdict == "pays at every measured level (beyond the sweep; interval above 1.0 at every level " \
+    assert be.verdict == "pays at all 3 measured levels (beyond the sweep; interval above 1.0 at every level " \
                          "with an interval)"
 
 
 def test_lowest_level_interval_decides_inconclusive_and_never() -> None:
     be = break_even([1, 2], [1.2, 1.3], [1.0, 1.2], [1.4, 1.4])  # lo == 1.0: contains 1.0
-    assert be == BreakEven("inconclusive", None, 1, None, "inconclusive: interval contains 1.0 at C=1")
+    assert be == BreakEven("inconclusive", None, 1, None,
+                           "inconclusive: interval contains 1.0 at C=1 (below 1.0 at 0 of 2 levels)")
     be = break_even([1, 2], [0.9, 1.3], [0.8, 1.2], [1.0, 1.4])  # hi == 1.0: contains 1.0
     assert be.status == "inconclusive"
     be = break_even([1, 2], [0.8, 0.7], [0.7, 0.6], [0.9, 0.8])
-    assert be == BreakEven("never_pays", None, 1, None, "never pays (speedup 0.80 at C=1)")
+    assert be == BreakEven("never_pays", None, 1, None, "never pays: interval below 1.0 at all 2 measured levels")
 
 
 def test_contains_one_from_the_start_note() -> None:
@@ -126,13 +129,16 @@ def test_adaptive_done_needs_three_finite_windows() -> None:
 
 def test_adaptive_done_compares_the_relative_half_width() -> None:
     xs = [90.0, 100.0, 110.0, 95.0, 105.0]
-    lo, hi = stats.bootstrap_ci(xs, np.mean, confidence=0.95, seed=0)
+    lo, hi = stats.mean_ci(xs, confidence=0.95).bounds  # Student t: 2.776 * s / sqrt(5), s = 7.9
+    assert lo is not None and hi is not None
     half = (hi - lo) / 2 / 100.0  # mean 100
+    assert half == pytest.approx(2.776445 * math.sqrt(62.5) / math.sqrt(5) / 100.0, rel=1e-5)
     assert 0 < half < 0.2
     assert adaptive_done(xs, half) and adaptive_done(xs, half * 1.01)
     assert not adaptive_done(xs, half * 0.99)
     # the confidence level is honoured: a 50% interval is narrower than the 95% one
-    lo50, hi50 = stats.bootstrap_ci(xs, np.mean, confidence=0.5, seed=0)
+    lo50, hi50 = stats.mean_ci(xs, confidence=0.5).bounds
+    assert lo50 is not None and hi50 is not None
     assert adaptive_done(xs, (hi50 - lo50) / 2 / 100.0, confidence=0.5)
     assert not adaptive_done(xs, (hi50 - lo50) / 2 / 100.0)
 
