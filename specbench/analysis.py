@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from .config import RunConfig, parse_config
+from .hardware import HardwareCheck, check, withhold_speedups
 from .rundir import RunDir, atomic_write, records_frame
 
 
@@ -20,6 +22,7 @@ def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = Tru
     windows = records_frame(rd.window_records())
     cells = compute_cells(requests, windows, baseline=cfg.baseline.name,
                           max_error_rate=cfg.sweep.max_error_rate)
+    cells = withhold_speedups(cells, hardware_check(rd, cfg))
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
     if render:
@@ -27,6 +30,11 @@ def analyse_run_dir(rd: RunDir, cfg: RunConfig | None = None, render: bool = Tru
 
         render_report(rd.path)
     return cells
+
+
+def hardware_check(rd: RunDir, cfg: RunConfig) -> HardwareCheck:
+    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
+    return check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware)
 
 
 def report_paths(run_dir: Path) -> list[Path]:

@@ -89,7 +89,8 @@ def _cmd_report(a: argparse.Namespace) -> int:
 def _cmd_compare(a: argparse.Namespace) -> int:
     from .compare import compare
 
-    cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold)
+    cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
+                  allow_mixed_hardware=a.allow_mixed_hardware)
     print(cmp.to_markdown())
     if cmp.regressed:
         print(f"error: {len(cmp.regressed)} cell(s) regressed beyond {a.threshold:.0%}: "
@@ -161,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_a", help="the reference run")
     c.add_argument("run_b", help="the new run")
     c.add_argument("--threshold", type=float, default=0.05, help="relative speedup drop that fails (0.05)")
+    c.add_argument("--allow-mixed-hardware", action="store_true",
+                   help="compare runs measured on unlike hardware (the table says so)")
     c.set_defaults(fn=_cmd_compare)
 
     m = sub.add_parser("models", help="demo models built offline from PyPI wheels")

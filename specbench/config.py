@@ -127,12 +127,20 @@ class SweepConfig(Strict):
         return v
 
 
+class SchedulerConfig(Strict):
+    """How the variants are placed on machines (docs/cluster.md)."""
+
+    # compare variants measured on nodes whose hardware fingerprints differ (the report says so)
+    allow_mixed_hardware: bool = False
+
+
 class RunConfig(Strict):
     name: str = "run"
     model: ModelConfig
     engine: EngineConfig = Field(default_factory=EngineConfig)
     variants: list[VariantConfig] = Field(min_length=1)
     sweep: SweepConfig
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     output_dir: str = "runs"
 
     @model_validator(mode="after")
