@@ -131,3 +131,10 @@ def test_the_step_runs_one_rank_per_node_from_inside_a_step(tmp_path: Path, slur
     assert r.returncode == 0, r.stderr
     got = sorted(json.loads(line) for line in r.stdout.splitlines())
     assert got == [["n1", list(rl.ranks[0][len(ECHO):])], ["n2", list(rl.ranks[1][len(ECHO):])]]
+
+
+def test_the_shipped_two_node_config_validates_with_two_ranks_per_variant() -> None:
+    lines: list[str] = []
+    assert validate(REPO / "configs" / "kimi-k2.6-tp16-2nodes.yaml", print_commands=True, out=lines.append) == 0
+    assert sum(line.startswith("  rank 1 on <node1>: ") for line in lines) == 3
+    assert all("--tp 16" in line for line in lines if line.startswith("  rank "))
