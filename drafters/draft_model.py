@@ -32,6 +32,12 @@ class DraftModel(Drafter):
                          draft_tokens=p.num_tokens + 1)
 
     def check(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
+        """A folder is looked for only when the context checks paths on this host; a demo model name
+        needs no folder yet (specbench run builds it before launching)."""
+        from specbench.models import DEMO_MODELS
+
+        if p.model in DEMO_MODELS or not ctx.extra.get("check_paths", True):
+            return []
         path = resolve_draft(p.model)
         return [] if Path(path).exists() else [f"params.model: draft model folder not found: {path}"]
 

@@ -6,6 +6,7 @@ Anything engine-specific stays a pass-through list of arguments (`engine.args`, 
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -190,9 +191,24 @@ def format_validation_error(exc: ValidationError) -> tuple[str, str]:
     return where, msg
 
 
+def non_finite(data: Any, where: str = "") -> str | None:
+    """Path of the first NaN or infinite number anywhere in parsed YAML (.nan, .inf), else None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return where
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        found = non_finite(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k))
+        if found is not None:
+            return found
+    return None
+
+
 def parse_config(data: Any, source: str | None = None) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError("", "the config must be a YAML mapping", source)
+    bad = non_finite(data)
+    if bad is not None:  # YAML's .nan/.inf: no field of a config means anything with them
+        raise ConfigError(bad, "must be a finite number (not NaN or infinite)", source)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -202,11 +218,14 @@ def parse_config(data: Any, source: str | None = None) -> RunConfig:
 
 def _read_yaml(p: Path) -> Any:
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("", f"config file not found: {p}") from None
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {p}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})",
+                          str(p)) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -84,8 +84,12 @@ def vllm_speculative_config(cfg: dict[str, Any]) -> list[str]:
     return ["--speculative-config", json.dumps(cfg, sort_keys=True, separators=(",", ":"))]
 
 
-DRAFTERS: Registry[Drafter] = Registry("drafter", package="drafters", attribute="DRAFTER")
+# `mypkg.drafters:Medusa` names a class or an instance: the registry makes an instance of a class.
+DRAFTERS: Registry[Drafter] = Registry("drafter", package="drafters", attribute="DRAFTER", instantiate=True)
 
 
 def get_drafter(name: str) -> Drafter:
-    return DRAFTERS.get(name)
+    drafter = DRAFTERS.get(name)
+    if not isinstance(drafter, Drafter):
+        raise UsageError(f"drafter {name!r}: {type(drafter).__name__} is not a specbench Drafter")
+    return drafter

@@ -1,7 +1,7 @@
 """Fairness: pin what an engine derives differently when a drafter is loaded, and audit everything else.
 
-SGLang silently changes its own defaults when speculation is on (REFERENCE.md, verified in
-sglang 0.5.23 `srt/arg_groups/speculative_hook.py` and `memory_hook.py`):
+SGLang silently changes its own defaults when speculation is on (sglang 0.5.23
+`srt/arg_groups/speculative_hook.py` and `memory_hook.py`; docs/sglang.md "Fairness pins" has the details):
 - `--max-running-requests` becomes 48 with any speculative algorithm (the baseline gets thousands);
 - `--mem-fraction-static` is computed from free memory, which the draft weights reduce;
 - the decode cuda-graph batch limit follows GPU memory and parallelism.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .config import RunConfig, VariantConfig
 from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from .engines import ENGINES, Engine, LaunchSpec
+from .engines.base import parse_version
 from .errors import ConfigError, UsageError
 
 
@@ -73,7 +74,7 @@ def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
 def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
     """Every variant's launch, in config order. Raises ConfigError naming the variant field at fault."""
     out = []
-    version = _version_tuple(engine.version())
+    version = parse_version(engine.version())
     for i, v in enumerate(cfg.variants):
         drafter, params = resolve_drafter(cfg, i)
         eng = variant_engine(cfg, engine, v)
@@ -93,15 +94,3 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
                                  metrics_url=eng.metrics_url(v, port), drafter_args=tuple(drafter_args),
                                  engine=eng))
     return out
-
-
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    parts = []
-    for p in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None

@@ -62,11 +62,16 @@ def is_built(path: Path) -> bool:
     return (path / MARKER).is_file()
 
 
-def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] = print) -> Path:
-    """Build demo model `name` unless it is already built; returns its folder."""
+def demo_model(name: str) -> DemoModel:
+    """The demo model of that name; a UsageError naming model.demo and the valid names otherwise."""
     if name not in DEMO_MODELS:
         raise UsageError(f"model.demo: unknown demo model {name!r} (valid: {', '.join(DEMO_MODELS)})")
-    spec = DEMO_MODELS[name]
+    return DEMO_MODELS[name]
+
+
+def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] = print) -> Path:
+    """Build demo model `name` unless it is already built; returns its folder."""
+    spec = demo_model(name)
     dest = demo_model_path(name)
     assert dest is not None
     if spec.base:

@@ -131,7 +131,7 @@ def test_itl_per_token_with_multi_token_chunks() -> None:
 
 
 def test_tau_from_counters_reference_example() -> None:
-    # REFERENCE.md: 128-token poem, vLLM counters moved drafts=28, accepted=73
+    # docs/metrics.md "Why two acceptance lengths": a 128-token poem moved vLLM's counters by drafts=28, accepted=73
     assert metrics.tau_from_counters(128, 73) == pytest.approx(128 / 55)  # 2.33 tokens per target step
     assert metrics.draft_acceptance_length(73, 28) == pytest.approx(1 + 73 / 28)  # vLLM's 3.6
     assert math.isnan(metrics.tau_from_counters(10, 10))

@@ -81,7 +81,7 @@ class CommandEngine(Engine):
         if not metric:
             return None
         samples = await scrape(http, metrics_url)
-        return {"verify_steps": total(samples, metric) or 0.0}
+        return {"verify_steps": total(samples, metric)}  # None when the server does not expose it
 
 
 def fill_template(template: list[str], values: dict[str, str], drafter_args: list[str], where: str) -> list[str]:

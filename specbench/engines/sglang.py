@@ -24,7 +24,7 @@ import httpx
 from ..config import VariantConfig
 from ..fairness import sglang_pins
 from ..records import SpecDetails
-from .base import Engine, LaunchSpec, RequestSpec, dist_version, parse_version
+from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, parse_version
 from .prometheus import scrape, total
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
@@ -56,13 +56,13 @@ class SGLangEngine(Engine):
         return parse_version(self.version())
 
     # -- readiness --------------------------------------------------------------------------------
-    async def probe_ready(self, http: httpx.AsyncClient, base_url: str) -> bool:
+    async def probe_ready(self, http: httpx.AsyncClient, base_url: str, timeout_s: float = 30.0) -> Probe:
         """/health_generate runs a real generation and answers 503 until the server's warmup succeeded."""
         try:
-            r = await http.get(f"{base_url}/health_generate", timeout=30.0)
-        except httpx.HTTPError:
-            return False
-        return r.status_code == 200
+            r = await http.get(f"{base_url}/health_generate", timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return Probe(False, f"/health_generate: no answer ({type(exc).__name__})")
+        return Probe(r.status_code == 200, f"/health_generate: HTTP {r.status_code}")
 
     # -- requests ---------------------------------------------------------------------------------
     def request_body(self, req: RequestSpec) -> dict[str, Any]:

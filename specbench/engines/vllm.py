@@ -51,7 +51,9 @@ class VLLMEngine(Engine):
 
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
         samples = await scrape(http, metrics_url, prefix="vllm:")
-        out: dict[str, Any] = {k: total(samples, name) or 0.0 for k, name in COUNTERS.items()}
+        # A counter this server does not expose stays None (absent from the window's delta), never 0:
+        # accepted = 0 would read as "nothing accepted" and show acceptance 1.00 for missing data.
+        out: dict[str, Any] = {k: total(samples, name) for k, name in COUNTERS.items()}
         per_pos: dict[int, float] = {}
         for labels, value in samples.get(PER_POSITION, {}).items():
             pos = int(dict(labels).get("position", -1))

@@ -74,23 +74,24 @@ def _acceptance(
             [sp.get("accept_histogram") for _, sp in with_steps]
         )
 
-    # Source 2: window counter deltas (vLLM spec_decode counters).
+    # Source 2: window counter deltas (vLLM spec_decode counters, or a command engine's verify-step counter).
     win = _counter_windows(windows, reqs)
     if win:
-        gen = sum(w.generation_tokens for w in win)
-        accepted = sum(w.num_accepted_tokens for w in win)
-        drafts = sum(w.num_drafts for w in win)
-        draft_tokens = sum(w.num_draft_tokens for w in win)
-        out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
+        drafted = [w for w in win if math.isfinite(w.num_accepted_tokens)]
+        accepted = sum(w.num_accepted_tokens for w in drafted)
+        drafts = sum(w.num_drafts for w in drafted)
+        if drafted:
+            out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
         if out["acceptance_source"] == "none":
-            out["acceptance_length"] = tau_from_counters(gen, accepted)
+            g = [w.generation_tokens for w in win]
+            s = [w.steps for w in win]
+            out["acceptance_length"] = _safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
-                g = [w.generation_tokens for w in win]
-                s = [w.generation_tokens - w.num_accepted_tokens for w in win]
                 lo, hi = _ci(stats.paired_ratio_ci(g, s, **_bs(bs)))
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
-            out["acceptance_rate"] = _safe_ratio(accepted, draft_tokens)
+            if drafted:
+                out["acceptance_rate"] = _safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
         positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
             width = max(len(p) for p in positions)
@@ -123,14 +124,24 @@ def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
 @dataclass(frozen=True)
 class _WindowCounters:
     generation_tokens: float
-    num_accepted_tokens: float
+    num_accepted_tokens: float  # NaN: the engine has no accepted-token counter (verify_steps instead)
     num_drafts: float
     num_draft_tokens: float
+    verify_steps: float  # NaN unless the engine counts verify steps itself (engine.acceptance_metric)
     per_position_accepted: list[float] | None
+
+    @property
+    def steps(self) -> float:
+        """Target steps in the window: counted, else generated - accepted (each step adds accepted + 1)."""
+        if math.isfinite(self.verify_steps):
+            return self.verify_steps
+        return self.generation_tokens - self.num_accepted_tokens
 
 
 def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCounters]:
-    """Counter deltas per window; generation tokens fall back to the window's successful usage sum."""
+    """Counter deltas per window; generation tokens fall back to the window's successful usage sum.
+    A window counts when it has an accepted-token delta or a verify-step delta: a counter the engine
+    does not expose is absent, never 0, so missing data gives no acceptance rather than 1.0."""
     out: list[_WindowCounters] = []
     usage_by_repeat: dict[int, float] = {}
     for r in reqs:
@@ -138,7 +149,7 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
             usage_by_repeat[r.repeat] = usage_by_repeat.get(r.repeat, 0.0) + r.n_out
     for w in windows.to_dict("records"):
         c = w.get("counters")
-        if not isinstance(c, dict) or c.get("num_accepted_tokens") is None:
+        if not isinstance(c, dict) or (c.get("num_accepted_tokens") is None and c.get("verify_steps") is None):
             continue
         gen = _num(c.get("generation_tokens"))
         if not math.isfinite(gen):
@@ -149,7 +160,8 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
                 num_accepted_tokens=_num(c.get("num_accepted_tokens")),
                 num_drafts=_num(c.get("num_drafts")),
                 num_draft_tokens=_num(c.get("num_draft_tokens")),
+                verify_steps=_num(c.get("verify_steps")),
                 per_position_accepted=_opt_list(w.get("per_position_accepted")),
             )
         )
-    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
+    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.steps)]
