@@ -12,6 +12,8 @@ from .engines import ENGINES, Engine, LaunchSpec
 from .engines.base import parse_version
 from .errors import ConfigError, UsageError
 
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
 
 @dataclass(frozen=True)
 class VariantLaunch:
@@ -35,6 +37,11 @@ class VariantLaunch:
                            "env": self.spec.env if self.spec else None, "url": self.base_url},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment as shown in command.json and `validate --print-commands`: secrets hidden."""
+    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
 
 
 def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:

@@ -111,7 +111,7 @@ def _ranked(cfg: RunConfig, la: VariantLaunch, engine: Engine) -> RankedLaunch |
 
 
 def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
-    from .runner import redact_env
+    from .launch import redact_env
 
     kind = (la.engine or engine).kind
     role = " (baseline)" if la.variant.baseline else ""

@@ -11,7 +11,7 @@ import pytest
 
 from specbench import metrics
 from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
-from specbench.warnings_ import WarningCode, cell_warnings
+from specbench.metrics.warnings import WarningCode, cell_warnings
 
 
 def req(

@@ -81,7 +81,7 @@ def test_truncate_model(tmp_path: Path) -> None:
 
 def test_prepare_builds_once_then_reuses(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     calls = []
-    monkeypatch.setattr(models, "_build_from_gguf", lambda dest, progress: (calls.append(dest), write_tiny_model(dest)))
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: (calls.append(dest), write_tiny_model(dest)))
     lines: list[str] = []
     path = models.prepare("smollm2", progress=lines.append)
     assert path == cache / "models" / "smollm2" and models.is_built(path)
@@ -94,7 +94,7 @@ def test_prepare_builds_once_then_reuses(monkeypatch: pytest.MonkeyPatch, cache:
 
 
 def test_prepare_draft_prepares_base_first(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
-    monkeypatch.setattr(models, "_build_from_gguf", lambda dest, progress: write_tiny_model(dest))
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
     monkeypatch.setitem(models.DEMO_MODELS, "smollm2-draft",
                         models.DemoModel("smollm2-draft", "test", base="smollm2", num_layers=1))
     draft = models.prepare("smollm2-draft", progress=lambda _: None)
@@ -107,7 +107,7 @@ def test_interrupted_build_is_rebuilt(monkeypatch: pytest.MonkeyPatch, cache: Pa
         write_tiny_model(dest)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_build_from_gguf", crash)
+    monkeypatch.setattr(models, "build_from_gguf", crash)
     with pytest.raises(KeyboardInterrupt):
         models.prepare("smollm2", progress=lambda _: None)
     dest = cache / "models" / "smollm2"
@@ -117,14 +117,14 @@ def test_interrupted_build_is_rebuilt(monkeypatch: pytest.MonkeyPatch, cache: Pa
     dest.mkdir()
     (dest / "config.json").write_text("{}")
     (cache / "models" / ".smollm2.tmp-999999").mkdir()  # left by a killed build
-    monkeypatch.setattr(models, "_build_from_gguf", lambda d, progress: write_tiny_model(d))
+    monkeypatch.setattr(models, "build_from_gguf", lambda d, progress: write_tiny_model(d))
     models.prepare("smollm2", progress=lambda _: None)
     assert models.is_built(dest) and (dest / models.WEIGHTS).exists()
     assert not (cache / "models" / ".smollm2.tmp-999999").exists()
 
 
 def test_missing_wheel_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(models.gguf.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UsageError) as exc:
         models.prepare("smollm2", progress=lambda _: None)
     msg = str(exc.value)
@@ -142,7 +142,7 @@ def test_resolve_model_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert models.resolve_model(ModelConfig(path=str(tmp_path))) == (tmp_path, tmp_path)
     with pytest.raises(UsageError, match=r"^model.tokenizer: folder not found"):
         models.resolve_model(ModelConfig(path=str(tmp_path), tokenizer=str(tmp_path / "tok")))
-    monkeypatch.setattr(models, "_build_from_gguf", lambda dest, progress: write_tiny_model(dest))
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
     path, tok = models.resolve_model(ModelConfig(demo="smollm2"))
     assert path == tok == models.demo_model_path("smollm2") and models.is_built(path)
 

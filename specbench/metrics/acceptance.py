@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL
-from .common import NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
 from .requests import _Req
 
 

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL, cell_warnings
 from .acceptance import _acceptance
-from .common import NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
 from .lossless import _lossless
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
+from .warnings import cell_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [

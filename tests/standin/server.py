@@ -52,6 +52,7 @@ class Options:
     accept_rate: float | None = None
     drafts_per_step: int = 3
     enable_metrics: bool = False
+    metrics_errors: int = 0  # answer 500 to the first N /metrics scrapes (-1: to every scrape)
     seed: int = 0
     api_key_env: str | None = None
     stamp_text: bool = False  # append "|<CLOCK_MONOTONIC ns at send>" to each chunk's text (overhead benchmark)
@@ -65,6 +66,7 @@ class State:
     in_flight: int = 0
     max_in_flight: int = 0
     flushes: int = 0
+    scrapes: int = 0  # /metrics requests received
     generation_tokens: int = 0
     spec: SpecStats = field(default_factory=SpecStats)
     per_position: list[int] = field(default_factory=list)
@@ -98,6 +100,9 @@ class StandIn:
         if p == "/standin/stats":
             return Response.json(self._stats())
         if p == "/metrics":
+            self.s.scrapes += 1
+            if self.o.metrics_errors < 0 or self.s.scrapes <= self.o.metrics_errors:
+                return Response.json({"error": {"message": "metrics unavailable (--metrics-errors)"}}, 500)
             return self._metrics()
         if self.sglang and p == "/health_generate":
             return Response.json({}, 200 if self.s.ready else 503)
@@ -385,6 +390,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--accept-rate", type=float, default=None, help="speculate: P(a draft token is accepted)")
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
+    p.add_argument("--metrics-errors", type=int, default=0, metavar="N",
+                   help="answer 500 to the first N /metrics scrapes (-1: to every one)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
     p.add_argument("--stamp-text", action="store_true",
                    help="append |<monotonic ns at send> to each chunk's text (client timing error)")

@@ -10,11 +10,12 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from .common import MIN_REPEATS_FOR_INTERVAL
+
 # Thresholds, written once.
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
 HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
 LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for drafting
-MIN_REPEATS_FOR_INTERVAL = 3  # run-to-run intervals need at least this many repeats
 
 
 class WarningCode(str, Enum):

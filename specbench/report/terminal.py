@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .rundir import load_run
+from ..rundir import RunDir
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:
@@ -32,14 +32,16 @@ def headline(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def print_summary(run_dir: Path, console: Console | None = None) -> None:
+    """Reads run.json and cells.csv only: the raw records (possibly millions of lines) stay unread."""
     console = console or Console()
-    run = load_run(run_dir)
-    console.print(f"run directory: {run.path}", markup=False, highlight=False)
-    for name, vm in run.meta.get("variants", {}).items():
+    rd = RunDir(run_dir)
+    cells = pd.read_csv(rd.cells) if rd.cells.exists() else pd.DataFrame()
+    console.print(f"run directory: {rd.path}", markup=False, highlight=False)
+    for name, vm in rd.load_meta().get("variants", {}).items():
         if vm.get("status") != "done":
             console.print(f"  {name}: {vm.get('status')} {vm.get('reason') or vm.get('reused_from') or ''}",
                           markup=False, highlight=False)
-    h = headline(run.cells)
+    h = headline(cells)
     if h.empty:
         console.print("no completed cells")
         return
@@ -50,16 +52,16 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean), _fmt(r.acceptance_length),
                   _fmt(r.output_tok_s, 1), str(r.cells))
     console.print(t)
-    for line in warning_lines(run.cells):
+    for line in warning_lines(cells):
         console.print(line, markup=False, highlight=False, style="yellow", soft_wrap=True)
     for p in ("report.md", "report.html"):
-        if (run.path / p).exists():
-            console.print(f"report: {run.path / p}", markup=False, highlight=False)
+        if (rd.path / p).exists():
+            console.print(f"report: {rd.path / p}", markup=False, highlight=False)
 
 
 def warning_lines(cells: pd.DataFrame) -> list[str]:
     """One line per warning code: how many cells, an example, and the remedy."""
-    from .warnings_ import REMEDY, WarningCode
+    from ..metrics.warnings import REMEDY, WarningCode
 
     if cells.empty or "warnings" not in cells:
         return []
