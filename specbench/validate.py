@@ -134,10 +134,10 @@ def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_comm
 
 def _environment_problems(cfg: RunConfig) -> list[str]:
     """What run refuses in this shell's environment (an unset API key variable)."""
-    from .runner import api_headers
+    from .runner.session import api_headers
 
     try:
-        api_headers(cfg)
+        api_headers(cfg.engine)
     except PreflightError as exc:
         return [str(exc)]
     return []
