@@ -3,7 +3,8 @@
 A node's fingerprint (environment.json `nodes`, from `environment.node_fingerprint`) holds what changes a
 measurement: CPU model and count, memory, GPU model, count and memory, driver, CUDA version, the GPU
 interconnect as `nvidia-smi topo -m` prints it, and the engine version. `variant_nodes` says which node(s)
-served each variant (rank 0 first); the single-node runner puts every variant on its one host.
+served each variant (rank 0 of its first launch first; a resumed variant may have run on several nodes in
+turn); the single-node runner puts every variant on its one host.
 
 A speedup divides two variants' throughputs, so both must come from equal fingerprints: `check` names the
 variants measured on hardware unlike the baseline's, and the analysis withholds their speedups unless the
@@ -38,48 +39,40 @@ def describe(diff: dict[str, tuple[Any, Any]]) -> str:
 
 
 def variant_fingerprints(env: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """variant -> the fingerprint of the node that served it (rank 0 when it spanned several nodes);
-    every rank of a multi-node variant must match its rank 0 (`check` reports a mixed one)."""
+    """variant -> the fingerprint of the first node that served it (rank 0 of its first launch)."""
     nodes: dict[str, dict[str, Any]] = env.get("nodes") or {}
     placement: dict[str, list[str]] = env.get("variant_nodes") or {}
-    out = {}
-    for variant, names in placement.items():
-        if names and names[0] in nodes:
-            out[variant] = nodes[names[0]]
-    return out
+    return {v: nodes[names[0]] for v, names in placement.items() if names and names[0] in nodes}
 
 
 @dataclass
 class HardwareCheck:
     baseline: str
+    variants: list[str] = field(default_factory=list)
     mismatched: dict[str, str] = field(default_factory=dict)  # variant -> what differs from the baseline's node
     allowed: bool = False  # the config says to compare anyway
 
     @property
     def withheld(self) -> set[str]:
-        """Variants whose speedups must not be reported."""
-        return set() if self.allowed else set(self.mismatched)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "mismatched": self.mismatched, "allowed": self.allowed}
+        """Variants whose speedups must not be reported: every one when the baseline itself ran on unlike
+        nodes (its ranks, or launches on several nodes)."""
+        if self.allowed:
+            return set()
+        return set(self.variants) if self.baseline in self.mismatched else set(self.mismatched)
 
 
 def check(env: dict[str, Any], baseline: str, allowed: bool = False) -> HardwareCheck:
-    """Compare each variant's node fingerprint with the baseline's (and each rank with its rank 0)."""
-    result = HardwareCheck(baseline=baseline, allowed=allowed)
+    """Compare the fingerprint of every node that served a variant (every rank, every launch) with the
+    baseline's first node."""
     nodes: dict[str, dict[str, Any]] = env.get("nodes") or {}
     placement: dict[str, list[str]] = env.get("variant_nodes") or {}
-    per_variant = variant_fingerprints(env)
-    base = per_variant.get(baseline)
+    result = HardwareCheck(baseline=baseline, variants=list(placement), allowed=allowed)
+    first = (placement.get(baseline) or [None])[0]
+    if first not in nodes:
+        return result
     for variant, names in placement.items():
-        problems = []
-        first = nodes.get(names[0]) if names else None
-        for other in names[1:]:
-            if first is not None and other in nodes and (d := differences(first, nodes[other])):
-                problems.append(f"its ranks ran on unlike nodes ({names[0]} vs {other}: {describe(d)})")
-        if variant != baseline and base is not None and first is not None and (d := differences(base, first)):
-            problems.append(f"node {names[0]} differs from the baseline's node {placement[baseline][0]}: "
-                            f"{describe(d)}")
+        problems = [f"node {n} differs from the baseline's node {first}: {describe(d)}"
+                    for n in names if n in nodes and (d := differences(nodes[first], nodes[n]))]
         if problems:
             result.mismatched[variant] = "; ".join(problems)
     return result

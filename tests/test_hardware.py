@@ -63,9 +63,11 @@ def test_check_names_variants_on_unlike_nodes_and_unlike_ranks():
     result = check(env, "base")
     assert set(result.mismatched) == {"ddtree", "wide"}
     assert "gpu_model: NVIDIA RTX PRO 6000 vs NVIDIA H100" in result.mismatched["ddtree"]
-    assert "ranks ran on unlike nodes" in result.mismatched["wide"]
+    assert result.mismatched["wide"] == "node n4 differs from the baseline's node n1: driver: 570.124.06 vs 550.54"
     assert result.withheld == {"ddtree", "wide"}
     assert check(env, "base", allowed=True).withheld == set()
+    env["variant_nodes"]["base"] = ["n1", "n3"]  # the baseline itself on unlike nodes: nothing compares
+    assert check(env, "base").withheld == {"base", "eagle3", "ddtree", "wide"}
 
 
 def _run(tmp_path, model_dir, port, **over):

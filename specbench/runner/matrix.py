@@ -14,6 +14,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -41,6 +42,7 @@ class RunOptions:
     reuse: Path | None = None  # an earlier run whose unchanged variants are taken as they are
     skip_preflight: bool = False
     reporter: Reporter | None = None
+    scheduler: Literal["local", "slurm"] = "local"  # slurm: variants side by side on the allocation's nodes
 
 
 @dataclass
@@ -81,6 +83,11 @@ class MatrixRun:
         o = self.opts
         if o.out is not None:
             check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
+        alloc = None
+        if o.scheduler == "slurm":
+            from ..slurm import current_allocation
+
+            alloc = current_allocation()  # refused outside an allocation, before anything is prepared
         plan = prepare_plan(self.cfg)
         if not o.skip_preflight:
             from ..preflight import preflight
@@ -99,12 +106,22 @@ class MatrixRun:
         try:
             if o.reuse:
                 self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
+            placer = None
+            if alloc is not None:
+                from .cluster import SlurmPlacer
+
+                placer = SlurmPlacer(self.cfg, rd, state, sink, alloc, self.reporter.log)
+                placer.merge_all()  # what a previous head measured but did not merge (resume)
             ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
             ctx.checkpoint = lambda: state.save(rd)
             names = [vl.name for vl in plan.launches]
-            self.reporter.start(sum(ctx.requests_todo(n) for n in names))
-            await run_schedule(launch_order(names), state, lambda u, vs: measure_launch(ctx, u, vs),
-                               lambda n: bool(ctx.todo(n)), ctx.checkpoint)
+            units = launch_order(names)
+            if placer is not None:
+                await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
+            else:
+                self.reporter.start(sum(ctx.requests_todo(n) for n in names))
+                await run_schedule(units, state, lambda u, vs: measure_launch(ctx, u, vs),
+                                   lambda n: bool(ctx.todo(n)), ctx.checkpoint)
         finally:
             sink.close()
             state.save(rd)
