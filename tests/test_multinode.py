@@ -17,6 +17,7 @@ from specbench.engines import LaunchSpec
 from specbench.launch import make_engine
 from specbench.multinode import outer_step_env, placeholder_nodes, ranked_launch
 from specbench.validate import validate
+from test_validate import _sglang_python as sglang_python
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,16 +94,8 @@ def test_an_engine_that_cannot_span_nodes_is_refused(tmp_path: Path) -> None:
     assert main  # the same entry point as the console script
 
 
-def _sglang_python() -> str | None:
-    for py in (os.environ.get("SPECBENCH_SGLANG_PYTHON"), sys.executable):
-        if py and subprocess.run([py, "-c", "import sglang.srt.server_args"], capture_output=True,
-                                 timeout=120).returncode == 0:
-            return py
-    return None
-
-
 def test_real_sglang_parser_accepts_every_rank(tmp_path: Path) -> None:
-    py = _sglang_python()
+    py = sglang_python()
     if py is None:
         pytest.skip("sglang not importable (set SPECBENCH_SGLANG_PYTHON; docs/sglang.md)")
     lines: list[str] = []

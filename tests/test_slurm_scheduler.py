@@ -150,3 +150,36 @@ def test_a_killed_step_fails_its_variant_only_and_resume_completes(
     assert len(cells) == 6 and cells["valid"].all() and (cells["repeats"] == 3).all()
     _no_engines_left(port)
     os.environ.get("SLURM_CONF")  # the test never changed this process's Slurm settings
+
+
+def test_a_two_node_variant_runs_one_rank_per_node_and_leaves_none(
+        tmp_path: Path, model_dir: Path, port: int, slurm_cluster: SlurmCluster) -> None:
+    """engine.nodes: 2 with SGLang (the fake in tests/standin/fake_sglang, whose ranks meet at
+    --dist-init-addr like SGLang's): each variant's ranks as one srun step on two nodes, readiness and the
+    client on rank 0, every rank gone after each variant; the other rank's node fingerprinted there."""
+    fake = REPO / "tests" / "standin" / "fake_sglang"
+    dist = port + 10
+    data = {"name": "two-nodes", "model": {"path": str(model_dir), "served_name": "standin"},
+            "engine": {"kind": "sglang", "version": "0.5.23", "port": port, "dist_init_port": dist, "nodes": 2,
+                       "startup_timeout_s": 30, "stop_timeout_s": 3, "env": {"PYTHONPATH": f"{fake}:{REPO}"}},
+            "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                         {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}],
+            "sweep": {"prompts": [{"set": "seed", "categories": ["code"], "per_category": 2}], "output_lens": [8],
+                      "concurrency": [1, 2], "repeats": 1, "warmup_requests": 0, "request_timeout_s": 10}}
+    cfg = write_config(tmp_path / "two.yaml", data)
+    run = tmp_path / "run"
+    r = subprocess.run(_head(slurm_cluster, str(cfg), "--out", str(run)), env=_env(slurm_cluster),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert {k: s for k, (s, _) in _status(run).items()} == {"base": "done", "ngram": "done"}
+    env = json.loads((run / "environment.json").read_text())
+    assert env["variant_nodes"] == {"base": ["n1", "n2"], "ngram": ["n1", "n2"]}
+    assert env["nodes"]["n2"]["cpu"] == env["nodes"]["n1"]["cpu"]  # collected on n2 by its own step
+    for name in ("base", "ngram"):
+        log = (run / "variants" / name / "server.log").read_text()
+        assert "rank 0: 1 rank(s) joined at 127.0.0.1:" in log and "rank 1: joined 127.0.0.1:" in log
+        argv = json.loads((run / "variants" / name / "command.json").read_text())["argv"]
+        assert argv[:2] == ["srun", "--jobid"] and "--nodelist" in argv and argv[argv.index("--nodelist") + 1] == "n1,n2"
+    assert len(pd.read_csv(run / "cells.csv")) == 4
+    for p in (port, dist):
+        assert_no_survivors(p, within_s=15)

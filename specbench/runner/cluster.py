@@ -85,7 +85,7 @@ class SlurmPlacer:
 
     async def _give_back(self, nodes: list[str]) -> None:
         async with self.freed:
-            self.free.extend(nodes)
+            self.free = sorted([*self.free, *nodes], key=self.alloc.nodes.index)  # allocation order
             self.freed.notify_all()
 
     def _argv(self, unit: LaunchUnit, nodes: list[str]) -> list[str]:
