@@ -75,3 +75,16 @@ def test_placements_list_every_node_that_served_a_variant(tmp_path: Path) -> Non
     record_placement(rd, "v", 1, {"n1": {"host": "n1", "cpu": "x"}})  # resumed elsewhere
     nodes, served = placements(rd, ["v", "w"])
     assert served == {"v": ["n2", "n3", "n1"]} and set(nodes) == {"n1", "n2", "n3"}
+
+
+def test_slurm_scheduler_outside_an_allocation_is_refused_in_one_line(tmp_path, model_dir, port, capsys,
+                                                                      monkeypatch) -> None:
+    from conftest import standin_config, write_config
+    from specbench.cli import main
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    cfg = write_config(tmp_path / "cfg.yaml", standin_config(model_dir, port))
+    assert main(["run", str(cfg), "--scheduler", "slurm", "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == ("error: --scheduler slurm runs inside a Slurm allocation (salloc or sbatch): "
+                                       "SLURM_JOB_ID is not set\n")
+    assert not (tmp_path / "run").exists()  # refused before anything was written
