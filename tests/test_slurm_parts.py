@@ -88,3 +88,14 @@ def test_slurm_scheduler_outside_an_allocation_is_refused_in_one_line(tmp_path, 
     assert capsys.readouterr().err == ("error: --scheduler slurm runs inside a Slurm allocation (salloc or sbatch): "
                                        "SLURM_JOB_ID is not set\n")
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_a_multi_node_variant_without_slurm_is_refused(tmp_path, model_dir, port, capsys) -> None:
+    from conftest import standin_config, write_config
+    from specbench.cli import main
+
+    data = standin_config(model_dir, port)
+    data["engine"].update(kind="sglang", nodes=2, command=None)
+    cfg = write_config(tmp_path / "cfg.yaml", data)
+    assert main(["run", str(cfg), "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == "error: engine.nodes: 2 nodes per variant need --scheduler slurm (inside a Slurm allocation)\n"

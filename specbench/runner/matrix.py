@@ -19,7 +19,7 @@ from typing import Literal
 import yaml
 
 from ..config import RunConfig, parse_config
-from ..errors import Interrupted, PreflightError, RunDirError
+from ..errors import ConfigError, Interrupted, PreflightError, RunDirError
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import break_even_table, compute_cells
@@ -84,6 +84,9 @@ class MatrixRun:
         if o.out is not None:
             check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
         alloc = None
+        if self.cfg.engine.nodes > 1 and o.scheduler != "slurm":
+            raise ConfigError("engine.nodes", f"{self.cfg.engine.nodes} nodes per variant need --scheduler slurm "
+                              "(inside a Slurm allocation)")
         if o.scheduler == "slurm":
             from ..slurm import current_allocation
 
