@@ -53,7 +53,8 @@ def test_ranks_share_the_rendezvous_and_differ_in_rank(tmp_path: Path) -> None:
     assert srun[9] == "gpu07,gpu08" and "--kill-on-bad-exit=1" in srun and "--gres=gpu:8" in srun
     assert srun[-len(spec.argv) - len(tail):] == spec.argv + tail
     assert rl.spec.env == spec.env and rl.init_host == "gpu07"
-    assert ranked_launch(engine, spec, ["a", "b"], init_addr="10.0.0.7", job_id="42").spec.argv[1:3] == ["--jobid", "42"]
+    with_job = ranked_launch(engine, spec, ["a", "b"], init_addr="10.0.0.7", job_id="42")
+    assert with_job.spec.argv[1:3] == ["--jobid", "42"]
     assert "10.0.0.7:20000" in ranked_launch(engine, spec, ["a", "b"], init_addr="10.0.0.7").ranks[1]
 
 
