@@ -59,7 +59,8 @@ def ranked_launch(engine: Engine, spec: LaunchSpec, nodes: list[str], init_addr:
     common = [*spec.argv, nnodes_flag, str(n), addr_flag, f"{init_addr or nodes[0]}:{port}"]
     srun = ["srun", *(["--jobid", job_id] if job_id else []), "--overlap", "--nodes", str(n), "--ntasks", str(n),
             "--ntasks-per-node", "1", "--nodelist", ",".join(nodes), "--kill-on-bad-exit=1",
-            "--job-name", f"specbench-{name}", *srun_args, "/bin/sh", "-c", RANK_SHELL.format(flag=rank_flag), "specbench-rank", *common]
+            "--job-name", f"specbench-{name}", *srun_args,
+            "/bin/sh", "-c", RANK_SHELL.format(flag=rank_flag), "specbench-rank", *common]
     ranks = tuple(tuple([*common, rank_flag, str(r)]) for r in range(n))
     return RankedLaunch(spec=LaunchSpec(argv=srun, env=spec.env), nodes=tuple(nodes), ranks=ranks)
 
