@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import RunConfig, load_config
 from ..environment import node_fingerprint
+from ..errors import SpecbenchError
 from ..multinode import outer_step_env, ranked_launch
 from ..rundir import RunDir, write_json
 from .parts import open_part_sink, record_placement
@@ -83,23 +84,26 @@ def run_worker(run_dir: Path, variant: str, launch: int, nodes: list[str], port_
     """Measure one launch of `variant`; 0 when it finished, 1 when it failed or was interrupted."""
     rd = RunDir(run_dir)
     run_id = RunState.load(rd).run_id
-    cfg = shifted(load_config(rd.config), port_offset)
     job_id = os.environ.get("SLURM_JOB_ID")
     # the engine's own step (and anything else started from here) must not inherit this step's SLURM_*
     kept = outer_step_env(dict(os.environ))
     os.environ.clear()
     os.environ.update(kept)
-    plan = prepare_plan(cfg)
-    if cfg.engine.nodes > 1:
-        plan = with_ranks(plan, variant, nodes, init_addr, job_id)
-    version = plan.engine.version()
-    record_placement(rd, variant, launch, {nodes[0]: node_fingerprint(version),
-                                           **rank_fingerprints(nodes[1:], job_id, version, cfg.scheduler.srun_args)})
-    sink = open_part_sink(rd, variant, run_id)
     state = VariantState()
+    sink = open_part_sink(rd, variant, run_id)
     try:
+        cfg = shifted(load_config(rd.config), port_offset)
+        plan = prepare_plan(cfg)  # on this node: its model folder, its engine install
+        if cfg.engine.nodes > 1:
+            plan = with_ranks(plan, variant, nodes, init_addr, job_id)
+        version = plan.engine.version()
+        record_placement(rd, variant, launch, {
+            nodes[0]: node_fingerprint(version),
+            **rank_fingerprints(nodes[1:], job_id, version, cfg.scheduler.srun_args)})
         ctx = open_context(rd.path, plan=plan, sink=sink)
         asyncio.run(_measure(ctx, LaunchUnit(variant, launch), state))
+    except SpecbenchError as exc:  # what this node cannot do (no model folder here, ...): the head says so
+        state.fail(f"{variant} on {nodes[0]}: {exc}")
     except (KeyboardInterrupt, asyncio.CancelledError):
         state.status, state.reason = "interrupted", INTERRUPTED
     finally:
