@@ -137,8 +137,7 @@ def _cmd_drafters(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="specbench", description="Speculative-decoding evaluation: one engine launch per "
                 "variant, the same sweep on each, speedup against the baseline.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                           metavar="{run,bench,validate,report,compare,models,drafters}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="command")
 
     r = sub.add_parser("run", help="run (or resume) a matrix from a YAML config")
     r.add_argument("config", nargs="?", help="the matrix config (YAML)")

@@ -64,9 +64,9 @@ def _headings(report: Path) -> list[str]:
 
 def test_variants_run_side_by_side_and_report_like_a_single_node_run(
         tmp_path: Path, model_dir: Path, port: int, slurm_cluster: SlurmCluster) -> None:
-    cfg = _config(model_dir, port)
-    for v in VARIANTS:  # each variant measures for a few seconds, so that side by side is visible
-        set_faults(model_dir.parent, v["name"], ["--ms-per-token", "80"])
+    cfg = _config(model_dir, port, repeats=2)
+    for v in VARIANTS:  # each variant measures for several seconds: side by side shows past start-up skew
+        set_faults(model_dir.parent, v["name"], ["--ms-per-token", "150"])
     local = run_matrix(parse_config(__import__("yaml").safe_load(cfg.read_text())),
                        RunOptions(out=tmp_path / "local", skip_preflight=True))
     assert set(local.status.values()) == {"done"}
@@ -89,12 +89,12 @@ def test_variants_run_side_by_side_and_report_like_a_single_node_run(
     a, b = pd.read_csv(tmp_path / "local" / "cells.csv"), pd.read_csv(run / "cells.csv")
     assert list(a.columns) == list(b.columns)
     assert sorted(zip(a.variant, a.point_id)) == sorted(zip(b.variant, b.point_id)) and len(b) == 6
-    assert b["valid"].all() and (b["repeats"] == 3).all()
+    assert b["valid"].all() and (b["repeats"] == 2).all()
     assert _headings(tmp_path / "local" / "report.md") == _headings(run / "report.md")
     # the merged record files hold exactly what the nodes measured
     for name in ("base", "ngram", "ngram5"):
         (part,) = (run / "variants" / name).glob("windows.*.jsonl")
-        assert len(part.read_text().splitlines()) == len(windows[windows.variant == name]) == 6
+        assert len(part.read_text().splitlines()) == len(windows[windows.variant == name]) == 4
     assert slurm_cluster.run("squeue", "-h").stdout.strip() == ""
     _no_engines_left(port)
 
