@@ -38,9 +38,9 @@ import numpy as np
 import psutil
 
 from specbench import environment
-from specbench.client import PlannedRequest
 from specbench.config import RunConfig, parse_config
 from specbench.engines.base import RequestSpec, dist_version
+from specbench.plan import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
@@ -130,9 +130,10 @@ def planned(n: int, tokens: int, c: int, repeat: int) -> list[PlannedRequest]:
     for i in range(n):
         spec = RequestSpec(messages=[{"role": "user", "content": PROMPT}], prompt_text=PROMPT, max_tokens=tokens,
                            temperature=0.0, seed=i)
-        out.append(PlannedRequest(spec=spec, fields=dict(
+        out.append(PlannedRequest(spec=spec, fields=RequestIdentity(
             variant="b", cell_id=f"b|c{c}", point_id=f"c{c}", window_id=f"b|c{c}|r{repeat}", category="c",
-            prompt_id=f"p{i}", output_len=tokens, concurrency=c, temperature=0.0, repeat=repeat, index=i)))
+            prompt_id=f"p{i}", input_len=None, output_len=tokens, concurrency=c, temperature=0.0, repeat=repeat,
+            index=i, warmup=False)))
     return out
 
 

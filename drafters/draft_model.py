@@ -14,7 +14,7 @@ class DraftModelParams(DrafterParams):
     num_tokens: int = Field(4, ge=1, le=64, description="draft tokens proposed per step")
 
 
-class DraftModel(Drafter):
+class DraftModel(Drafter[DraftModelParams]):
     name = "draft_model"
     Params = DraftModelParams
     acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",
@@ -36,7 +36,7 @@ class DraftModel(Drafter):
         needs no folder yet (specbench run builds it before launching)."""
         from specbench.models import DEMO_MODELS
 
-        if p.model in DEMO_MODELS or not ctx.extra.get("check_paths", True):
+        if p.model in DEMO_MODELS or not ctx.check_paths:
             return []
         path = resolve_draft(p.model)
         return [] if Path(path).exists() else [f"params.model: draft model folder not found: {path}"]

@@ -21,7 +21,7 @@ class NgramParams(DrafterParams):
         return self
 
 
-class Ngram(Drafter):
+class Ngram(Drafter[NgramParams]):
     name = "ngram"
     Params = NgramParams
     acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",

@@ -47,14 +47,22 @@ def _field_flags(name: str, meta: ast.AST) -> list[str]:
     if isinstance(kw.get("no_cli"), ast.Constant) and kw["no_cli"].value is True:
         return []
     cli = _strings(kw["cli_name"]) if "cli_name" in kw else ["--" + name.replace("_", "-")]
-    return cli + (_strings(kw["aliases"]) if "aliases" in kw else [])
+    return _negations(cli + (_strings(kw["aliases"]) if "aliases" in kw else []), kw.get("action"))
+
+
+def _negations(flags: list[str], action: ast.AST | None) -> list[str]:
+    """argparse.BooleanOptionalAction also accepts `--no-X` for every `--X`."""
+    if getattr(action, "attr", getattr(action, "id", None)) != "BooleanOptionalAction":
+        return flags
+    return flags + ["--no-" + f[2:] for f in flags if f.startswith("--")]
 
 
 def flags_in_source(text: str) -> set[str]:
     out: set[str] = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
-            out |= {s for a in node.args for s in _strings(a) if s.startswith("-")}
+            action = next((k.value for k in node.keywords if k.arg == "action"), None)
+            out |= set(_negations([s for a in node.args for s in _strings(a) if s.startswith("-")], action))
         elif isinstance(node, ast.ClassDef):
             for stmt in node.body:
                 if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)

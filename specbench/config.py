@@ -15,8 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
-
-EngineKind = Literal["vllm", "sglang", "command", "external"]
+from .registry import ENGINE_TARGETS
 
 
 class Strict(BaseModel):
@@ -39,7 +38,7 @@ class ModelConfig(Strict):
 
 
 class EngineConfig(Strict):
-    kind: EngineKind = "vllm"
+    kind: str = "vllm"  # a name in registry.ENGINE_TARGETS
     python: str | None = None  # interpreter that has the engine; default: the one running specbench
     launch_prefix: list[str] = Field(default_factory=list)  # e.g. ["srun", "--gres=gpu:8"] or a container exec
     command: list[str] | None = None  # kind=command: argv template with {model} {host} {port} {draft_model} ...
@@ -60,6 +59,13 @@ class EngineConfig(Strict):
     allow_busy_gpu: bool = False
     nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
     dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        if v not in ENGINE_TARGETS:
+            raise ValueError(f"unknown engine kind {v!r} (known: {', '.join(ENGINE_TARGETS)})")
+        return v
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "EngineConfig":

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from typing import Any
 
 import psutil
@@ -96,7 +97,7 @@ def node_fingerprint(engine_version: str | None) -> dict[str, Any]:
             "engine_version": engine_version}
 
 
-def busy_processes(exclude: set[int] = frozenset(), seconds: float = 1.0,
+def busy_processes(exclude: Collection[int] = frozenset(), seconds: float = 1.0,
                    min_percent: float = 5.0) -> list[tuple[str, float]]:
     """Other processes using more than `min_percent` CPU over `seconds` (is the machine quiet?),
     busiest first, as (command line, percent)."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 
-from .config import RunConfig, VariantConfig
+from .config import EngineConfig, RunConfig, VariantConfig
 from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from .engines import ENGINES, Engine, LaunchSpec
 from .engines.base import parse_version
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, PreflightError, UsageError
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
@@ -42,6 +43,17 @@ class VariantLaunch:
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     """The environment as shown in command.json and `validate --print-commands`: secrets hidden."""
     return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
+
+
+def api_headers(engine: EngineConfig) -> dict[str, str] | None:
+    """The API key is read from the environment variable the config names; it is never stored."""
+    name = engine.api_key_env
+    if not name:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise PreflightError(f"engine.api_key_env: environment variable {name} is not set")
+    return {"Authorization": f"Bearer {key}"}
 
 
 def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:

@@ -14,6 +14,15 @@ from .errors import UsageError
 
 T = TypeVar("T")
 
+# Engine kinds: name -> the Engine class. The one place an engine is registered (config validates
+# engine.kind against it; engines/__init__.py builds ENGINES from it; drafters name their recipes after it).
+ENGINE_TARGETS: dict[str, str] = {
+    "vllm": "specbench.engines.vllm:VLLMEngine",
+    "sglang": "specbench.engines.sglang:SGLangEngine",
+    "command": "specbench.engines.command:CommandEngine",
+    "external": "specbench.engines.external:ExternalEngine",
+}
+
 
 def load_target(target: str) -> Any:
     """Import `module:attr` (or `module`, whose `ATTR` default is looked up by the caller)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -206,7 +207,7 @@ class Run:
     config: dict[str, Any]
 
 
-def records_frame(records: list[BaseModel]) -> pd.DataFrame:
+def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame([r.model_dump() for r in records])
 
 

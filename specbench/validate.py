@@ -134,7 +134,7 @@ def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_comm
 
 def _environment_problems(cfg: RunConfig) -> list[str]:
     """What run refuses in this shell's environment (an unset API key variable)."""
-    from .runner.session import api_headers
+    from .launch import api_headers
 
     try:
         api_headers(cfg.engine)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from specbench.config import load_config
@@ -17,7 +16,6 @@ from specbench.engines import LaunchSpec
 from specbench.launch import make_engine
 from specbench.multinode import outer_step_env, placeholder_nodes, ranked_launch
 from specbench.validate import validate
-from test_validate import _sglang_python as sglang_python
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,12 +93,9 @@ def test_an_engine_that_cannot_span_nodes_is_refused(tmp_path: Path) -> None:
     assert main  # the same entry point as the console script
 
 
-def test_real_sglang_parser_accepts_every_rank(tmp_path: Path) -> None:
-    py = sglang_python()
-    if py is None:
-        pytest.skip("sglang not importable (set SPECBENCH_SGLANG_PYTHON; docs/sglang.md)")
+def test_real_sglang_parser_accepts_every_rank(tmp_path: Path, sglang_python: str) -> None:
     lines: list[str] = []
-    assert validate(two_node_config(tmp_path, python=py), out=lines.append) == 0, "\n".join(lines)
+    assert validate(two_node_config(tmp_path, python=sglang_python), out=lines.append) == 0, "\n".join(lines)
     assert "checked with sglang's prepare_server_args: 4 of 4 argv(s) accepted" in "\n".join(lines)
 
 

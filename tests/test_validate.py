@@ -1,9 +1,9 @@
 """`specbench validate` on the K2.6 config (no GPU, no sglang needed), refusals, and SGLang's own parser
-when sglang is importable (set SPECBENCH_SGLANG_PYTHON to an interpreter that has it; see docs/sglang.md)."""
+in the SGLang venv that `make test` creates (SPECBENCH_SGLANG_PYTHON; see docs/sglang.md)."""
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 from pathlib import Path
 
@@ -70,31 +70,39 @@ def test_secrets_redacted(tmp_path: Path) -> None:
     assert "hf_secret" not in text and "HF_TOKEN=<redacted>" in text
 
 
-def _sglang_python() -> str | None:
-    import sys
-
-    for py in (os.environ.get("SPECBENCH_SGLANG_PYTHON"), sys.executable):
-        if py and subprocess.run([py, "-c", "import sglang.srt.server_args"], capture_output=True,
-                                 timeout=120).returncode == 0:
-            return py
-    return None
-
-
-def test_real_sglang_parser(tmp_path: Path) -> None:
-    py = _sglang_python()
-    if py is None:
-        pytest.skip("sglang not importable (see docs/sglang.md: pip install --no-deps sglang==0.5.23 orjson)")
+def test_real_sglang_parser(tmp_path: Path, sglang_python: str) -> None:
+    """SGLang's own prepare_server_args accepts both SGLang argvs specbench builds for the K2.6 config."""
+    py = sglang_python
     data = yaml.safe_load(KIMI.read_text())
     data["engine"]["python"] = py
     p = tmp_path / "k.yaml"
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
-    assert "checked with sglang's prepare_server_args: 2 of 2 argv(s) accepted" in text, text
+    assert rc == 0 and "checked with sglang's prepare_server_args: 2 of 2 argv(s) accepted" in text, text
     # preflight's version check compares engine.version with what is installed there
     data["engine"]["args"] += ["--cuda-graph-max-bs", "32"]
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     assert rc == 2 and "ambiguous option: --cuda-graph-max-bs" in text, text
+
+
+_REAL_FLAGS = r"""
+import argparse, json
+from sglang.srt.server_args import ServerArgs
+p = argparse.ArgumentParser()
+ServerArgs.add_cli_args(p)
+print(json.dumps(sorted(o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help")))
+"""
+
+
+def test_shipped_flag_list_is_the_real_parsers(sglang_python: str) -> None:
+    """The offline list for 0.5.23 (scripts/sglang_flags.py reads it from source) has exactly the flags of
+    SGLang 0.5.23's own parser: --no-X negations of BooleanOptionalAction included, nothing invented."""
+    r = subprocess.run([sglang_python, "-c", _REAL_FLAGS], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    real = set(json.loads(r.stdout.splitlines()[-1]))
+    shipped = set(json.loads((REPO / "specbench" / "data" / "sglang_flags.json").read_text())["versions"]["0.5.23"])
+    assert (sorted(real - shipped), sorted(shipped - real)) == ([], [])
 
 
 # -- validate checks what run checks, offline flag names, host problems (issue: defects found by review) --------

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
-from ..fairness import sglang_pins
+from .pins import sglang_pins
 from ..records import SpecDetails
 from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, parse_version
 from .prometheus import scrape, total

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
-from ..fairness import vllm_pins
+from .pins import vllm_pins
 from .base import Engine, LaunchSpec, RequestSpec, dist_version
 from .prometheus import scrape, total
 

@@ -16,7 +16,7 @@ from .acceptance import _acceptance
 from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
 from .lossless import _lossless
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
-from .warnings import cell_warnings
+from .warnings import cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
@@ -220,8 +220,8 @@ def compute_cells(
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    key = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
-                    base_by_prompt.setdefault(key, []).append(r)
+                    same = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
+                    base_by_prompt.setdefault(same, []).append(r)
 
     for c in cells:
         row = c.row
@@ -233,7 +233,9 @@ def compute_cells(
             row.update(_speedups(c, base, bs))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
-             row["lossless_prefix_mean"]) = _lossless(c, base, base_by_prompt)
+             row["lossless_prefix_mean"]) = _lossless(
+                 c.reqs, (_key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
+                 base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN
@@ -253,7 +255,7 @@ def compute_cells(
             concurrency=row["concurrency"],
             has_baseline=has_base,
         )
-        row["warnings"] = ";".join(w.code.value for w in ws)
+        row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"], kind="stable").reset_index(

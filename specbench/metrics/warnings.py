@@ -1,14 +1,19 @@
 """Typed warnings about a cell's measurements, each with a message that says how to fix it.
 
 `cell_warnings` is pure: it looks at numbers compute_cells already derived and returns CellWarning
-values; the cells table stores their codes joined by ';'.
+values; the cells table stores them whole, as a JSON list of {"code", "detail"} (`encode_warnings`).
+`warning_rows` groups a cells table's warnings for display: the terminal summary and the report both
+print these rows, each with its remedy.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from .common import MIN_REPEATS_FOR_INTERVAL
 
@@ -92,6 +97,54 @@ class CellWarning:
     @property
     def message(self) -> str:
         return f"{self.detail}: {REMEDY[self.code]}"
+
+
+def encode_warnings(ws: Iterable[CellWarning]) -> str:
+    """The cells table's `warnings` value: a JSON list of {"code", "detail"}; "" when there are none."""
+    items = [{"code": w.code.value, "detail": w.detail} for w in ws]
+    return json.dumps(items, separators=(",", ":")) if items else ""
+
+
+def decode_warnings(value: Any) -> list[dict[str, str]]:
+    """[{"code", "detail"}] from a `warnings` value; runs written before warnings were kept whole
+    stored codes joined by ';' (their detail is then "")."""
+    if not isinstance(value, str) or not value.strip():
+        return []
+    if value.lstrip().startswith("["):
+        try:
+            items = json.loads(value)
+        except ValueError:
+            items = None
+        if isinstance(items, list):
+            return [{"code": str(i.get("code", "")), "detail": str(i.get("detail", ""))}
+                    for i in items if isinstance(i, dict)]
+    return [{"code": c.strip(), "detail": ""} for c in value.split(";") if c.strip()]
+
+
+def remedy(code: str) -> str:
+    return REMEDY[WarningCode(code)] if code in WarningCode._value2member_map_ else ""
+
+
+@dataclass(frozen=True)
+class WarningRow:
+    """One warning code over a run's cells: where it occurred, one measured detail, and the remedy."""
+
+    code: str
+    cells: list[str]  # "variant point_id" of each cell with it
+    detail: str  # the first cell's detail
+    remedy: str
+
+
+def warning_rows(cells: Iterable[Mapping[Any, Any]]) -> list[WarningRow]:
+    """The warnings of a cells table (rows as mappings with variant, point_id, warnings), one row per
+    code in order of first appearance."""
+    found: dict[str, list[str]] = {}
+    detail: dict[str, str] = {}
+    for r in cells:
+        for w in decode_warnings(r.get("warnings")):
+            found.setdefault(w["code"], []).append(f"{r.get('variant')} {r.get('point_id')}")
+            detail.setdefault(w["code"], w["detail"])
+    return [WarningRow(code, where, detail[code], remedy(code)) for code, where in found.items()]
 
 
 def _finite(x: float | None) -> bool:

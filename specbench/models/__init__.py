@@ -26,8 +26,8 @@ from .gguf import (DTYPE, GGUF_FILE, GGUF_PACKAGE, MARKER, WEIGHTS, build_from_g
                    keep_tensor, truncate_model, write_json)
 
 __all__ = ["DEMO_MODELS", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel", "build_from_gguf",
-           "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source", "hf_config", "is_built", "keep_tensor",
-           "prepare", "prepare_all", "resolve_model", "truncate_model"]
+           "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source", "hf_config", "is_built",
+           "keep_tensor", "prepare", "prepare_all", "resolve_model", "truncate_model"]
 
 
 @dataclass(frozen=True)

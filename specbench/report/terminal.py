@@ -9,6 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ..metrics.warnings import warning_rows
 from ..rundir import RunDir
 
 
@@ -60,20 +61,12 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
 
 
 def warning_lines(cells: pd.DataFrame) -> list[str]:
-    """One line per warning code: how many cells, an example, and the remedy."""
-    from ..metrics.warnings import REMEDY, WarningCode
-
+    """One line per warning code: how many cells, an example with what was measured, and the remedy."""
     if cells.empty or "warnings" not in cells:
         return []
-    found: dict[str, list[str]] = {}
-    for _, r in cells.iterrows():
-        for code in filter(None, str(r["warnings"] if isinstance(r["warnings"], str) else "").split(";")):
-            found.setdefault(code, []).append(f"{r['variant']} {r['point_id']}")
-    lines = []
-    for code, where in found.items():
-        remedy = REMEDY.get(WarningCode(code), "") if code in WarningCode._value2member_map_ else ""
-        lines.append(f"warning: {code} in {len(where)} cell(s), e.g. {where[0]}: {remedy}")
-    return lines
+    return [f"warning: {w.code} in {len(w.cells)} cell(s), e.g. {w.cells[0]}"
+            + (f" ({w.detail})" if w.detail else "") + f": {w.remedy}"
+            for w in warning_rows(cells.to_dict("records"))]
 
 
 def _fmt(x: float, nd: int = 2) -> str:

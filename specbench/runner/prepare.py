@@ -17,10 +17,9 @@ from .. import environment
 from ..config import RunConfig, check_model_context, dump_config
 from ..engines.base import Engine
 from ..errors import ConfigError, RunDirError
-from ..launch import VariantLaunch, make_engine, plan_launches
+from ..launch import VariantLaunch, api_headers, make_engine, plan_launches
 from ..plan import Sweep, build_sweep
 from ..rundir import RunDir, atomic_write, write_json
-from .session import api_headers
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
 
@@ -46,6 +45,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     from ..prompts import load_prompts
 
     m = cfg.model
+    model_path: Path | str
     tokenizer_path: Path | str | None
     if cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
         # an endpoint someone else runs: model.path is the name it serves, nothing local to read

@@ -9,7 +9,6 @@ leaving stops the whole process tree and closes the client, on every exit path.
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,25 +17,14 @@ from types import TracebackType
 import httpx
 
 from ..client import make_http_client
-from ..config import EngineConfig, RunConfig
+from ..config import RunConfig
 from ..engines.base import Engine
-from ..errors import EngineStartError, PreflightError
-from ..launch import VariantLaunch, redact_env
+from ..errors import EngineStartError
+from ..launch import VariantLaunch, api_headers, redact_env
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
 from ..rundir import JsonlAppender, RunDir, atomic_write, write_json
 from ..process import EngineProcess, port_in_use, port_owner
-
-
-def api_headers(engine: EngineConfig) -> dict[str, str] | None:
-    """The API key is read from the environment variable the config names; it is never stored."""
-    name = engine.api_key_env
-    if not name:
-        return None
-    key = os.environ.get(name)
-    if not key:
-        raise PreflightError(f"engine.api_key_env: environment variable {name} is not set")
-    return {"Authorization": f"Bearer {key}"}
 
 
 @dataclass

@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 
-from ..client import PlannedRequest, run_closed_loop
+from ..client import run_closed_loop
 from ..errors import EngineDiedError, ScrapeError
+from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
 from .session import VariantSession
 

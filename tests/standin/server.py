@@ -4,7 +4,8 @@ Serves /v1/chat/completions and /v1/completions (streaming or not, usage and con
 `return_token_ids` on the vllm/openai formats), /v1/models, /health, and per format:
 - vllm: /metrics with vllm:spec_decode_* counters and vllm:generation_tokens_total;
 - sglang (0.5.23 names): /health_generate, /flush_cache, /server_info, native /generate with meta_info
-  spec_* fields, `sglext.spec_tokens_details` when a request sends `return_spec_tokens_details`,
+  spec_* fields, `sglext.spec_tokens_details` when a request sends `return_spec_tokens_details` (objects
+  shaped by SGLang's own protocol classes: sglang_protocol.py),
   /metrics (sglang:spec_verify_calls_total) with --enable-metrics; streaming chat rejects return_token_ids;
 - sglang-0.5.9: the same with the 0.5.9 meta_info names and no sglext.
 Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .httpserver import Request, Response, Stream, serve
+from .sglang_protocol import Protocol, ProtocolError, load
 from .tokens import SpecStats, eos_position, plan_steps, prompt_key, token_id, token_text
 
 FORMATS = ("vllm", "sglang", "sglang-0.5.9", "openai")
@@ -78,10 +80,15 @@ def log(msg: str) -> None:
 
 
 class StandIn:
-    def __init__(self, opts: Options):
+    def __init__(self, opts: Options, protocol: Protocol | None = None):
         self.o = opts
         self.s = State()
         self.rng = random.Random(opts.seed)
+        # sglext objects come from SGLang's own classes (sglang_protocol.json); refuse at start, not mid-stream,
+        # when a spec_* name used here is not a SpecTokensDetails field of that SGLang
+        self.protocol = (protocol or load()) if opts.format == "sglang" else None
+        if self.protocol:
+            self.protocol.details(self._spec_meta(SpecStats(verify_steps=1, proposed=1, histogram=[1]), 1))
 
     @property
     def sglang(self) -> bool:
@@ -246,10 +253,10 @@ class StandIn:
                                             "total_tokens": prompt_tokens + done} if usage_each else None))
         self._account(len(ids), stats)
         if not native:
-            ext = self._sglext(body, stats)
-            if ext:
-                await stream.event({"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
-                                    "model": o.served_name, "choices": [], "sglext": ext})
+            fields = self._sglext_fields(body, stats)
+            if fields and self.protocol:
+                await stream.event(self.protocol.chunk(path.endswith("chat/completions"), rid, int(time.time()),
+                                                       o.served_name, fields))
             if opts.get("include_usage"):
                 await stream.event({"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
                                     "model": o.served_name, "choices": [],
@@ -302,9 +309,9 @@ class StandIn:
                                "choices": [choice], "usage": {"prompt_tokens": prompt_tokens,
                                                               "completion_tokens": len(ids),
                                                               "total_tokens": prompt_tokens + len(ids)}}
-        ext = self._sglext(body, stats)
-        if ext:
-            out["sglext"] = ext
+        fields = self._sglext_fields(body, stats)
+        if fields and self.protocol:
+            out["sglext"] = self.protocol.sglext(fields)
         return out
 
     def _spec_meta(self, stats: SpecStats, completion: int) -> dict[str, Any]:
@@ -320,11 +327,12 @@ class StandIn:
                         spec_correct_drafts_histogram=stats.histogram)
         return meta
 
-    def _sglext(self, body: dict[str, Any], stats: SpecStats | None) -> dict[str, Any] | None:
+    def _sglext_fields(self, body: dict[str, Any], stats: SpecStats | None) -> dict[str, Any] | None:
+        """The SpecTokensDetails values of a request that asked for them (serving_chat copies meta_info's)."""
         if self.o.format != "sglang" or not body.get("return_spec_tokens_details") or not stats:
             return None
         completion = sum(stats.histogram[i] * (i + 1) for i in range(len(stats.histogram)))
-        return {"spec_tokens_details": self._spec_meta(stats, completion)}
+        return self._spec_meta(stats, completion)
 
     def _native(self, ids: list[int], body: dict[str, Any], prompt_tokens: int, finish: str | None,
                 stats: SpecStats | None, rid: str) -> dict[str, Any]:
@@ -356,7 +364,11 @@ async def run(opts: Options) -> None:
         await asyncio.sleep(opts.startup_delay)
         log(opts.startup_error or f"fatal: startup failed (exit code {opts.exit_during_startup})")
         sys.exit(opts.exit_during_startup)
-    app = StandIn(opts)
+    try:
+        app = StandIn(opts)
+    except ProtocolError as exc:
+        log(f"fatal: {exc}")
+        sys.exit(1)
     server = await serve(opts.host, opts.port, app.handle)
     log(f"listening on http://{opts.host}:{opts.port}")
     if opts.hang_startup:
