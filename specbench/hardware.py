@@ -67,9 +67,10 @@ def check(env: dict[str, Any], baseline: str, allowed: bool = False) -> Hardware
     nodes: dict[str, dict[str, Any]] = env.get("nodes") or {}
     placement: dict[str, list[str]] = env.get("variant_nodes") or {}
     result = HardwareCheck(baseline=baseline, variants=list(placement), allowed=allowed)
-    first = (placement.get(baseline) or [None])[0]
-    if first not in nodes:
+    served = placement.get(baseline) or []
+    if not served or served[0] not in nodes:
         return result
+    first = served[0]
     for variant, names in placement.items():
         problems = [f"node {n} differs from the baseline's node {first}: {describe(d)}"
                     for n in names if n in nodes and (d := differences(nodes[first], nodes[n]))]
