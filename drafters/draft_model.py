@@ -6,7 +6,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from specbench.drafter import Drafter, DrafterParams, LaunchContext, vllm_speculative_config
+from specbench.drafter import (VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext,
+                               vllm_speculative_config)
 
 
 class DraftModelParams(DrafterParams):
@@ -17,7 +18,7 @@ class DraftModelParams(DrafterParams):
 class DraftModel(Drafter[DraftModelParams]):
     name = "draft_model"
     Params = DraftModelParams
-    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",
+    acceptance = {"vllm": VLLM_ACCEPTANCE,
                   "sglang": "per request: sglext.spec_tokens_details or /generate meta_info spec_* fields"}
 
     def vllm(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:

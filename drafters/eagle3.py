@@ -5,7 +5,7 @@ K2.6 heads (lightseekorg/kimi-k2.6-eagle3, nvidia/Kimi-K2.6-Eagle3) recommend st
 
 from __future__ import annotations
 
-from specbench.drafter import LaunchContext, vllm_speculative_config
+from specbench.drafter import VLLM_ACCEPTANCE, LaunchContext, vllm_speculative_config
 
 from ._eagle_family import EagleFamily, EagleParams
 
@@ -14,7 +14,7 @@ class Eagle3(EagleFamily):
     name = "eagle3"
     algorithm = "EAGLE3"
     path_what = "the EAGLE-3 draft head folder"
-    acceptance = {**EagleFamily.acceptance, "vllm": "/metrics vllm:spec_decode_* counter deltas per window"}
+    acceptance = {**EagleFamily.acceptance, "vllm": VLLM_ACCEPTANCE}
 
     def vllm(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
         return vllm_speculative_config({"method": "eagle3", "model": p.draft_model_path,

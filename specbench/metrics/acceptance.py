@@ -12,8 +12,13 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
-from .requests import _Req
+from .common import (MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _opt_str,
+                     _safe_ratio)
+from .requests import _Req, measured_requests, request_output_tokens
+
+REQUEST_ACCEPTANCE_COLUMNS = ["variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id",
+                              "output_tokens", "verify_steps", "drafted_steps", "accepted_drafts",
+                              "proposed_drafts", "acceptance_length", "draft_acceptance_length", "source"]
 
 
 def tau_from_counters(generation_tokens: float, accepted_tokens: float) -> float:
@@ -32,6 +37,11 @@ def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
     return 1.0 + accepted_tokens / num_drafts
 
 
+def request_acceptance_length(n_out: float, verify_steps: Any) -> float:
+    """One request's tau = n_out / verify_steps (tokens per target step, bonus token included)."""
+    return _safe_ratio(n_out, _num(verify_steps))
+
+
 def _acceptance(
     reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, bs: BootstrapSettings
 ) -> dict[str, Any]:
@@ -44,6 +54,9 @@ def _acceptance(
         "acceptance_rate": NAN,
         "acceptance_per_position": None,
         "acceptance_source": "none",
+        "acceptance_length_request_mean": NAN,
+        "acceptance_length_request_p10": NAN,
+        "acceptance_length_request_p90": NAN,
     }
     ok = [r for r in reqs if r.ok]
 
@@ -72,6 +85,18 @@ def _acceptance(
         out["acceptance_per_position"] = _per_position_from_histograms(
             [sp.get("accept_histogram") for _, sp in with_steps]
         )
+        # the per-request distribution: each request's tau weighs the same, however long its output
+        per_req = [request_acceptance_length(r.n_out, sp["verify_steps"]) for r, sp in with_steps]
+        out["acceptance_length_request_mean"] = stats.mean(per_req)
+        out["acceptance_length_request_p10"] = stats.percentile(per_req, 10)
+        out["acceptance_length_request_p90"] = stats.percentile(per_req, 90)
+        with_drafts = [sp for _, sp in with_steps if sp.get("drafted_steps") is not None
+                       and sp.get("accepted_drafts") is not None]
+        if len(with_drafts) == len(with_steps):
+            # vLLM's definition from per-request figures: 1 + sum(accepted) / sum(drafting steps)
+            out["draft_acceptance_length"] = draft_acceptance_length(
+                float(sum(sp["accepted_drafts"] for sp in with_drafts)),
+                float(sum(sp["drafted_steps"] for sp in with_drafts)))
 
     # Source 2: window counter deltas (vLLM spec_decode counters, or a command engine's verify-step counter).
     win = _counter_windows(windows, reqs)
@@ -79,7 +104,7 @@ def _acceptance(
         drafted = [w for w in win if math.isfinite(w.num_accepted_tokens)]
         accepted = sum(w.num_accepted_tokens for w in drafted)
         drafts = sum(w.num_drafts for w in drafted)
-        if drafted:
+        if drafted and not math.isfinite(out["draft_acceptance_length"]):  # per-request figures come first
             out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
         if out["acceptance_source"] == "none":
             g = [w.generation_tokens for w in win]
@@ -164,3 +189,26 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
             )
         )
     return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.steps)]
+
+
+def request_acceptance_table(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """acceptance.csv: one row per measured successful request that reports per-request acceptance, with
+    its tau (`acceptance_length` = n_out / verify_steps) and vLLM's draft figure (1 + accepted / drafting
+    steps). The report's acceptance distributions are drawn from it."""
+    req = measured_requests(requests, windows)
+    rows = []
+    for r in req.to_dict("records") if not req.empty and "spec" in req else []:
+        spec = r.get("spec")
+        if _opt_str(r.get("error")) is not None or not isinstance(spec, dict) or not spec.get("verify_steps"):
+            continue
+        n_out = request_output_tokens(r.get("output_tokens"), _opt_list(r.get("chunk_tokens")))
+        rows.append({
+            **{k: r.get(k) for k in ("variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id")},
+            "output_tokens": n_out,
+            **{k: spec.get(k) for k in ("verify_steps", "drafted_steps", "accepted_drafts", "proposed_drafts")},
+            "acceptance_length": request_acceptance_length(n_out, spec["verify_steps"]),
+            "draft_acceptance_length": draft_acceptance_length(_num(spec.get("accepted_drafts")),
+                                                               _num(spec.get("drafted_steps"))),
+            "source": spec.get("source") or "",
+        })
+    return pd.DataFrame(rows, columns=REQUEST_ACCEPTANCE_COLUMNS)

