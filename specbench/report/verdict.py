@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
 from ..metrics.warnings import BLOCKING, decode_warnings
+from ..hardware import check_saved
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData
@@ -215,6 +216,8 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     status = str(info.get("status") or "")
     if status == "failed":
         return [Strong(variant), f" failed: no verdict ({info.get('reason') or 'no reason recorded'})"], "bad"
+    if variant in check_saved(data.environment, data.config, data.baseline).withheld:
+        return [Strong(variant), ": no verdict: measured on hardware unlike the baseline's (see Hardware)"], "bad"
     min_speedup = float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
     outcomes = category_outcomes(data.cells, data.break_even, variant, min_speedup)
     if not outcomes:
