@@ -218,9 +218,9 @@ def _build_from_gguf(dest: Path, *, progress: Callable[[str], None]) -> None:
 
 
 def _build_eagle3(base: Path, dest: Path, progress: Callable[[str], None]) -> object:
-    from .models_eagle3 import build_eagle3  # torch, transformers, speculators: imported only to build
+    from .models_eagle3 import build_in_subprocess  # torch, transformers, speculators: only to build
 
-    return build_eagle3(base, dest, progress=progress)
+    return build_in_subprocess(base, dest, progress=progress)
 
 
 def _write_marker(folder: Path, name: str) -> None:

@@ -46,19 +46,19 @@ class Eagle3Recipe:
 
     seed: int = 0
     threads: int = 2  # fixed: greedy generation and float reductions depend on the thread count
-    train_sequences: int = 40
-    heldout_sequences: int = 8
+    train_sequences: int = 80
+    heldout_sequences: int = 12
     scan_conversations: int = 4000  # the first N ShareGPT conversations are the candidate pool
     max_prompt_tokens: int = 96
     min_prompt_chars: int = 16
-    max_new_tokens: int = 96
+    max_new_tokens: int = 128
     generation_batch: int = 16
     draft_vocab_size: int = 4096
     ttt_steps: int = 3  # training-time-test depth: positions 1..ttt_steps are trained and measured
     pack_tokens: int = 512  # sequences packed per optimizer step (document-masked attention)
-    epochs: int = 3
-    learning_rate: float = 1e-3
-    warmup_steps: int = 4
+    epochs: int = 5
+    learning_rate: float = 2e-3
+    warmup_steps: int = 8
     max_grad_norm: float = 1.0
     ttt_step_loss_decay: float = 1.0
     aux_layers: tuple[int, ...] | None = None  # None: vLLM's Llama default (2, L/2, L-3)
@@ -407,7 +407,7 @@ def train(model: Any, train_seqs: list[Sequence], recipe: Eagle3Recipe, loss_con
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, recipe.max_grad_norm)
             opt.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
             step += 1
             tick(1, losses[-1])
     return losses
@@ -433,6 +433,9 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from loguru import logger
+
+    logger.disable("speculators")  # its per-tensor loading notes; errors still raise
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -447,7 +450,9 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
         progress("eagle3: selecting ShareGPT prompts (benchmark prompts excluded)")
         prompts, data_info = training_prompts(recipe, tokenizer, needed)
         timings["prompts_s"] = time.perf_counter() - t0
-        target_model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32, local_files_only=True).eval()
+        # bfloat16, as vLLM serves it: the hidden states the head learns from are the ones it will be fed
+        target_model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.bfloat16,
+                                                            local_files_only=True).eval()
         with _bar(Bar, BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn) as bar:
             task = bar.add_task("eagle3: target regenerates responses (greedy)", total=needed)
             seqs = generate(target_model, tokenizer, prompts, recipe, lambda n: bar.advance(task, n))
@@ -505,3 +510,48 @@ def tokenizer_vocab(target: Path) -> int:
 def _bar(Bar, BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn) -> Any:  # noqa: N803
     return Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                transient=False)
+
+
+def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print) -> dict[str, Any]:
+    """build_eagle3 in a child process: its OpenMP threads wait passively (spinning threads on a shared
+    2-core machine burned ~10x the CPU time here), and the gigabytes the data pass allocates go back to
+    the system when it exits. The child inherits the terminal, so its progress bar shows."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    cmd = [sys.executable, "-m", "specbench.models_eagle3", str(target), str(dest)]
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        code = proc.wait()
+    except BaseException:
+        proc.terminate()
+        proc.wait()
+        raise
+    if code != 0:
+        raise UsageError(f"building demo model smollm2-eagle3 failed (exit code {code}; see the output above)")
+    return json.loads((dest / MANIFEST).read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m specbench.models_eagle3",
+                                 description="train the smollm2-eagle3 head (use `specbench models prepare`)")
+    ap.add_argument("target", type=Path)
+    ap.add_argument("dest", type=Path)
+    a = ap.parse_args(argv)
+    try:
+        m = build_eagle3(a.target, a.dest)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"eagle3: {m['steps']} steps, final loss {m['final_train_loss']}, held-out accuracy per position "
+          f"{m['heldout']['full_acc_per_position']}, {m['build_seconds']['total']} s, {m['cpu_seconds']} CPU-s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
