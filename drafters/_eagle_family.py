@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from pydantic import Field
 
-from specbench.drafter import Drafter, DrafterParams, LaunchContext
+from specbench.drafter import ArgProblem, Drafter, DrafterParams, LaunchContext
 
-from ._sglang import eagle_shape_problems, missing_path, spec_args
+from ._sglang import auto_fill_architecture, eagle_shape_problems, missing_path, spec_args
 
 SGLANG_ACCEPTANCE = ("per request: sglext.spec_tokens_details (OpenAI, sglang >= 0.5.19) or "
                      "/generate meta_info spec_* fields")
@@ -30,11 +30,32 @@ class EagleParams(DrafterParams):
                                          description="tokens verified per step, root included")
 
 
-class EagleFamily(Drafter):
+EP = TypeVar("EP", bound=DrafterParams)
+
+
+class EagleRules(Drafter[EP]):
+    """SGLang's argument rules for the EAGLE family, whatever drafter (or raw args) selects the algorithm."""
+
+    sglang_algorithms = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
+    acceptance = {"sglang": SGLANG_ACCEPTANCE}
+
+    def check_engine_args(self, options: dict[str, str], ctx: LaunchContext) -> list[ArgProblem]:
+        out = []
+        if "--speculative-num-steps" not in options:
+            given = [f for f in ("--speculative-eagle-topk", "--speculative-num-draft-tokens") if f in options]
+            if given:
+                out.append(ArgProblem(given[0], f"{' and '.join(given)} without --speculative-num-steps makes "
+                                                f"SGLang fail with a bare AssertionError: set steps too"))
+        if "--speculative-draft-model-path" not in options and (arch := auto_fill_architecture(ctx.model_path)):
+            out.append(ArgProblem("", f"no --speculative-draft-model-path for {arch}: SGLang would silently use "
+                                      f"the target checkpoint as the draft; give the draft path explicitly"))
+        return out
+
+
+class EagleFamily(EagleRules[EagleParams]):
     algorithm: ClassVar[str] = "EAGLE"
     path_what: ClassVar[str] = "the draft model folder"
     Params = EagleParams
-    acceptance = {"sglang": SGLANG_ACCEPTANCE}
 
     def sglang(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
         return spec_args(self.algorithm, draft=p.draft_model_path, steps=p.steps, topk=p.topk,

@@ -46,7 +46,7 @@ def missing_path(field: str, path: str | None, what: str, ctx: LaunchContext | N
     """Required-ness always; existence only when the context says paths are checked on this host."""
     if not path:
         return [f"{field}: required ({what})"]
-    check = ctx is None or ctx.extra.get("check_paths", True)
+    check = ctx is None or ctx.check_paths
     if check and looks_local(path) and not Path(path).expanduser().exists():
         return [f"{field}: {what} not found: {path}"]
     return []

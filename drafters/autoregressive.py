@@ -5,7 +5,7 @@ from __future__ import annotations
 from specbench.drafter import Drafter, DrafterParams, LaunchContext
 
 
-class Autoregressive(Drafter):
+class Autoregressive(Drafter[DrafterParams]):
     name = "autoregressive"
     speculative = False
     acceptance = {"vllm": "none (1.0 by definition)", "sglang": "none (1.0 by definition)",

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from specbench.drafter import Drafter, DrafterParams, LaunchContext, UnsupportedEngine
+from specbench.drafter import ArgProblem, Drafter, DrafterParams, LaunchContext, UnsupportedEngine
 
 from ._eagle_family import SGLANG_ACCEPTANCE
 from ._sglang import missing_path, spec_args
@@ -31,7 +31,7 @@ class DDTreeParams(DrafterParams):
     extra_args: list[str] = Field(default_factory=list, description="mode sglang: more flags of the build")
 
 
-class DDTree(Drafter):
+class DDTree(Drafter[DDTreeParams]):
     name = "ddtree"
     Params = DDTreeParams
     acceptance = {"sglang": SGLANG_ACCEPTANCE,
@@ -52,6 +52,18 @@ class DDTree(Drafter):
         if p.block_size is not None:
             out += ["--speculative-dflash-block-size", str(p.block_size)]
         return out + list(p.extra_args)
+
+    sglang_algorithms = frozenset({"DDTREE"})
+
+    def check_engine_args(self, options: dict[str, str], ctx: LaunchContext) -> list[ArgProblem]:
+        """No SGLang release resolves DDTREE (0.5.23 parses it, then fails): a local build must say so."""
+        raw = ctx.engine_version_text
+        if raw and "+" not in raw:
+            algo = options.get("--speculative-algorithm", "").upper()
+            return [ArgProblem("params", f"{algo} is not in any SGLang release (engine version {raw}); run a build "
+                                         f"that has it and set engine.version to its local version (e.g. "
+                                         f"0.5.23+ddtree), or use mode: command with a wrapper server")]
+        return []
 
     def check(self, p: DDTreeParams, ctx: LaunchContext) -> list[str]:
         if p.mode == "command" and not p.draft_model_path:

@@ -19,7 +19,7 @@ class DFlashParams(DrafterParams):
     block_size: int | None = Field(None, ge=2, le=1024, description="verify window; None = the draft's own")
 
 
-class DFlash(Drafter):
+class DFlash(Drafter[DFlashParams]):
     name = "dflash"
     Params = DFlashParams
     acceptance = {"sglang": SGLANG_ACCEPTANCE}

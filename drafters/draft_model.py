@@ -6,7 +6,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from specbench.drafter import Drafter, DrafterParams, LaunchContext, vllm_speculative_config
+from specbench.drafter import (VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext,
+                               vllm_speculative_config)
 
 
 class DraftModelParams(DrafterParams):
@@ -14,10 +15,10 @@ class DraftModelParams(DrafterParams):
     num_tokens: int = Field(4, ge=1, le=64, description="draft tokens proposed per step")
 
 
-class DraftModel(Drafter):
+class DraftModel(Drafter[DraftModelParams]):
     name = "draft_model"
     Params = DraftModelParams
-    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",
+    acceptance = {"vllm": VLLM_ACCEPTANCE,
                   "sglang": "per request: sglext.spec_tokens_details or /generate meta_info spec_* fields"}
 
     def vllm(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
@@ -32,6 +33,12 @@ class DraftModel(Drafter):
                          draft_tokens=p.num_tokens + 1)
 
     def check(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
+        """A folder is looked for only when the context checks paths on this host; a demo model name
+        needs no folder yet (specbench run builds it before launching)."""
+        from specbench.models import DEMO_MODELS
+
+        if p.model in DEMO_MODELS or not ctx.check_paths:
+            return []
         path = resolve_draft(p.model)
         return [] if Path(path).exists() else [f"params.model: draft model folder not found: {path}"]
 

@@ -6,7 +6,7 @@ The demo head `smollm2-eagle3` (a demo model name, resolved to its folder) is tr
 
 from __future__ import annotations
 
-from specbench.drafter import LaunchContext, vllm_speculative_config
+from specbench.drafter import VLLM_ACCEPTANCE, LaunchContext, vllm_speculative_config
 
 from ._eagle_family import EagleFamily, EagleParams, demo_or_path
 
@@ -15,7 +15,7 @@ class Eagle3(EagleFamily):
     name = "eagle3"
     algorithm = "EAGLE3"
     path_what = "the EAGLE-3 draft head folder"
-    acceptance = {**EagleFamily.acceptance, "vllm": "/metrics vllm:spec_decode_* counter deltas per window"}
+    acceptance = {**EagleFamily.acceptance, "vllm": VLLM_ACCEPTANCE}
 
     def vllm(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
         """vLLM drafts a chain of `steps` tokens (default 3); topk/num_draft_tokens are SGLang's tree shape."""

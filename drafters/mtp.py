@@ -14,7 +14,7 @@ from pydantic import Field
 
 from specbench.drafter import DrafterParams, LaunchContext
 
-from ._eagle_family import EagleFamily
+from ._eagle_family import EagleRules
 from ._sglang import auto_fill_architecture, eagle_shape_problems, missing_path, model_hf_config, spec_args
 
 
@@ -26,15 +26,15 @@ class MtpParams(DrafterParams):
     num_draft_tokens: int | None = Field(None, ge=2, le=1024)
 
 
-class Mtp(EagleFamily):
+class Mtp(EagleRules[MtpParams]):
     name = "mtp"
     Params = MtpParams
 
-    def sglang(self, p: MtpParams, ctx: LaunchContext) -> list[str]:  # type: ignore[override]
+    def sglang(self, p: MtpParams, ctx: LaunchContext) -> list[str]:
         return spec_args(p.algorithm, draft=p.draft_model_path, steps=p.steps, topk=p.topk,
                          draft_tokens=p.num_draft_tokens)
 
-    def check(self, p: MtpParams, ctx: LaunchContext) -> list[str]:  # type: ignore[override]
+    def check(self, p: MtpParams, ctx: LaunchContext) -> list[str]:
         out = eagle_shape_problems(p.steps, p.topk, p.num_draft_tokens)
         if p.draft_model_path:
             out += missing_path("params.draft_model_path", p.draft_model_path, "the MTP draft folder", ctx)

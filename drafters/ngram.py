@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from specbench.drafter import Drafter, DrafterParams, LaunchContext, vllm_speculative_config
+from specbench.drafter import (VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext,
+                               vllm_speculative_config)
 
 from ._sglang import is_old
 
@@ -21,10 +22,10 @@ class NgramParams(DrafterParams):
         return self
 
 
-class Ngram(Drafter):
+class Ngram(Drafter[NgramParams]):
     name = "ngram"
     Params = NgramParams
-    acceptance = {"vllm": "/metrics vllm:spec_decode_* counter deltas per window",
+    acceptance = {"vllm": VLLM_ACCEPTANCE,
                   "sglang": "per request: sglext.spec_tokens_details or /generate meta_info spec_* fields"}
 
     def vllm(self, p: NgramParams, ctx: LaunchContext) -> list[str]:

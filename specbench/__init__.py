@@ -6,6 +6,21 @@
     run.requests     # one row per request, raw timings and token counts
 """
 
-from .rundir import Run, load_run
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .rundir import Run, load_run
 
 __all__ = ["Run", "load_run"]
+
+
+def __getattr__(name: str) -> Any:
+    """`load_run` and `Run` are imported on first use: the CLI imports this package and must start
+    without pandas (`specbench --help` stays instant)."""
+    if name in __all__:
+        from . import rundir
+
+        return getattr(rundir, name)
+    raise AttributeError(f"module 'specbench' has no attribute {name!r}")

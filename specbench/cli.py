@@ -41,7 +41,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 def _execute(cfg, opts) -> int:
     from .runner import run_matrix
-    from .summary import print_summary
+    from .report.terminal import print_summary
 
     result = run_matrix(cfg, opts)
     print_summary(result.run_dir)
@@ -74,14 +74,13 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from .analysis import analyse_run_dir, report_paths
     from .rundir import RunDir
+    from .runner import finalize
 
     rd = RunDir(Path(a.run_dir))
     if not rd.meta.exists():
         raise UsageError(f"report: {rd.path} is not a specbench run directory (no run.json)")
-    analyse_run_dir(rd)
-    for p in report_paths(rd.path):
+    for p in finalize(rd):
         print(p)
     return 0
 

@@ -11,29 +11,22 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from .engines.base import Engine, RequestSpec
+from .plan import PlannedRequest
 from .records import RequestRecord, SpecDetails
-
-
-@dataclass(frozen=True)
-class PlannedRequest:
-    """One request of a window, before it is sent. `fields` become the RequestRecord's identity."""
-
-    spec: RequestSpec
-    fields: dict  # variant, cell_id, point_id, window_id, category, prompt_id, ..., repeat, index, warmup
 
 
 @dataclass
 class StreamResult:
     ttft_s: float | None = None
     e2e_s: float | None = None
-    chunk_offsets_s: list[float] | None = None
-    chunk_tokens: list[int] | None = None
+    chunk_offsets_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     token_ids: list[int] | None = None
@@ -47,7 +40,7 @@ async def stream_request(engine: Engine, http: httpx.AsyncClient, base_url: str,
                          timeout_s: float, headers: dict[str, str] | None = None) -> StreamResult:
     """Send one streaming request and time it. Never raises for request-level failures: the error
     is recorded in the result, so one bad request cannot lose a window's other measurements."""
-    res = StreamResult(chunk_offsets_s=[], chunk_tokens=[])
+    res = StreamResult()
     body = engine.request_body(req)
     url = base_url + engine.request_path(req)
     ids: list[int] = []

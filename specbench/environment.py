@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from typing import Any
 
 import psutil
@@ -52,7 +53,7 @@ def hardware_fingerprint() -> dict[str, Any]:
             "gpus": [g.get("name") for g in gpus()]}
 
 
-def busy_processes(exclude: set[int] = frozenset(), seconds: float = 1.0,
+def busy_processes(exclude: Collection[int] = frozenset(), seconds: float = 1.0,
                    min_percent: float = 5.0) -> list[tuple[str, float]]:
     """Other processes using more than `min_percent` CPU over `seconds` (is the machine quiet?),
     busiest first, as (command line, percent)."""

@@ -41,6 +41,10 @@ class EngineDiedError(SpecbenchError):
     """The engine process went away in the middle of a sweep."""
 
 
+class ScrapeError(SpecbenchError):
+    """The engine's metrics endpoint did not answer, even after retries: the variant cannot be measured."""
+
+
 class RunDirError(UsageError):
     """The run directory is in a state the requested operation must not touch."""
 

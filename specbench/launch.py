@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 
-from .config import RunConfig, VariantConfig
+from .config import EngineConfig, RunConfig, VariantConfig
 from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from .engines import ENGINES, Engine, LaunchSpec
-from .errors import ConfigError, UsageError
+from .engines.base import parse_version
+from .errors import ConfigError, PreflightError, UsageError
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,22 @@ class VariantLaunch:
                            "env": self.spec.env if self.spec else None, "url": self.base_url},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment as shown in command.json and `validate --print-commands`: secrets hidden."""
+    return {k: ("<redacted>" if any(m in k.upper() for m in SECRET_MARKERS) else v) for k, v in env.items()}
+
+
+def api_headers(engine: EngineConfig) -> dict[str, str] | None:
+    """The API key is read from the environment variable the config names; it is never stored."""
+    name = engine.api_key_env
+    if not name:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise PreflightError(f"engine.api_key_env: environment variable {name} is not set")
+    return {"Authorization": f"Bearer {key}"}
 
 
 def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:
@@ -73,7 +93,7 @@ def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
 def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
     """Every variant's launch, in config order. Raises ConfigError naming the variant field at fault."""
     out = []
-    version = _version_tuple(engine.version())
+    version = parse_version(engine.version())
     for i, v in enumerate(cfg.variants):
         drafter, params = resolve_drafter(cfg, i)
         eng = variant_engine(cfg, engine, v)
@@ -89,15 +109,3 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
                                  metrics_url=eng.metrics_url(v, port), drafter_args=tuple(drafter_args),
                                  engine=eng))
     return out
-
-
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    parts = []
-    for p in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None

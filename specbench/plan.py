@@ -11,11 +11,38 @@ import itertools
 import json
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TypedDict
 
-from .client import PlannedRequest
 from .config import RunConfig
 from .engines.base import RequestSpec
 from .prompts import Prompt
+from .records import CellKey
+
+
+class RequestIdentity(TypedDict):
+    """Which request this is: the identity fields of its RequestRecord (see records.RequestRecord)."""
+
+    variant: str
+    cell_id: str
+    point_id: str
+    window_id: str
+    category: str
+    prompt_id: str
+    input_len: int | None
+    output_len: int
+    concurrency: int
+    temperature: float
+    repeat: int
+    index: int
+    warmup: bool
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request of a window, before it is sent. `fields` become the RequestRecord's identity."""
+
+    spec: RequestSpec
+    fields: RequestIdentity
 
 
 @dataclass(frozen=True)
@@ -26,9 +53,7 @@ class SweepPoint:
     concurrency: int
     temperature: float
 
-    def key(self, variant: str):
-        from .records import CellKey
-
+    def key(self, variant: str) -> CellKey:
         return CellKey(variant=variant, category=self.category, input_len=self.input_len,
                        output_len=self.output_len, concurrency=self.concurrency, temperature=self.temperature)
 
@@ -82,7 +107,7 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
         prompt = prompts[index % len(prompts)]
         text = sweep.padded.get((prompt.id, point.input_len), prompt.text) if point.input_len else prompt.text
         spec = request_spec(cfg, text, point.output_len, point.temperature, seed=cfg.sweep.seed + index)
-        out.append(PlannedRequest(spec=spec, fields=dict(
+        out.append(PlannedRequest(spec=spec, fields=RequestIdentity(
             variant=variant, cell_id=key.cell_id, point_id=key.point_id,
             window_id=f"{key.cell_id}|r{repeat}", category=point.category, prompt_id=prompt.id,
             input_len=point.input_len, output_len=point.output_len, concurrency=point.concurrency,
@@ -98,9 +123,9 @@ def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str) -> list[PlannedR
     for index in range(cfg.sweep.warmup_requests):
         prompt = all_prompts[index % len(all_prompts)]
         spec = request_spec(cfg, prompt.text, out_len, 0.0, seed=cfg.sweep.seed + index)
-        out.append(PlannedRequest(spec=spec, fields=dict(
+        out.append(PlannedRequest(spec=spec, fields=RequestIdentity(
             variant=variant, cell_id=f"{variant}|warmup", point_id="warmup", window_id=f"{variant}|warmup",
-            category=prompt.category, prompt_id=prompt.id, output_len=out_len, concurrency=1,
+            category=prompt.category, prompt_id=prompt.id, input_len=None, output_len=out_len, concurrency=1,
             temperature=0.0, repeat=0, index=index, warmup=True)))
     return out
 

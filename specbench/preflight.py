@@ -10,16 +10,16 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import RunConfig
-from .drafter import LaunchContext
+from .drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from .engines import Engine
 from .engines.base import dist_version, parse_version
-from .fairness import SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option, parse_options
+from .engines.pins import (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option,
+                           parse_options)
+from .errors import UsageError
 from .launch import VariantLaunch
-
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-RELEASED_WITHOUT = {"DDTREE"}  # algorithms no SGLang release resolves (0.5.23 parses DDTREE, then fails)
 
 
 def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], port: int) -> list[str]:
@@ -31,7 +31,7 @@ def _drafter_problems(engine: Engine, la: VariantLaunch, i: int, version: tuple[
                       check_paths: bool) -> list[str]:
     eng = la.engine or engine
     ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=engine.model_path,
-                        extra={"check_paths": check_paths})
+                        check_paths=check_paths)
     return [f"variants[{i}].{p}" for p in la.drafter.check(la.params, ctx)]
 
 
@@ -75,23 +75,30 @@ def sglang_flag_problems(cfg: RunConfig, i: int, la: VariantLaunch, raw_version:
         out.append(f"{_flag_field(cfg, i, SGLANG_GRAPH_FLAG_NEW)}: {SGLANG_GRAPH_FLAG_NEW} does not exist "
                    f"before SGLang 0.5.21 (engine version {shown}): use {SGLANG_GRAPH_FLAG_OLD}")
     algo = (opts.get("--speculative-algorithm") or "").upper()
-    if algo in EAGLE_FAMILY and "--speculative-num-steps" not in opts:
-        given = [f for f in ("--speculative-eagle-topk", "--speculative-num-draft-tokens") if f in opts]
-        if given:
-            out.append(f"{_flag_field(cfg, i, given[0])}: {' and '.join(given)} without --speculative-num-steps "
-                       f"makes SGLang fail with a bare AssertionError: set steps too")
-    if algo in EAGLE_FAMILY and "--speculative-draft-model-path" not in opts:
-        from drafters._sglang import auto_fill_architecture
-
-        arch = auto_fill_architecture(model_path)
-        if arch:
-            out.append(f"variants[{i}]: no --speculative-draft-model-path for {arch}: SGLang would silently use "
-                       f"the target checkpoint as the draft; give the draft path explicitly")
-    if algo in RELEASED_WITHOUT and raw_version and "+" not in raw_version:
-        out.append(f"variants[{i}].params: {algo} is not in any SGLang release (engine version {shown}); run a "
-                   f"build that has it and set engine.version to its local version (e.g. 0.5.23+ddtree), "
-                   f"or use mode: command with a wrapper server")
+    owner = algorithm_owner(algo, la.drafter) if algo else None
+    if owner is not None:  # the drafter that knows this algorithm's rules checks the final argv
+        ctx = LaunchContext(engine="sglang", engine_version=version, model_path=model_path,
+                            engine_version_text=raw_version)
+        for p in owner.check_engine_args(opts, ctx):
+            where = _flag_field(cfg, i, p.where) if p.where.startswith("--") else \
+                f"variants[{i}]" + (f".{p.where}" if p.where else "")
+            out.append(f"{where}: {p.message}")
     return out
+
+
+def algorithm_owner(algorithm: str, drafter: Drafter[Any]) -> Drafter[Any] | None:
+    """The drafter whose `sglang_algorithms` include `algorithm`: the variant's own, else the first
+    registered one (a raw `--speculative-algorithm` in args under another drafter is checked too)."""
+    if algorithm in drafter.sglang_algorithms:
+        return drafter
+    for name in DRAFTERS.names():
+        try:
+            d = get_drafter(name)
+        except UsageError:
+            continue
+        if algorithm in d.sglang_algorithms:
+            return d
+    return None
 
 
 # -- host ---------------------------------------------------------------------------------------------
@@ -141,7 +148,7 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
         for g in gpu_processes() or []:
             out.append(f"GPU busy: PID {g.pid} ({_command_of(g.pid, g.name)}) holds {g.memory}; stop it or set "
                        f"engine.allow_busy_gpu: true")
-    from .server import port_in_use, port_owner
+    from .process import port_in_use, port_owner
 
     if port_in_use(cfg.engine.host, port):
         owner = port_owner(port) or "a process specbench cannot see"

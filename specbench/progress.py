@@ -7,7 +7,8 @@ import time
 from typing import Protocol
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 
 
 class Reporter(Protocol):
@@ -69,7 +70,7 @@ class RichReporter:
         self.progress = Progress(TextColumn("[bold]{task.fields[variant]}[/] {task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
                                  TimeRemainingColumn(), console=self.console, transient=False)
-        self.task = None
+        self.task: TaskID | None = None
 
     def start(self, total_requests: int) -> None:
         self.progress.start()

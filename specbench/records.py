@@ -36,13 +36,19 @@ class CellKey(BaseModel):
 
 
 class SpecDetails(BaseModel):
-    """Per-request acceptance data from the engine's response (SGLang meta_info / sglext, wrappers)."""
+    """Per-request acceptance data from the engine's response, one shape for every engine (vLLM
+    `metrics.speculative_decoding`, SGLang meta_info / sglext, wrappers). `raw` keeps the engine's own
+    payload as it arrived, so every figure here can be recomputed."""
 
     verify_steps: int | None = None  # target forward passes that produced this request's tokens
+    drafted_steps: int | None = None  # of those, the steps that proposed drafts (vLLM num_spec_steps)
     accepted_drafts: int | None = None  # draft tokens accepted
     proposed_drafts: int | None = None  # draft tokens proposed
-    accept_histogram: list[int] | None = None  # steps that accepted 0, 1, 2, ... draft tokens
+    accept_histogram: list[int] | None = None  # drafting steps that accepted 0, 1, 2, ... draft tokens
     reported_accept_length: float | None = None  # the engine's own figure, kept for cross-checks
+    max_drafts: int | None = None  # drafts a step may propose (k), when the engine says
+    source: str | None = None  # where it came from: "vllm", "sglang", "field" (engine.acceptance_field)
+    raw: dict[str, Any] | None = None  # the engine's payload, verbatim
 
 
 class RequestRecord(BaseModel):

@@ -14,6 +14,15 @@ from .errors import UsageError
 
 T = TypeVar("T")
 
+# Engine kinds: name -> the Engine class. The one place an engine is registered (config validates
+# engine.kind against it; engines/__init__.py builds ENGINES from it; drafters name their recipes after it).
+ENGINE_TARGETS: dict[str, str] = {
+    "vllm": "specbench.engines.vllm:VLLMEngine",
+    "sglang": "specbench.engines.sglang:SGLangEngine",
+    "command": "specbench.engines.command:CommandEngine",
+    "external": "specbench.engines.external:ExternalEngine",
+}
+
 
 def load_target(target: str) -> Any:
     """Import `module:attr` (or `module`, whose `ATTR` default is looked up by the caller)."""
@@ -26,11 +35,12 @@ class Registry(Generic[T]):
     """Name -> lazily imported object. Unknown names raise a UsageError listing the valid ones."""
 
     def __init__(self, kind: str, targets: dict[str, str] | None = None, package: str | None = None,
-                 attribute: str = ""):
+                 attribute: str = "", instantiate: bool = False):
         self.kind = kind
         self._targets = dict(targets or {})
         self._package = package  # discover "<package>.<module>:<attribute>" for every module in it
         self._attribute = attribute
+        self._instantiate = instantiate  # a target that names a class yields an instance of it
         self._cache: dict[str, T] = {}
 
     def names(self) -> list[str]:
@@ -58,5 +68,10 @@ class Registry(Generic[T]):
             obj = load_target(target)
         except (ImportError, AttributeError) as exc:
             raise UsageError(f"{self.kind} {name!r}: cannot import {target}: {exc}") from exc
+        if self._instantiate and isinstance(obj, type):
+            try:
+                obj = obj()
+            except TypeError as exc:
+                raise UsageError(f"{self.kind} {name!r}: cannot create {target}(): {exc}") from None
         self._cache[name] = obj
         return obj

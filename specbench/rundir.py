@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -162,6 +163,16 @@ class RunDir:
     def break_even(self) -> Path:
         return self.path / "break_even.csv"
 
+    @property
+    def acceptance(self) -> Path:
+        """Per-request acceptance (derived): the report's distributions."""
+        return self.path / "acceptance.csv"
+
+    @property
+    def reconciliation(self) -> Path:
+        """Per-window cross-checks against the engine's counters and histograms (derived)."""
+        return self.path / "reconciliation.csv"
+
     def variant_dir(self, name: str) -> Path:
         p = (self.path / "variants" / name).resolve()
         if self.path.resolve() not in p.parents:  # names are validated, but never write outside the run
@@ -206,7 +217,7 @@ class Run:
     config: dict[str, Any]
 
 
-def records_frame(records: list[BaseModel]) -> pd.DataFrame:
+def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame([r.model_dump() for r in records])
 
 

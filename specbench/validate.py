@@ -1,11 +1,14 @@
 """`specbench validate CONFIG [--print-commands]`: check a config without launching anything (no GPU needed).
 
-Loads and plans the config, runs the preflight checks that need no launch, prints every variant's exact
-argv and env (secrets redacted), the fairness audit, and, when sglang is importable in the engine's
-python, runs SGLang's own argument parser on each argv (`prepare_server_args`, in a subprocess).
+Runs every check `specbench run` makes before it launches (the same functions: config, demo model name,
+model context, launch plan, prompts and categories, preflight), prints every variant's exact argv and env
+(secrets redacted) and the fairness audit. SGLang argvs go through SGLang's own argument parser
+(`prepare_server_args`, in a subprocess) when sglang is importable in the engine's python; otherwise their
+flag names are checked against the flag list of the release (package data, see sglang_flags.py), and the
+closing line says what was not checked.
 Exit code: 0 when the config can be launched, 2 when it would be refused. Problems found on this machine
-(missing model folder, busy GPU, taken port) are listed but do not fail validation: the config may be
-meant for another host.
+(missing model folder, busy GPU, taken port, unset API key variable) are listed but do not fail
+validation: the config may be meant for another host.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from typing import Callable
 
 from .config import RunConfig, check_model_context, load_config
 from .engines import Engine
+from .errors import PreflightError
 from .fairness import audit
 from .launch import VariantLaunch, make_engine, plan_launches
+from .plan import build_sweep
 from .preflight import config_problems, host_problems
+from .prompts import load_prompts
 
 Out = Callable[[str], None]
 
@@ -52,6 +58,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     engine = _engine(cfg)
     check_model_context(cfg, engine.model_path)  # when the model folder is here: lengths vs its context
     launches = plan_launches(cfg, engine)
+    build_sweep(cfg, load_prompts(cfg.sweep.prompts))  # prompt sets, files and categories, as run loads them
     problems = config_problems(cfg, engine, launches)
     version = engine.version()
     out(f"config: {path}")
@@ -62,20 +69,23 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     for la in launches:
         _print_variant(la, engine, print_commands, out)
     out(audit(launches).to_markdown())
-    parser_errors = _parser_section(cfg, engine, launches, out)
-    host = host_problems(cfg, engine, launches, cfg.engine.port)
+    parser_errors, unchecked = _parser_section(cfg, engine, launches, out, " ".join(problems))
+    host = host_problems(cfg, engine, launches, cfg.engine.port) + _environment_problems(cfg)
     if host:
         out("On this machine (not a config error if the run is meant for another host):")
         for p in host:
             out(f"  - {p}")
         out("")
-    refused = problems + [f"{name}: SGLang's parser rejects the argv: {err}" for name, err in parser_errors.items()]
+    refused = problems + [f"{name}: {err}" for name, err in parser_errors.items()]
     if refused:
         out("Refused before launch:")
         for p in refused:
             out(f"  - {p}")
         return 2
-    out(f"OK: {len(launches)} variant(s) would launch as printed.")
+    if cfg.sweep.input_lens:  # padding needs the tokenizer loaded: run checks it when it builds the sweep
+        unchecked = "; ".join(filter(None, [unchecked, "padding prompts to sweep.input_lens (needs the tokenizer)"]))
+    out(f"OK: {len(launches)} variant(s) would launch as printed."
+        + (f" Not checked: {unchecked}." if unchecked else ""))
     return 0
 
 
@@ -84,14 +94,15 @@ def _engine(cfg: RunConfig) -> Engine:
     if cfg.model.path:
         model_path = str(Path(cfg.model.path).expanduser())
     else:
-        from .models import demo_model_path
+        from .models import demo_model, demo_model_path
 
-        model_path = str(demo_model_path(cfg.model.demo or "") or cfg.model.demo)
+        demo_model(cfg.model.demo or "")  # an unknown name is refused as run refuses it
+        model_path = str(demo_model_path(cfg.model.demo or ""))
     return make_engine(cfg, model_path, cfg.model.served_name or model_path)
 
 
 def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
-    from .runner import redact_env
+    from .launch import redact_env
 
     kind = (la.engine or engine).kind
     role = " (baseline)" if la.variant.baseline else ""
@@ -106,18 +117,59 @@ def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out:
     out("")
 
 
-def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], out: Out) -> dict[str, str]:
-    """Run SGLang's own parser on every SGLang argv; returns {variant: error} for rejected ones."""
+def _environment_problems(cfg: RunConfig) -> list[str]:
+    """What run refuses in this shell's environment (an unset API key variable)."""
+    from .launch import api_headers
+
+    try:
+        api_headers(cfg.engine)
+    except PreflightError as exc:
+        return [str(exc)]
+    return []
+
+
+def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], out: Out,
+                    said: str = "") -> tuple[dict[str, str], str]:
+    """SGLang's own parser on every SGLang argv, else its flag names against the release's flag list
+    (a flag the preflight problems in `said` already name is not reported twice).
+    Returns ({variant: error}, what was not checked: "" when everything was)."""
     argvs = {la.name: sglang_server_args(la.spec.argv) for la in launches
              if la.spec is not None and (la.engine or engine).kind == "sglang"}
     if not argvs:
-        return {}
+        return {}, ""
     status, errors = check_with_sglang_parser(cfg, engine, argvs)
+    errors = {k: f"SGLang's parser rejects the argv: {v}" for k, v in errors.items()}
+    unchecked = ""
+    if status.startswith("not checked"):
+        why = ("the engine runs behind engine.launch_prefix" if cfg.engine.launch_prefix
+               else "SGLang's parser cannot run here")
+        errors, offline, unchecked = _offline_flag_check(engine.version(), argvs, why, said)
+        status = f"{status}\nSGLang flag names: {offline}"
     out(f"SGLang argument parser: {status}")
     for name, err in errors.items():
         out(f"  - {name}: {err}")
     out("")
-    return errors
+    return errors, unchecked
+
+
+def _offline_flag_check(raw_version: str | None, argvs: dict[str, list[str]], why: str,
+                        said: str = "") -> tuple[dict[str, str], str, str]:
+    """({variant: unknown flags}, status line, what stays unchecked) from the shipped flag lists."""
+    from .sglang_flags import argv_problems, flags_for
+
+    found = flags_for(raw_version)
+    if isinstance(found, str):
+        return {}, f"not checked: {found}", f"SGLang flag names and values ({found}; {why})"
+    release, known = found
+    errors = {}
+    for name, argv in argvs.items():
+        new = [p for p in argv_problems(argv, known, release) if p.split()[0] not in said.split()]
+        if new:
+            errors[name] = "; ".join(new)
+    assumed = "" if raw_version else " (engine version unknown: set engine.version if you run another release)"
+    status = (f"checked offline against the flag list of SGLang {release}{assumed}: "
+              f"{len(argvs) - len(errors)} of {len(argvs)} argv(s) use only known flags")
+    return errors, status, f"SGLang flag values and combinations ({why})"
 
 
 def sglang_server_args(argv: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,29 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "standin" / "server.py"
+
+
+# -- tools the suite needs from outside the main venv ----------------------------------------------------
+def unavailable(reason: str) -> None:
+    """Skip a test whose outside tool is missing, but fail it under CI (CI=true): .ci/run and `make test`
+    install chromium and the SGLang venv, so a skip there would mean a check silently stopped running."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} -- CI=true: .ci/run and `make test` should have installed it")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def sglang_python() -> str:
+    """The interpreter with real SGLang (`make test` creates .venv-sglang and sets SPECBENCH_SGLANG_PYTHON)."""
+    py = os.environ.get("SPECBENCH_SGLANG_PYTHON")
+    if not py:
+        unavailable("REAL SGLANG CHECKS NOT RUN: SPECBENCH_SGLANG_PYTHON is not set. `make test` sets it; by hand: "
+                    "bash scripts/sglang-venv.sh && SPECBENCH_SGLANG_PYTHON=$PWD/.venv-sglang/bin/python pytest ...")
+    r = subprocess.run([py, "-c", "import sglang.srt.server_args"], capture_output=True, text=True, timeout=300)
+    if r.returncode:  # set but broken is an error, never a skip
+        pytest.fail(f"SPECBENCH_SGLANG_PYTHON={py} cannot import sglang.srt.server_args: "
+                    f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return py
 
 
 # -- ports ----------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`specbench bench --url`: one running endpoint (nothing launched), the seed's script done right."""
+"""`specbench bench --url`: one running endpoint (nothing launched) swept at several concurrencies with repeats
+and warmup, the ad-hoc benchmark loop a team would otherwise write, with specbench's records and report."""
 
 from __future__ import annotations
 

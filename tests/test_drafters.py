@@ -11,7 +11,7 @@ from specbench.drafter import LaunchContext, UnsupportedEngine, get_drafter
 
 NEW = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path="/m")
 OLD = LaunchContext(engine="sglang", engine_version=(0, 5, 9), model_path="/m")
-OFFLINE = {"check_paths": False}
+OFFLINE = False  # LaunchContext.check_paths: not this host
 
 
 def args(name: str, params: dict, ctx: LaunchContext = NEW) -> list[str]:
@@ -38,7 +38,7 @@ def test_eagle3_needs_a_draft_path() -> None:
 
 
 def test_topk_without_steps_is_a_problem() -> None:
-    ctx = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path="/m", extra=OFFLINE)
+    ctx = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path="/m", check_paths=OFFLINE)
     out = problems("eagle3", {"draft_model_path": "/d", "topk": 1}, ctx)
     assert out == ["params.steps: required when topk is set (SGLang fails with a bare AssertionError)"]
     out = problems("standalone", {"draft_model_path": "/d", "num_draft_tokens": 4}, ctx)
@@ -46,7 +46,7 @@ def test_topk_without_steps_is_a_problem() -> None:
 
 
 def test_topk1_forces_steps_plus_one() -> None:
-    ctx = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path="/m", extra=OFFLINE)
+    ctx = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path="/m", check_paths=OFFLINE)
     out = problems("eagle3", {"draft_model_path": "/d", "steps": 3, "topk": 1, "num_draft_tokens": 8}, ctx)
     assert out == ["params.num_draft_tokens: must be steps+1 = 4 when topk is 1 (SGLang silently replaces 8 with 4)"]
 

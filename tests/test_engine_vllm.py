@@ -6,12 +6,14 @@ Slow (two engine startups, ~2-3 minutes on 2 cores); marked `engine`, run by `ma
 from __future__ import annotations
 
 import importlib.util
+import json
 import socket
 
 import psutil
 import pytest
 
 from specbench.config import parse_config
+from specbench.metrics.warnings import decode_warnings
 from specbench.rundir import load_run
 from specbench.runner import RunOptions, run_matrix
 
@@ -57,8 +59,26 @@ def test_acceptance_baseline_one_and_ngram_above_one(run):
     cells = load_run(run[0].run_dir).cells.set_index(["variant", "concurrency"])
     assert (cells.loc["autoregressive", "acceptance_length"] == 1.0).all()
     ngram = cells.loc["ngram"]
-    assert (ngram["acceptance_source"] == "counters").all()
+    assert (ngram["acceptance_source"] == "request").all()  # --per-request-spec-decode-metrics
     assert (ngram["acceptance_length"] > 1.2).all(), ngram["acceptance_length"]
+
+
+def test_per_request_acceptance_present_and_reconciled_with_counters(run):
+    loaded = load_run(run[0].run_dir)
+    req = loaded.requests[~loaded.requests.warmup]
+    ngram = req[req.variant == "ngram"]
+    assert ngram.spec.map(lambda s: s["source"] == "vllm" and s["drafted_steps"] > 0
+                          and s["verify_steps"] == 48 - s["accepted_drafts"]).all()
+    assert req[req.variant == "autoregressive"].spec.isna().all()  # vLLM refuses the flag without drafting
+    cells = loaded.cells.set_index("variant")
+    assert (cells.loc["ngram", "acceptance_windows_checked"] == 1).all()  # one window per cell, every one checked
+    assert (cells.loc["ngram", "acceptance_windows_mismatched"] == 0).all()
+    for w in loaded.cells["warnings"].fillna(""):
+        codes = {x["code"] for x in decode_warnings(w)}
+        assert not {"acceptance_mismatch", "server_count_mismatch", "client_timing_below_server"} & codes, w
+    assert loaded.cells["server_ttft_mean_s"].notna().all() and loaded.cells["server_e2e_mean_s"].notna().all()
+    fairness = json.loads((run[0].run_dir / "fairness.json").read_text())
+    assert fairness["notes"] and "autoregressive" in fairness["notes"][0]
 
 
 def test_greedy_outputs_identical_at_concurrency_one(run):

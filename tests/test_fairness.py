@@ -7,7 +7,8 @@ from typing import Any
 from specbench.config import parse_config
 from specbench.engines.sglang import SGLangEngine
 from specbench.engines.vllm import VLLMEngine
-from specbench.fairness import audit, sglang_pins, vllm_pins
+from specbench.engines.pins import sglang_pins, vllm_pins
+from specbench.fairness import audit
 from specbench.launch import plan_launches
 
 E3 = {"draft_model_path": "/d", "steps": 3, "topk": 1, "num_draft_tokens": 4}

@@ -88,7 +88,7 @@ def test_engine_start_error_carries_exit_code_and_log_tail(tmp_path, port, no_su
     import asyncio
 
     from specbench.engines.base import LaunchSpec
-    from specbench.server import EngineProcess
+    from specbench.process import EngineProcess
 
     argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--exit-during-startup", "7",
             "--startup-error", "ValueError: bad --max-model-len (simulated)"]
@@ -140,6 +140,38 @@ def test_engine_dies_mid_sweep_then_resume_fills_the_gap(tmp_path, port, no_surv
     assert len(after) == len(windows_before) + 1
     raw = requests(out, superseded=True)
     assert sum(r.error is not None for r in raw) >= 1  # the raw file still holds the failed attempt
+    no_survivors()
+
+
+# -- counter scrapes ---------------------------------------------------------------------------------------------
+COUNTERS = {"acceptance_metric": "vllm:spec_decode_num_drafts_total"}  # counter windows: /metrics around each
+
+
+def test_metrics_scrape_that_keeps_failing_fails_the_variant_not_the_run(tmp_path, port, no_survivors):
+    """/metrics answering 500 every time: retried, then the variant is failed with a one-line reason and
+    the next variant is measured (before: an httpx traceback ended the whole run)."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, faults={"base": ["--metrics-errors", "-1"]}, engine=COUNTERS)
+    out = tmp_path / "run"
+    res = run(cfg, out)
+    assert res.status == {"base": "failed", "ngram": "done"}
+    reason = meta(out)["variants"]["base"]["reason"]
+    assert "cannot read the engine's counters" in reason and "HTTPStatusError" in reason and "\n" not in reason
+    assert meta(out)["variants"]["base"]["wall_s"] < 20, "a few short retries, not a long wait"
+    c = cells(out)
+    assert list(c[c.variant == "ngram"]["concurrency"]) == [1, 2]
+    assert not RunDir(out).window_records() or {w.variant for w in RunDir(out).window_records()} == {"ngram"}
+    no_survivors()
+
+
+def test_metrics_scrape_that_fails_briefly_is_retried(tmp_path, port, no_survivors):
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, faults={"base": ["--metrics-errors", "2"]}, engine=COUNTERS,
+                         variants=BASE_ONLY)
+    out = tmp_path / "run"
+    assert run(cfg, out).status == {"base": "done"}
+    windows = RunDir(out).window_records()
+    assert len(windows) == 2 and all(w.counters is not None for w in windows)
     no_survivors()
 
 

@@ -1,4 +1,4 @@
-"""Smoke test of scripts/fidelity.py against the stand-in (no real engine): both clients run the same
+"""Smoke test of benchmarks/fidelity.py against the stand-in (no real engine): both clients run the same
 window, the tables come out, and the acceptance figures of each window agree with the server's counters."""
 
 from __future__ import annotations
@@ -21,11 +21,7 @@ DEMO_TOKENIZER = Path.home() / ".cache" / "specbench" / "models" / "smollm2"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("fidelity_script", REPO / "scripts" / "fidelity.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("benchmarks.fidelity")
 
 
 def test_summary_tables_from_runs():

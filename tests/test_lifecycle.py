@@ -21,7 +21,7 @@ import pytest
 from specbench.config import parse_config
 from specbench.engines.base import LaunchSpec
 from specbench.rundir import RunDir
-from specbench.server import EngineProcess, port_in_use
+from specbench.process import EngineProcess, port_in_use
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO, make_model_dir, needs_standin, standin_config, write_config
@@ -115,7 +115,7 @@ def test_atexit_stops_engines_a_script_forgot(tmp_path, port, no_survivors):
         import sys, time
         from pathlib import Path
         from specbench.engines.base import LaunchSpec
-        from specbench.server import EngineProcess
+        from specbench.process import EngineProcess
         p = EngineProcess("x", LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(60)"]),
                           Path({str(tmp_path / 'server.log')!r}), "127.0.0.1", {port})
         p.start()
@@ -137,7 +137,7 @@ def test_reaper_stops_the_engine_when_its_owner_is_sigkilled(tmp_path, port, no_
         import os, signal, sys, time
         from pathlib import Path
         from specbench.engines.base import LaunchSpec
-        from specbench.server import EngineProcess
+        from specbench.process import EngineProcess
         log = Path({str(tmp_path / 'server.log')!r})
         p = EngineProcess("x", LaunchSpec(argv=[sys.executable, "-c", {textwrap.dedent(engine)!r}]), log,
                           "127.0.0.1", {port}, reaper_grace_s=1.0)

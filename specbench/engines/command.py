@@ -29,12 +29,12 @@ BUILTIN = ("python", "model", "host", "port", "served_name")
 class CommandEngine(Engine):
     kind = "command"
 
-    @property  # type: ignore[override]
+    @property
     def counter_acceptance(self) -> bool:  # type: ignore[override]
         """Counter windows only when acceptance comes from a Prometheus counter."""
         return bool(self.cfg.engine.acceptance_metric)
 
-    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec:
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec | None:
         e = self.cfg.engine
         where, template = self._template(variant)
         values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
@@ -81,7 +81,7 @@ class CommandEngine(Engine):
         if not metric:
             return None
         samples = await scrape(http, metrics_url)
-        return {"verify_steps": total(samples, metric) or 0.0}
+        return {"verify_steps": total(samples, metric)}  # None when the server does not expose it
 
 
 def fill_template(template: list[str], values: dict[str, str], drafter_args: list[str], where: str) -> list[str]:

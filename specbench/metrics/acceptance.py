@@ -12,9 +12,13 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL
-from .common import NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _safe_ratio
-from .requests import _Req
+from .common import (MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _num, _opt_list, _opt_str,
+                     _safe_ratio)
+from .requests import _Req, measured_requests, request_output_tokens
+
+REQUEST_ACCEPTANCE_COLUMNS = ["variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id",
+                              "output_tokens", "verify_steps", "drafted_steps", "accepted_drafts",
+                              "proposed_drafts", "acceptance_length", "draft_acceptance_length", "source"]
 
 
 def tau_from_counters(generation_tokens: float, accepted_tokens: float) -> float:
@@ -33,6 +37,11 @@ def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
     return 1.0 + accepted_tokens / num_drafts
 
 
+def request_acceptance_length(n_out: float, verify_steps: Any) -> float:
+    """One request's tau = n_out / verify_steps (tokens per target step, bonus token included)."""
+    return _safe_ratio(n_out, _num(verify_steps))
+
+
 def _acceptance(
     reqs: list[_Req], windows: pd.DataFrame, is_baseline: bool, bs: BootstrapSettings
 ) -> dict[str, Any]:
@@ -45,6 +54,9 @@ def _acceptance(
         "acceptance_rate": NAN,
         "acceptance_per_position": None,
         "acceptance_source": "none",
+        "acceptance_length_request_mean": NAN,
+        "acceptance_length_request_p10": NAN,
+        "acceptance_length_request_p90": NAN,
     }
     ok = [r for r in reqs if r.ok]
 
@@ -73,24 +85,37 @@ def _acceptance(
         out["acceptance_per_position"] = _per_position_from_histograms(
             [sp.get("accept_histogram") for _, sp in with_steps]
         )
+        # the per-request distribution: each request's tau weighs the same, however long its output
+        per_req = [request_acceptance_length(r.n_out, sp["verify_steps"]) for r, sp in with_steps]
+        out["acceptance_length_request_mean"] = stats.mean(per_req)
+        out["acceptance_length_request_p10"] = stats.percentile(per_req, 10)
+        out["acceptance_length_request_p90"] = stats.percentile(per_req, 90)
+        with_drafts = [sp for _, sp in with_steps if sp.get("drafted_steps") is not None
+                       and sp.get("accepted_drafts") is not None]
+        if len(with_drafts) == len(with_steps):
+            # vLLM's definition from per-request figures: 1 + sum(accepted) / sum(drafting steps)
+            out["draft_acceptance_length"] = draft_acceptance_length(
+                float(sum(sp["accepted_drafts"] for sp in with_drafts)),
+                float(sum(sp["drafted_steps"] for sp in with_drafts)))
 
-    # Source 2: window counter deltas (vLLM spec_decode counters).
+    # Source 2: window counter deltas (vLLM spec_decode counters, or a command engine's verify-step counter).
     win = _counter_windows(windows, reqs)
     if win:
-        gen = sum(w.generation_tokens for w in win)
-        accepted = sum(w.num_accepted_tokens for w in win)
-        drafts = sum(w.num_drafts for w in win)
-        draft_tokens = sum(w.num_draft_tokens for w in win)
-        out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
+        drafted = [w for w in win if math.isfinite(w.num_accepted_tokens)]
+        accepted = sum(w.num_accepted_tokens for w in drafted)
+        drafts = sum(w.num_drafts for w in drafted)
+        if drafted and not math.isfinite(out["draft_acceptance_length"]):  # per-request figures come first
+            out["draft_acceptance_length"] = draft_acceptance_length(accepted, drafts)
         if out["acceptance_source"] == "none":
-            out["acceptance_length"] = tau_from_counters(gen, accepted)
+            g = [w.generation_tokens for w in win]
+            s = [w.steps for w in win]
+            out["acceptance_length"] = _safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if len(win) >= MIN_REPEATS_FOR_INTERVAL and out["acceptance_source"] == "counters":
-                g = [w.generation_tokens for w in win]
-                s = [w.generation_tokens - w.num_accepted_tokens for w in win]
                 lo, hi = _ci(stats.paired_ratio_ci(g, s, **_bs(bs)))
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = lo, hi
-            out["acceptance_rate"] = _safe_ratio(accepted, draft_tokens)
+            if drafted:
+                out["acceptance_rate"] = _safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
         positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
             width = max(len(p) for p in positions)
@@ -123,14 +148,24 @@ def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
 @dataclass(frozen=True)
 class _WindowCounters:
     generation_tokens: float
-    num_accepted_tokens: float
+    num_accepted_tokens: float  # NaN: the engine has no accepted-token counter (verify_steps instead)
     num_drafts: float
     num_draft_tokens: float
+    verify_steps: float  # NaN unless the engine counts verify steps itself (engine.acceptance_metric)
     per_position_accepted: list[float] | None
+
+    @property
+    def steps(self) -> float:
+        """Target steps in the window: counted, else generated - accepted (each step adds accepted + 1)."""
+        if math.isfinite(self.verify_steps):
+            return self.verify_steps
+        return self.generation_tokens - self.num_accepted_tokens
 
 
 def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCounters]:
-    """Counter deltas per window; generation tokens fall back to the window's successful usage sum."""
+    """Counter deltas per window; generation tokens fall back to the window's successful usage sum.
+    A window counts when it has an accepted-token delta or a verify-step delta: a counter the engine
+    does not expose is absent, never 0, so missing data gives no acceptance rather than 1.0."""
     out: list[_WindowCounters] = []
     usage_by_repeat: dict[int, float] = {}
     for r in reqs:
@@ -138,7 +173,7 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
             usage_by_repeat[r.repeat] = usage_by_repeat.get(r.repeat, 0.0) + r.n_out
     for w in windows.to_dict("records"):
         c = w.get("counters")
-        if not isinstance(c, dict) or c.get("num_accepted_tokens") is None:
+        if not isinstance(c, dict) or (c.get("num_accepted_tokens") is None and c.get("verify_steps") is None):
             continue
         gen = _num(c.get("generation_tokens"))
         if not math.isfinite(gen):
@@ -149,7 +184,31 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> list[_WindowCou
                 num_accepted_tokens=_num(c.get("num_accepted_tokens")),
                 num_drafts=_num(c.get("num_drafts")),
                 num_draft_tokens=_num(c.get("num_draft_tokens")),
+                verify_steps=_num(c.get("verify_steps")),
                 per_position_accepted=_opt_list(w.get("per_position_accepted")),
             )
         )
-    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.num_accepted_tokens)]
+    return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.steps)]
+
+
+def request_acceptance_table(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """acceptance.csv: one row per measured successful request that reports per-request acceptance, with
+    its tau (`acceptance_length` = n_out / verify_steps) and vLLM's draft figure (1 + accepted / drafting
+    steps). The report's acceptance distributions are drawn from it."""
+    req = measured_requests(requests, windows)
+    rows = []
+    for r in req.to_dict("records") if not req.empty and "spec" in req else []:
+        spec = r.get("spec")
+        if _opt_str(r.get("error")) is not None or not isinstance(spec, dict) or not spec.get("verify_steps"):
+            continue
+        n_out = request_output_tokens(r.get("output_tokens"), _opt_list(r.get("chunk_tokens")))
+        rows.append({
+            **{k: r.get(k) for k in ("variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id")},
+            "output_tokens": n_out,
+            **{k: spec.get(k) for k in ("verify_steps", "drafted_steps", "accepted_drafts", "proposed_drafts")},
+            "acceptance_length": request_acceptance_length(n_out, spec["verify_steps"]),
+            "draft_acceptance_length": draft_acceptance_length(_num(spec.get("accepted_drafts")),
+                                                               _num(spec.get("drafted_steps"))),
+            "source": spec.get("source") or "",
+        })
+    return pd.DataFrame(rows, columns=REQUEST_ACCEPTANCE_COLUMNS)

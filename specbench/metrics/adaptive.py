@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL
+from .common import MIN_REPEATS_FOR_INTERVAL
 
 
 def adaptive_done(

@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..warnings_ import MIN_REPEATS_FOR_INTERVAL, cell_warnings
 from .acceptance import _acceptance
-from .common import NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
+from .common import MIN_REPEATS_FOR_INTERVAL, NAN, BootstrapSettings, _bs, _ci, _key_nan, _safe_ratio
 from .lossless import _lossless
+from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
+from .warnings import CellWarning, cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
@@ -48,6 +49,15 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "acceptance_rate",
     "acceptance_per_position",
     "acceptance_source",
+    "acceptance_length_request_mean",
+    "acceptance_length_request_p10",
+    "acceptance_length_request_p90",
+    "acceptance_windows_checked",
+    "acceptance_windows_mismatched",
+    "client_ttft_mean_s",
+    "server_ttft_mean_s",
+    "client_e2e_mean_s",
+    "server_e2e_mean_s",
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
@@ -82,6 +92,7 @@ class _Cell:
     row: dict[str, Any]
     reqs: list[_Req]
     window_tp: dict[int, float] = field(default_factory=dict)  # repeat -> window throughput
+    reconciliation: list[CellWarning] = field(default_factory=list)  # from the window cross-checks
 
 
 def _summarize_cell(
@@ -147,6 +158,9 @@ def _summarize_cell(
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
     row.update(_acceptance(reqs, windows, is_baseline, bs))
+    acc, timing = acceptance_checks(reqs, windows), timing_checks(reqs, windows)
+    row.update(cell_reconciliation(acc, timing))
+    cell.reconciliation = reconciliation_warnings(acc, timing)
     return cell
 
 
@@ -220,8 +234,8 @@ def compute_cells(
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    key = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
-                    base_by_prompt.setdefault(key, []).append(r)
+                    same = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
+                    base_by_prompt.setdefault(same, []).append(r)
 
     for c in cells:
         row = c.row
@@ -233,7 +247,9 @@ def compute_cells(
             row.update(_speedups(c, base, bs))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
-             row["lossless_prefix_mean"]) = _lossless(c, base, base_by_prompt)
+             row["lossless_prefix_mean"]) = _lossless(
+                 c.reqs, (_key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
+                 base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN
@@ -252,8 +268,8 @@ def compute_cells(
             lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
             has_baseline=has_base,
-        )
-        row["warnings"] = ";".join(w.code.value for w in ws)
+        ) + c.reconciliation
+        row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"], kind="stable").reset_index(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 NAN = math.nan
+MIN_REPEATS_FOR_INTERVAL = 3  # run-to-run intervals need at least this many repeats
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,12 @@ cell's lossless match, any-match and prefix rates."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .common import NAN, _key_nan
+from .common import NAN
 from .requests import _Req
-
-if TYPE_CHECKING:
-    from .cells import _Cell
 
 
 def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -40,21 +37,22 @@ def compare_outputs(
 
 
 def _lossless(
-    cell: _Cell, base: _Cell | None, base_by_prompt: dict[tuple[Any, ...], list[_Req]]
+    reqs: Sequence[_Req], lengths: tuple[Any, Any], base: Sequence[_Req] | None,
+    base_by_prompt: dict[tuple[Any, ...], list[_Req]],
 ) -> tuple[float, float, float]:
     """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
 
-    match: equal to the baseline's output for the same request (same cell, repeat and index, else the
-    same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
+    `lengths` is the cell's (input_len, output_len). match: equal to the baseline's output for the same
+    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
     at any concurrency (the baseline's own outputs can differ between batch shapes)."""
-    exact = {(r.repeat, r.index): r for r in base.reqs if r.ok} if base else {}
+    exact = {(r.repeat, r.index): r for r in base if r.ok} if base else {}
     matches: list[bool] = []
     any_matches: list[bool] = []
     prefixes: list[float] = []
-    for r in cell.reqs:
+    for r in reqs:
         if not r.ok:
             continue
-        same_prompt = base_by_prompt.get((r.prompt_id, _key_nan(cell.row["input_len"]), cell.row["output_len"]), [])
+        same_prompt = base_by_prompt.get((r.prompt_id, *lengths), [])
         b = exact.get((r.repeat, r.index))
         if b is None or b.prompt_id != r.prompt_id:
             b = same_prompt[0] if same_prompt else None

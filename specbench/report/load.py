@@ -1,14 +1,14 @@
 """Loading a run's derived files for the report: cells.csv and break_even.csv typed, run.json and friends parsed.
 
-Only derived files are read (cells.csv, break_even.csv, run.json, environment.json, fairness.json,
-config.yaml), so re-rendering an old run is cheap and never parses requests.jsonl.
+Only derived files are read (cells.csv, break_even.csv, acceptance.csv, run.json, environment.json,
+fairness.json, config.yaml), so re-rendering an old run is cheap and never parses requests.jsonl.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,11 @@ NUMERIC_COLUMNS = (
     "per_user_tok_s_ci_low", "per_user_tok_s_ci_high", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
     "tpot_p50_s_ci_low", "tpot_p50_s_ci_high", "tpot_p90_s", "itl_p50_s", "e2e_p50_s", "acceptance_length",
     "acceptance_length_ci_low", "acceptance_length_ci_high", "draft_acceptance_length", "acceptance_rate",
-    "speedup", "speedup_ci_low", "speedup_ci_high", "per_user_speedup", "per_user_speedup_ci_low",
-    "per_user_speedup_ci_high", "tpot_speedup", "lossless_match_rate", "lossless_any_match_rate",
-    "lossless_prefix_mean", "outlier_count", "throughput_cv",
+    "acceptance_length_request_mean", "acceptance_length_request_p10", "acceptance_length_request_p90",
+    "acceptance_windows_checked", "acceptance_windows_mismatched", "client_ttft_mean_s", "server_ttft_mean_s",
+    "client_e2e_mean_s", "server_e2e_mean_s", "speedup", "speedup_ci_low", "speedup_ci_high",
+    "per_user_speedup", "per_user_speedup_ci_low", "per_user_speedup_ci_high", "tpot_speedup",
+    "lossless_match_rate", "lossless_any_match_rate", "lossless_prefix_mean", "outlier_count", "throughput_cv",
 )
 TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings")
 SERIES_KEYS = ("category", "input_len", "temperature")  # with output_len: a speedup-vs-concurrency curve
@@ -80,6 +82,7 @@ class RunData:
     fairness: dict[str, Any] | None
     cells: pd.DataFrame
     break_even: pd.DataFrame
+    acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)  # per request (acceptance.csv)
 
     @property
     def baseline(self) -> str:
@@ -121,4 +124,4 @@ def load_report_data(run_dir: str | Path) -> RunData:
         config = yaml.safe_load(rd.config.read_text()) or {}
     return RunData(path=rd.path, meta=read_json(rd.meta) or {}, environment=read_json(rd.environment) or {},
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
-                   break_even=normalize_break_even(read_csv(rd.break_even)))
+                   break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance))

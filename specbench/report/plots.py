@@ -224,6 +224,36 @@ def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
     return _png(fig)
 
 
+def acceptance_histogram(per_request: pd.DataFrame) -> bytes | None:
+    """Per-request acceptance length (acceptance.csv), one panel per drafter, one step histogram per
+    category; dashed lines mark each category's per-step (pooled) mean, the headline figure."""
+    df = per_request[per_request["acceptance_length"].notna()] if "acceptance_length" in per_request else None
+    if df is None or not len(df):
+        return None
+    drafters = list(dict.fromkeys(df["variant"]))
+    cats = sorted(df["category"].astype(str).unique())
+    colors = _palette(cats)
+    lo, hi = float(df["acceptance_length"].min()), float(df["acceptance_length"].max())
+    bins = [float(b) for b in np.linspace(lo, hi if hi > lo else lo + 1.0, 21)]
+    fig, axes = _grid(1, len(drafters), h=3.2)
+    for ax, d in zip(axes[0], drafters):
+        g = df[df["variant"] == d]
+        for cat in cats:
+            rows = g[g["category"].astype(str) == cat]
+            if not len(rows):
+                continue
+            ax.hist(rows["acceptance_length"], bins=bins, histtype="step", lw=1.5, color=colors[cat],
+                    label=label(f"{cat} (n={len(rows)})"))
+            pooled = rows["output_tokens"].sum() / rows["verify_steps"].sum()
+            ax.axvline(pooled, color=colors[cat], ls="--", lw=1)
+        ax.set_title(label(f"{d}: per-request acceptance length"), fontsize=10)
+        ax.set_xlabel("tokens per target step (one request)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=LEGEND_SIZE)
+    axes[0][0].set_ylabel("requests")
+    return _png(fig)
+
+
 def all_figures(cells: pd.DataFrame, *, baseline: str) -> list[Plot]:
     """Every plot the run has data for, in report order."""
     if not len(cells):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..metrics.warnings import warning_rows
 from .document import Block, Bullets, Code, Heading, Image, Paragraph, Strong, Table, Tone
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp, num
 from .load import RunData
@@ -83,9 +84,13 @@ def plot_section(data: RunData) -> list[Block]:
     from . import plots
 
     figs = plots.all_figures(data.cells, baseline=data.baseline)
+    hist = plots.acceptance_histogram(data.acceptance)
+    if hist is not None:
+        figs.append(("Per-request acceptance", hist, "Histogram of per-request acceptance length per drafter "
+                     "and category; dashed lines: per-step (pooled) means"))
     if not figs:
         return [Heading("Plots"), Paragraph(["No plots: there are no measured cells."], "warn")]
-    return [Heading("Plots")] + [Image(title=t, png=png, alt=alt) for t, png, alt in figs]
+    return [Heading("Plots"), *(Image(title=t, png=png, alt=alt) for t, png, alt in figs)]
 
 
 def _curve_label(row: pd.Series, vary: list[str]) -> list[str]:
@@ -148,17 +153,48 @@ def acceptance_table(data: RunData) -> list[Block]:
     c = data.cells[data.cells["variant"].isin(data.drafters) & data.cells["acceptance_length"].notna()]
     if not len(c):
         return [Heading("Acceptance length"), Paragraph(["No acceptance data in this run."], "note")]
-    rows = []
+    rows: list[list[str]] = []
     for (variant, cat), g in c.groupby(["variant", "category"], sort=False):
         a = g["acceptance_length"]
         src = ", ".join(sorted({s for s in g["acceptance_source"] if s})) or UNDEFINED
-        rows.append([variant, cat, fmt(a.mean()), fmt_span(a.min(), a.max()), fmt(g["acceptance_rate"].mean()),
-                     str(len(g)), src])
+        rows.append([str(variant), str(cat), fmt(a.mean()), fmt_span(a.min(), a.max()),
+                     fmt(g["acceptance_rate"].mean()), str(len(g)), src])
     return [Heading("Acceptance length by category"),
             Paragraph(["Tokens produced per target verification step, as defined in docs/metrics.md; "
                        "mean and range over the category's cells."], "note"),
             Table(["variant", "category", "acceptance length", "range", "acceptance rate", "cells", "source"],
                   rows, numeric=frozenset({2, 3, 4, 5}))]
+
+
+def acceptance_distribution(data: RunData) -> list[Block]:
+    """Per category: the per-step (headline) and per-request means, the spread across requests, and whether
+    the per-request figures added up to the engine's counters in every checked window."""
+    a = data.acceptance
+    if not len(a) or "acceptance_length" not in a:
+        return []
+    a = a[a["acceptance_length"].notna() & a["variant"].isin(data.drafters)]
+    c = data.cells
+    rows = []
+    for (variant, cat), g in a.groupby(["variant", "category"], sort=True):
+        cc = c[(c["variant"] == variant) & (c["category"] == cat)]
+        checked, bad = cc["acceptance_windows_checked"].sum(), cc["acceptance_windows_mismatched"].sum()
+        recon = "not checked" if not checked else (f"{fmt_len(checked)} windows agree" if not bad else
+                                                   f"{fmt_len(bad)} of {fmt_len(checked)} windows differ")
+        x = g["acceptance_length"]
+        # per-step mean = sum(tokens) / sum(target steps): long outputs weigh by their steps
+        rows.append([str(variant), str(cat), str(len(g)), fmt(g["output_tokens"].sum() / g["verify_steps"].sum()),
+                     fmt(x.mean()), fmt(x.quantile(0.1)), fmt(x.median()), fmt(x.quantile(0.9)), recon])
+    if not rows:
+        return []
+    return [Heading("Acceptance distribution"),
+            Paragraph(["From each request's own speculative figures (acceptance.csv). The per-step mean is the "
+                       "headline (the acceptance length above): tokens over target steps pooled over all "
+                       "requests, so a long output counts once per step, as it does in throughput. The "
+                       "per-request mean gives every request the same weight; p10-p90 is the spread across "
+                       "requests. Counters: whether the per-request figures add up to the engine's counter "
+                       "deltas in every window (docs/metrics.md)."], "note"),
+            Table(["variant", "category", "requests", "per-step mean", "per-request mean", "p10", "p50", "p90",
+                   "counters"], rows, numeric=frozenset({2, 3, 4, 5, 6, 7}))]
 
 
 def cell_table(data: RunData) -> list[Block]:
@@ -196,6 +232,9 @@ def fairness_section(data: RunData) -> list[Block]:
     if pinned:
         out.append(Table(["flag", "value"], [[str(k), _text(v)] for k, v in pinned.items()],
                          caption="Pinned for every variant"))
+    notes = [str(n) for n in f.get("notes") or []]
+    if notes:
+        out.append(Bullets([[n] for n in notes], "note"))
     return out
 
 
@@ -221,10 +260,10 @@ def lossless_section(data: RunData) -> list[Block]:
     if not len(c):
         return out + [Paragraph(["No losslessness data (no temperature-0 cells with comparable outputs)."], "note")]
     has_any = "lossless_any_match_rate" in c
-    rows = []
+    rows: list[list[str]] = []
     for (variant, conc), g in c.groupby(["variant", "concurrency"], sort=True):
         any_match = fmt(g["lossless_any_match_rate"].mean(), 3) if has_any else UNDEFINED
-        rows.append([variant, fmt_len(conc), fmt(g["lossless_match_rate"].mean(), 3),
+        rows.append([str(variant), fmt_len(conc), fmt(g["lossless_match_rate"].mean(), 3),
                      fmt(g["lossless_match_rate"].min(), 3), any_match, fmt(g["lossless_prefix_mean"].mean(), 3)])
     out.append(Table(["variant", "concurrency", "match rate (mean)", "match rate (worst cell)", "any-match rate",
                       "prefix mean"], rows, numeric=frozenset({1, 2, 3, 4, 5})))
@@ -237,7 +276,7 @@ def lossless_section(data: RunData) -> list[Block]:
     if len(bad):
         out.append(Bullets([[Strong("divergence at concurrency 1:"), " ", Code(f"{r['variant']} {r['point_id']}"),
                              f" match rate {fmt(r['lossless_match_rate'], 3)}, any-match "
-                             f"{fmt(unexplained[i], 3)}"] for i, r in bad.iterrows()], "bad"))
+                             f"{fmt(unexplained.get(i), 3)}"] for i, r in bad.iterrows()], "bad"))
     elif lowest == 1:
         out.append(Paragraph(["At concurrency 1 every drafter output equals a baseline output for the same "
                               "prompt."], "good"))
@@ -250,19 +289,18 @@ def lossless_section(data: RunData) -> list[Block]:
 
 def warnings_section(data: RunData) -> list[Block]:
     run_w = [str(w) for w in data.meta.get("warnings") or []]
-    codes: dict[str, list[str]] = {}
-    for _, r in data.cells.iterrows():
-        for code in filter(None, (w.strip() for w in r["warnings"].split(";"))):
-            codes.setdefault(code, []).append(f"{r['variant']} {r['point_id']}")
+    rows = sorted(warning_rows(data.cells.to_dict("records")), key=lambda w: w.code)
     out: list[Block] = [Heading("Warnings")]
-    if not run_w and not codes:
+    if not run_w and not rows:
         return out + [Paragraph(["None."], "good")]
     if run_w:
         out.append(Bullets([[w] for w in run_w], "warn"))
-    if codes:
-        rows = [[k, str(len(v)), ", ".join(v[:3]) + (f" (+{len(v) - 3} more)" if len(v) > 3 else "")]
-                for k, v in sorted(codes.items())]
-        out.append(Table(["cell warning", "cells", "examples"], rows, numeric=frozenset({1})))
+    if rows:
+        out.append(Table(["cell warning", "cells", "examples", "measured (first cell)", "remedy"],
+                         [[w.code, str(len(w.cells)),
+                           ", ".join(w.cells[:3]) + (f" (+{len(w.cells) - 3} more)" if len(w.cells) > 3 else ""),
+                           w.detail or UNDEFINED, w.remedy or UNDEFINED] for w in rows],
+                         numeric=frozenset({1})))
     return out
 
 

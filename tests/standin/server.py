@@ -2,16 +2,22 @@
 
 Serves /v1/chat/completions and /v1/completions (streaming or not, usage and continuous usage stats,
 `return_token_ids` on the vllm/openai formats), /v1/models, /health, and per format:
-- vllm: /metrics with vllm:spec_decode_* counters and vllm:generation_tokens_total;
+- vllm: /metrics with vllm:spec_decode_* counters, vllm:generation_tokens_total and the TTFT / end-to-end
+  latency histograms; with --per-request-spec-decode-metrics summary|detailed (a vLLM 0.32 server flag) the
+  request's acceptance as `metrics.speculative_decoding` on the final usage chunk (vLLM's shape);
 - sglang (0.5.23 names): /health_generate, /flush_cache, /server_info, native /generate with meta_info
-  spec_* fields, `sglext.spec_tokens_details` when a request sends `return_spec_tokens_details`,
+  spec_* fields, `sglext.spec_tokens_details` when a request sends `return_spec_tokens_details` (objects
+  shaped by SGLang's own protocol classes: sglang_protocol.py),
   /metrics (sglang:spec_verify_calls_total) with --enable-metrics; streaming chat rejects return_token_ids;
 - sglang-0.5.9: the same with the 0.5.9 meta_info names and no sglext.
 Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
 --accept-rate the server "speculates": each target step (one --ms-per-token sleep) yields the accepted
 drafts plus a bonus token in one chunk. GET /standin/stats reports what the server saw.
 Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after)
-apply to streamed generation requests only, so readiness probes still work.
+apply to streamed generation requests only, so readiness probes still work. Measurement faults:
+--spec-metrics-skew (per-request acceptance disagrees with the counters), --histogram-skew-ms (the
+server's latency histograms record more than happened), --pre-arrival-ms (time the server spends on a
+request before its clock starts, invisible to its histograms).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .httpserver import Request, Response, Stream, serve
+from .sglang_protocol import Protocol, ProtocolError, load
 from .tokens import SpecStats, eos_position, plan_steps, prompt_key, token_id, token_text
 
 FORMATS = ("vllm", "sglang", "sglang-0.5.9", "openai")
@@ -52,9 +59,14 @@ class Options:
     accept_rate: float | None = None
     drafts_per_step: int = 3
     enable_metrics: bool = False
+    metrics_errors: int = 0  # answer 500 to the first N /metrics scrapes (-1: to every scrape)
     seed: int = 0
     api_key_env: str | None = None
     stamp_text: bool = False  # append "|<CLOCK_MONOTONIC ns at send>" to each chunk's text (overhead benchmark)
+    per_request_spec_decode_metrics: str = "none"  # vllm format: none | summary | detailed, as vLLM 0.32
+    spec_metrics_skew: int = 0  # added to each request's reported accepted drafts (not to the counters)
+    histogram_skew_ms: float = 0.0  # added to every TTFT / e2e histogram observation
+    pre_arrival_ms: float = 0.0  # sleep before the request's server-side clock starts
 
 
 @dataclass
@@ -65,9 +77,12 @@ class State:
     in_flight: int = 0
     max_in_flight: int = 0
     flushes: int = 0
+    scrapes: int = 0  # /metrics requests received
     generation_tokens: int = 0
     spec: SpecStats = field(default_factory=SpecStats)
     per_position: list[int] = field(default_factory=list)
+    latency: dict[str, float] = field(default_factory=lambda: {"ttft_sum": 0.0, "ttft_count": 0,
+                                                                "e2e_sum": 0.0, "e2e_count": 0})
     bodies: list[dict[str, Any]] = field(default_factory=list)  # last request bodies (for tests)
 
 
@@ -76,10 +91,15 @@ def log(msg: str) -> None:
 
 
 class StandIn:
-    def __init__(self, opts: Options):
+    def __init__(self, opts: Options, protocol: Protocol | None = None):
         self.o = opts
         self.s = State()
         self.rng = random.Random(opts.seed)
+        # sglext objects come from SGLang's own classes (sglang_protocol.json); refuse at start, not mid-stream,
+        # when a spec_* name used here is not a SpecTokensDetails field of that SGLang
+        self.protocol = (protocol or load()) if opts.format == "sglang" else None
+        if self.protocol:
+            self.protocol.details(self._spec_meta(SpecStats(verify_steps=1, proposed=1, histogram=[1]), 1))
 
     @property
     def sglang(self) -> bool:
@@ -98,6 +118,9 @@ class StandIn:
         if p == "/standin/stats":
             return Response.json(self._stats())
         if p == "/metrics":
+            self.s.scrapes += 1
+            if self.o.metrics_errors < 0 or self.s.scrapes <= self.o.metrics_errors:
+                return Response.json({"error": {"message": "metrics unavailable (--metrics-errors)"}}, 500)
             return self._metrics()
         if self.sglang and p == "/health_generate":
             return Response.json({}, 200 if self.s.ready else 503)
@@ -141,7 +164,9 @@ class StandIn:
                 f'vllm:spec_decode_num_accepted_tokens_total{{model_name="{self.o.served_name}"}} {s.spec.accepted}',
                 "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
                 *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{self.o.served_name}",'
-                  f'position="{i}"}} {v}' for i, v in enumerate(s.per_position))]
+                  f'position="{i}"}} {v}' for i, v in enumerate(s.per_position)),
+                *self._histogram("vllm:time_to_first_token_seconds", "ttft"),
+                *self._histogram("vllm:e2e_request_latency_seconds", "e2e")]
             return Response.text("\n".join(lines) + "\n")
         if self.sglang and self.o.enable_metrics:
             acc_len = 1 + s.spec.accepted / s.spec.verify_steps if s.spec.verify_steps else 0.0
@@ -153,6 +178,17 @@ class StandIn:
                      f'sglang:spec_accept_length{{model_name="{self.o.served_name}"}} {acc_len}']
             return Response.text("\n".join(lines) + "\n")
         return Response.json({"detail": "Not Found"}, 404)
+
+    def _histogram(self, name: str, key: str) -> list[str]:
+        """A Prometheus histogram with one (+Inf) bucket: only _sum and _count are read."""
+        lab = f'model_name="{self.o.served_name}"'
+        count, total = self.s.latency[f"{key}_count"], self.s.latency[f"{key}_sum"]
+        return [f"# TYPE {name} histogram", f'{name}_bucket{{{lab},le="+Inf"}} {count}',
+                f"{name}_count{{{lab}}} {count}", f"{name}_sum{{{lab}}} {total}"]
+
+    def _observe(self, key: str, seconds: float) -> None:
+        self.s.latency[f"{key}_sum"] += seconds + self.o.histogram_skew_ms / 1000
+        self.s.latency[f"{key}_count"] += 1
 
     # -- generation -------------------------------------------------------------------------------
     async def _generate(self, path: str, body: dict[str, Any], stream: Stream) -> Response | None:
@@ -186,6 +222,8 @@ class StandIn:
                 await asyncio.sleep(len(steps) * self.o.ms_per_token / 1000)
                 self._account(n, stats)
                 return Response.json(self._full(path, body, ids, finish, stats))
+            if self.o.pre_arrival_ms:
+                await asyncio.sleep(self.o.pre_arrival_ms / 1000)
             await self._stream(path, body, stream, ids, steps, finish, stats)
             return None
         finally:
@@ -212,6 +250,7 @@ class StandIn:
         usage_each = bool(opts.get("continuous_usage_stats"))
         prompt_tokens = self._prompt_tokens(body)
         rid = f"cmpl-{uuid.uuid4().hex[:12]}"
+        arrival = time.perf_counter()  # the server's clock for this request (vLLM: arrival_time)
         await stream.start()
         done = 0
         for j, k in enumerate(steps):
@@ -230,6 +269,8 @@ class StandIn:
             if o.ms_per_token:
                 await asyncio.sleep(o.ms_per_token / 1000)
             chunk_ids = ids[done:done + k]
+            if done == 0:
+                self._observe("ttft", time.perf_counter() - arrival)
             done += k
             last = done == len(ids)
             if native:
@@ -240,16 +281,21 @@ class StandIn:
                                            {"prompt_tokens": prompt_tokens, "completion_tokens": done,
                                             "total_tokens": prompt_tokens + done} if usage_each else None))
         self._account(len(ids), stats)
+        self._observe("e2e", time.perf_counter() - arrival)
         if not native:
-            ext = self._sglext(body, stats)
-            if ext:
-                await stream.event({"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
-                                    "model": o.served_name, "choices": [], "sglext": ext})
-            if opts.get("include_usage"):
-                await stream.event({"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
-                                    "model": o.served_name, "choices": [],
-                                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
-                                              "total_tokens": prompt_tokens + len(ids)}})
+            fields = self._sglext_fields(body, stats)
+            if fields and self.protocol:
+                await stream.event(self.protocol.chunk(path.endswith("chat/completions"), rid, int(time.time()),
+                                                       o.served_name, fields))
+            if opts.get("include_usage"):  # vLLM: per-request metrics ride on this chunk only
+                final: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
+                                         "model": o.served_name, "choices": [],
+                                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
+                                                   "total_tokens": prompt_tokens + len(ids)}}
+                metrics = self._vllm_metrics(stats)
+                if metrics:
+                    final["metrics"] = metrics
+                await stream.event(final)
         await stream.event(b"[DONE]")
         await stream.end()
 
@@ -297,10 +343,33 @@ class StandIn:
                                "choices": [choice], "usage": {"prompt_tokens": prompt_tokens,
                                                               "completion_tokens": len(ids),
                                                               "total_tokens": prompt_tokens + len(ids)}}
-        ext = self._sglext(body, stats)
-        if ext:
-            out["sglext"] = ext
+        fields = self._sglext_fields(body, stats)
+        if fields and self.protocol:
+            out["sglext"] = self.protocol.sglext(fields)
+        metrics = self._vllm_metrics(stats)
+        if metrics:
+            out["metrics"] = metrics
         return out
+
+    def _vllm_metrics(self, stats: SpecStats | None) -> dict[str, Any] | None:
+        """`metrics.speculative_decoding` as vLLM 0.32 fills it (RequestSpecDecodeMetrics.to_dict): a dense
+        histogram of drafting steps by accepted drafts, counts, and per-step arrays at `detailed`."""
+        level = self.o.per_request_spec_decode_metrics
+        if self.o.format != "vllm" or level == "none" or not stats:
+            return None
+        k = self.o.drafts_per_step
+        hist = (stats.histogram + [0] * (k + 1))[:k + 1]
+        accepted = stats.accepted + self.o.spec_metrics_skew
+        steps = sum(hist)
+        sd: dict[str, Any] = {"mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+                              "draft_acceptance_rate": accepted / stats.proposed if stats.proposed else 0.0,
+                              "acceptance_histogram": hist, "num_spec_steps": steps,
+                              "num_accepted_draft_tokens": accepted, "num_draft_tokens": stats.proposed,
+                              "num_spec_tokens": k}
+        if level == "detailed":
+            sd["per_step_accepted"] = list(stats.per_step)
+            sd["per_step_drafted"] = [k] * len(stats.per_step)
+        return {"speculative_decoding": sd}
 
     def _spec_meta(self, stats: SpecStats, completion: int) -> dict[str, Any]:
         """The spec_* fields as SGLang's TokenizerManager fills them (names by version)."""
@@ -315,11 +384,12 @@ class StandIn:
                         spec_correct_drafts_histogram=stats.histogram)
         return meta
 
-    def _sglext(self, body: dict[str, Any], stats: SpecStats | None) -> dict[str, Any] | None:
+    def _sglext_fields(self, body: dict[str, Any], stats: SpecStats | None) -> dict[str, Any] | None:
+        """The SpecTokensDetails values of a request that asked for them (serving_chat copies meta_info's)."""
         if self.o.format != "sglang" or not body.get("return_spec_tokens_details") or not stats:
             return None
         completion = sum(stats.histogram[i] * (i + 1) for i in range(len(stats.histogram)))
-        return {"spec_tokens_details": self._spec_meta(stats, completion)}
+        return self._spec_meta(stats, completion)
 
     def _native(self, ids: list[int], body: dict[str, Any], prompt_tokens: int, finish: str | None,
                 stats: SpecStats | None, rid: str) -> dict[str, Any]:
@@ -351,7 +421,11 @@ async def run(opts: Options) -> None:
         await asyncio.sleep(opts.startup_delay)
         log(opts.startup_error or f"fatal: startup failed (exit code {opts.exit_during_startup})")
         sys.exit(opts.exit_during_startup)
-    app = StandIn(opts)
+    try:
+        app = StandIn(opts)
+    except ProtocolError as exc:
+        log(f"fatal: {exc}")
+        sys.exit(1)
     server = await serve(opts.host, opts.port, app.handle)
     log(f"listening on http://{opts.host}:{opts.port}")
     if opts.hang_startup:
@@ -385,9 +459,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--accept-rate", type=float, default=None, help="speculate: P(a draft token is accepted)")
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
+    p.add_argument("--metrics-errors", type=int, default=0, metavar="N",
+                   help="answer 500 to the first N /metrics scrapes (-1: to every one)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
     p.add_argument("--stamp-text", action="store_true",
                    help="append |<monotonic ns at send> to each chunk's text (client timing error)")
+    p.add_argument("--per-request-spec-decode-metrics", choices=("none", "summary", "detailed"), default="none",
+                   help="vllm format: per-request acceptance in the response (metrics.speculative_decoding)")
+    p.add_argument("--spec-metrics-skew", type=int, default=0,
+                   help="add N to each request's reported accepted drafts (disagrees with the counters)")
+    p.add_argument("--histogram-skew-ms", type=float, default=0.0,
+                   help="add this to every TTFT / e2e histogram observation")
+    p.add_argument("--pre-arrival-ms", type=float, default=0.0,
+                   help="sleep before the server-side clock of a streamed request starts")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
                    "like vLLM's --api-key; the key itself never appears on the command line")
     return p

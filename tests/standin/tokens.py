@@ -35,8 +35,10 @@ class SpecStats:
     accepted: int = 0
     proposed: int = 0
     histogram: list[int] = field(default_factory=list)
+    per_step: list[int] = field(default_factory=list)  # accepted drafts of each step, in order
 
     def add(self, accepted: int, proposed: int) -> None:
+        self.per_step.append(accepted)
         self.verify_steps += 1
         self.accepted += accepted
         self.proposed += proposed

