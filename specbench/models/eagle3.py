@@ -366,37 +366,38 @@ def lr_at(step: int, total: int, recipe: Eagle3Recipe) -> float:
     return recipe.learning_rate * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def train(model: Any, train_seqs: list[Sequence], recipe: Eagle3Recipe, loss_config: Any,
+def epoch_packs(train_seqs: list[Sequence], recipe: Eagle3Recipe) -> list[list[list[Sequence]]]:
+    """Every epoch's packs, in training order: each epoch reshuffles (seeded) and repacks."""
+    rng = random.Random(recipe.seed + 1)
+    out = []
+    for _ in range(recipe.epochs):
+        order = list(train_seqs)
+        rng.shuffle(order)
+        out.append(pack(order, recipe.pack_tokens))
+    return out
+
+
+def train(model: Any, epochs: list[list[list[Sequence]]], recipe: Eagle3Recipe, loss_config: Any,
           tick: Callable[[int, float], None]) -> list[float]:
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=0.0)
-    rng = random.Random(recipe.seed + 1)
-    total = steps_for(len(train_seqs), train_seqs, recipe)
+    total = sum(len(e) for e in epochs)
     losses: list[float] = []
-    step = 0
     model.train()
-    for _ in range(recipe.epochs):
-        order = list(train_seqs)
-        rng.shuffle(order)
-        for p in pack(order, recipe.pack_tokens):
+    for packs in epochs:
+        for p in packs:
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, total, recipe)
+                g["lr"] = lr_at(len(losses), total, recipe)
             loss, _ = run_head(model, batch_of(p), recipe, loss_config)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, recipe.max_grad_norm)
             opt.step()
             losses.append(loss.item())
-            step += 1
             tick(1, losses[-1])
     return losses
-
-
-def steps_for(n: int, seqs: list[Sequence], recipe: Eagle3Recipe) -> int:
-    """Optimizer steps the run will take (packing depends on the shuffled order; this uses one order)."""
-    return recipe.epochs * len(pack(seqs, recipe.pack_tokens))
 
 
 # -- the build --------------------------------------------------------------------------------------
@@ -444,9 +445,9 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
             torch.manual_seed(recipe.seed)
             model = new_head(target, recipe, d2t, t2d)
             loss_config = resolve_loss_config("kl_div", "eager")  # "fused" needs a Triton GPU driver
-            total = steps_for(len(train_seqs), train_seqs, recipe)
-            task = bar.add_task("eagle3: training", total=total)
-            losses = train(model, train_seqs, recipe, loss_config,
+            epochs = epoch_packs(train_seqs, recipe)
+            task = bar.add_task("eagle3: training", total=sum(len(e) for e in epochs))
+            losses = train(model, epochs, recipe, loss_config,
                            lambda n, loss: bar.update(task, advance=n, description=f"eagle3: training loss {loss:.3f}"))
         timings["train_s"] = time.perf_counter() - t0 - sum(timings.values())
         held = evaluate(model, pack(heldout, recipe.pack_tokens), recipe, loss_config)
