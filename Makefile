@@ -9,7 +9,7 @@ SGLANG_VENV ?= .venv-sglang
 # tests that need SGLang run it from here (tests/conftest.py: sglang_python)
 WITH_SGLANG := SPECBENCH_SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python
 
-.PHONY: venv sglang-venv demo test test-fast typecheck clean-venv
+.PHONY: venv sglang-venv demo test test-fast typecheck mutation clean-venv
 
 venv:
 	@bash scripts/install.sh $(VENV)
@@ -28,6 +28,11 @@ typecheck: venv
 
 test-fast: venv sglang-venv
 	$(WITH_SGLANG) $(BIN)/python -m pytest -q -m "not engine"
+
+# Mutation score of stats, metrics and verdict against their fast tests (mutmut, from the dev extra;
+# about 20 min on 2 cores; not part of `make test`).
+mutation: venv
+	nice -n 10 $(BIN)/python -m benchmarks.mutation
 
 clean-venv:
 	rm -rf $(VENV) $(SGLANG_VENV)

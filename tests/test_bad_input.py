@@ -373,3 +373,7 @@ def test_case_count():
     doc = (REPO / "docs" / "reliability.md").read_text()
     assert f"Bad input ({run_side} configs, files and CLI calls" in doc
     assert f"{validate_side} of the configs also through `specbench validate`" in doc
+    ids = [c[0] for c in CASES]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    # a case without a mutation or without an expected word would pass without testing anything
+    assert [c[0] for c in CASES if not c[1] or not c[2] or not all(c[2])] == []

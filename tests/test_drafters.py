@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pydantic
 import pytest
 
 from specbench.drafter import LaunchContext, UnsupportedEngine, get_drafter
@@ -33,8 +34,9 @@ def test_eagle3_golden_argv_same_on_both_lines() -> None:
 
 
 def test_eagle3_needs_a_draft_path() -> None:
-    with pytest.raises(Exception, match="draft_model_path"):
+    with pytest.raises(pydantic.ValidationError) as exc:
         get_drafter("eagle3").parse_params({"steps": 3})
+    assert [(e["loc"], e["type"]) for e in exc.value.errors()] == [(("draft_model_path",), "missing")]
 
 
 def test_topk_without_steps_is_a_problem() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import socket
 
 import psutil
@@ -81,12 +82,58 @@ def test_per_request_acceptance_present_and_reconciled_with_counters(run):
     assert fairness["notes"] and "autoregressive" in fairness["notes"][0]
 
 
-def test_greedy_outputs_identical_at_concurrency_one(run):
+def test_greedy_outputs_lossless_by_the_project_rule(run):
+    """docs/engine-notes.md: bf16 outputs may differ between batch shapes, so equality with the baseline's
+    output for the same request is not demanded. The rule (docs/metrics.md, losslessness): each n-gram
+    output at concurrency 1 equals the baseline's output for the same prompt at some concurrency; an output
+    equal to none of them would be a red flag. Computed here from the raw token ids."""
     req = load_run(run[0].run_dir).requests
-    req = req[(~req.warmup) & (req.concurrency == 1)]
-    by = {(r.variant, r.prompt_id, r.index): r.token_ids for r in req.itertuples()}
-    pairs = [(ids, by[("ngram", p, i)]) for (v, p, i), ids in by.items() if v == "autoregressive"]
-    assert pairs and all(a == b and len(a) == 48 for a, b in pairs)
+    req = req[~req.warmup]
+    base: dict[str, list[list[int]]] = {}
+    for r in req[req.variant == "autoregressive"].itertuples():
+        base.setdefault(r.prompt_id, []).append(list(r.token_ids))
+    spec = req[(req.variant == "ngram") & (req.concurrency == 1)]
+    assert len(spec) > 0
+    for r in spec.itertuples():
+        assert len(r.token_ids) == 48
+        assert list(r.token_ids) in base[r.prompt_id], f"{r.prompt_id}: equals no baseline output"
+
+
+def test_speedup_is_the_throughput_ratio(run):
+    cells = load_run(run[0].run_dir).cells.set_index(["variant", "concurrency"])
+    for c in (1, 2):
+        ngram, base = cells.loc[("ngram", c)], cells.loc[("autoregressive", c)]
+        assert math.isfinite(ngram["speedup"]) and ngram["speedup"] > 0
+        assert ngram["speedup"] == pytest.approx(ngram["output_throughput_tok_s"] / base["output_throughput_tok_s"],
+                                                 rel=1e-9)
+
+
+def test_acceptance_length_matches_tokens_per_chunk_at_c1(run):
+    """At concurrency 1 each target step streams one chunk holding its accepted drafts plus the bonus token,
+    so the mean tokens per chunk (seen by the client) estimates the acceptance length (from the server's
+    counters). Tolerance 10%: the first chunk comes from the prefill step, and vLLM may merge two steps'
+    outputs into one chunk when the client falls behind."""
+    rd = load_run(run[0].run_dir)
+    req = rd.requests
+    req = req[(~req.warmup) & (req.variant == "ngram") & (req.concurrency == 1)]
+    per_chunk = sum(sum(t) for t in req.chunk_tokens) / sum(len(t) for t in req.chunk_tokens)
+    tau = rd.cells.set_index(["variant", "concurrency"]).loc[("ngram", 1), "acceptance_length"]
+    assert tau == pytest.approx(per_chunk, rel=0.10)
+
+
+def test_counters_are_per_window_deltas_not_totals(run):
+    """Each window's generation-token delta is that window's own output (48 tokens a request), not the
+    server's running total: a cumulative reading would give the second window the first one's tokens too.
+    Slack of 2 tokens a request for a counter read at a step boundary."""
+    rd = load_run(run[0].run_dir)
+    req = rd.requests[~rd.requests.warmup]
+    wins = [w for w in rd.windows.itertuples() if w.variant == "ngram"]
+    assert len(wins) >= 2
+    for w in wins:
+        own = req[req.window_id == w.window_id].output_tokens.sum()
+        assert own == 48 * w.n_requests
+        assert abs(w.counters["generation_tokens"] - own) <= 2 * w.n_requests, (w.window_id, w.counters)
+        assert 0 < w.counters["num_accepted_tokens"] < own
 
 
 def test_exact_output_length_and_multi_token_chunks(run):

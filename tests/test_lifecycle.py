@@ -70,7 +70,9 @@ def test_stop_escalates_to_sigkill_and_reaps_the_whole_tree(tmp_path, port, no_s
     assert len(tree) == 2
     t0 = time.monotonic()
     proc.stop(grace_s=1.0, port_wait_s=1.0)
-    assert time.monotonic() - t0 < 8
+    # Every process of the tree ignores SIGTERM and sleeps 120 s: stop() returning well before that (a
+    # generous 60 s for a loaded 2-core machine; 1 s grace is what it should take) means it escalated.
+    assert time.monotonic() - t0 < 60
     assert proc.survivors() == []
     assert all(gone(p.pid) for p in tree)
     no_survivors()
@@ -145,18 +147,19 @@ def test_reaper_stops_the_engine_when_its_owner_is_sigkilled(tmp_path, port, no_
         while "started" not in log.read_text():
             time.sleep(0.05)
         time.sleep(1.5)  # the reaper snapshots the tree once a second
-        print(p.pid, p._reaper.pid, flush=True)
+        import psutil
+        workers = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
+        print(p.pid, p._reaper.pid, *workers, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """
     r = subprocess.run(py(script), capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.returncode == -signal.SIGKILL, r.stderr
-    engine_pid, reaper_pid = map(int, r.stdout.split())
-    marker = "SIG_IGN); time.sleep(120)"  # the leader's script and both workers' carry it
-    tree = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
-    assert len(tree) == 3 or gone(engine_pid)
-    wait_for(lambda: gone(engine_pid), 10, "the reaper to stop the engine")
-    wait_for(lambda: all(gone(p.pid) for p in tree), 10, "the reaper to kill the stubborn workers")
-    wait_for(lambda: gone(reaper_pid), 10, "the reaper itself to exit")
+    engine_pid, reaper_pid, *workers = map(int, r.stdout.split())
+    assert len(workers) == 2, r.stdout  # both stubborn workers, the one that left the group included
+    # the reaper acts as soon as its pipe closes; 30 s bounds SIGTERM, its 1 s grace and SIGKILL on a busy machine
+    wait_for(lambda: gone(engine_pid), 30, "the reaper to stop the engine")
+    wait_for(lambda: all(gone(pid) for pid in workers), 30, "the reaper to kill the stubborn workers")
+    wait_for(lambda: gone(reaper_pid), 30, "the reaper itself to exit")
     no_survivors()
 
 
@@ -197,24 +200,24 @@ def test_sigint_sigterm_stop_every_engine(sig, tmp_path, port, no_survivors):
     try:
         wait_for(lambda: n_lines(out / "requests.jsonl") >= 1 and engine_pid(out), 40, "the first request record")
         epid = engine_pid(out)
-        t0 = time.monotonic()
         proc.send_signal(sig)
-        code = proc.wait(timeout=15)
-        elapsed = time.monotonic() - t0
+        code = proc.wait(timeout=60)  # a hang guard only: exit code 130 is what shows the signal was handled
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     stderr = (tmp_path / "specbench.stderr").read_text()
     assert code == 130, stderr
-    assert elapsed < 10
     assert "Traceback" not in stderr and "error: interrupted" in stderr
     assert gone(epid)
     m = json.loads((out / "run.json").read_text())  # consistent and parseable
     assert m["interrupted"]
     assert m["variants"]["base"]["status"] == "interrupted"
     rd = RunDir(out)
-    assert rd.request_records(superseded=True) and rd.window_records() is not None  # raw files parse
+    recs = rd.request_records(superseded=True)
+    assert recs  # the raw files parse, and what was measured before the signal is kept
+    for w in rd.window_records():  # a window counts only with all its requests on disk
+        assert sum(r.window_id == w.window_id for r in recs) == w.n_requests
     no_survivors()
 
 
@@ -233,9 +236,8 @@ def test_sigkill_specbench_reaper_then_resume(tmp_path, port, no_survivors):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    t0 = time.monotonic()
-    wait_for(lambda: gone(epid), 10, "the reaper to stop the orphaned engine")
-    assert time.monotonic() - t0 < 10
+    # the reaper notices its owner's death on a pipe at once; 30 s only bounds a loaded machine
+    wait_for(lambda: gone(epid), 30, "the reaper to stop the orphaned engine")
     no_survivors()
     before = {w.window_id: w.t_start for w in RunDir(out).window_records()}
     assert before

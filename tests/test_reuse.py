@@ -6,9 +6,12 @@ Runs the stand-in server (engine kind command) so it is fast and deterministic.
 from __future__ import annotations
 
 import copy
-import json
+from pathlib import Path
+from typing import Any
 
-from conftest import standin_config
+import pytest
+
+from conftest import make_model_dir, set_faults, standin_config
 from specbench.cli import main
 from specbench.config import parse_config
 from specbench.rundir import load_run
@@ -52,25 +55,31 @@ def test_nothing_reused_when_the_sweep_changes(tmp_path, model_dir, port, no_sur
 
 
 def test_compare_cli_gates_on_regression(tmp_path, model_dir, port, capsys, no_survivors):
+    import pandas as pd
+
     data = standin_config(model_dir, port, sweep={"repeats": 3})
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))
+    # The stand-in's ngram does not speculate, so its measured speedup is noise around 1.0: pin run A's
+    # drafter cells to a known speedup and interval, and make run B's clearly worse (half of each).
+    cells = pd.read_csv(tmp_path / "a" / "cells.csv")
+    drafter = cells.variant == "ngram"
+    cells.loc[drafter, ["speedup", "speedup_ci_low", "speedup_ci_high"]] = [1.5, 1.45, 1.55]
+    cells.to_csv(tmp_path / "a" / "cells.csv", index=False)
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
-    assert "regressed" in capsys.readouterr().out.lower()
-    # make the drafter clearly worse: rewrite its cells' speedup and re-render nothing else
-    import pandas as pd
+    out = capsys.readouterr().out
+    assert "**0 regressed**, 0 improved" in out and "No cell regressed beyond the threshold." in out
 
     b = tmp_path / "b"
     b.mkdir()
     for f in ("run.json", "config.yaml", "environment.json"):
         (b / f).write_text((tmp_path / "a" / f).read_text())
-    cells = pd.read_csv(tmp_path / "a" / "cells.csv")
-    worse = cells.variant == "ngram"
     for col in ("speedup", "speedup_ci_low", "speedup_ci_high"):
-        cells.loc[worse, col] = cells.loc[worse, col] * 0.5
+        cells.loc[drafter, col] = cells.loc[drafter, col] * 0.5
     cells.to_csv(b / "cells.csv", index=False)
     assert main(["compare", str(tmp_path / "a"), str(b)]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and "ngram" in err and json.dumps("x")
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error:") and "ngram" in captured.err
+    assert f"**{int(drafter.sum())} regressed**" in captured.out  # every halved cell, and no baseline cell
     no_survivors()
 
 
@@ -87,4 +96,93 @@ def test_a_draft_folder_updated_in_place_is_measured_again(tmp_path, model_dir, 
     second = run_matrix(parse_config(data), RunOptions(out=tmp_path / "b", reuse=tmp_path / "a",
                                                        skip_preflight=True))
     assert second.status == {"base": "reused", "draft": "done"}
+    no_survivors()
+
+
+# -- what the fingerprint covers --------------------------------------------------------------------------
+def fingerprints(data: dict[str, Any]) -> dict[str, str]:
+    """The fingerprints the runner stores for each variant of this config (public building blocks only)."""
+    from specbench.launch import make_engine, plan_launches
+    from specbench.plan import build_sweep
+    from specbench.prompts import load_prompts
+    from specbench.reuse import variant_fingerprints
+
+    cfg = parse_config(data)
+    engine = make_engine(cfg, cfg.model.path, cfg.model.served_name or cfg.model.path)
+    launches = plan_launches(cfg, engine)
+    return variant_fingerprints(cfg, engine, launches, build_sweep(cfg, load_prompts(cfg.sweep.prompts), None))
+
+
+def _weights(model: Path) -> None:
+    (model / "model.safetensors").write_bytes(b"v2: retrained, same size!")
+
+
+@pytest.mark.parametrize("change, scope", [
+    ("target weights", "all"), ("target config", "all"), ("engine version", "all"), ("engine args", "all"),
+    ("engine env", "all"), ("variant env", "ngram"), ("drafter param", "ngram"), ("hardware", "all"),
+])
+def test_fingerprint_changes_with_what_determines_the_measurement(change, scope, tmp_path, monkeypatch):
+    from specbench import environment
+
+    model = make_model_dir(tmp_path / "model")
+    (model / "model.safetensors").write_bytes(b"v1: the original weights")
+    data = standin_config(model, 18000, engine={"version": "1.0"})
+    before = fingerprints(data)
+    assert before == fingerprints(copy.deepcopy(data))  # deterministic: nothing changed, same fingerprint
+    changed = copy.deepcopy(data)
+    if change == "target weights":
+        import os
+        import time
+
+        st = (model / "model.safetensors").stat()
+        _weights(model)
+        os.utime(model / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        time.sleep(0)  # mtime set explicitly: no dependence on the clock's resolution
+    elif change == "target config":
+        make_model_dir(model, context=4096)
+    elif change == "engine version":
+        changed["engine"]["version"] = "1.1"
+    elif change == "engine args":
+        changed["engine"]["args"] = ["--enforce-eager"]
+    elif change == "engine env":
+        changed["engine"]["env"]["OMP_NUM_THREADS"] = "2"
+    elif change == "variant env":
+        changed["variants"][1]["env"] = {"OMP_NUM_THREADS": "2"}
+    elif change == "drafter param":
+        changed["variants"][1]["params"]["num_tokens"] = 5
+    elif change == "hardware":
+        real = environment.hardware_fingerprint()
+        monkeypatch.setattr(environment, "hardware_fingerprint", lambda: {**real, "gpus": ["NVIDIA H200"]})
+    after = fingerprints(changed)
+    differ = {v for v in before if before[v] != after[v]}
+    assert differ == ({"base", "ngram"} if scope == "all" else {scope}), change
+
+
+def test_a_variant_that_failed_in_the_source_run_is_measured_not_reused(tmp_path, model_dir, port, no_survivors):
+    data = standin_config(model_dir, port, faults={"ngram": ["--exit-during-startup", "1"]})
+    first = run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))
+    assert first.status == {"base": "done", "ngram": "failed"}
+    set_faults(model_dir.parent, "ngram", None)  # healed; its fingerprint is unchanged (same config)
+    second = run_matrix(parse_config(data), RunOptions(out=tmp_path / "b", reuse=tmp_path / "a",
+                                                       skip_preflight=True))
+    assert second.status == {"base": "reused", "ngram": "done"}
+    b = load_run(tmp_path / "b")
+    ngram = b.requests[b.requests.variant == "ngram"]
+    assert len(ngram) > 0 and (ngram.run_id == b.meta["run_id"]).all()  # measured in run b
+    no_survivors()
+
+
+def test_resume_with_a_changed_config_is_refused(tmp_path, model_dir, port, capsys, no_survivors):
+    from conftest import write_config
+
+    data = standin_config(model_dir, port, sweep={"concurrency": [1]})
+    run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))
+    before = (tmp_path / "a" / "requests.jsonl").read_text()
+    changed = copy.deepcopy(data)
+    changed["sweep"]["output_lens"] = [9]
+    cfg = write_config(tmp_path / "changed.yaml", changed)
+    code = main(["run", str(cfg), "--resume", str(tmp_path / "a"), "--skip-preflight"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--resume" in err and "config differs" in err
+    assert (tmp_path / "a" / "requests.jsonl").read_text() == before  # nothing measured, nothing rewritten
     no_survivors()

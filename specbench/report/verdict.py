@@ -136,6 +136,9 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str]) -> list[Inlin
     elif outcome.kind == "adopt_upto":
         above = "baseline wins above" if outcome.beaten_above else "no clear winner above"
         parts = ["adopt ", Strong(variant), f" for concurrency ≤ {outcome.limit} on {on}; {above}"]
+    elif outcome.kind == "never" and outcome.varies:  # another curve of the category may well pay
+        parts = [Strong(variant), f" never pays on {on} at some output length (speedup "
+                 f"{fmt_span(outcome.speedup_min, outcome.speedup_max)} across lengths)"]
     elif outcome.kind == "never":
         parts = [Strong(variant), f" never pays on {on}: speedup {fmt_span(outcome.speedup_min, outcome.speedup_max)}"
                  ", below 1.0 at every measured concurrency"]
@@ -160,7 +163,7 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     outcomes = category_outcomes(data.cells, data.break_even, variant)
     if not outcomes:
         return [Strong(variant), f": no valid measurements (status {status or 'unknown'})"], "warn"
-    if all(o.kind == "never" for o in outcomes.values()):
+    if all(o.kind == "never" and not o.varies for o in outcomes.values()):
         allc = combine(list(outcomes.values()))
         return [Strong(variant), " never pays: speedup ", Strong(fmt_span(allc.speedup_min, allc.speedup_max)),
                 " (< 1.0) at every measured point; do not adopt"], "bad"

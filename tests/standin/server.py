@@ -13,6 +13,9 @@ Serves /v1/chat/completions and /v1/completions (streaming or not, usage and con
 Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
 --accept-rate the server "speculates": each target step (one --ms-per-token sleep) yields the accepted
 drafts plus a bonus token in one chunk. GET /standin/stats reports what the server saw.
+With --ledger DIR (or $STANDIN_LEDGER) every finished generation request appends its ground truth (arrival
+and finish time, requests in flight on arrival, prompt, seed, max_tokens, tokens, target steps, accepted and
+proposed drafts, histogram) to DIR/<pid>.jsonl, for tests that check specbench's figures against the server.
 Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after)
 apply to streamed generation requests only, so readiness probes still work. Measurement faults:
 --spec-metrics-skew (per-request acceptance disagrees with the counters), --histogram-skew-ms (the
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import sys
@@ -63,6 +67,9 @@ class Options:
     seed: int = 0
     api_key_env: str | None = None
     stamp_text: bool = False  # append "|<CLOCK_MONOTONIC ns at send>" to each chunk's text (overhead benchmark)
+    vary_acceptance: bool = False  # acceptance differs between repeats of one prompt (not only between prompts)
+    spec_field: bool = False  # put the request's verify steps and acceptance length on its final usage chunk
+    ledger: str | None = None  # a folder: one JSON line per finished generation request (the ground truth)
     per_request_spec_decode_metrics: str = "none"  # vllm format: none | summary | detailed, as vLLM 0.32
     spec_metrics_skew: int = 0  # added to each request's reported accepted drafts (not to the counters)
     histogram_skew_ms: float = 0.0  # added to every TTFT / e2e histogram observation
@@ -147,7 +154,7 @@ class StandIn:
         return {"ready": s.ready, "streams": s.streams, "requests": s.requests, "max_in_flight": s.max_in_flight,
                 "flushes": s.flushes, "generation_tokens": s.generation_tokens,
                 "verify_steps": s.spec.verify_steps, "accepted": s.spec.accepted, "proposed": s.spec.proposed,
-                "last_bodies": s.bodies[-5:]}
+                "per_position": s.per_position, "last_bodies": s.bodies[-5:]}
 
     def _metrics(self) -> Response:
         s = self.s
@@ -213,21 +220,40 @@ class StandIn:
                 os._exit(1)
             if self.o.http_error_rate and self.rng.random() < self.o.http_error_rate:
                 return Response.json({"object": "error", "message": "simulated internal error", "code": 500}, 500)
-        steps, stats = plan_steps(key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
+        # the output tokens always derive from the prompt; with --vary-acceptance the accept/reject draws
+        # also depend on the request's arrival number, so repeated windows accept differently
+        plan_key = prompt_key(f"{key}#{self.s.requests}") if self.o.vary_acceptance else key
+        steps, stats = plan_steps(plan_key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
         ids = [token_id(key, i) for i in range(n)]
         self.s.in_flight += 1
         self.s.max_in_flight = max(self.s.max_in_flight, self.s.in_flight)
+        entry = {"t_recv": time.time(), "in_flight": self.s.in_flight, "path": path, "stream": streaming,
+                 "source": source, "seed": body.get("seed"), "max_tokens": max_tokens, "temperature": temperature,
+                 "n_tokens": n, "target_steps": len(steps)}
         try:
             if not streaming:
                 await asyncio.sleep(len(steps) * self.o.ms_per_token / 1000)
                 self._account(n, stats)
+                self._record(entry, stats)
                 return Response.json(self._full(path, body, ids, finish, stats))
             if self.o.pre_arrival_ms:
                 await asyncio.sleep(self.o.pre_arrival_ms / 1000)
-            await self._stream(path, body, stream, ids, steps, finish, stats)
+            if await self._stream(path, body, stream, ids, steps, finish, stats):
+                self._record(entry, stats)
             return None
         finally:
             self.s.in_flight -= 1
+
+    def _record(self, entry: dict[str, Any], stats: SpecStats | None) -> None:
+        """Append the request's ground truth to the ledger: what the server did, computed here and not by
+        specbench, so tests compare specbench's report against it."""
+        if not self.o.ledger:
+            return
+        entry.update(t_done=time.time(), verify_steps=stats.verify_steps if stats else None,
+                     accepted=stats.accepted if stats else None, proposed=stats.proposed if stats else None,
+                     histogram=stats.histogram if stats else None)
+        with open(os.path.join(self.o.ledger, f"{os.getpid()}.jsonl"), "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
 
     def _account(self, n: int, stats: SpecStats | None) -> None:
         self.s.generation_tokens += n
@@ -243,7 +269,8 @@ class StandIn:
                     self.s.per_position[pos] += count
 
     async def _stream(self, path: str, body: dict[str, Any], stream: Stream, ids: list[int], steps: list[int],
-                      finish: str, stats: SpecStats | None) -> None:
+                      finish: str, stats: SpecStats | None) -> bool:
+        """Stream the steps; True when the whole output was sent (no injected fault cut it short)."""
         o = self.o
         native = path == "/generate"
         opts = body.get("stream_options") or {}
@@ -260,12 +287,12 @@ class StandIn:
             if o.truncate_after is not None and j >= o.truncate_after:
                 log(f"truncating stream {rid} after {j} chunks")
                 stream.abort()
-                return
+                return False
             if o.malformed_sse_after is not None and j >= o.malformed_sse_after:
                 await stream.raw(b'data: {"choices": [{"delta": {"content": "x"\n\n')
                 await stream.raw(b"data: [DONE]\n\n")
                 await stream.end()
-                return
+                return False
             if o.ms_per_token:
                 await asyncio.sleep(o.ms_per_token / 1000)
             chunk_ids = ids[done:done + k]
@@ -292,12 +319,16 @@ class StandIn:
                                          "model": o.served_name, "choices": [],
                                          "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
                                                    "total_tokens": prompt_tokens + len(ids)}}
+                if o.spec_field and stats:  # a custom server's own acceptance field (engine.acceptance_field)
+                    final["standin_spec"] = {"verify_steps": stats.verify_steps,
+                                             "accept_length": len(ids) / stats.verify_steps}
                 metrics = self._vllm_metrics(stats)
                 if metrics:
                     final["metrics"] = metrics
                 await stream.event(final)
         await stream.event(b"[DONE]")
         await stream.end()
+        return True
 
     def _prompt_tokens(self, body: dict[str, Any]) -> int:
         src = body.get("messages") or body.get("prompt") or body.get("text") or ""
@@ -464,6 +495,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injection")
     p.add_argument("--stamp-text", action="store_true",
                    help="append |<monotonic ns at send> to each chunk's text (client timing error)")
+    p.add_argument("--vary-acceptance", action="store_true", default=bool(os.environ.get("STANDIN_VARY_ACCEPTANCE")),
+                   help="acceptance draws depend on the request's arrival number too (default: on when "
+                        "$STANDIN_VARY_ACCEPTANCE is set)")
+    p.add_argument("--spec-field", action="store_true",
+                   help="speculating: add standin_spec.{verify_steps,accept_length} to the final usage chunk")
+    p.add_argument("--ledger", default=os.environ.get("STANDIN_LEDGER"),
+                   help="folder for the ground-truth ledger: <pid>.jsonl, one line per finished generation "
+                        "request (default: $STANDIN_LEDGER)")
     p.add_argument("--per-request-spec-decode-metrics", choices=("none", "summary", "detailed"), default="none",
                    help="vllm format: per-request acceptance in the response (metrics.speculative_decoding)")
     p.add_argument("--spec-metrics-skew", type=int, default=0,

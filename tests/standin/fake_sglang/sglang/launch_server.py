@@ -8,6 +8,8 @@ Environment knobs (set per variant through `variants[].env`):
   STANDIN_STARTUP_DELAY   seconds before /health_generate turns 200 (default 0.2)
   STANDIN_ACCEPT_RATE     acceptance probability when a speculative algorithm is set (default 0.7)
   STANDIN_MS_PER_TOKEN    milliseconds per target step (default 2)
+  STANDIN_VARY_ACCEPTANCE non-empty: repeats of one prompt accept differently
+  STANDIN_LEDGER          folder for the ground-truth ledger (see tests/standin/server.py)
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def main(argv: list[str] | None = None) -> None:
                    startup_delay=float(os.environ.get("STANDIN_STARTUP_DELAY", "0.2")),
                    ms_per_token=float(os.environ.get("STANDIN_MS_PER_TOKEN", "2")),
                    accept_rate=float(os.environ.get("STANDIN_ACCEPT_RATE", "0.7")) if algo else None,
-                   drafts_per_step=drafts, enable_metrics=args.enable_metrics)
+                   drafts_per_step=drafts, enable_metrics=args.enable_metrics,
+                   ledger=os.environ.get("STANDIN_LEDGER"),
+                   vary_acceptance=bool(os.environ.get("STANDIN_VARY_ACCEPTANCE")))
     import asyncio
 
     try:

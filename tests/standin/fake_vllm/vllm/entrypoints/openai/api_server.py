@@ -6,6 +6,7 @@ Environment knobs (set per variant through `variants[].env`):
   STANDIN_ACCEPT_RATE   acceptance probability when speculating (default 0.7)
   STANDIN_MS_PER_TOKEN  milliseconds per target step (default 2)
   STANDIN_ARGS          more stand-in flags (shell words), e.g. "--spec-metrics-skew 1"
+  STANDIN_LEDGER, STANDIN_VARY_ACCEPTANCE  defaults of --ledger and --vary-acceptance (tests/standin/server.py)
 """
 
 from __future__ import annotations

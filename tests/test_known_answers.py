@@ -1,0 +1,335 @@
+"""Known answers, end to end: specbench's runner drives the stand-in server through each engine's real code
+path (vLLM /metrics counters, SGLang per-request spec details, a command engine's counter or field), and
+every number the report prints is compared with the server's own ground truth: the ledger in which the
+stand-in writes, per finished request, what it did (tokens, target steps, accepted and proposed drafts,
+the acceptance histogram, arrival and finish times, requests in flight). Expected values are computed
+here from that ledger, never with specbench's code.
+
+Also: counter_delta and VLLMEngine.read_counters on known Prometheus text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pandas as pd
+import pytest
+
+from conftest import make_model_dir, standin_config
+from specbench.config import parse_config
+from specbench.rundir import RunDir
+from specbench.runner import RunOptions, run_matrix
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"
+FAKE_SGLANG = REPO / "tests" / "standin" / "fake_sglang"
+MS_PER_STEP = 10.0  # the stand-in's service time per target step
+
+
+# -- the ground truth -----------------------------------------------------------------------------------
+def ledger(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def by_window(run: Path, entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """window_id -> its WindowRecord and the ledger entries that arrived during it. Windows are measured
+    one at a time, so arrival time alone places a request (readiness probes fall outside every window)."""
+    windows = [json.loads(line) for line in (run / "windows.jsonl").read_text().splitlines()]
+    out = {w["window_id"]: {"window": w, "entries": []} for w in windows}
+    for e in entries:
+        hits = [w for w in windows if w["t_start"] <= e["t_recv"] <= w["t_end"]]
+        if hits:
+            assert len(hits) == 1, "windows overlap in time"
+            out[hits[0]["window_id"]]["entries"].append(e)
+    return out
+
+
+def truth(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the server did for these requests: tokens per target step, acceptance rate, per position."""
+    tokens = sum(e["n_tokens"] for e in entries)
+    steps = sum(e["target_steps"] for e in entries)
+    out: dict[str, Any] = {"tokens": tokens, "steps": steps, "tau": tokens / steps}
+    if entries and entries[0]["verify_steps"] is not None:
+        accepted = sum(e["accepted"] for e in entries)
+        proposed = sum(e["proposed"] for e in entries)
+        verify = sum(e["verify_steps"] for e in entries)
+        width = max(len(e["histogram"]) for e in entries)
+        hist = [sum(e["histogram"][j] for e in entries if j < len(e["histogram"])) for j in range(width)]
+        out.update(rate=accepted / proposed, draft_tau=1 + accepted / verify,
+                   # P(draft position i accepted) = steps that accepted more than i drafts / verify steps
+                   per_position=[sum(hist[i + 1:]) / verify for i in range(width - 1)])
+    return out
+
+
+def cells_of(run: Path) -> pd.DataFrame:
+    return pd.read_csv(run / "cells.csv")
+
+
+def cell_windows(windows: dict[str, dict[str, Any]], variant: str, point_id: str) -> list[dict[str, Any]]:
+    return [w for w in windows.values() if w["window"]["variant"] == variant and w["window"]["point_id"] == point_id]
+
+
+def check_acceptance(run: Path, windows: dict[str, dict[str, Any]], variant: str, source: str,
+                     per_position: bool = True, rate: bool = True) -> None:
+    cells = cells_of(run)
+    rows = cells[cells.variant == variant]
+    assert len(rows) > 0
+    for _, row in rows.iterrows():
+        ws = cell_windows(windows, variant, row.point_id)
+        entries = [e for w in ws for e in w["entries"]]
+        assert len(entries) == row.n_requests, row.point_id  # every measured request reached the server
+        t = truth(entries)
+        assert row.acceptance_source == source
+        assert row.acceptance_length == pytest.approx(t["tau"], rel=1e-9), row.point_id
+        assert t["tau"] > 1.2  # the stand-in really speculated (accept rate 0.7)
+        if rate:
+            assert row.acceptance_rate == pytest.approx(t["rate"], rel=1e-9)
+        if per_position:
+            assert json.loads(row.acceptance_per_position) == pytest.approx(t["per_position"], rel=1e-9)
+        if len(ws) >= 3:  # the interval over windows: a bootstrap of per-window ratios stays inside them
+            taus = [truth(w["entries"])["tau"] for w in ws]
+            assert min(taus) - 1e-9 <= row.acceptance_length_ci_low <= t["tau"] <= row.acceptance_length_ci_high \
+                <= max(taus) + 1e-9
+            assert len(set(taus)) > 1  # the windows differ (--vary-acceptance), so the interval has a width
+            assert row.acceptance_length_ci_high > row.acceptance_length_ci_low
+
+
+def check_same_requests(run: Path, windows: dict[str, dict[str, Any]], variants: list[str]) -> None:
+    """Every variant got the same requests: in the records (prompt, output length, temperature per point,
+    repeat and index) and on the wire (prompt, seed and max_tokens each server received, window by window)."""
+    recs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    specs = {v: sorted((r["point_id"], r["repeat"], r["index"], r["prompt_id"], r["output_len"], r["temperature"])
+                       for r in recs if r["variant"] == v and not r["warmup"]) for v in variants}
+    assert specs[variants[0]], "no requests recorded"
+    for v in variants[1:]:
+        assert specs[v] == specs[variants[0]], v
+    wire: dict[str, Counter] = {v: Counter() for v in variants}
+    for w in windows.values():
+        win = w["window"]
+        for e in w["entries"]:
+            wire[win["variant"]][(win["point_id"], win["repeat"], json.dumps(e["source"]), e["seed"],
+                                  e["max_tokens"], e["temperature"])] += 1
+            assert e["max_tokens"] == int(win["point_id"].split("|out")[1].split("|")[0])
+            assert e["seed"] is not None
+    assert sum(wire[variants[0]].values()) == len(specs[variants[0]])
+    for v in variants[1:]:
+        assert wire[v] == wire[variants[0]], v
+
+
+def check_closed_loop(windows: dict[str, dict[str, Any]]) -> None:
+    """A closed loop at concurrency C keeps C requests in flight: the server saw exactly C at once."""
+    for wid, w in windows.items():
+        c = int(w["window"]["point_id"].split("|c")[1].split("|")[0])
+        assert max(e["in_flight"] for e in w["entries"]) == c, wid
+
+
+def server_throughput(entries: list[dict[str, Any]]) -> float:
+    return sum(e["n_tokens"] for e in entries) / (max(e["t_done"] for e in entries) - min(e["t_recv"] for e in entries))
+
+
+def check_throughput_and_speedup(run: Path, windows: dict[str, dict[str, Any]], baseline: str) -> None:
+    cells = cells_of(run)
+    base = cells[cells.variant == baseline].set_index("point_id")
+    for _, row in cells.iterrows():
+        ws = cell_windows(windows, row.variant, row.point_id)
+        c = int(row.concurrency)
+        server = sum(server_throughput(w["entries"]) for w in ws) / len(ws)
+        ceiling = sum(c * 1000 / MS_PER_STEP * truth(w["entries"])["tau"] for w in ws) / len(ws)
+        tp = row.output_throughput_tok_s
+        # The known service rate is a hard ceiling: every target step sleeps MS_PER_STEP, so no window can
+        # deliver more than C * tau tokens per step time (2% allows for clock granularity).
+        assert tp <= 1.02 * ceiling
+        # The client's window (first send to last token) contains the server's (first arrival to last
+        # token sent), so its throughput is at most the server-side one; at least half of it: the gap is
+        # loopback and event-loop latency, generous for 2 cores shared with running engines.
+        assert 0.5 * server <= tp <= 1.02 * server
+        b = base.loc[row.point_id]
+        assert math.isfinite(row.speedup)
+        assert row.speedup == pytest.approx(tp / b.output_throughput_tok_s, rel=1e-9)
+        if row.variant != baseline:  # tau ~2.7 at the same service rate: clearly faster than the baseline
+            assert row.speedup > 1.2
+
+
+# -- runs --------------------------------------------------------------------------------------------------
+def run_config(tmp_path: Path, data: dict[str, Any]) -> Path:
+    out = tmp_path / "run"
+    result = run_matrix(parse_config(data), RunOptions(out=out, skip_preflight=True))
+    assert set(result.status.values()) == {"done"}, result.status
+    return out
+
+
+def engine_env(tmp_path: Path, fake: Path) -> dict[str, str]:
+    (tmp_path / "ledger").mkdir(exist_ok=True)
+    return {"PYTHONPATH": f"{fake}{os.pathsep}{REPO}", "STANDIN_LEDGER": str(tmp_path / "ledger"),
+            "STANDIN_MS_PER_TOKEN": str(MS_PER_STEP), "STANDIN_ACCEPT_RATE": "0.7", "STANDIN_VARY_ACCEPTANCE": "1"}
+
+
+def sweep(**over: Any) -> dict[str, Any]:
+    s = {"prompts": [{"set": "seed", "categories": ["code"], "per_category": 2}], "output_lens": [48],
+         "concurrency": [1, 2], "waves": 1, "repeats": 3, "warmup_requests": 0, "request_timeout_s": 20}
+    s.update(over)
+    return s
+
+
+def test_vllm_counter_path_known_answers(tmp_path: Path, port: int, no_survivors) -> None:
+    """vLLM: acceptance from /metrics counter deltas per window; throughput, speedup, closed loop, pairing."""
+    model = make_model_dir(tmp_path / "model")
+    data = {"name": "ka-vllm", "model": {"path": str(model), "served_name": "standin"},
+            "engine": {"kind": "vllm", "python": sys.executable, "version": "0.32.0", "port": port,
+                       "startup_timeout_s": 30, "stop_timeout_s": 3, "env": engine_env(tmp_path, FAKE_VLLM)},
+            "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                         {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}],
+            "sweep": sweep(), "output_dir": str(tmp_path / "runs")}
+    run = run_config(tmp_path, data)
+    windows = by_window(run, ledger(tmp_path / "ledger"))
+    # vLLM 0.32 reports acceptance per request too (--per-request-spec-decode-metrics): that is the source;
+    # the /metrics counters are checked window by window below
+    check_acceptance(run, windows, "ngram", "request")
+    cells = cells_of(run)
+    for _, row in cells[cells.variant == "ngram"].iterrows():  # vLLM's own 1 + accepted / drafts
+        entries = [e for w in cell_windows(windows, "ngram", row.point_id) for e in w["entries"]]
+        assert row.draft_acceptance_length == pytest.approx(truth(entries)["draft_tau"], rel=1e-9)
+    assert (cells[cells.variant == "base"].acceptance_length == 1.0).all()
+    # per-window deltas, not totals: each window's counters are that window's requests only
+    for w in windows.values():
+        if w["window"]["variant"] == "ngram":
+            t = truth(w["entries"])
+            assert w["window"]["counters"]["generation_tokens"] == t["tokens"]
+            assert w["window"]["counters"]["num_accepted_tokens"] == t["tokens"] - t["steps"]
+    check_closed_loop(windows)
+    check_same_requests(run, windows, ["base", "ngram"])
+    check_throughput_and_speedup(run, windows, "base")
+    no_survivors()
+
+
+def test_sglang_request_path_known_answers(tmp_path: Path, port: int, no_survivors, monkeypatch) -> None:
+    """SGLang: acceptance from each request's sglext.spec_tokens_details (the eagle3 cells)."""
+    from specbench.engines.base import dist_version
+
+    model = make_model_dir(tmp_path / "model")
+    draft = tmp_path / "eagle3"
+    draft.mkdir()
+    env = engine_env(tmp_path, FAKE_SGLANG)
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    dist_version.cache_clear()
+    data = {"name": "ka-sglang", "model": {"path": str(model), "served_name": "standin"},
+            "engine": {"kind": "sglang", "version": "0.5.23", "port": port, "startup_timeout_s": 30,
+                       "stop_timeout_s": 3, "env": env},
+            "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                         {"name": "eagle3", "drafter": "eagle3",
+                          "params": {"draft_model_path": str(draft), "steps": 3, "topk": 1, "num_draft_tokens": 4}}],
+            "sweep": sweep(concurrency=[2]), "output_dir": str(tmp_path / "runs")}
+    try:
+        run = run_config(tmp_path, data)
+    finally:
+        dist_version.cache_clear()
+    windows = by_window(run, ledger(tmp_path / "ledger"))
+    check_acceptance(run, windows, "eagle3", "request")
+    check_closed_loop(windows)
+    check_same_requests(run, windows, ["ar", "eagle3"])
+    no_survivors()
+
+
+@pytest.mark.parametrize("how", ["counter", "field-verify-steps", "field-accept-length"])
+def test_command_engine_known_answers(how: str, tmp_path: Path, model_dir: Path, port: int, no_survivors) -> None:
+    """A command engine: acceptance from a Prometheus counter of verify steps, or from a response field
+    holding either the verify steps or the acceptance length."""
+    (tmp_path / "ledger").mkdir()
+    engine: dict[str, Any] = {"env": {"PYTHONPATH": str(REPO), "STANDIN_LEDGER": str(tmp_path / "ledger")}}
+    if how == "counter":
+        engine["acceptance_metric"] = "vllm:spec_decode_num_drafts_total"  # = verify steps in the stand-in
+    else:
+        engine["acceptance_field"] = "standin_spec." + ("verify_steps" if how == "field-verify-steps"
+                                                        else "accept_length")
+        engine["acceptance_field_kind"] = "verify_steps" if how == "field-verify-steps" else "accept_length"
+    flags = ["--accept-rate", "0.7", "--drafts-per-step", "3", "--ms-per-token", str(MS_PER_STEP), "--spec-field",
+             "--vary-acceptance"]
+    data = standin_config(model_dir, port, faults={"ngram": flags}, engine=engine,
+                          sweep=sweep(concurrency=[2], repeats=3 if how == "counter" else 1))
+    run = run_config(tmp_path, data)
+    windows = by_window(run, ledger(tmp_path / "ledger"))
+    check_acceptance(run, windows, "ngram", "counters" if how == "counter" else "request",
+                     per_position=False, rate=False)
+    no_survivors()
+
+
+# -- units: counters ------------------------------------------------------------------------------------
+PROM_BEFORE = """# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10
+vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 5
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 30
+vllm:spec_decode_num_draft_tokens_total{engine="1",model_name="m"} 15
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 12
+vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 6
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 100
+vllm:generation_tokens_total{engine="1",model_name="m"} 40
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 1
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="10"} 0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 7
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="0"} 3
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 4
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="1"} 2
+"""
+
+
+def read_counters(text: str) -> dict[str, Any]:
+    from specbench.engines.vllm import VLLMEngine
+
+    cfg = parse_config({"model": {"path": "/m"}, "engine": {"kind": "vllm", "version": "0.32.0"},
+                        "variants": [{"name": "a", "drafter": "autoregressive", "baseline": True}],
+                        "sweep": {"output_lens": [8], "concurrency": [1]}})
+
+    async def go() -> dict[str, Any]:
+        transport = httpx.MockTransport(lambda req: httpx.Response(200, text=text))
+        async with httpx.AsyncClient(transport=transport) as http:
+            return await VLLMEngine(cfg, "/m", "m").read_counters(http, "http://x/metrics")
+
+    return asyncio.run(go())
+
+
+def test_read_counters_sums_labels_and_orders_positions() -> None:
+    got = read_counters(PROM_BEFORE)
+    assert got["num_drafts"] == 15 and got["num_draft_tokens"] == 45
+    assert got["num_accepted_tokens"] == 18 and got["generation_tokens"] == 140
+    # positions 0, 1, 2, 10 summed over engines and ordered numerically (not as strings: "10" < "2")
+    assert got["per_position"] == [10, 6, 1, 0]
+
+
+def test_read_counters_missing_counters_are_absent_not_zero() -> None:
+    got = read_counters("# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 7\n")
+    assert got["generation_tokens"] == 7 and got["num_drafts"] is None and got["per_position"] == []
+
+
+def counter_delta():
+    from specbench import runner
+
+    return runner.counter_delta
+
+
+def test_counter_delta_is_the_window_increase() -> None:
+    before = {"num_drafts": 15.0, "num_accepted_tokens": 18.0, "generation_tokens": 140.0, "per_position": [10, 6]}
+    after = {"num_drafts": 25.0, "num_accepted_tokens": 30.0, "generation_tokens": 200.0,
+             "per_position": [16, 9, 2]}
+    counters, per_pos = counter_delta()(before, after)
+    assert counters == {"num_drafts": 10.0, "num_accepted_tokens": 12.0, "generation_tokens": 60.0}
+    assert per_pos == [6, 3, 2]  # a position first seen in this window counts from 0
+
+
+def test_counter_delta_edge_cases() -> None:
+    delta = counter_delta()
+    counters, per_pos = delta({}, {"verify_steps": 4.0, "per_position": []})
+    assert counters == {"verify_steps": 4.0} and per_pos is None  # no positions: None, not []
+    counters, _ = delta({"verify_steps": None}, {"verify_steps": 9.0, "generation_tokens": None})
+    assert counters == {"verify_steps": 9.0}  # a counter absent after the window is left out
