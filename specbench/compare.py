@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from .errors import RunDirError
+from .errors import RunDirError, UsageError
+from .hardware import describe, differences, variant_fingerprints
 from .report.document import Table
 from .report.fmt import UNDEFINED, fmt, fmt_interval, num
 from .report.load import normalize_cells, read_json
@@ -152,7 +153,22 @@ def _label(path: Path, meta: dict[str, Any]) -> str:
     return str(meta.get("run_id") or meta.get("name") or path.name)
 
 
-def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05) -> Comparison:
+def _hardware_note(run_a: Path, meta_a: dict[str, Any], run_b: Path, meta_b: dict[str, Any],
+                   allow_mixed_hardware: bool) -> str | None:
+    """Refuse (UsageError) to compare runs whose baselines ran on unlike hardware, unless allowed: then
+    the note that says so. None when the fingerprints match or a run does not record them."""
+    fps = [variant_fingerprints(read_json(RunDir(p).environment) or {}).get(str(m.get("baseline")))
+           for p, m in ((run_a, meta_a), (run_b, meta_b))]
+    if fps[0] is None or fps[1] is None or not (diff := differences(fps[0], fps[1])):
+        return None
+    if not allow_mixed_hardware:
+        raise UsageError(f"compare: the runs were measured on unlike hardware ({describe(diff)}): a change "
+                         f"could be the hardware, not the drafter; pass --allow-mixed-hardware to compare anyway")
+    return f"compared across unlike hardware (--allow-mixed-hardware): {describe(diff)}"
+
+
+def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
+            allow_mixed_hardware: bool = False) -> Comparison:
     """Per-cell change in speedup and acceptance length from run A (before) to run B (after)."""
     if not 0 <= threshold < 1:
         raise ValueError(f"threshold must be in [0, 1), got {threshold}")
@@ -160,6 +176,9 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05) -> Co
     cells_b, meta_b = _load(run_b)
     baselines = {str(m.get("baseline")) for m in (meta_a, meta_b) if m.get("baseline")}
     notes: list[str] = []
+    hw_note = _hardware_note(Path(run_a), meta_a, Path(run_b), meta_b, allow_mixed_hardware)
+    if hw_note:
+        notes.append(hw_note)
     if len(baselines) > 1:
         notes.append(f"the runs name different baselines ({', '.join(sorted(baselines))}); "
                      "each speedup is against its own run's baseline")

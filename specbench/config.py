@@ -57,6 +57,8 @@ class EngineConfig(Strict):
     acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
     acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
     allow_busy_gpu: bool = False
+    nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
+    dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
 
     @field_validator("kind")
     @classmethod
@@ -134,12 +136,21 @@ class SweepConfig(Strict):
         return v
 
 
+class SchedulerConfig(Strict):
+    """How the variants are placed on machines (docs/cluster.md)."""
+
+    # compare variants measured on nodes whose hardware fingerprints differ (the report says so)
+    allow_mixed_hardware: bool = False
+    srun_args: list[str] = Field(default_factory=list)  # added to every srun step, e.g. [--gres=gpu:8]
+
+
 class RunConfig(Strict):
     name: str = "run"
     model: ModelConfig
     engine: EngineConfig = Field(default_factory=EngineConfig)
     variants: list[VariantConfig] = Field(min_length=1)
     sweep: SweepConfig
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     output_dir: str = "runs"
 
     @model_validator(mode="after")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -53,6 +54,49 @@ def hardware_fingerprint() -> dict[str, Any]:
             "gpus": [g.get("name") for g in gpus()]}
 
 
+def _nvidia_smi(*args: str) -> str:
+    if not shutil.which("nvidia-smi"):
+        return ""
+    try:
+        r = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return r.stdout if r.returncode == 0 else ""
+
+
+def cuda_version(smi_banner: str) -> str | None:
+    """The CUDA version from nvidia-smi's banner ("CUDA Version: 12.8")."""
+    m = re.search(r"CUDA Version:\s*([0-9.]+)", smi_banner)
+    return m.group(1) if m else None
+
+
+def topology(topo_m: str) -> str | None:
+    """The connection matrix of `nvidia-smi topo -m` (legend dropped, whitespace normalised), or None."""
+    lines = []
+    for line in topo_m.splitlines():
+        if line.strip().startswith("Legend"):
+            break
+        if line.strip():
+            lines.append(" ".join(line.split()))
+    return "\n".join(lines) or None
+
+
+def node_fingerprint(engine_version: str | None) -> dict[str, Any]:
+    """This node's fingerprint (hardware.FINGERPRINT_FIELDS, plus its host name), collected where the
+    engine runs: what must be equal for two nodes' measurements to be compared."""
+    found = gpus()
+    names = sorted({g.get("name", "") for g in found})
+    memory = sorted({g.get("memory", "") for g in found})
+    drivers = sorted({g.get("driver", "") for g in found})
+    hw = hardware_fingerprint()
+    return {"host": socket.gethostname(), "cpu": hw["cpu"], "cpus": hw["cpus"], "memory_gib": hw["memory_gib"],
+            "gpu_model": " + ".join(names) or None, "gpu_count": len(found),
+            "gpu_memory": " + ".join(memory) or None, "driver": " + ".join(drivers) or None,
+            "cuda": cuda_version(_nvidia_smi()) if found else None,
+            "topology": topology(_nvidia_smi("topo", "-m")) if found else None,
+            "engine_version": engine_version}
+
+
 def busy_processes(exclude: Collection[int] = frozenset(), seconds: float = 1.0,
                    min_percent: float = 5.0) -> list[tuple[str, float]]:
     """Other processes using more than `min_percent` CPU over `seconds` (is the machine quiet?),
@@ -77,9 +121,11 @@ def busy_processes(exclude: Collection[int] = frozenset(), seconds: float = 1.0,
 
 
 def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, str]) -> dict[str, Any]:
+    """environment.json of a run measured on this one host: every variant on this node."""
     hw = hardware_fingerprint()
+    host = socket.gethostname()
     return {
-        "host": socket.gethostname(),
+        "host": host,
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": hw["cpu"],
@@ -89,4 +135,6 @@ def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, st
         "engine": {"kind": engine_kind, "version": engine_version},
         "specbench_version": specbench_version(),
         "drafters": drafters,
+        "nodes": {host: node_fingerprint(engine_version)},
+        "variant_nodes": {name: [host] for name in drafters},
     }

@@ -104,6 +104,10 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
             raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
         port = cfg.engine.port
         spec = eng.launch_spec(v, drafter_args, port)
+        if cfg.engine.nodes > 1 and spec is not None:
+            from .multinode import rank_flags
+
+            rank_flags(eng)  # an engine that cannot span nodes is refused here, naming engine.nodes
         base = eng.base_url(v, port)
         out.append(VariantLaunch(variant=v, drafter=drafter, params=params, spec=spec, base_url=base,
                                  metrics_url=eng.metrics_url(v, port), drafter_args=tuple(drafter_args),

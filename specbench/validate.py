@@ -24,6 +24,7 @@ from .engines import Engine
 from .errors import PreflightError
 from .fairness import audit
 from .launch import VariantLaunch, make_engine, plan_launches
+from .multinode import RankedLaunch, placeholder_nodes, ranked_launch
 from .plan import build_sweep
 from .preflight import config_problems, host_problems
 from .prompts import load_prompts
@@ -67,7 +68,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     out(f"model: {engine.model_path}")
     out("")
     for la in launches:
-        _print_variant(la, engine, print_commands, out)
+        _print_variant(cfg, la, engine, print_commands, out)
     out(audit(launches).to_markdown())
     parser_errors, unchecked = _parser_section(cfg, engine, launches, out, " ".join(problems))
     host = host_problems(cfg, engine, launches, cfg.engine.port) + _environment_problems(cfg)
@@ -101,14 +102,28 @@ def _engine(cfg: RunConfig) -> Engine:
     return make_engine(cfg, model_path, cfg.model.served_name or model_path)
 
 
-def _print_variant(la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
+def _ranked(cfg: RunConfig, la: VariantLaunch, engine: Engine) -> RankedLaunch | None:
+    """A multi-node variant's srun step and rank argvs, on placeholder nodes (Slurm places it at run time)."""
+    if cfg.engine.nodes < 2 or la.spec is None:
+        return None
+    return ranked_launch(la.engine or engine, la.spec, placeholder_nodes(cfg.engine.nodes),
+                         srun_args=cfg.scheduler.srun_args, name=la.name)
+
+
+def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
     from .launch import redact_env
 
     kind = (la.engine or engine).kind
     role = " (baseline)" if la.variant.baseline else ""
-    out(f"variant {la.name}{role}: drafter {la.drafter.name}, engine {kind}")
+    ranked = _ranked(cfg, la, engine)
+    out(f"variant {la.name}{role}: drafter {la.drafter.name}, engine {kind}"
+        + (f", {len(ranked.nodes)} nodes" if ranked else ""))
     if la.spec is None:
         out(f"  endpoint: {la.base_url} (already running; nothing launched)")
+    elif print_commands and ranked:
+        out(f"  srun: {shlex.join(ranked.spec.argv)}")
+        for r, (node, argv) in enumerate(zip(ranked.nodes, ranked.ranks)):
+            out(f"  rank {r} on {node}: {shlex.join(argv)}")
     elif print_commands:
         out(f"  argv: {shlex.join(la.spec.argv)}")
         env = redact_env(la.spec.env)
@@ -133,8 +148,16 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
     """SGLang's own parser on every SGLang argv, else its flag names against the release's flag list
     (a flag the preflight problems in `said` already name is not reported twice).
     Returns ({variant: error}, what was not checked: "" when everything was)."""
-    argvs = {la.name: sglang_server_args(la.spec.argv) for la in launches
-             if la.spec is not None and (la.engine or engine).kind == "sglang"}
+    argvs: dict[str, list[str]] = {}
+    for la in launches:
+        if la.spec is None or (la.engine or engine).kind != "sglang":
+            continue
+        ranked = _ranked(cfg, la, engine)
+        if ranked is None:
+            argvs[la.name] = sglang_server_args(la.spec.argv)
+        else:  # every rank's argv, as it runs on its node
+            argvs.update({f"{la.name} rank {r}": sglang_server_args(list(argv))
+                          for r, argv in enumerate(ranked.ranks)})
     if not argvs:
         return {}, ""
     status, errors = check_with_sglang_parser(cfg, engine, argvs)

@@ -69,6 +69,8 @@ class Engine(abc.ABC):
     # True when acceptance comes from server-wide counters: cells must then run one at a time, and
     # only the window's own requests may run while the counters are read.
     counter_acceptance: ClassVar[bool] = False
+    # (nnodes, node rank, rank-0 address) flags when one server can span several nodes (engine.nodes > 1)
+    rank_flags: ClassVar[tuple[str, str, str] | None] = None
 
     def __init__(self, cfg: RunConfig, model_path: str, served_name: str):
         self.cfg = cfg

@@ -34,6 +34,7 @@ COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with
 
 class SGLangEngine(Engine):
     kind = "sglang"
+    rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec:

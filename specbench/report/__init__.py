@@ -21,8 +21,8 @@ from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Pa
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
 from .load import RunData, load_report_data, normalize_break_even, normalize_cells
 from .sections import (acceptance_distribution, acceptance_table, break_even_table, cell_table, context,
-                       environment_section, fairness_section, lossless_section, plot_section, speedup_tables,
-                       status_section, verdict_section, warnings_section)
+                       environment_section, fairness_section, hardware_section, lossless_section, plot_section,
+                       speedup_tables, status_section, verdict_section, warnings_section)
 from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
 
 
@@ -34,7 +34,8 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
     if plots:
         blocks += plot_section(data)
     for section in (speedup_tables, break_even_table, acceptance_table, acceptance_distribution, cell_table,
-                    fairness_section, lossless_section, warnings_section, status_section, environment_section):
+                    fairness_section, hardware_section, lossless_section, warnings_section, status_section,
+                    environment_section):
         blocks += section(data)
     run_id = data.meta.get("run_id")
     return Document(title=f"specbench report: {name}" + (f" ({run_id})" if run_id else ""), blocks=blocks)

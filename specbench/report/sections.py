@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..hardware import check_saved
 from ..metrics.warnings import warning_rows
 from .document import Block, Bullets, Code, Heading, Image, Paragraph, Strong, Table, Tone
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp, num
@@ -238,6 +239,39 @@ def fairness_section(data: RunData) -> list[Block]:
     return out
 
 
+def hardware_section(data: RunData) -> list[Block]:
+    """Which node served which variant, and whether their fingerprints allow comparing them."""
+    env = data.environment
+    nodes: dict[str, dict[str, Any]] = env.get("nodes") or {}
+    placement: dict[str, list[str]] = env.get("variant_nodes") or {}
+    if not nodes:
+        return []
+    result = check_saved(env, data.config, data.baseline)
+    out: list[Block] = [Heading("Hardware")]
+    if not result.mismatched:
+        out.append(Paragraph([f"Every variant was measured on hardware with the same fingerprint "
+                              f"({len(nodes)} node{'s' if len(nodes) != 1 else ''})."], "good"))
+    elif result.allowed:
+        out.append(Paragraph([Strong("Compared across unlike hardware"), " (scheduler.allow_mixed_hardware: true): "
+                              "these speedups mix the drafter with the hardware."], "warn"))
+        out.append(Bullets([[Code(v), f": {why}"] for v, why in result.mismatched.items()], "warn"))
+    else:
+        out.append(Paragraph([Strong("Speedups withheld"), " for variants measured on hardware unlike the "
+                              "baseline's: measure them on nodes like the baseline's, or set "
+                              "scheduler.allow_mixed_hardware: true to compare anyway."], "bad"))
+        out.append(Bullets([[Code(v), f": {why}"] for v, why in result.mismatched.items()], "bad"))
+    served: dict[str, list[str]] = {}
+    for variant, names in placement.items():
+        for n in names:
+            served.setdefault(n, []).append(variant)
+    rows = [[name, ", ".join(served.get(name, [])), _text(fp.get("cpu")), _text(fp.get("gpu_model")) or "no GPU",
+             _text(fp.get("gpu_count")), _text(fp.get("cuda")), _text(fp.get("driver")),
+             _text(fp.get("engine_version"))] for name, fp in nodes.items()]
+    out.append(Table(["node", "variants", "CPU", "GPU", "GPUs", "CUDA", "driver", "engine"], rows,
+                     caption="Node fingerprints (environment.json has the GPU topology too)"))
+    return out
+
+
 def _text(v: Any) -> str:
     if isinstance(v, dict):
         return ", ".join(f"{k}={_text(x)}" for k, x in v.items())
@@ -331,6 +365,7 @@ def environment_section(data: RunData) -> list[Block]:
             ["engine", f"{engine.get('kind', '')} {engine.get('version') or '(version unknown)'}"],
             ["specbench", _text(env.get("specbench_version"))]]
     rows += [[f"drafter {k}", _text(v)] for k, v in (env.get("drafters") or {}).items()]
-    known = {"host", "platform", "cpu", "gpus", "python", "engine", "specbench_version", "drafters"}
+    known = {"host", "platform", "cpu", "gpus", "python", "engine", "specbench_version", "drafters", "nodes",
+             "variant_nodes"}  # the last two: the Hardware section
     rows += [[k, _text(v)] for k, v in env.items() if k not in known]
     return [Heading("Environment"), Table(["item", "value"], rows)]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from ..hardware import check_saved
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData
@@ -160,6 +161,8 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     status = str(info.get("status") or "")
     if status == "failed":
         return [Strong(variant), f" failed: no verdict ({info.get('reason') or 'no reason recorded'})"], "bad"
+    if variant in check_saved(data.environment, data.config, data.baseline).withheld:
+        return [Strong(variant), ": no verdict: measured on hardware unlike the baseline's (see Hardware)"], "bad"
     outcomes = category_outcomes(data.cells, data.break_even, variant)
     if not outcomes:
         return [Strong(variant), f": no valid measurements (status {status or 'unknown'})"], "warn"

@@ -9,15 +9,19 @@ window is measured again from scratch on resume, and nothing already measured is
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
 from ..config import RunConfig, parse_config
-from ..errors import Interrupted, PreflightError, RunDirError
+from ..errors import ConfigError, Interrupted, PreflightError, RunDirError
+from ..hardware import check as hardware_check
+from ..hardware import withhold_speedups
 from ..metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..progress import Reporter, make_reporter
 from ..report import render
@@ -38,6 +42,7 @@ class RunOptions:
     reuse: Path | None = None  # an earlier run whose unchanged variants are taken as they are
     skip_preflight: bool = False
     reporter: Reporter | None = None
+    scheduler: Literal["local", "slurm"] = "local"  # slurm: variants side by side on the allocation's nodes
 
 
 @dataclass
@@ -78,6 +83,14 @@ class MatrixRun:
         o = self.opts
         if o.out is not None:
             check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
+        alloc = None
+        if self.cfg.engine.nodes > 1 and o.scheduler != "slurm":
+            raise ConfigError("engine.nodes", f"{self.cfg.engine.nodes} nodes per variant need --scheduler slurm "
+                              "(inside a Slurm allocation)")
+        if o.scheduler == "slurm":
+            from ..slurm import current_allocation
+
+            alloc = current_allocation()  # refused outside an allocation, before anything is prepared
         plan = prepare_plan(self.cfg)
         if not o.skip_preflight:
             from ..preflight import preflight
@@ -96,12 +109,22 @@ class MatrixRun:
         try:
             if o.reuse:
                 self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
+            placer = None
+            if alloc is not None:
+                from .cluster import SlurmPlacer
+
+                placer = SlurmPlacer(self.cfg, rd, state, sink, alloc, self.reporter.log)
+                placer.merge_all()  # what a previous head measured but did not merge (resume)
             ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
             ctx.checkpoint = lambda: state.save(rd)
             names = [vl.name for vl in plan.launches]
-            self.reporter.start(sum(ctx.requests_todo(n) for n in names))
-            await run_schedule(launch_order(names), state, lambda u, vs: measure_launch(ctx, u, vs),
-                               lambda n: bool(ctx.todo(n)), ctx.checkpoint)
+            units = launch_order(names)
+            if placer is not None:
+                await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
+            else:
+                self.reporter.start(sum(ctx.requests_todo(n) for n in names))
+                await run_schedule(units, state, lambda u, vs: measure_launch(ctx, u, vs),
+                                   lambda n: bool(ctx.todo(n)), ctx.checkpoint)
         finally:
             sink.close()
             state.save(rd)
@@ -159,6 +182,8 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
     requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
     cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate)
+    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
+    cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))

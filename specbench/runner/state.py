@@ -39,6 +39,7 @@ class VariantState(BaseModel):
     startup_s: float | None = None  # seconds from launch until it generated
     wall_s: float | None = None  # seconds spent on the variant, summed over launches and resumes
     reused_from: str | None = None  # the run directory its measurements were copied from
+    nodes: list[str] | None = None  # --scheduler slurm: the nodes of its last launch (rank 0 first)
 
     def fail(self, reason: str) -> None:
         self.status, self.reason = "failed", reason.splitlines()[0] if reason else reason

@@ -10,6 +10,9 @@ Environment knobs (set per variant through `variants[].env`):
   STANDIN_MS_PER_TOKEN    milliseconds per target step (default 2)
   STANDIN_VARY_ACCEPTANCE non-empty: repeats of one prompt accept differently
   STANDIN_LEDGER          folder for the ground-truth ledger (see tests/standin/server.py)
+
+With `--nnodes N` (N > 1) the ranks meet at `--dist-init-addr` first (see `rendezvous`): rank 0 serves
+once every rank has joined, the others wait, and every rank exits when another goes.
 """
 
 from __future__ import annotations
@@ -49,12 +52,53 @@ def build_parser(old: bool) -> argparse.ArgumentParser:
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--attention-backend")
     p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr")
     if old:
         p.add_argument("--cuda-graph-max-bs", type=int)
     else:  # two flags sharing the old name as a prefix: argparse calls `--cuda-graph-max-bs` ambiguous
         p.add_argument("--cuda-graph-max-bs-decode", type=int)
         p.add_argument("--cuda-graph-max-bs-prefill", type=int)
     return p
+
+
+def rendezvous(nnodes: int, rank: int, addr: str) -> None:
+    """Multi-node SGLang in miniature: rank 0 listens on --dist-init-addr until every other rank has joined,
+    then serves; the other ranks join and stay until rank 0 goes. Any rank that loses a peer exits, as a
+    collective that fails takes every rank down."""
+    import socket
+    import threading
+
+    host, _, port = addr.rpartition(":")
+    if rank == 0:
+        server = socket.create_server((host, int(port)))
+        server.settimeout(60)
+        peers = [server.accept()[0] for _ in range(nnodes - 1)]
+        log(f"fake sglang rank 0: {nnodes - 1} rank(s) joined at {addr}")
+        for peer in peers:
+            threading.Thread(target=_exit_when_closed, args=(peer, "a rank left"), daemon=True).start()
+        return
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            conn = socket.create_connection((host, int(port)), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                log(f"fake sglang rank {rank}: nobody at {addr}")
+                sys.exit(1)
+            time.sleep(0.2)
+    log(f"fake sglang rank {rank}: joined {addr}")
+    _exit_when_closed(conn, "rank 0 left")
+
+
+def _exit_when_closed(conn, why: str) -> None:  # type: ignore[no-untyped-def]
+    conn.settimeout(None)
+    while conn.recv(1):
+        pass
+    log(f"fake sglang: {why}: exiting")
+    os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
                    drafts_per_step=drafts, enable_metrics=args.enable_metrics,
                    ledger=os.environ.get("STANDIN_LEDGER"),
                    vary_acceptance=bool(os.environ.get("STANDIN_VARY_ACCEPTANCE")))
+    if args.nnodes > 1:
+        rendezvous(args.nnodes, args.node_rank, args.dist_init_addr or "")  # returns on rank 0 only
     import asyncio
 
     try:
