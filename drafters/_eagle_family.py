@@ -14,6 +14,14 @@ SGLANG_ACCEPTANCE = ("per request: sglext.spec_tokens_details (OpenAI, sglang >=
                      "/generate meta_info spec_* fields")
 
 
+def demo_or_path(name_or_path: str) -> str:
+    """A demo model name (smollm2-eagle3) becomes its prepared folder; anything else is kept as given."""
+    from specbench.models import demo_model_path
+
+    demo = demo_model_path(name_or_path) if name_or_path else None
+    return str(demo) if demo else name_or_path
+
+
 class EagleParams(DrafterParams):
     draft_model_path: str = Field(description="draft head / draft model folder (always explicit)")
     steps: int | None = Field(None, ge=1, le=32, description="draft forward steps per verify")
@@ -54,5 +62,5 @@ class EagleFamily(EagleRules[EagleParams]):
                          draft_tokens=p.num_draft_tokens)
 
     def check(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
-        return (missing_path("params.draft_model_path", p.draft_model_path, self.path_what, ctx)
+        return (missing_path("params.draft_model_path", demo_or_path(p.draft_model_path), self.path_what, ctx)
                 + eagle_shape_problems(p.steps, p.topk, p.num_draft_tokens))

