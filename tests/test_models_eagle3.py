@@ -82,6 +82,7 @@ def test_few_step_build_is_a_folder_vllm_loads(tiny_head: tuple[Path, dict]) -> 
 
     assert json.loads((dest / MANIFEST).read_text()) == json.loads(json.dumps(manifest))
     assert manifest["steps"] == len(manifest["train_losses"]) > 0
+    assert manifest["aux_layer_ids"] == [2, 15, 27]  # the target's layers, not the one-layer head's
     check = manifest["data"]["overlap_check"]
     assert set(check["sets_checked"]) >= {"seed", "mtbench"}
     assert all(n == 0 for n in check["chosen_prompts_overlapping"].values())

@@ -461,7 +461,7 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
             "library": "speculators 0.9.0 (Eagle3DraftModel, vocab mapping, kl_div loss, save_pretrained)",
             "target": str(target),
             "recipe": asdict(recipe),
-            "aux_layer_ids": aux_layer_ids(int(model.config.transformer_layer_config.num_hidden_layers), recipe),
+            "aux_layer_ids": list(model.config.eagle_aux_hidden_state_layer_ids),  # the target layers read
             "data": {**data_info, "sequences": {"train": len(train_seqs), "heldout": len(heldout)},
                      "tokens": {"total": sum(n_tokens),
                                 "response": sum(len(s.input_ids) - s.prompt_len for s in seqs),
