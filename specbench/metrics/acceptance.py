@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from .common import NAN, _ci, _num, _opt_list, _opt_str, _safe_ratio
+from .common import NAN, interval_or_nan, as_float, opt_list, opt_str, safe_ratio
 from .intervals import unit_key
-from .requests import _Req, measured_requests, request_output_tokens
+from .requests import MeasuredRequest, measured_requests, request_output_tokens
 
 REQUEST_ACCEPTANCE_COLUMNS = ["variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id",
                               "output_tokens", "verify_steps", "drafted_steps", "accepted_drafts",
@@ -39,10 +39,10 @@ def draft_acceptance_length(accepted_tokens: float, num_drafts: float) -> float:
 
 def request_acceptance_length(n_out: float, verify_steps: Any) -> float:
     """One request's tau = n_out / verify_steps (tokens per target step, bonus token included)."""
-    return _safe_ratio(n_out, _num(verify_steps))
+    return safe_ratio(n_out, as_float(verify_steps))
 
 
-def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_plain: bool, n_launches: int) -> dict[str, Any]:
+def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain: bool, n_launches: int) -> dict[str, Any]:
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
     fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
     decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""
@@ -63,7 +63,7 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_plain: bool, n_launc
     ok = [r for r in reqs if r.ok]
 
     # Source 1: per-request spec details. tau = sum(n_out) / sum(verify_steps), pooled over the cell.
-    with_steps: list[tuple[_Req, dict[str, Any]]] = [
+    with_steps: list[tuple[MeasuredRequest, dict[str, Any]]] = [
         (r, r.spec) for r in ok if r.spec and (r.spec.get("verify_steps") or 0) > 0 and math.isfinite(r.n_out)
     ]
     if with_steps:
@@ -74,14 +74,14 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_plain: bool, n_launc
             tokens[u] = tokens.get(u, 0.0) + r.n_out
             steps[u] = steps.get(u, 0.0) + float(spec["verify_steps"])
         units = sorted(tokens, key=repr)
-        out["acceptance_length"] = _safe_ratio(sum(tokens.values()), sum(steps.values()))
+        out["acceptance_length"] = safe_ratio(sum(tokens.values()), sum(steps.values()))
         ci = stats.ratio_estimator_ci([tokens[u] for u in units], [steps[u] for u in units])
-        out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = _ci(ci.bounds)
+        out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = interval_or_nan(ci.bounds)
         out["acceptance_source"] = "request"
         acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
         if acc:
             # acceptance rate = accepted draft tokens / proposed draft tokens
-            out["acceptance_rate"] = _safe_ratio(
+            out["acceptance_rate"] = safe_ratio(
                 float(sum(sp["accepted_drafts"] for sp in acc)), float(sum(sp["proposed_drafts"] for sp in acc))
             )
             out["full_accept_fraction"] = _full_accept_from_histograms(acc)
@@ -114,7 +114,7 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_plain: bool, n_launc
         if out["acceptance_source"] == "none":
             g = [w.generation_tokens for w in win]
             s = [w.steps for w in win]
-            out["acceptance_length"] = _safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
+            out["acceptance_length"] = safe_ratio(sum(g), sum(s))  # = tau_from_counters on the sums
             out["acceptance_source"] = "counters" if math.isfinite(out["acceptance_length"]) else "none"
             if out["acceptance_source"] == "counters":
                 gu: dict[Any, float] = {}
@@ -125,9 +125,9 @@ def _acceptance(reqs: list[_Req], windows: pd.DataFrame, is_plain: bool, n_launc
                     su[u] = su.get(u, 0.0) + w.steps
                 units = sorted(gu, key=repr)
                 ci = stats.ratio_estimator_ci([gu[u] for u in units], [su[u] for u in units])
-                out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = _ci(ci.bounds)
+                out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = interval_or_nan(ci.bounds)
             if drafted:
-                out["acceptance_rate"] = _safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
+                out["acceptance_rate"] = safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
         positions = [w.per_position_accepted for w in win if w.per_position_accepted]
         if positions and drafts > 0:
             width = max(len(p) for p in positions)
@@ -202,12 +202,12 @@ SPEC_COUNTERS = ("num_accepted_tokens", "num_drafts", "num_draft_tokens", "gener
 def _counters_reset(c: dict[str, Any], per_position: Any, gen: float, delivered: float) -> bool:
     """A counter went backwards, or the engine counted fewer generated tokens than its responses carried:
     the counters restarted from zero inside the window (RESET_TOLERANCE allows for rounding)."""
-    if any(_num(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(x < 0 for x in _opt_list(per_position) or []):
+    if any(as_float(c.get(k)) < 0 for k in SPEC_COUNTERS) or any(x < 0 for x in opt_list(per_position) or []):
         return True
     return math.isfinite(gen) and math.isfinite(delivered) and gen < (1 - RESET_TOLERANCE) * delivered
 
 
-def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_WindowCounters], int]:
+def _counter_windows(windows: pd.DataFrame, reqs: list[MeasuredRequest]) -> tuple[list[_WindowCounters], int]:
     """Counter deltas per window (generation tokens fall back to the window's successful usage sum), and
     how many windows have counters but no usable acceptance. A window counts when it has an accepted-token
     or a verify-step delta; one without either (a counter the engine does not expose is absent, never 0)
@@ -222,9 +222,9 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_Win
         c = w.get("counters")
         if not isinstance(c, dict):
             continue  # this engine reads no counters
-        launch = int(_num(w.get("launch"))) if math.isfinite(_num(w.get("launch"))) else 1
+        launch = int(as_float(w.get("launch"))) if math.isfinite(as_float(w.get("launch"))) else 1
         delivered = usage.get((launch, int(w["repeat"])), NAN)
-        gen = _num(c.get("generation_tokens"))
+        gen = as_float(c.get("generation_tokens"))
         no_acceptance = c.get("num_accepted_tokens") is None and c.get("verify_steps") is None
         if no_acceptance or _counters_reset(c, w.get("per_position_accepted"), gen, delivered):
             unknown += 1
@@ -236,11 +236,11 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[_Req]) -> tuple[list[_Win
                 launch=launch,
                 repeat=int(w["repeat"]),
                 generation_tokens=gen,
-                num_accepted_tokens=_num(c.get("num_accepted_tokens")),
-                num_drafts=_num(c.get("num_drafts")),
-                num_draft_tokens=_num(c.get("num_draft_tokens")),
-                verify_steps=_num(c.get("verify_steps")),
-                per_position_accepted=_opt_list(w.get("per_position_accepted")),
+                num_accepted_tokens=as_float(c.get("num_accepted_tokens")),
+                num_drafts=as_float(c.get("num_drafts")),
+                num_draft_tokens=as_float(c.get("num_draft_tokens")),
+                verify_steps=as_float(c.get("verify_steps")),
+                per_position_accepted=opt_list(w.get("per_position_accepted")),
             )
         )
     return [w for w in out if math.isfinite(w.generation_tokens) and math.isfinite(w.steps)], unknown
@@ -255,16 +255,16 @@ def request_acceptance_table(requests: pd.DataFrame, windows: pd.DataFrame) -> p
     rows = []
     for r in req.to_dict("records") if not req.empty and "spec" in req else []:
         spec = r.get("spec")
-        if _opt_str(r.get("error")) is not None or not isinstance(spec, dict) or not spec.get("verify_steps"):
+        if opt_str(r.get("error")) is not None or not isinstance(spec, dict) or not spec.get("verify_steps"):
             continue
-        n_out = request_output_tokens(r.get("output_tokens"), _opt_list(r.get("chunk_tokens")))
+        n_out = request_output_tokens(r.get("output_tokens"), opt_list(r.get("chunk_tokens")))
         rows.append({
             **{k: r.get(k) for k in ("variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id")},
             "output_tokens": n_out,
             **{k: spec.get(k) for k in ("verify_steps", "drafted_steps", "accepted_drafts", "proposed_drafts")},
             "acceptance_length": request_acceptance_length(n_out, spec["verify_steps"]),
-            "draft_acceptance_length": draft_acceptance_length(_num(spec.get("accepted_drafts")),
-                                                               _num(spec.get("drafted_steps"))),
+            "draft_acceptance_length": draft_acceptance_length(as_float(spec.get("accepted_drafts")),
+                                                               as_float(spec.get("drafted_steps"))),
             "source": spec.get("source") or "",
         })
     return pd.DataFrame(rows, columns=REQUEST_ACCEPTANCE_COLUMNS)

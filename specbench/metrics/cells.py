@@ -13,12 +13,12 @@ import pandas as pd
 
 from .. import stats
 from . import gates
-from .acceptance import _acceptance
-from .common import NAN, _ci, _key_nan, _safe_ratio
+from .acceptance import cell_acceptance
+from .common import NAN, interval_or_nan, key_nan, safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
-from .lossless import _lossless
+from .lossless import cell_lossless
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
-from .requests import _Req, _to_reqs, measured_requests, request_itls, request_tpot, window_throughput_arrays
+from .requests import MeasuredRequest, to_measured_requests, measured_requests, request_itls, request_tpot, window_throughput_arrays
 from .warnings import CellWarning, cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
@@ -101,7 +101,7 @@ INVALID_BLANKED = [
 @dataclass
 class _Cell:
     row: dict[str, Any]
-    reqs: list[_Req]
+    reqs: list[MeasuredRequest]
     window_tp: dict[tuple[int, int], float] = field(default_factory=dict)  # (launch, repeat) -> throughput
     unit_per_user: list[float] = field(default_factory=list)  # per unit: mean per-user speed
     n_launches: int = 1
@@ -110,7 +110,7 @@ class _Cell:
 
 def _summarize_cell(
     key: dict[str, Any],
-    reqs: list[_Req],
+    reqs: list[MeasuredRequest],
     windows: pd.DataFrame,
     *,
     is_baseline: bool,
@@ -161,14 +161,14 @@ def _summarize_cell(
         # cell throughput = mean over windows of the window throughput
         row["output_throughput_tok_s"] = m = stats.mean(wt)
         ci = stats.mean_ci(unit_means(cell.window_tp), point=m, extra=launch_components(m, extra))
-        row["output_throughput_ci_low"], row["output_throughput_ci_high"] = _ci(ci.bounds)
+        row["output_throughput_ci_low"], row["output_throughput_ci_high"] = interval_or_nan(ci.bounds)
 
     by_unit = group_units(ok, lambda r: unit_key(r.launch, r.repeat, n_launches))
     per_user = [r.per_user for r in ok]
     row["per_user_tok_s"] = m = stats.mean(per_user)  # mean over requests of n_out / e2e
     cell.unit_per_user = [stats.mean([r.per_user for r in u]) for u in by_unit]
     ci = stats.mean_ci(cell.unit_per_user, point=m, extra=launch_components(m, extra))
-    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = _ci(ci.bounds)
+    row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = interval_or_nan(ci.bounds)
     row["outlier_count"] = len(stats.mad_outliers(per_user))
 
     ttft = [r.ttft for r in ok]
@@ -178,12 +178,12 @@ def _summarize_cell(
     row["tpot_p90_s"] = stats.percentile(tpot, 90)
     unit_tpot = [stats.percentile([request_tpot(r.e2e, r.ttft, r.n_out) for r in u], 50) for u in by_unit]
     ci = stats.mean_ci(unit_tpot, point=m, extra=launch_components(m, extra))
-    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = _ci(ci.bounds)
+    row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = interval_or_nan(ci.bounds)
     itl = [g for r in ok for g in request_itls(r.chunk_offsets, r.chunk_tokens)]
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
-    row.update(_acceptance(reqs, windows, is_plain, n_launches))
+    row.update(cell_acceptance(reqs, windows, is_plain, n_launches))
     acc, timing = acceptance_checks(reqs, windows), timing_checks(reqs, windows)
     row.update(cell_reconciliation(acc, timing))
     cell.reconciliation = reconciliation_warnings(acc, timing)
@@ -210,19 +210,19 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     single = cell.n_launches < 2 or base.n_launches < 2
     extra = launch_components(1.0, calibration if single else None, n_variants=2, log=True)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
-    out["speedup"] = _safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
+    out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
     ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
     if math.isfinite(out["speedup"]):
-        out["speedup_ci_low"], out["speedup_ci_high"] = _ci(ci.bounds)
+        out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
         out["speedup_ci_df"] = NAN if ci.df is None else ci.df
 
     # per-user speedup = per_user_tok_s(variant) / per_user_tok_s(baseline); units as for speedup
-    out["per_user_speedup"] = _safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
+    out["per_user_speedup"] = safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
     ci = stats.ratio_ci(cell.unit_per_user, base.unit_per_user, extra_log=extra)
-    out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = _ci(ci.bounds)
+    out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = interval_or_nan(ci.bounds)
 
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
-    out["tpot_speedup"] = _safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
+    out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
     return out
 
 
@@ -267,12 +267,12 @@ def compute_cells(
     cells: list[_Cell] = []
     for cell_id, df in req.groupby("cell_id", sort=True):
         first = df.iloc[0]
-        key = {c: (_key_nan(first[c]) if c in first else None) for c in KEY_COLUMNS}
+        key = {c: (key_nan(first[c]) if c in first else None) for c in KEY_COLUMNS}
         win = windows[windows["window_id"].isin(set(df["window_id"]))]
         cells.append(
             _summarize_cell(
                 key,
-                _to_reqs(df),
+                to_measured_requests(df),
                 win,
                 is_baseline=key["variant"] == baseline,
                 is_plain=key["variant"] == baseline or key["variant"] in plain,
@@ -282,12 +282,12 @@ def compute_cells(
         )
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
-    base_by_prompt: dict[tuple[Any, ...], list[_Req]] = {}
+    base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
     for c in sorted(base_cells.values(), key=lambda c: c.row["concurrency"]):
         if c.row["temperature"] == 0:
             for r in c.reqs:
                 if r.ok:
-                    same = (r.prompt_id, _key_nan(c.row["input_len"]), c.row["output_len"])
+                    same = (r.prompt_id, key_nan(c.row["input_len"]), c.row["output_len"])
                     base_by_prompt.setdefault(same, []).append(r)
 
     variant_gates = _variant_gates(cells, windows, baseline, run_gates or {}, plain)
@@ -301,8 +301,8 @@ def compute_cells(
             row.update(_speedups(c, base, calibration))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
-             row["lossless_prefix_mean"]) = _lossless(
-                 c.reqs, (_key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
+             row["lossless_prefix_mean"]) = cell_lossless(
+                 c.reqs, (key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
                  base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:

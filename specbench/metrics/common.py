@@ -9,12 +9,12 @@ NAN = math.nan
 MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
 
 
-def _ci(interval: tuple[float | None, float | None]) -> tuple[float, float]:
+def interval_or_nan(interval: tuple[float | None, float | None]) -> tuple[float, float]:
     lo, hi = interval
     return (NAN if lo is None else lo), (NAN if hi is None else hi)
 
 
-def _num(x: Any) -> float:
+def as_float(x: Any) -> float:
     """A record field as float; None/NaN -> NaN."""
     if x is None:
         return NAN
@@ -25,25 +25,25 @@ def _num(x: Any) -> float:
     return v
 
 
-def _safe_ratio(num: float, den: float) -> float:
+def safe_ratio(num: float, den: float) -> float:
     return num / den if math.isfinite(num) and math.isfinite(den) and den > 0 else NAN
 
 
-def _as_list(x: Any) -> list[Any]:
+def as_list(x: Any) -> list[Any]:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return []
     return list(x)
 
 
-def _opt_list(x: Any) -> list[Any] | None:
+def opt_list(x: Any) -> list[Any] | None:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return None
     return list(x)
 
 
-def _opt_str(x: Any) -> str | None:
+def opt_str(x: Any) -> str | None:
     return x if isinstance(x, str) else None
 
 
-def _key_nan(x: Any) -> Any:
+def key_nan(x: Any) -> Any:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .common import NAN
-from .requests import _Req
+from .requests import MeasuredRequest
 
 
 def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -36,9 +36,9 @@ def compare_outputs(
     return (list(a) == list(b)), frac
 
 
-def _lossless(
-    reqs: Sequence[_Req], lengths: tuple[Any, Any], base: Sequence[_Req] | None,
-    base_by_prompt: dict[tuple[Any, ...], list[_Req]],
+def cell_lossless(
+    reqs: Sequence[MeasuredRequest], lengths: tuple[Any, Any], base: Sequence[MeasuredRequest] | None,
+    base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]],
 ) -> tuple[float, float, float]:
     """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
 

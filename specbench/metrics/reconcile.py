@@ -17,8 +17,8 @@ import pandas as pd
 
 from .warnings import (TIMING_ABOVE_ABS_S, TIMING_ABOVE_REL, TIMING_BELOW_ABS_S, TIMING_BELOW_REL, CellWarning,
                        WarningCode)
-from .common import NAN, _num
-from .requests import _Req, _to_reqs, measured_requests
+from .common import NAN, as_float
+from .requests import MeasuredRequest, to_measured_requests, measured_requests
 
 # per-request SpecDetails field -> window counter it must add up to
 ACCEPTANCE_FIELDS = {"drafted_steps": "num_drafts", "accepted_drafts": "num_accepted_tokens",
@@ -75,11 +75,11 @@ def _counters(w: dict[str, Any], names: tuple[str, ...] | list[str]) -> dict[str
     c = w.get("counters")
     if not isinstance(c, dict):
         return None
-    vals = {k: _num(c.get(k)) for k in names}
+    vals = {k: as_float(c.get(k)) for k in names}
     return vals if all(math.isfinite(v) for v in vals.values()) else None
 
 
-def acceptance_checks(reqs: list[_Req], windows: pd.DataFrame) -> list[AcceptanceCheck]:
+def acceptance_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> list[AcceptanceCheck]:
     """Windows whose per-request acceptance can be reconciled: counters present, every request succeeded
     (a failed request's drafts are in the counters but not in any record), at least one request with
     per-request figures (none: the engine does not report them, nothing to check)."""
@@ -98,7 +98,7 @@ def acceptance_checks(reqs: list[_Req], windows: pd.DataFrame) -> list[Acceptanc
     return out
 
 
-def timing_checks(reqs: list[_Req], windows: pd.DataFrame) -> list[TimingCheck]:
+def timing_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> list[TimingCheck]:
     """Windows with the server's latency histograms and only successful requests (an aborted request is
     in the client's records but not in vLLM's histograms)."""
     out = []
@@ -201,7 +201,7 @@ def reconciliation_table(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.Da
     if not req.empty:
         for _, df in req.groupby("cell_id", sort=True):
             win = windows[windows["window_id"].isin(set(df["window_id"]))]
-            reqs = _to_reqs(df)
+            reqs = to_measured_requests(df)
             first = df.iloc[0]
             rows += reconciliation_rows({"variant": first["variant"], "point_id": first["point_id"]},
                                         acceptance_checks(reqs, win), timing_checks(reqs, win))

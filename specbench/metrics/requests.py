@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from ..records import RequestRecord
-from .common import NAN, _as_list, _num, _opt_list, _opt_str, _safe_ratio
+from .common import NAN, as_list, as_float, opt_list, opt_str, safe_ratio
 
 
 def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | None) -> float:
     """Output tokens from the server's usage; if usage is missing, the sum of tokens per chunk."""
-    n = _num(output_tokens)
+    n = as_float(output_tokens)
     if math.isfinite(n):
         return n
     if chunk_tokens is not None and len(chunk_tokens) > 0:
@@ -66,7 +66,7 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
     rs = [r for r in records if not r.warmup]
     tp = window_throughput_arrays(
         np.array([r.t_send for r in rs], dtype=float),
-        np.array([_num(r.e2e_s) for r in rs], dtype=float),
+        np.array([as_float(r.e2e_s) for r in rs], dtype=float),
         np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs], dtype=float),
         np.array([r.ok for r in rs], dtype=bool),
     )
@@ -74,7 +74,7 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
 
 
 @dataclass
-class _Req:
+class MeasuredRequest:
     launch: int  # which launch of the variant's engine (1 when the variant was launched once)
     repeat: int
     index: int
@@ -93,29 +93,29 @@ class _Req:
     @property
     def per_user(self) -> float:
         """Per-user speed = n_out / e2e (tokens/s) of one successful request."""
-        return _safe_ratio(self.n_out, self.e2e) if self.ok else NAN
+        return safe_ratio(self.n_out, self.e2e) if self.ok else NAN
 
 
-def _to_reqs(df: pd.DataFrame) -> list[_Req]:
+def to_measured_requests(df: pd.DataFrame) -> list[MeasuredRequest]:
     out = []
     for r in df.to_dict("records"):
-        chunk_tokens = _as_list(r.get("chunk_tokens"))
+        chunk_tokens = as_list(r.get("chunk_tokens"))
         spec = r.get("spec")
         out.append(
-            _Req(
-                launch=int(_num(r.get("launch")) if math.isfinite(_num(r.get("launch"))) else 1),
+            MeasuredRequest(
+                launch=int(as_float(r.get("launch")) if math.isfinite(as_float(r.get("launch"))) else 1),
                 repeat=int(r["repeat"]),
                 index=int(r["index"]),
                 prompt_id=str(r.get("prompt_id", "")),
-                ok=_opt_str(r.get("error")) is None,
+                ok=opt_str(r.get("error")) is None,
                 n_out=request_output_tokens(r.get("output_tokens"), chunk_tokens),
-                e2e=_num(r.get("e2e_s")),
-                ttft=_num(r.get("ttft_s")),
-                t_send=_num(r.get("t_send")),
-                chunk_offsets=[float(x) for x in _as_list(r.get("chunk_offsets_s"))],
+                e2e=as_float(r.get("e2e_s")),
+                ttft=as_float(r.get("ttft_s")),
+                t_send=as_float(r.get("t_send")),
+                chunk_offsets=[float(x) for x in as_list(r.get("chunk_offsets_s"))],
                 chunk_tokens=[int(x) for x in chunk_tokens],
-                token_ids=_opt_list(r.get("token_ids")),
-                text=_opt_str(r.get("text")),
+                token_ids=opt_list(r.get("token_ids")),
+                text=opt_str(r.get("text")),
                 spec=spec if isinstance(spec, dict) else None,
             )
         )
