@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .config import EngineConfig, RunConfig, VariantConfig
 from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from .engines import ENGINES, Engine, LaunchSpec
-from .engines.base import parse_version
+from .engines.base import SweepFacts, parse_version
 from .errors import ConfigError, PreflightError, UsageError
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -56,14 +56,19 @@ def api_headers(engine: EngineConfig) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {key}"}
 
 
+def sweep_facts(cfg: RunConfig) -> SweepFacts:
+    """The few facts of the sweep an engine needs (engines are built from `engine:` and these alone)."""
+    return SweepFacts(endpoint=cfg.sweep.endpoint, max_concurrency=max(cfg.sweep.concurrency))
+
+
 def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:
-    return ENGINES.get(cfg.engine.kind)(cfg, model_path, served_name)
+    return ENGINES.get(cfg.engine.kind)(cfg.engine, sweep_facts(cfg), model_path, served_name)
 
 
-def variant_engine(cfg: RunConfig, engine: Engine, variant: VariantConfig) -> Engine:
+def variant_engine(engine: Engine, variant: VariantConfig) -> Engine:
     """A variant with its own `command` runs under the command engine whatever engine.kind is."""
     if variant.command and engine.kind != "command":
-        return ENGINES.get("command")(cfg, engine.model_path, engine.served_name)
+        return ENGINES.get("command")(engine.config, engine.sweep, engine.model_path, engine.served_name)
     return engine
 
 
@@ -96,14 +101,14 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
     version = parse_version(engine.version())
     for i, v in enumerate(cfg.variants):
         drafter, params = resolve_drafter(cfg, i)
-        eng = variant_engine(cfg, engine, v)
+        eng = variant_engine(engine, v)
         ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=engine.model_path)
         try:
             drafter_args = drafter.launch_args(params, ctx)
         except UsageError as exc:
             raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
         port = cfg.engine.port
-        spec = eng.launch_spec(v, drafter_args, port)
+        spec = eng.launch_spec(v, drafter_args, port, f"variants[{i}]")
         if cfg.engine.nodes > 1 and spec is not None:
             from .multinode import rank_flags
 

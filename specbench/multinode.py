@@ -55,7 +55,7 @@ def ranked_launch(engine: Engine, spec: LaunchSpec, nodes: list[str], init_addr:
     start the step in, when srun runs inside another step (see `outer_step_env`)."""
     nnodes_flag, rank_flag, addr_flag = rank_flags(engine)
     n = len(nodes)
-    port = engine.cfg.engine.dist_init_port
+    port = engine.config.dist_init_port
     common = [*spec.argv, nnodes_flag, str(n), addr_flag, f"{init_addr or nodes[0]}:{port}"]
     srun = ["srun", *(["--jobid", job_id] if job_id else []), "--overlap", "--nodes", str(n), "--ntasks", str(n),
             "--ntasks-per-node", "1", "--nodelist", ",".join(nodes), "--kill-on-bad-exit=1",

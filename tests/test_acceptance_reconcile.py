@@ -16,6 +16,7 @@ import pytest
 from specbench.config import parse_config
 from specbench.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
 from specbench.engines.vllm import parse_vllm_spec
+from specbench.launch import sweep_facts
 from specbench.metrics import compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.rundir import load_run
@@ -96,7 +97,7 @@ def test_fairness_notes_the_baseline_without_the_flag(tmp_path: Path, port: int)
     from specbench.launch import plan_launches
 
     cfg = parse_config(_vllm_cfg(make_model_dir(tmp_path / "m"), port))
-    launches = plan_launches(cfg, ENGINES.get("vllm")(cfg, "/m", "standin"))
+    launches = plan_launches(cfg, ENGINES.get("vllm")(cfg.engine, sweep_facts(cfg), "/m", "standin"))
     result = audit(launches)
     assert result.fair, result.warnings  # the flag is the drafter's own, not an unfair difference
     assert len(result.notes) == 1 and "base" in result.notes[0] and VLLM_PER_REQUEST_FLAG in result.notes[0]

@@ -12,6 +12,7 @@ from specbench.client import stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec
 from specbench.engines.vllm import VLLMEngine
+from specbench.launch import sweep_facts
 
 CFG = parse_config({"model": {"path": "/m"}, "variants": [{"name": "a", "drafter": "autoregressive",
                     "baseline": True}], "sweep": {"output_lens": [8], "concurrency": [1]}})
@@ -37,7 +38,7 @@ def run(body: bytes, status: int = 200, timeout: float = 5.0):
 
     async def go():
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-            eng = VLLMEngine(CFG, "/m", "m")
+            eng = VLLMEngine(CFG.engine, sweep_facts(CFG), "/m", "m")
             req = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi", max_tokens=8,
                               temperature=0.0, seed=0)
             return await stream_request(eng, http, "http://test", req, timeout)

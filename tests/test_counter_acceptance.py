@@ -12,6 +12,7 @@ import pytest
 from specbench.config import parse_config
 from specbench.engines.command import CommandEngine
 from specbench.engines.vllm import VLLMEngine
+from specbench.launch import sweep_facts
 from specbench.runner import counter_delta
 
 try:  # tests/ may or may not be a package
@@ -50,7 +51,7 @@ VERIFY = "# TYPE ddtree_verify_steps counter\nddtree_verify_steps_total {}\n"
 def test_command_engine_verify_step_counter_gives_tau() -> None:
     """engine.acceptance_metric (a DDTree wrapper's verify-step counter): 120 tokens in 40 verify steps."""
     cfg = _cfg({"kind": "command", "command": ["wrap"], "acceptance_metric": "ddtree_verify_steps_total"})
-    eng = CommandEngine(cfg, "/m", "m")
+    eng = CommandEngine(cfg.engine, sweep_facts(cfg), "/m", "m")
     cell = _cell_from_counters(eng, VERIFY.format(10), VERIFY.format(50), n_out=120)
     assert cell["acceptance_source"] == "counters"
     assert cell["acceptance_length"] == pytest.approx(120 / 40)
@@ -59,7 +60,7 @@ def test_command_engine_verify_step_counter_gives_tau() -> None:
 
 def test_command_engine_without_its_counter_has_no_acceptance() -> None:
     cfg = _cfg({"kind": "command", "command": ["wrap"], "acceptance_metric": "ddtree_verify_steps_total"})
-    eng = CommandEngine(cfg, "/m", "m")
+    eng = CommandEngine(cfg.engine, sweep_facts(cfg), "/m", "m")
     cell = _cell_from_counters(eng, "", "", n_out=120)
     assert cell["acceptance_source"] == "none"
     assert math.isnan(cell["acceptance_length"])
@@ -73,7 +74,8 @@ VLLM_SPEC = ("# TYPE vllm:spec_decode_num_drafts counter\nvllm:spec_decode_num_d
 
 def test_vllm_without_spec_decode_counters_is_unknown_not_one() -> None:
     """A drafter whose spec-decode counters are absent: acceptance unknown, never 1.00."""
-    eng = VLLMEngine(_cfg({"kind": "vllm"}), "/m", "m")
+    c = _cfg({"kind": "vllm"})
+    eng = VLLMEngine(c.engine, sweep_facts(c), "/m", "m")
     counters = _read(eng, VLLM_GEN_ONLY.format(500))
     assert counters["num_accepted_tokens"] is None and counters["num_drafts"] is None
     cell = _cell_from_counters(eng, VLLM_GEN_ONLY.format(500), VLLM_GEN_ONLY.format(628), n_out=128)
@@ -84,7 +86,8 @@ def test_vllm_without_spec_decode_counters_is_unknown_not_one() -> None:
 
 def test_vllm_without_generation_counter_falls_back_to_usage_totals() -> None:
     """No vllm:generation_tokens_total: the window's usage sum (128) stands in, as docs/metrics.md says."""
-    eng = VLLMEngine(_cfg({"kind": "vllm"}), "/m", "m")
+    c = _cfg({"kind": "vllm"})
+    eng = VLLMEngine(c.engine, sweep_facts(c), "/m", "m")
     cell = _cell_from_counters(eng, VLLM_SPEC.format(d=0, t=0, a=0), VLLM_SPEC.format(d=28, t=112, a=73),
                                n_out=128)
     assert cell["acceptance_source"] == "counters"

@@ -9,7 +9,7 @@ from specbench.engines.sglang import SGLangEngine
 from specbench.engines.vllm import VLLMEngine
 from specbench.engines.pins import sglang_pins, vllm_pins
 from specbench.fairness import audit
-from specbench.launch import plan_launches
+from specbench.launch import plan_launches, sweep_facts
 
 E3 = {"draft_model_path": "/d", "steps": 3, "topk": 1, "num_draft_tokens": 4}
 
@@ -25,18 +25,19 @@ def cfg(kind: str = "sglang", args: list[str] | None = None, variants: list[dict
 
 
 def test_pins_follow_the_sweep_and_version() -> None:
-    assert sglang_pins(cfg(), (0, 5, 23)) == ["--max-running-requests", "32", "--cuda-graph-max-bs-decode", "32",
-                                              "--mem-fraction-static", "0.85"]
-    assert sglang_pins(cfg(), (0, 5, 9))[2] == "--cuda-graph-max-bs"
-    assert sglang_pins(cfg(args=["--mem-fraction-static", "0.9", "--cuda-graph-max-bs", "16"]), None) == [
+    assert sweep_facts(cfg()).max_concurrency == 32  # the largest of concurrency [1, 32, 4]
+    assert sglang_pins([], 32, (0, 5, 23)) == ["--max-running-requests", "32", "--cuda-graph-max-bs-decode", "32",
+                                               "--mem-fraction-static", "0.85"]
+    assert sglang_pins([], 32, (0, 5, 9))[2] == "--cuda-graph-max-bs"
+    assert sglang_pins(["--mem-fraction-static", "0.9", "--cuda-graph-max-bs", "16"], 32, None) == [
         "--max-running-requests", "32"]
-    assert vllm_pins(cfg("vllm")) == ["--max-num-seqs", "32"]
-    assert vllm_pins(cfg("vllm", ["--max-num-seqs=8"])) == []
+    assert vllm_pins([], 32) == ["--max-num-seqs", "32"]
+    assert vllm_pins(["--max-num-seqs=8"], 32) == []
 
 
 def test_fair_matrix() -> None:
     c = cfg()
-    a = audit(plan_launches(c, SGLangEngine(c, "/m", "m")))
+    a = audit(plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/m", "m")))
     assert a.fair and a.pinned == {"--cuda-graph-max-bs-decode": "32", "--max-running-requests": "32",
                                    "--mem-fraction-static": "0.85"}
     assert "--speculative-algorithm" in a.drafter_flags["e3"]
@@ -51,7 +52,7 @@ def test_variant_overrides_are_warnings() -> None:
         {"name": "e3", "drafter": "eagle3", "params": E3, "env": {"NCCL_ALGO": "Tree"},
          "args": ["--max-running-requests", "48", "--attention-backend", "fa3",
                   "--speculative-attention-mode", "decode"]}])
-    a = audit(plan_launches(c, SGLangEngine(c, "/m", "m")))
+    a = audit(plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/m", "m")))
     settings = {w.setting for w in a.warnings}
     assert settings == {"--max-running-requests", "--attention-backend", "env:NCCL_ALGO"}
     assert "--max-running-requests" not in a.pinned
@@ -64,7 +65,7 @@ def test_variant_overrides_are_warnings() -> None:
 def test_vllm_matrix_pins_max_num_seqs() -> None:
     c = cfg("vllm", variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
                               {"name": "ng", "drafter": "ngram"}])
-    a = audit(plan_launches(c, VLLMEngine(c, "/m", "m")))
+    a = audit(plan_launches(c, VLLMEngine(c.engine, sweep_facts(c), "/m", "m")))
     assert a.pinned == {"--max-num-seqs": "32"} and a.fair
 
 
@@ -72,5 +73,5 @@ def test_a_wrapper_variant_is_flagged() -> None:
     c = cfg(variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
                       {"name": "dd", "drafter": "ddtree", "params": {"mode": "command"},
                        "command": ["wrap", "--port", "{port}"]}])
-    a = audit(plan_launches(c, SGLangEngine(c, "/m", "m")))
+    a = audit(plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/m", "m")))
     assert [w.setting for w in a.warnings] == ["engine"] and "runs engine 'command'" in a.warnings[0].message

@@ -25,6 +25,7 @@ import pytest
 
 from conftest import make_model_dir, standin_config
 from specbench.config import parse_config
+from specbench.launch import sweep_facts
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 
@@ -293,7 +294,7 @@ def read_counters(text: str) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         transport = httpx.MockTransport(lambda req: httpx.Response(200, text=text))
         async with httpx.AsyncClient(transport=transport) as http:
-            return await VLLMEngine(cfg, "/m", "m").read_counters(http, "http://x/metrics")
+            return await VLLMEngine(cfg.engine, sweep_facts(cfg), "/m", "m").read_counters(http, "http://x/metrics")
 
     return asyncio.run(go())
 

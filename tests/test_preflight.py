@@ -15,7 +15,7 @@ import pytest
 from specbench.config import parse_config
 from specbench.engines.base import dist_version
 from specbench.engines.sglang import SGLangEngine
-from specbench.launch import plan_launches
+from specbench.launch import plan_launches, sweep_facts
 from specbench.preflight import config_problems, preflight
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def setup(tmp_path: Path, engine: dict[str, Any] | None = None, variants: list[d
             {"name": "e3", "drafter": "eagle3", "params": {"draft_model_path": str(tmp_path / "draft"), "steps": 3,
                                                              "topk": 1, "num_draft_tokens": 4}}],
         "sweep": {"output_lens": [16], "concurrency": [1, 4]}})
-    eng = SGLangEngine(cfg, str(model), str(model))
+    eng = SGLangEngine(cfg.engine, sweep_facts(cfg), str(model), str(model))
     return cfg, eng, plan_launches(cfg, eng)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.engines.command import CommandEngine
+from specbench.launch import sweep_facts
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package
@@ -26,7 +27,7 @@ def _engine(endpoint: str) -> CommandEngine:
     cfg = parse_config({"model": {"path": "/m"}, "engine": {"kind": "command", "command": ["srv"]},
                         "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True}],
                         "sweep": {"output_lens": [8], "concurrency": [1], "endpoint": endpoint}})
-    return CommandEngine(cfg, "/m", "m")
+    return CommandEngine(cfg.engine, sweep_facts(cfg), "/m", "m")
 
 
 def _probe(engine: CommandEngine, handler) -> Any:

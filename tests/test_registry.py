@@ -12,7 +12,7 @@ from specbench.config import parse_config
 from specbench.drafter import DRAFTERS, Drafter
 from specbench.engines.vllm import VLLMEngine
 from specbench.errors import ConfigError
-from specbench.launch import plan_launches
+from specbench.launch import plan_launches, sweep_facts
 
 MODULE = textwrap.dedent('''
     from pydantic import Field
@@ -46,7 +46,7 @@ def _plan(drafter: str, params: dict) -> list:
                         "variants": [{"name": "a", "drafter": "autoregressive", "baseline": True},
                                      {"name": "m", "drafter": drafter, "params": params}],
                         "sweep": {"output_lens": [8], "concurrency": [1]}})
-    return plan_launches(cfg, VLLMEngine(cfg, "/m", "m"))
+    return plan_launches(cfg, VLLMEngine(cfg.engine, sweep_facts(cfg), "/m", "m"))
 
 
 @pytest.mark.parametrize("attr", ["Medusa", "DRAFTER"])

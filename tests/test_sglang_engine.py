@@ -13,7 +13,7 @@ from specbench.engines.command import CommandEngine, dotted
 from specbench.engines.external import ExternalEngine
 from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
 from specbench.errors import ConfigError
-from specbench.launch import plan_launches
+from specbench.launch import plan_launches, sweep_facts
 
 
 def cfg(engine: dict[str, Any] | None = None, variants: list[dict[str, Any]] | None = None) -> Any:
@@ -30,7 +30,7 @@ def cfg(engine: dict[str, Any] | None = None, variants: list[dict[str, Any]] | N
 
 def test_golden_argv_new_line() -> None:
     c = cfg()
-    eng = SGLangEngine(c, "/models/K", "k")
+    eng = SGLangEngine(c.engine, sweep_facts(c), "/models/K", "k")
     la = plan_launches(c, eng)
     assert la[1].spec is not None
     assert la[1].spec.argv[1:] == [
@@ -45,7 +45,7 @@ def test_golden_argv_new_line() -> None:
 
 def test_golden_argv_old_line_and_prefix() -> None:
     c = cfg({"version": "0.5.9", "launch_prefix": ["srun", "--gres=gpu:8"], "python": "/opt/py"})
-    la = plan_launches(c, SGLangEngine(c, "/models/K", "/models/K"))
+    la = plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/models/K", "/models/K"))
     assert la[0].spec is not None
     assert la[0].spec.argv == ["srun", "--gres=gpu:8", "/opt/py", "-m", "sglang.launch_server",
                                "--model-path", "/models/K", "--host", "127.0.0.1", "--port", "8000",
@@ -55,14 +55,14 @@ def test_golden_argv_old_line_and_prefix() -> None:
 
 def test_user_values_win_over_pins() -> None:
     c = cfg({"args": ["--max-running-requests", "64", "--cuda-graph-max-bs-decode=64"]})
-    argv = plan_launches(c, SGLangEngine(c, "/models/K", "k"))[0].spec.argv  # type: ignore[union-attr]
+    argv = plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/models/K", "k"))[0].spec.argv  # type: ignore[union-attr]
     assert argv.count("--max-running-requests") == 1 and "--cuda-graph-max-bs-decode" not in argv
     assert "--mem-fraction-static" in argv
 
 
 def test_version_behind_prefix_is_unknown_unless_set() -> None:
     c = cfg({"version": None, "launch_prefix": ["docker", "exec", "sgl"]})
-    assert SGLangEngine(c, "/m", "m").version() is None
+    assert SGLangEngine(c.engine, sweep_facts(c), "/m", "m").version() is None
 
 
 REQ = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi", max_tokens=32,
@@ -72,7 +72,7 @@ REQ = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi"
 @pytest.mark.parametrize("version,expected", [("0.5.23", True), ("0.5.19", True), ("0.5.9", False), (None, True)])
 def test_request_body_spec_details_by_version(version: str | None, expected: bool) -> None:
     c = cfg({"version": version} if version else {"version": None, "launch_prefix": ["x"]})
-    body = SGLangEngine(c, "/m", "m").request_body(REQ)
+    body = SGLangEngine(c.engine, sweep_facts(c), "/m", "m").request_body(REQ)
     assert body["ignore_eos"] is True and body["max_tokens"] == 32 and body["stream"] is True
     assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     assert "return_token_ids" not in body  # SGLang's streaming chat rejects it
@@ -115,7 +115,7 @@ def ddtree_cfg(command: list[str], **engine: Any) -> Any:
 def test_variant_command_overrides_the_engine_kind() -> None:
     c = ddtree_cfg(["{python}", "wrap.py", "--model", "{model}", "--budget={tree_budget}", "--draft",
                     "{draft_model_path}", "--port", "{port}", "--name", "{served_name}"])
-    la = plan_launches(c, SGLangEngine(c, "/models/K", "k"))
+    la = plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/models/K", "k"))
     assert la[1].engine is not None and la[1].engine.kind == "command"
     assert la[1].spec is not None
     assert la[1].spec.argv[1:] == ["wrap.py", "--model", "/models/K", "--budget=256", "--draft", "/dflash",
@@ -126,21 +126,21 @@ def test_variant_command_overrides_the_engine_kind() -> None:
 def test_unknown_placeholder_names_the_field() -> None:
     c = ddtree_cfg(["{python}", "wrap.py", "--b", "{tree_size}"])
     with pytest.raises(ConfigError, match=r"variants\[1\]\.command\[3\]: unknown placeholder \{tree_size\}"):
-        plan_launches(c, SGLangEngine(c, "/models/K", "k"))
+        plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/models/K", "k"))
 
 
 def test_command_acceptance_field_and_metric() -> None:
     c = ddtree_cfg(["wrap"], acceptance_field="ddtree.acceptance_length")
-    eng = CommandEngine(c, "/m", "m")
+    eng = CommandEngine(c.engine, sweep_facts(c), "/m", "m")
     assert not eng.counter_acceptance
     s = eng.parse_spec({"choices": [], "usage": {"completion_tokens": 300}, "ddtree": {"acceptance_length": 3.0}})
     assert s is not None and s.verify_steps == 100 and s.reported_accept_length == 3.0
     assert eng.parse_spec({"choices": [{"delta": {"content": "x"}}]}) is None
     c2 = ddtree_cfg(["wrap"], acceptance_field="stats.steps", acceptance_field_kind="verify_steps")
-    s2 = CommandEngine(c2, "/m", "m").parse_spec({"stats": {"steps": 42}})
+    s2 = CommandEngine(c2.engine, sweep_facts(c2), "/m", "m").parse_spec({"stats": {"steps": 42}})
     assert s2 is not None and s2.verify_steps == 42
     c3 = ddtree_cfg(["wrap"], acceptance_metric="ddtree:verify_steps_total")
-    assert CommandEngine(c3, "/m", "m").counter_acceptance
+    assert CommandEngine(c3.engine, sweep_facts(c3), "/m", "m").counter_acceptance
     assert dotted({"a": [{"b": 1}]}, "a.0.b") == 1
 
 
@@ -151,7 +151,7 @@ def test_external_engine_launches_nothing() -> None:
                                    {"name": "b", "drafter": "eagle3", "url": "http://h2:9",
                                     "params": {"draft_model_path": "/d", "steps": 2}}],
                       "sweep": {"output_lens": [8], "concurrency": [1]}})
-    la = plan_launches(c, ExternalEngine(c, "/m", "m"))
+    la = plan_launches(c, ExternalEngine(c.engine, sweep_facts(c), "/m", "m"))
     assert [x.spec for x in la] == [None, None]
     assert [x.base_url for x in la] == ["http://h:9", "http://h2:9"]
     assert la[0].metrics_url == "http://h:9/m"

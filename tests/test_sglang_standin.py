@@ -21,6 +21,7 @@ from specbench.client import stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec, dist_version
 from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
+from specbench.launch import sweep_facts
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = REPO / "tests" / "standin" / "fake_sglang"
@@ -80,7 +81,7 @@ async def _stream(url: str, engine: SGLangEngine):
 
 def test_openai_stream_carries_sglext_spec_details(standin) -> None:
     url = standin("sglang", "--accept-rate", "0.7", "--drafts-per-step", "3")
-    res = asyncio.run(_stream(url, SGLangEngine(CFG, "/m", "standin")))
+    res = asyncio.run(_stream(url, SGLangEngine(CFG.engine, sweep_facts(CFG), "/m", "standin")))
     assert res.error is None and res.output_tokens == 64 and sum(res.chunk_tokens) == 64
     s = res.spec
     assert s is not None and s.verify_steps == len(res.chunk_tokens)  # one chunk per verify step
@@ -92,7 +93,7 @@ def test_openai_stream_carries_sglext_spec_details(standin) -> None:
 def test_baseline_stream_has_no_spec_and_same_text(standin) -> None:
     spec_url = standin("sglang", "--accept-rate", "0.5")
     plain_url = standin("sglang")
-    eng = SGLangEngine(CFG, "/m", "standin")
+    eng = SGLangEngine(CFG.engine, sweep_facts(CFG), "/m", "standin")
     a, b = asyncio.run(_stream(spec_url, eng)), asyncio.run(_stream(plain_url, eng))
     assert b.spec is None and a.text == b.text  # greedy output does not depend on speculation
 
@@ -113,7 +114,7 @@ def test_0_5_9_has_no_sglext_and_streaming_chat_rejects_token_ids(standin) -> No
     url = standin("sglang-0.5.9", "--accept-rate", "0.6")
     old = parse_config({**CFG.model_dump(mode="json", exclude_none=True),
                         "engine": {"kind": "sglang", "version": "0.5.9"}})
-    res = asyncio.run(_stream(url, SGLangEngine(old, "/m", "standin")))
+    res = asyncio.run(_stream(url, SGLangEngine(old.engine, sweep_facts(old), "/m", "standin")))
     assert res.error is None and res.spec is None
     r = httpx.post(f"{url}/v1/chat/completions", json={"messages": [], "stream": True, "return_token_ids": True})
     assert r.status_code == 400
@@ -121,7 +122,7 @@ def test_0_5_9_has_no_sglext_and_streaming_chat_rejects_token_ids(standin) -> No
 
 def test_readiness_and_flush(standin) -> None:
     url = standin("sglang", "--startup-delay", "0.6")
-    eng = SGLangEngine(CFG, "/m", "standin")
+    eng = SGLangEngine(CFG.engine, sweep_facts(CFG), "/m", "standin")
 
     async def go() -> tuple[bool, bool]:
         async with httpx.AsyncClient() as http:

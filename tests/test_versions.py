@@ -8,7 +8,7 @@ from specbench.config import parse_config
 from specbench.drafter import Drafter
 from specbench.engines.base import parse_version
 from specbench.engines.sglang import SGLangEngine
-from specbench.launch import plan_launches
+from specbench.launch import plan_launches, sweep_facts
 
 
 @pytest.mark.parametrize("raw,expected", [
@@ -40,5 +40,5 @@ def test_drafter_recipes_see_the_same_version_as_preflight(raw: str, monkeypatch
     cfg = parse_config({"model": {"path": "/m"}, "engine": {"kind": "sglang", "version": raw},
                         "variants": [{"name": "a", "drafter": "autoregressive", "baseline": True}],
                         "sweep": {"output_lens": [8], "concurrency": [1]}})
-    plan_launches(cfg, SGLangEngine(cfg, "/m", "m"))
+    plan_launches(cfg, SGLangEngine(cfg.engine, sweep_facts(cfg), "/m", "m"))
     assert seen == [parse_version(raw)]

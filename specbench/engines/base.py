@@ -10,12 +10,12 @@ import abc
 import functools
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 from packaging.version import InvalidVersion, Version
 
-from ..config import RunConfig, VariantConfig
+from ..config import EngineConfig, VariantConfig
 from ..records import SpecDetails
 
 
@@ -64,6 +64,15 @@ class Probe:
         return self.ready
 
 
+@dataclass(frozen=True)
+class SweepFacts:
+    """What an engine needs from the sweep: the endpoint its readiness probe generates on, and the largest
+    concurrency (the fairness pins size the engine's batch by it)."""
+
+    endpoint: Literal["chat", "completions"]
+    max_concurrency: int
+
+
 class Engine(abc.ABC):
     kind: ClassVar[str] = ""
     # True when acceptance comes from server-wide counters: cells must then run one at a time, and
@@ -72,8 +81,9 @@ class Engine(abc.ABC):
     # (nnodes, node rank, rank-0 address) flags when one server can span several nodes (engine.nodes > 1)
     rank_flags: ClassVar[tuple[str, str, str] | None] = None
 
-    def __init__(self, cfg: RunConfig, model_path: str, served_name: str):
-        self.cfg = cfg
+    def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
+        self.config = config
+        self.sweep = sweep
         self.model_path = model_path
         self.served_name = served_name
 
@@ -81,28 +91,30 @@ class Engine(abc.ABC):
     def python(self) -> str:
         import sys
 
-        return self.cfg.engine.python or sys.executable
+        return self.config.python or sys.executable
 
     @abc.abstractmethod
-    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec | None:
-        """None when specbench does not launch anything (an external endpoint)."""
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
+                    where: str) -> LaunchSpec | None:
+        """None when specbench does not launch anything (an external endpoint). `where`: the variant's
+        place in the config (e.g. `variants[2]`), for error messages."""
 
     def version(self) -> str | None:
         """The engine's version as installed in the chosen interpreter, or None when unknown."""
-        return self.cfg.engine.version
+        return self.config.version
 
     def base_url(self, variant: VariantConfig, port: int) -> str:
-        return f"http://{self.cfg.engine.host}:{port}"
+        return f"http://{self.config.host}:{port}"
 
     def metrics_url(self, variant: VariantConfig, port: int) -> str:
-        return self.cfg.engine.metrics_url or f"{self.base_url(variant, port)}/metrics"
+        return self.config.metrics_url or f"{self.base_url(variant, port)}/metrics"
 
     # -- readiness --------------------------------------------------------------------------------
     async def probe_ready(self, http: httpx.AsyncClient, base_url: str, timeout_s: float = 30.0) -> Probe:
         """Ready once the engine really generates (a 1-token completion on the endpoint the sweep uses:
         a model without a chat template never answers chat), not merely answers HTTP."""
         body: dict[str, Any] = {"model": self.served_name, "max_tokens": 1, "temperature": 0.0}
-        if self.cfg.sweep.endpoint == "chat":
+        if self.sweep.endpoint == "chat":
             path, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": "Hi"}]
         else:
             path, body["prompt"] = "/v1/completions", "Hi"

@@ -32,11 +32,12 @@ class CommandEngine(Engine):
     @property
     def counter_acceptance(self) -> bool:  # type: ignore[override]
         """Counter windows only when acceptance comes from a Prometheus counter."""
-        return bool(self.cfg.engine.acceptance_metric)
+        return bool(self.config.acceptance_metric)
 
-    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec | None:
-        e = self.cfg.engine
-        where, template = self._template(variant)
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
+                    where: str) -> LaunchSpec | None:
+        e = self.config
+        where, template = self._template(variant, where)
         values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
                   "served_name": self.served_name, **self._drafter_values(variant)}
         argv = fill_template(template, values, drafter_args, where)
@@ -44,13 +45,12 @@ class CommandEngine(Engine):
         return LaunchSpec(argv=[*e.launch_prefix, *argv, *engine_args, *variant.args],
                           env={**e.env, **variant.env})
 
-    def _template(self, variant: VariantConfig) -> tuple[str, list[str]]:
-        i = self.cfg.variants.index(variant) if variant in self.cfg.variants else -1
+    def _template(self, variant: VariantConfig, where: str) -> tuple[str, list[str]]:
         if variant.command:
-            return f"variants[{i}].command", variant.command
-        if self.cfg.engine.command:
-            return "engine.command", self.cfg.engine.command
-        raise ConfigError(f"variants[{i}].command", "no command template (set it here or in engine.command)")
+            return f"{where}.command", variant.command
+        if self.config.command:
+            return "engine.command", self.config.command
+        raise ConfigError(f"{where}.command", "no command template (set it here or in engine.command)")
 
     @staticmethod
     def _drafter_values(variant: VariantConfig) -> dict[str, str]:
@@ -60,24 +60,24 @@ class CommandEngine(Engine):
         return {k: "" if v is None else str(v) for k, v in params.items() if not isinstance(v, (list, dict))}
 
     def version(self) -> str | None:
-        return self.cfg.engine.version
+        return self.config.version
 
     # -- acceptance -------------------------------------------------------------------------------
     def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
-        field = self.cfg.engine.acceptance_field
+        field = self.config.acceptance_field
         if not field:
             return None
         value = dotted(data, field)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return None
-        if self.cfg.engine.acceptance_field_kind == "verify_steps":
+        if self.config.acceptance_field_kind == "verify_steps":
             return SpecDetails(verify_steps=int(value))
         completion = dotted(data, "usage.completion_tokens")
         steps = round(completion / value) if isinstance(completion, int) and value > 0 else None
         return SpecDetails(verify_steps=steps, reported_accept_length=float(value))
 
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
-        metric = self.cfg.engine.acceptance_metric
+        metric = self.config.acceptance_metric
         if not metric:
             return None
         samples = await scrape(http, metrics_url)

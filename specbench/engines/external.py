@@ -14,11 +14,12 @@ from .command import CommandEngine
 class ExternalEngine(CommandEngine):
     kind = "external"
 
-    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec | None:
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
+                    where: str) -> LaunchSpec | None:
         return None
 
     def base_url(self, variant: VariantConfig, port: int) -> str:
-        return (variant.url or self.cfg.engine.url or "").rstrip("/")
+        return (variant.url or self.config.url or "").rstrip("/")
 
     def metrics_url(self, variant: VariantConfig, port: int) -> str:
-        return self.cfg.engine.metrics_url or f"{self.base_url(variant, port)}/metrics"
+        return self.config.metrics_url or f"{self.base_url(variant, port)}/metrics"

