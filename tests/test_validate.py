@@ -128,29 +128,30 @@ def test_draft_model_folder_missing_is_a_host_problem(tmp_path: Path) -> None:
         in host
 
 
-def test_unknown_sglang_flag_refused_offline(tmp_path: Path) -> None:
-    """sglang is not importable here: flag names are checked against the shipped 0.5.23 list."""
+def _validate_kimi_with_misspelt_flag(tmp_path: Path, version: str | None = None) -> tuple[int, str]:
+    """validate the K2.6 config with `--speculative-num-stepz` on eagle3; skip where sglang is importable."""
     data = yaml.safe_load(KIMI.read_text())
+    if version:
+        data["engine"]["version"] = version
     data["variants"][1]["args"] = ["--speculative-num-stepz", "3"]
     p = tmp_path / "k.yaml"
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     if "checked with sglang's prepare_server_args" in text:
         pytest.skip("sglang is importable here: its own parser is used")
+    return rc, text
+
+
+def test_unknown_sglang_flag_refused_offline(tmp_path: Path) -> None:
+    """sglang is not importable here: flag names are checked against the shipped 0.5.23 list."""
+    rc, text = _validate_kimi_with_misspelt_flag(tmp_path)
     assert rc == 2, text
     assert ("  - eagle3: --speculative-num-stepz is not a flag of SGLang 0.5.23 "
             "(nearest: --speculative-num-steps)") in text
 
 
 def test_closing_line_says_what_was_not_checked(tmp_path: Path) -> None:
-    data = yaml.safe_load(KIMI.read_text())
-    data["engine"]["version"] = "0.5.21"  # no flag list shipped for it
-    data["variants"][1]["args"] = ["--speculative-num-stepz", "3"]
-    p = tmp_path / "k.yaml"
-    p.write_text(yaml.safe_dump(data))
-    rc, text = run(p)
-    if "checked with sglang's prepare_server_args" in text:
-        pytest.skip("sglang is importable here: its own parser is used")
+    rc, text = _validate_kimi_with_misspelt_flag(tmp_path, "0.5.21")  # no flag list shipped for it
     last = text.strip().splitlines()[-1]
     assert rc == 0 and last.startswith("OK: 3 variant(s) would launch as printed. Not checked: SGLang flag names")
     assert "0.5.21" in last
