@@ -59,6 +59,14 @@ def port() -> int:
     return free_port()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes a port serves something on it (the stand-in, an engine): mark it `standin`, so a
+    run that must stay in-process (the mutation benchmark) can deselect it with `-m "not standin"`."""
+    for item in items:
+        if "port" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.standin)
+
+
 # -- a model folder ------------------------------------------------------------------------------------
 def make_model_dir(path: Path, context: int = 2048) -> Path:
     """A folder that passes model.path checks: config.json with a context length, nothing to load."""
