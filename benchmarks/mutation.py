@@ -17,12 +17,15 @@ Exit code 0 when the score reaches --goal (default 0.85), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -85,6 +88,35 @@ def module_of(mutant: str) -> str:
     return mutant.split(".x_")[0].split(".xǁ")[0]
 
 
+def function_sources(path: Path) -> dict[str, str]:
+    """Every function and method of a mutated file by name (mutmut writes `<f>__mutmut_orig` and
+    `<f>__mutmut_<n>` side by side), dedented."""
+    text = path.read_text()
+    out: dict[str, str] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+            out[node.name] = textwrap.dedent(ast.get_source_segment(text, node, padded=True) or "")
+    return out
+
+
+def survivor_diffs(work: Path, names: list[str]) -> dict[str, str]:
+    """A unified diff per mutant against its unmutated function: what `mutmut show` prints, computed in
+    one process (mutmut show starts an interpreter per mutant)."""
+    sources: dict[str, dict[str, str]] = {}
+    out: dict[str, str] = {}
+    for name in names:
+        module, _, func = name.rpartition(".")
+        if module not in sources:
+            sources[module] = function_sources(work / "mutants" / (module.replace(".", "/") + ".py"))
+        funcs = sources[module]
+        orig_name = func.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+        orig, mutant = funcs.get(orig_name, ""), funcs.get(func, "")
+        mutant = mutant.replace(func, orig_name, 1)
+        out[name] = "".join(difflib.unified_diff(orig.splitlines(True), mutant.splitlines(True),
+                                                 f"{module} (original)", f"{name}", n=2))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
@@ -130,9 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         survivors = sorted(n for n, s in results.items() if s in SURVIVED)
         if survivors:
             print(f"\nsurviving mutants ({len(survivors)}):")
-            for name in survivors:
-                diff = mutmut(work, "show", name, check=False).stdout.strip()
-                print(f"\n## {name}\n{diff}")
+            for name, diff in survivor_diffs(work, survivors).items():
+                print(f"\n## {name} ({results[name]})\n{diff.strip()}")
         return 0 if score >= args.goal else 1
     finally:
         if not args.keep:
