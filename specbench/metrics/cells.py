@@ -122,7 +122,7 @@ def _summarize_cell(
     row.update(key)
     ok = [r for r in reqs if r.ok]
     n, n_err = len(reqs), len(reqs) - len(ok)
-    error_rate = n_err / n if n else NAN
+    error_rate = n_err / n  # a cell is a group of at least one request
     valid = bool(ok) and error_rate <= max_error_rate
     windows_seen = sorted({(r.launch, r.repeat) for r in reqs})
     n_launches = len({la for la, _ in windows_seen})
@@ -135,10 +135,6 @@ def _summarize_cell(
         repeats=len(windows_seen),
         launches=n_launches,
         interval_unit=_interval_unit(n_launches, calibration),
-        acceptance_per_position=None,
-        acceptance_source="none",
-        outlier_count=0,
-        warnings="",
     )
     cell = _Cell(row=row, reqs=reqs, n_launches=n_launches)
     extra = calibration if n_launches < 2 else None  # measured launches need no calibration
@@ -331,6 +327,5 @@ def compute_cells(
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
-    return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"], kind="stable").reset_index(
-        drop=True
-    )
+    # a sort on several columns is always stable (pandas ignores `kind` there): ties keep the cell_id order
+    return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"]).reset_index(drop=True)
