@@ -374,3 +374,12 @@ def test_safe_ratio_and_missing_values() -> None:
     lo, hi = interval_or_nan((None, None))
     assert math.isnan(lo) and math.isnan(hi)
     assert interval_or_nan((1.0, 2.0)) == (1.0, 2.0)
+
+
+def test_rows_go_by_variant_then_sweep_position() -> None:
+    # input lengths in numeric order (as cell ids they would sort "in512" before "in64")
+    rs = [rec(v, c=c, input_len=n) for v in ("ngram", "base") for n in (512, 64) for c in (4, 1)]
+    t = cells(rs)
+    assert list(zip(t["variant"], t["input_len"], t["concurrency"])) == [
+        ("base", 64, 1), ("base", 64, 4), ("base", 512, 1), ("base", 512, 4),
+        ("ngram", 64, 1), ("ngram", 64, 4), ("ngram", 512, 1), ("ngram", 512, 4)]

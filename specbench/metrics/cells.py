@@ -327,5 +327,6 @@ def compute_cells(
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
-    # a sort on several columns is always stable (pandas ignores `kind` there): ties keep the cell_id order
-    return out.sort_values(["variant", "category", "output_len", "temperature", "concurrency"]).reset_index(drop=True)
+    # every key column but point_id (which they determine): no two cells tie
+    return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency"]).reset_index(
+        drop=True)
