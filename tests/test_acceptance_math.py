@@ -218,6 +218,18 @@ def test_a_single_one_token_draft() -> None:
     assert out["full_accept_fraction"] == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("draft_tokens, per_position", [
+    (120.0, [9, 8, 7]),  # k = 120 / 30 = 4 drafts per step, but only 3 positions reported
+    (10.0, [9, 8, 7]),  # k = round(10 / 30) = 0: no whole draft per step
+])
+def test_full_accept_needs_a_position_for_the_last_draft(draft_tokens: float, per_position: list[int]) -> None:
+    w = wins({"counters": vllm(100.0, 24.0, drafts=30.0, draft_tokens=draft_tokens),
+              "per_position_accepted": per_position})
+    out = acceptance([mreq(100.0)], w)
+    assert out["acceptance_per_position"] == pytest.approx([9 / 30, 8 / 30, 7 / 30])
+    assert math.isnan(out["full_accept_fraction"])
+
+
 def test_per_position_without_drafts_is_empty() -> None:
     w = wins({"counters": vllm(10.0, 0.0, drafts=0.0, draft_tokens=0.0), "per_position_accepted": [0, 0]})
     out = acceptance([mreq(10.0)], w)
@@ -297,11 +309,11 @@ GOOD = {"counters": vllm(60.0, 30.0), "repeat": 9}  # tau 2.0, no requests to co
     {"counters": {"generation_tokens": 60.0}},  # spec-decode counters missing (no speculative config)
     {"counters": vllm(60.0, -5.0)},  # a counter went backwards
     {"counters": vllm(60.0, 30.0, drafts=10.0, draft_tokens=40.0), "per_position_accepted": [5, -1]},
-    {"counters": vllm(98.9, 30.0)},  # fewer tokens than the window's responses carried (100): a restart
+    {"counters": vllm(59.0, 30.0)},  # fewer tokens than the window's responses carried (60): a restart
 ])
 def test_missing_or_reset_counters_are_unknown(bad: dict[str, Any]) -> None:
     # two bad windows before a good one: both counted unknown, the good one still read
-    out = acceptance([mreq(100.0), mreq(100.0, repeat=2)], wins(bad, {**bad, "repeat": 2}, GOOD))
+    out = acceptance([mreq(60.0), mreq(60.0, repeat=2)], wins(bad, {**bad, "repeat": 2}, GOOD))
     assert out["acceptance_unknown_windows"] == 2
     assert out["acceptance_source"] == "counters" and out["acceptance_length"] == pytest.approx(2.0)
 
@@ -322,7 +334,7 @@ def test_window_without_counters_before_one_with_counters() -> None:
 
 def test_request_acceptance_table_rows_and_columns() -> None:
     base = {"variant": "ngram", "category": "code", "point_id": "pt", "window_id": "w1", "warmup": False,
-            "error": None, "chunk_tokens": [1, 39], "output_tokens": 40}
+            "error": None, "chunk_tokens": [1, 37], "output_tokens": 40}  # usage comes before the chunks
     rows = [
         {**base, "repeat": 1, "index": 0, "prompt_id": "a", "spec": None},  # no figures
         {**base, "repeat": 1, "index": 1, "prompt_id": "b", "spec": {"verify_steps": 0}},  # no step counted

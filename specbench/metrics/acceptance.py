@@ -46,6 +46,8 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
     fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
     decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""
+    # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
+    win, unknown = _counter_windows(windows, reqs)
     out: dict[str, Any] = {
         "acceptance_length": NAN,
         "acceptance_length_ci_low": NAN,
@@ -55,7 +57,7 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
         "acceptance_per_position": None,
         "acceptance_source": "none",
         "full_accept_fraction": NAN,
-        "acceptance_unknown_windows": 0,
+        "acceptance_unknown_windows": unknown,
         "acceptance_length_request_mean": NAN,
         "acceptance_length_request_p10": NAN,
         "acceptance_length_request_p90": NAN,
@@ -101,9 +103,6 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
                 float(sum(sp["drafted_steps"] for sp in with_drafts)))
 
     # Source 2: window counter deltas (vLLM spec_decode counters, or a command engine's verify-step counter).
-    # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
-    win, unknown = _counter_windows(windows, reqs)
-    out["acceptance_unknown_windows"] = unknown
     if win:
         drafted = [w for w in win if math.isfinite(w.num_accepted_tokens)]
         accepted = sum(w.num_accepted_tokens for w in drafted)
