@@ -35,11 +35,6 @@ def percentile(values: ArrayLike, q: float) -> float:
     return float(np.percentile(arr, q)) if arr.size else math.nan
 
 
-def percentiles(values: ArrayLike, qs: Sequence[float] = (50, 90, 99)) -> dict[float, float]:
-    arr = _clean(values)
-    return {q: (float(np.percentile(arr, q)) if arr.size else math.nan) for q in qs}
-
-
 def mean(values: ArrayLike) -> float:
     arr = _clean(values)
     return float(arr.mean()) if arr.size else math.nan
@@ -78,7 +73,9 @@ Component = tuple[float, float]
 
 def satterthwaite_df(components: Sequence[Component]) -> float | None:
     """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates v_i with df_i:
-    df = (sum v_i)^2 / sum(v_i^2 / df_i). None when the total variance is not positive."""
+    df = (sum v_i)^2 / sum(v_i^2 / df_i). A component whose df is not positive and finite counts as
+    known exactly: it adds variance but no term to the denominator (none left: df = inf). None when the
+    total variance is not positive."""
     total = sum(v for v, _ in components)
     if not total > 0:
         return None
@@ -207,7 +204,9 @@ class BreakEven:
 
 
 def _fmt_c(c: float) -> str:
-    return f"{c:.0f}" if c >= 10 else f"{c:.1f}"
+    """One decimal below 10, none from 10 on; decided on the value as printed, so a crossing at
+    9.96 or at 9.999999999999998 (2 ** log2(10)) reads "10", never "10.0"."""
+    return f"{c:.0f}" if round(c, 1) >= 10 else f"{c:.1f}"
 
 
 def _finite(x: float | None) -> bool:
