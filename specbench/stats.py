@@ -7,6 +7,7 @@ are None (scalars handed to callers) or NaN (values bound for a DataFrame column
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -88,7 +89,7 @@ def _t_bounds(center: float, variance: float, df: float | None, confidence: floa
     """center +- t_{df} sqrt(variance) (on the log scale, then exponentiated, when `log`)."""
     if df is None or not (variance >= 0 and math.isfinite(variance) and math.isfinite(center)):
         return UNDEFINED_T
-    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance) if variance > 0 else 0.0
+    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
     lo, hi = center - half, center + half
     return TInterval(math.exp(lo), math.exp(hi), df) if log else TInterval(lo, hi, df)
 
@@ -178,7 +179,7 @@ def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z,
         return []
     med = float(np.median(arr[finite]))
     mad = float(np.median(np.abs(arr[finite] - med)))
-    mad = mad if mad > 0 else float(np.finfo(float).eps)
+    mad = mad if mad > 0 else sys.float_info.epsilon
     z = MAD_TO_Z * (arr - med) / mad
     far = np.abs(arr - med) > min_rel_deviation * abs(med)
     return [int(i) for i in np.flatnonzero(finite & (np.abs(z) > threshold) & far)]

@@ -266,7 +266,7 @@ def test_never_pays_with_some_intervals_missing_says_which() -> None:
                           "levels; 2 without an interval: indicative")
 
 
-@pytest.mark.parametrize("target, shown", [(9.5, "9.5"), (9.96, "10"), (40.0, "40")])
+@pytest.mark.parametrize("target, shown", [(9.6, "9.6"), (9.96, "10"), (40.0, "40")])
 def test_break_even_concurrency_as_printed(target: float, shown: str) -> None:
     # between (8, 1 + t) and (16, t): log2 C* = 3 + t, so t = log2(target / 8) puts C* at the target (up to
     # rounding)
