@@ -33,14 +33,18 @@ def request_tpot(e2e_s: float, ttft_s: float, n_out: float) -> float:
 
 def request_itls(chunk_offsets_s: Sequence[float], chunk_tokens: Sequence[int]) -> list[float]:
     """Per-token inter-token latencies: chunk j >= 1 with k_j tokens after gap g_j = t_j - t_{j-1}
-    contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none."""
+    contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none. A chunk without
+    tokens is skipped: the next gap runs from the last chunk that carried tokens, so the ITLs still add up to
+    (last chunk - TTFT)."""
     out: list[float] = []
-    for j in range(1, min(len(chunk_offsets_s), len(chunk_tokens))):
-        k = int(chunk_tokens[j])
+    prev: float | None = None  # arrival of the last chunk that carried tokens
+    for t, n in zip(chunk_offsets_s, chunk_tokens):
+        k = int(n)
         if k <= 0:
             continue
-        gap = float(chunk_offsets_s[j]) - float(chunk_offsets_s[j - 1])
-        out.extend([gap / k] * k)
+        if prev is not None:
+            out.extend([(float(t) - prev) / k] * k)
+        prev = float(t)
     return out
 
 
