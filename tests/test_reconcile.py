@@ -242,6 +242,6 @@ def test_measured_requests_without_or_with_unknown_warmup() -> None:
     reqs = pd.DataFrame([_req(1, 0), _req(1, 1), _req(2, 0)]).drop(columns="warmup")
     wins = pd.DataFrame([_win(1)])  # r2 never completed
     assert list(measured_requests(reqs, wins)["index"]) == [0, 1]  # no warmup column: none is warmup
-    reqs["warmup"] = [None, True, None]  # unknown (e.g. frames concatenated with and without it): counts
+    reqs["warmup"] = [NAN, True, NAN]  # unknown (e.g. frames concatenated with and without it): counts
     assert list(measured_requests(reqs, wins)["index"]) == [0]
     assert measured_requests(reqs, pd.DataFrame()).empty  # no window completed

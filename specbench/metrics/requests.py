@@ -69,9 +69,9 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
     Used by the runner's adaptive mode while a cell is being measured."""
     rs = [r for r in records if not r.warmup]
     tp = window_throughput_arrays(
-        np.array([r.t_send for r in rs], dtype=float),
-        np.array([as_float(r.e2e_s) for r in rs], dtype=float),
-        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs], dtype=float),
+        np.array([r.t_send for r in rs]),
+        np.array([as_float(r.e2e_s) for r in rs]),
+        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs]),
         np.array([r.ok for r in rs], dtype=bool),
     )
     return tp if math.isfinite(tp) else None
@@ -130,7 +130,8 @@ def measured_requests(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataF
     """Requests that count: not warmup, and their window has a WindowRecord (it completed)."""
     if requests.empty:
         return requests
-    keep = ~requests.get("warmup", pd.Series(False, index=requests.index)).fillna(False).astype(bool)
     done = set(windows["window_id"]) if not windows.empty else set()
-    keep &= requests["window_id"].isin(done)
+    keep = requests["window_id"].isin(done)
+    if "warmup" in requests:
+        keep &= ~requests["warmup"].fillna(False).astype(bool)
     return requests[keep]
