@@ -126,13 +126,13 @@ def test_pooled_means_weight_windows_by_requests_and_leave_out_foreign_traffic()
 def test_timing_warning_texts() -> None:
     ws = _details(reconciliation_warnings([], [
         _timing(1, c_ttft=0.0979, s_ttft=0.1),  # 2.1 ms below a 100 ms server mean (tolerance 2 ms)
-        _timing(2, c_e2e=11.5, s_e2e=10.0),  # 1.5 s above a 10 s server mean (margin 10% = 1 s)
+        _timing(2, c_e2e=23.0, s_e2e=20.0),  # 3 s above a 20 s server mean (margin 10% = 2 s)
         _timing(3, n=2, server_n=3)]))  # the server timed a request the client did not send
     assert ws == {
         WarningCode.SERVER_COUNT_MISMATCH: "r3: the server timed 3 requests, the client sent 2",
         WarningCode.CLIENT_TIMING_BELOW_SERVER: "1 window figure(s): r1 mean TTFT client 97.9 ms, server 100.0 ms",
-        WarningCode.CLIENT_TIMING_ABOVE_SERVER: ("1 window figure(s): r2 mean e2e client 11500.0 ms, "
-                                                 "server 10000.0 ms (margin 1000 ms)")}
+        WarningCode.CLIENT_TIMING_ABOVE_SERVER: ("1 window figure(s): r2 mean e2e client 23000.0 ms, "
+                                                 "server 20000.0 ms (margin 2000 ms)")}
 
 
 def test_an_unknown_server_ttft_still_checks_e2e() -> None:
@@ -238,10 +238,11 @@ def test_to_measured_requests_defaults_of_missing_fields() -> None:
     assert to_measured_requests(pd.DataFrame([{**_req(1, 0), "spec": NAN}]))[0].spec is None  # NaN: no figures
 
 
-def test_measured_requests_without_or_with_unknown_warmup() -> None:
+@pytest.mark.parametrize("unknown_warmup", [[NAN, True, NAN], [NAN, 1.0, NAN]])  # object or float column
+def test_measured_requests_without_or_with_unknown_warmup(unknown_warmup: list) -> None:
     reqs = pd.DataFrame([_req(1, 0), _req(1, 1), _req(2, 0)]).drop(columns="warmup")
     wins = pd.DataFrame([_win(1)])  # r2 never completed
     assert list(measured_requests(reqs, wins)["index"]) == [0, 1]  # no warmup column: none is warmup
-    reqs["warmup"] = [NAN, True, NAN]  # unknown (e.g. frames concatenated with and without it): counts
+    reqs["warmup"] = unknown_warmup  # unknown (e.g. frames concatenated with and without it): counts
     assert list(measured_requests(reqs, wins)["index"]) == [0]
     assert measured_requests(reqs, pd.DataFrame()).empty  # no window completed

@@ -133,5 +133,5 @@ def measured_requests(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataF
     done = set(windows["window_id"]) if not windows.empty else set()
     keep = requests["window_id"].isin(done)
     if "warmup" in requests:
-        keep &= ~requests["warmup"].fillna(False).astype(bool)
+        keep &= requests["warmup"].ne(True)  # only a request marked warmup is left out; unknown (NaN) counts
     return requests[keep]
