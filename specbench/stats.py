@@ -7,6 +7,7 @@ are None (scalars handed to callers) or NaN (values bound for a DataFrame column
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -33,11 +34,6 @@ def percentile(values: ArrayLike, q: float) -> float:
     """q-th percentile (0..100), numpy's linear interpolation (as vLLM and SGLang use); NaN if empty."""
     arr = _clean(values)
     return float(np.percentile(arr, q)) if arr.size else math.nan
-
-
-def percentiles(values: ArrayLike, qs: Sequence[float] = (50, 90, 99)) -> dict[float, float]:
-    arr = _clean(values)
-    return {q: (float(np.percentile(arr, q)) if arr.size else math.nan) for q in qs}
 
 
 def mean(values: ArrayLike) -> float:
@@ -78,7 +74,9 @@ Component = tuple[float, float]
 
 def satterthwaite_df(components: Sequence[Component]) -> float | None:
     """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates v_i with df_i:
-    df = (sum v_i)^2 / sum(v_i^2 / df_i). None when the total variance is not positive."""
+    df = (sum v_i)^2 / sum(v_i^2 / df_i). A component whose df is not positive and finite counts as
+    known exactly: it adds variance but no term to the denominator (none left: df = inf). None when the
+    total variance is not positive."""
     total = sum(v for v, _ in components)
     if not total > 0:
         return None
@@ -91,7 +89,7 @@ def _t_bounds(center: float, variance: float, df: float | None, confidence: floa
     """center +- t_{df} sqrt(variance) (on the log scale, then exponentiated, when `log`)."""
     if df is None or not (variance >= 0 and math.isfinite(variance) and math.isfinite(center)):
         return UNDEFINED_T
-    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance) if variance > 0 else 0.0
+    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
     lo, hi = center - half, center + half
     return TInterval(math.exp(lo), math.exp(hi), df) if log else TInterval(lo, hi, df)
 
@@ -181,7 +179,7 @@ def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z,
         return []
     med = float(np.median(arr[finite]))
     mad = float(np.median(np.abs(arr[finite] - med)))
-    mad = mad if mad > 0 else float(np.finfo(float).eps)
+    mad = mad if mad > 0 else sys.float_info.epsilon
     z = MAD_TO_Z * (arr - med) / mad
     far = np.abs(arr - med) > min_rel_deviation * abs(med)
     return [int(i) for i in np.flatnonzero(finite & (np.abs(z) > threshold) & far)]
@@ -207,7 +205,9 @@ class BreakEven:
 
 
 def _fmt_c(c: float) -> str:
-    return f"{c:.0f}" if c >= 10 else f"{c:.1f}"
+    """One decimal below 10, none from 10 on; decided on the value as printed, so a crossing at
+    9.96 or at 9.999999999999998 (2 ** log2(10)) reads "10", never "10.0"."""
+    return f"{c:.0f}" if round(c, 1) >= 10 else f"{c:.1f}"
 
 
 def _finite(x: float | None) -> bool:

@@ -118,6 +118,34 @@ def test_break_even_table_rows_per_curve() -> None:
     assert empty.empty and list(empty.columns) == list(break_even_table(df).columns)
 
 
+def test_break_even_table_baseline_by_name_overrides_the_column() -> None:
+    # comparing against another variant: "spec" is the reference and gets no row, "base" does
+    df = cells([("base", "code", 64, 1, 1.0, NAN, NAN), ("spec", "code", 64, 1, 1.5, NAN, NAN)])
+    assert list(break_even_table(df, "spec").variant) == ["base"]
+
+
+def test_break_even_table_uses_the_interval_high_end() -> None:
+    # every point below 1.0, but the interval at C=4 reaches above it: not "never pays"
+    df = cells([("spec", "code", 64, 1, 0.8, 0.7, 0.9), ("spec", "code", 64, 4, 0.95, 0.85, 1.05)])
+    row = break_even_table(df).iloc[0]
+    assert row.status == "inconclusive" and row.uncertain_from == 1
+
+
+def test_break_even_table_undefined_fields_are_nan_columns() -> None:
+    # a single curve that never pays: no concurrency, no level; the columns are floats with NaN, not None
+    t = break_even_table(cells([("spec", "code", 64, 1, 0.8, 0.7, 0.9), ("spec", "code", 64, 4, 0.5, 0.4, 0.6)]))
+    for col in ("break_even_concurrency", "last_confident"):
+        assert t[col].dtype == float and math.isnan(t[col].iloc[0])
+    # pays everywhere with every interval above 1.0: no uncertain level
+    t = break_even_table(cells([("spec", "code", 64, 1, 1.5, 1.4, 1.6)]))
+    assert t.uncertain_from.dtype == float and math.isnan(t.uncertain_from.iloc[0])
+
+
+def test_break_even_table_of_baselines_only_keeps_its_columns() -> None:
+    t = break_even_table(cells([("base", "code", 64, 1, 1.0, NAN, NAN)]))
+    assert t.empty and list(t.columns) == list(break_even_table(pd.DataFrame()).columns)
+
+
 # -- adaptive stopping ---------------------------------------------------------------------------------------
 def test_adaptive_done_needs_three_finite_windows() -> None:
     assert not adaptive_done([100.0, 100.0], 0.5)
@@ -145,6 +173,8 @@ def test_adaptive_done_compares_the_relative_half_width() -> None:
 def test_adaptive_done_zero_mean_is_never_done() -> None:
     assert not adaptive_done([0.0, 0.0, 0.0], 1.0)
     assert not adaptive_done([0.5, 0.5, 0.5], -1.0)  # a target below zero is never met
+    # a mean below 1 (slow windows, in tok/s) is a mean like any other
+    assert adaptive_done([0.5, 0.5, 0.5], 0.0)
 
 
 # -- acceptance helpers ------------------------------------------------------------------------------------

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from specbench import models
-from specbench.models.eagle3 import MANIFEST, Eagle3Recipe, Sequence, aux_layer_ids, lr_at, overlaps, pack
+from specbench.models.eagle3 import MANIFEST, Eagle3Recipe
+from specbench.models.eagle3.data import aux_layer_ids, overlaps
+from specbench.models.eagle3.recipe import Sequence
+from specbench.models.eagle3.train import lr_at, pack
 
 TARGET = models.cache_dir() / "models" / "smollm2"  # the real demo target, built once per machine
 needs_build = pytest.mark.skipif(

@@ -46,6 +46,8 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
     fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
     decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""
+    # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
+    win, unknown = _counter_windows(windows, reqs)
     out: dict[str, Any] = {
         "acceptance_length": NAN,
         "acceptance_length_ci_low": NAN,
@@ -55,7 +57,7 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
         "acceptance_per_position": None,
         "acceptance_source": "none",
         "full_accept_fraction": NAN,
-        "acceptance_unknown_windows": 0,
+        "acceptance_unknown_windows": unknown,
         "acceptance_length_request_mean": NAN,
         "acceptance_length_request_p10": NAN,
         "acceptance_length_request_p90": NAN,
@@ -73,9 +75,8 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
             u = unit_key(r.launch, r.repeat, n_launches)
             tokens[u] = tokens.get(u, 0.0) + r.n_out
             steps[u] = steps.get(u, 0.0) + float(spec["verify_steps"])
-        units = sorted(tokens, key=repr)
         out["acceptance_length"] = safe_ratio(sum(tokens.values()), sum(steps.values()))
-        ci = stats.ratio_estimator_ci([tokens[u] for u in units], [steps[u] for u in units])
+        ci = stats.ratio_estimator_ci(list(tokens.values()), list(steps.values()))  # same keys, same order
         out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = interval_or_nan(ci.bounds)
         out["acceptance_source"] = "request"
         acc = [sp for _, sp in with_steps if sp.get("accepted_drafts") is not None and sp.get("proposed_drafts")]
@@ -102,9 +103,6 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
                 float(sum(sp["drafted_steps"] for sp in with_drafts)))
 
     # Source 2: window counter deltas (vLLM spec_decode counters, or a command engine's verify-step counter).
-    # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
-    win, unknown = _counter_windows(windows, reqs)
-    out["acceptance_unknown_windows"] = unknown
     if win:
         drafted = [w for w in win if math.isfinite(w.num_accepted_tokens)]
         accepted = sum(w.num_accepted_tokens for w in drafted)
@@ -123,8 +121,7 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
                     u = unit_key(w.launch, w.repeat, n_launches)
                     gu[u] = gu.get(u, 0.0) + w.generation_tokens
                     su[u] = su.get(u, 0.0) + w.steps
-                units = sorted(gu, key=repr)
-                ci = stats.ratio_estimator_ci([gu[u] for u in units], [su[u] for u in units])
+                ci = stats.ratio_estimator_ci(list(gu.values()), list(su.values()))
                 out["acceptance_length_ci_low"], out["acceptance_length_ci_high"] = interval_or_nan(ci.bounds)
             if drafted:
                 out["acceptance_rate"] = safe_ratio(accepted, sum(w.num_draft_tokens for w in drafted))
@@ -133,7 +130,7 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
             width = max(len(p) for p in positions)
             summed = np.zeros(width)
             for p in positions:
-                summed[: len(p)] += np.asarray(p, dtype=float)
+                summed[: len(p)] += p
             # per-position acceptance = accepted at draft position i / drafts (vLLM's definition)
             out["acceptance_per_position"] = [float(x) for x in summed / drafts]
             draft_tokens = sum(w.num_draft_tokens for w in drafted)
@@ -149,13 +146,14 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
 
 def _full_accept_from_histograms(specs: list[dict[str, Any]]) -> float:
     """Fraction of verify steps that accepted all k drafts (k = proposed / steps) from per-request
-    histograms H[j] = steps that accepted j drafts; NaN without histograms."""
+    histograms H[j] = steps that accepted j drafts; NaN without histograms. `specs` all have
+    verify_steps > 0 and proposed_drafts."""
     full = total = 0.0
     for sp in specs:
-        h, steps = sp.get("accept_histogram"), sp.get("verify_steps") or 0
-        if not h or not steps:
+        h = sp.get("accept_histogram")
+        if not h:
             continue
-        k = round(float(sp["proposed_drafts"]) / steps)
+        k = round(float(sp["proposed_drafts"]) / float(sp["verify_steps"]))
         full += float(h[k]) if 0 < k < len(h) else 0.0
         total += float(sum(h))
     return full / total if total > 0 else NAN
@@ -163,7 +161,7 @@ def _full_accept_from_histograms(specs: list[dict[str, Any]]) -> float:
 
 def _per_position_from_histograms(hists: Iterable[Any]) -> list[float] | None:
     """From histograms H[j] = steps that accepted j drafts: P(position i accepted) = sum_{j>i} H[j] / sum H."""
-    hs = [np.asarray(h, dtype=float) for h in hists if h]
+    hs = [h for h in hists if h]
     if not hs:
         return None
     width = max(len(h) for h in hs)
@@ -253,7 +251,7 @@ def request_acceptance_table(requests: pd.DataFrame, windows: pd.DataFrame) -> p
     steps). The report's acceptance distributions are drawn from it."""
     req = measured_requests(requests, windows)
     rows = []
-    for r in req.to_dict("records") if not req.empty and "spec" in req else []:
+    for r in req.to_dict("records"):  # without a spec column every r.get("spec") is None
         spec = r.get("spec")
         if opt_str(r.get("error")) is not None or not isinstance(spec, dict) or not spec.get("verify_steps"):
             continue

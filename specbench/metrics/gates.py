@@ -42,7 +42,7 @@ def eager_engine(argv: Mapping[str, Sequence[str]], has_gpu: bool) -> dict[str, 
         return {}
     out = {}
     for variant, args in argv.items():
-        flags = [a for a in args if a.split("=", 1)[0] in EAGER_FLAGS]
+        flags = [a for a in args if a.partition("=")[0] in EAGER_FLAGS]  # --flag or --flag=value
         if flags:
             out[variant] = CellWarning(WarningCode.EAGER_ENGINE, f"launched with {' '.join(flags)}")
     return out

@@ -36,21 +36,22 @@ def unit_key(launch: int, repeat: int, n_launches: int) -> Hashable:
 
 
 def group_units(items: Sequence[T], key: Callable[[T], Hashable]) -> list[list[T]]:
-    """Items grouped by unit, in unit order."""
+    """Items grouped by unit, units in order of first appearance (callers only pool them)."""
     groups: dict[Hashable, list[T]] = {}
     for it in items:
         groups.setdefault(key(it), []).append(it)
-    return [groups[k] for k in sorted(groups, key=repr)]
+    return list(groups.values())
 
 
 def unit_means(windows: dict[tuple[int, int], float]) -> list[float]:
-    """Per-unit mean of a per-window figure keyed by (launch, repeat); non-finite windows dropped."""
+    """Per-unit mean of a per-window figure keyed by (launch, repeat), in (launch, repeat) order;
+    non-finite windows dropped."""
     n_launches = len({la for la, _ in windows})
     by_unit: dict[Hashable, list[float]] = {}
     for (la, rep), v in sorted(windows.items()):
         if math.isfinite(v):
             by_unit.setdefault(unit_key(la, rep, n_launches), []).append(v)
-    return [float(np.mean(v)) for _, v in sorted(by_unit.items(), key=lambda kv: repr(kv[0]))]
+    return [float(np.mean(v)) for v in by_unit.values()]
 
 
 def launch_components(mean: float, calibration: LaunchVariance | None, n_variants: int = 1,

@@ -67,7 +67,7 @@ class TimingCheck:
 
 
 def _window_rows(windows: pd.DataFrame) -> list[dict[str, Any]]:
-    return [] if windows.empty else [{str(k): v for k, v in w.items()} for w in windows.to_dict("records")]
+    return [{str(k): v for k, v in w.items()} for w in windows.to_dict("records")]
 
 
 def _counters(w: dict[str, Any], names: tuple[str, ...] | list[str]) -> dict[str, float] | None:

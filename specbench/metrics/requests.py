@@ -33,14 +33,18 @@ def request_tpot(e2e_s: float, ttft_s: float, n_out: float) -> float:
 
 def request_itls(chunk_offsets_s: Sequence[float], chunk_tokens: Sequence[int]) -> list[float]:
     """Per-token inter-token latencies: chunk j >= 1 with k_j tokens after gap g_j = t_j - t_{j-1}
-    contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none."""
+    contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none. A chunk without
+    tokens is skipped: the next gap runs from the last chunk that carried tokens, so the ITLs still add up to
+    (last chunk - TTFT)."""
     out: list[float] = []
-    for j in range(1, min(len(chunk_offsets_s), len(chunk_tokens))):
-        k = int(chunk_tokens[j])
+    prev: float | None = None  # arrival of the last chunk that carried tokens
+    for t, n in zip(chunk_offsets_s, chunk_tokens):
+        k = int(n)
         if k <= 0:
             continue
-        gap = float(chunk_offsets_s[j]) - float(chunk_offsets_s[j - 1])
-        out.extend([gap / k] * k)
+        if prev is not None:
+            out.extend([(float(t) - prev) / k] * k)
+        prev = float(t)
     return out
 
 
@@ -65,9 +69,9 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
     Used by the runner's adaptive mode while a cell is being measured."""
     rs = [r for r in records if not r.warmup]
     tp = window_throughput_arrays(
-        np.array([r.t_send for r in rs], dtype=float),
-        np.array([as_float(r.e2e_s) for r in rs], dtype=float),
-        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs], dtype=float),
+        np.array([r.t_send for r in rs]),
+        np.array([as_float(r.e2e_s) for r in rs]),
+        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs]),
         np.array([r.ok for r in rs], dtype=bool),
     )
     return tp if math.isfinite(tp) else None
@@ -126,7 +130,8 @@ def measured_requests(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataF
     """Requests that count: not warmup, and their window has a WindowRecord (it completed)."""
     if requests.empty:
         return requests
-    keep = ~requests.get("warmup", pd.Series(False, index=requests.index)).fillna(False).astype(bool)
     done = set(windows["window_id"]) if not windows.empty else set()
-    keep &= requests["window_id"].isin(done)
+    keep = requests["window_id"].isin(done)
+    if "warmup" in requests:
+        keep &= requests["warmup"].ne(True)  # only a request marked warmup is left out; unknown (NaN) counts
     return requests[keep]

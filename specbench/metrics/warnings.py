@@ -187,10 +187,11 @@ def decode_warnings(value: Any) -> list[dict[str, str]]:
         try:
             items = json.loads(value)
         except ValueError:
-            items = None
-        if isinstance(items, list):
-            return [{"code": str(i.get("code", "")), "detail": str(i.get("detail", ""))}
-                    for i in items if isinstance(i, dict)]
+            pass  # not JSON after all: read as the older format below
+        else:
+            if isinstance(items, list):
+                return [{"code": str(i.get("code", "")), "detail": str(i.get("detail", ""))}
+                        for i in items if isinstance(i, dict)]
     return [{"code": c.strip(), "detail": ""} for c in value.split(";") if c.strip()]
 
 

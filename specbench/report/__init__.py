@@ -8,7 +8,9 @@ per format (markdown.py, html.py), which own all escaping. The pieces:
     load.py      the run's derived files, typed (RunData, load_report_data, normalize_cells)
     fmt.py       numbers as text (fmt, fmt_interval, fmt_len, ...)
     verdict.py   adopt / never / inconclusive per drafter and category (drafter_verdict, curve_outcome)
-    sections.py  one builder per report section
+    summary.py   sections on what the run concluded: context, verdict, gates, plots, intervals, variance
+    tables.py    the measurement tables: speedup, break-even, acceptance, cells, losslessness
+    audits.py    sections on what it ran on: fairness, hardware, warnings, status, environment
     plots.py     the figures as PNG bytes
 """
 
@@ -19,11 +21,11 @@ from pathlib import Path
 from ..rundir import atomic_write
 from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Renderer, Strong, Table, Tone
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
+from .audits import environment_section, fairness_section, hardware_section, status_section, warnings_section
 from .load import RunData, load_report_data, normalize_break_even, normalize_cells
-from .sections import (acceptance_distribution, acceptance_table, break_even_table, cell_table, context,
-                       environment_section, fairness_section, gates_section, hardware_section, intervals_section,
-                       lossless_section, plot_section, speedup_tables, status_section, variance_section,
-                       verdict_section, warnings_section)
+from .summary import context, gates_section, intervals_section, plot_section, variance_section, verdict_section
+from .tables import (acceptance_distribution, acceptance_table, break_even_table, cell_table, lossless_section,
+                     speedup_tables)
 from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
 
 

@@ -1,0 +1,144 @@
+"""Deliberate breakages of the glue between engines, client, runner and maths, each with the tests that must
+catch it.
+
+    python -m benchmarks.breakages [NAME-SUBSTRING ...]
+
+The mutation benchmark (benchmarks/mutation.py) covers the statistics, metrics and verdict modules operator by
+operator. The weaknesses that matter most sit outside them: counters read as totals instead of window deltas,
+a client that does not keep C requests in flight, variants sent different requests, a renamed SGLang field, a
+resume that ignores a changed config, a reuse that ignores a changed engine. Each breakage below is one such
+plausible bug written as a one-line source edit. For each, the repository's tracked files are copied to a
+scratch folder (the checkout is never modified), the edit is applied and the named tests run; the breakage is
+caught when they fail.
+
+Prints one line per breakage and exits 1 when any goes unnoticed. tests/test_breakages.py checks, in the
+fast suite, that every edit still applies to the current source and every named test still exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Breakage:
+    name: str
+    path: str  # file to edit, relative to the repository
+    old: str  # occurs exactly once in that file
+    new: str
+    tests: tuple[str, ...]  # pytest node ids that must fail
+
+
+KA = "tests/test_known_answers.py"
+BREAKAGES = [
+    Breakage("acceptance from cumulative counters instead of window deltas", "specbench/runner/window.py",
+             "float(after[k]) - float(before.get(k) or 0.0)", "float(after[k])",
+             (f"{KA}::test_counter_delta_is_the_window_increase", f"{KA}::test_vllm_counter_path_known_answers")),
+    Breakage("per-position counters: last label set wins instead of the sum", "specbench/engines/vllm.py",
+             "per_pos[pos] = per_pos.get(pos, 0.0) + value", "per_pos[pos] = value",
+             (f"{KA}::test_read_counters_sums_labels_and_orders_positions",)),
+    Breakage("a counter read from its first label set only", "specbench/engines/prometheus.py",
+             "return sum(series.values()) if series else None",
+             "return next(iter(series.values())) if series else None",
+             (f"{KA}::test_read_counters_sums_labels_and_orders_positions",)),
+    Breakage("a missing vLLM counter read as 0", "specbench/engines/prometheus.py",
+             "return sum(series.values()) if series else None", "return sum(series.values()) if series else 0.0",
+             (f"{KA}::test_read_counters_missing_counters_are_absent_not_zero",)),
+    Breakage("the client sends one request at a time (no closed loop)", "specbench/client.py",
+             "range(min(concurrency, len(requests)))", "range(1)",
+             (f"{KA}::test_vllm_counter_path_known_answers",)),
+    Breakage("each variant gets other seeds", "specbench/plan.py",
+             "point.temperature, seed=cfg.sweep.seed + index)",
+             "point.temperature, seed=cfg.sweep.seed + index + len(variant))",
+             (f"{KA}::test_vllm_counter_path_known_answers",)),
+    Breakage("SGLang's per-request verify count ignored", "specbench/engines/sglang.py",
+             'verify = json_int(f.get("spec_verify_ct"))', "verify = None",
+             (f"{KA}::test_sglang_request_path_known_answers",)),
+    Breakage("SGLang's own accept length not kept in the raw records", "specbench/engines/sglang.py",
+             'length = json_float(f.get("spec_accept_length"))', "length = None",
+             ("tests/test_sglang_engine.py::test_parse_spec_both_generations",)),
+    Breakage("an SGLang field name that SGLang does not send", "specbench/engines/sglang.py",
+             '"accepted": "spec_num_correct_drafts"', '"accepted": "spec_num_accepted_drafts"',
+             ("tests/test_sglang_protocol.py::test_specbench_reads_a_chunk_sglang_serialized",
+              f"{KA}::test_sglang_request_path_known_answers")),
+    Breakage("the command engine's acceptance counter ignored", "specbench/engines/command.py",
+             "metric = self.config.acceptance_metric", "metric = None",
+             ("tests/test_counter_acceptance.py::test_command_engine_verify_step_counter_gives_tau",)),
+    Breakage("vLLM's per-request flag also on the baseline", "specbench/drafter.py",
+             'if ctx.engine == "vllm" and self.speculative and args and', 'if ctx.engine == "vllm" and',
+             ("tests/test_acceptance_reconcile.py::test_baseline_and_other_engines_never_get_the_flag",)),
+    Breakage("--resume accepts a changed config", "specbench/runner/matrix.py",
+             "if state.config_hash not in (None, config_hash(self.cfg)):", "if False:",
+             ("tests/test_reuse.py::test_resume_with_a_changed_config_is_refused",)),
+    Breakage("--reuse ignores the hardware", "specbench/reuse.py",
+             '"hardware": environment.hardware_fingerprint()', '"hardware": ""',
+             ("tests/test_reuse.py::test_fingerprint_changes_with_what_determines_the_measurement",)),
+    Breakage("--reuse ignores the engine version", "specbench/reuse.py",
+             '"engine": [cfg.engine.kind, engine.version()]', '"engine": [cfg.engine.kind]',
+             ("tests/test_reuse.py::test_fingerprint_changes_with_what_determines_the_measurement",)),
+    Breakage("--reuse copies a variant that failed in the source run", "specbench/reuse.py",
+             'in ("done", "reused")', 'in ("done", "reused", "failed")',
+             ("tests/test_reuse.py::test_a_variant_that_failed_in_the_source_run_is_measured_not_reused",)),
+]
+
+
+def copy_tracked(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def check(b: Breakage, work: Path) -> tuple[bool, str]:
+    """Apply `b` in `work`, run its tests, restore the file; (caught, pytest's last line)."""
+    f = work / b.path
+    src = f.read_text()
+    if src.count(b.old) != 1:
+        return False, f"the edit no longer applies ({src.count(b.old)} matches in {b.path})"
+    f.write_text(src.replace(b.old, b.new))
+    try:
+        env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
+        r = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            *b.tests], cwd=work, env=env, capture_output=True, text=True)
+        lines = r.stdout.strip().splitlines()
+        return r.returncode == 1, lines[-1] if lines else r.stderr.strip()[-200:]
+    finally:
+        f.write_text(src)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("only", nargs="*", help="run the breakages whose name contains one of these")
+    args = ap.parse_args(argv)
+    chosen = [b for b in BREAKAGES if not args.only or any(o in b.name for o in args.only)]
+    work = Path(tempfile.mkdtemp(prefix="specbench-breakages-"))
+    missed = 0
+    try:
+        copy_tracked(work)
+        for b in chosen:
+            t0 = time.monotonic()
+            caught, last = check(b, work)
+            missed += not caught
+            print(f"{'caught' if caught else 'MISSED':<7} {b.name} ({time.monotonic() - t0:.0f} s; {last})",
+                  flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{len(chosen) - missed} of {len(chosen)} breakages caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

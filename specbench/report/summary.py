@@ -1,0 +1,158 @@
+"""What the run concluded and how sure it is: the context line, the verdict, the gates, the plots,
+the intervals' methods and the variance decomposition. RunData -> blocks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+from ..config import DEFAULT_MIN_SPEEDUP
+from .audits import gpus_text
+from .document import Block, Bullets, Heading, Image, Paragraph, Strong, Table, Tone
+from .fmt import fmt_len, fmt_pct, num
+from .load import RunData
+from .verdict import drafter_verdict
+
+
+def _when(created: Any) -> str:
+    v = num(created)
+    if not math.isnan(v):
+        return datetime.fromtimestamp(v, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return str(created or "unknown date")
+
+
+def _model_name(data: RunData) -> str:
+    m = data.config.get("model") or {}
+    return str(data.environment.get("model") or m.get("served_name") or m.get("path")
+               or (f"demo:{m['demo']}" if m.get("demo") else "") or "unknown model")
+
+
+def _levels(values: Iterable[Any], digits: int = 0) -> str:
+    vals = sorted({v for v in map(num, values) if not math.isnan(v)})
+    return ", ".join(f"{v:.{digits}f}" if digits else str(int(v)) for v in vals) or "-"
+
+
+def context(data: RunData) -> Paragraph:
+    env, c = data.environment, data.cells
+    engine = env.get("engine") or {}
+    eng = f"{engine.get('kind') or 'unknown engine'} {engine.get('version') or '(version unknown)'}"
+    hw = f"{env.get('cpu') or 'unknown CPU'}, {gpus_text(env)}" + (f" on {env['host']}" if env.get("host") else "")
+    drafters = ", ".join(data.drafters) or "none"
+    text = (f"{_model_name(data)} served by {eng} on {hw}, measured {_when(data.meta.get('created'))}. "
+            f"Baseline {data.baseline or '(unknown)'} against drafters {drafters}. ")
+    if len(c):
+        repeats = fmt_len(c["repeats"].max())
+        categories = ", ".join(sorted(c["category"].unique()))
+        text += (f"Each cell is one variant at one sweep point: categories {categories}; "
+                 f"output lengths {_levels(c['output_len'])}; concurrency {_levels(c['concurrency'])}; "
+                 f"temperature {_levels(c['temperature'], 1)}; "
+                 f"up to {repeats} repeat{'' if repeats == '1' else 's'} per cell, "
+                 f"{fmt_len(c['n_requests'].sum())} measured requests. Speedup is the drafter's aggregate output "
+                 "throughput over the baseline's at the same point, with 95% t intervals in brackets (Welch on the log "
+                 "ratio; units: launches, else repeats; see the Intervals note).")
+    else:
+        text += "No cells were measured (cells.csv is missing or empty)."
+    return Paragraph([text])
+
+
+def verdict_section(data: RunData) -> list[Block]:
+    items, tones = [], []
+    for v in data.drafters:
+        line, tone = drafter_verdict(data, v)
+        items.append(line)
+        tones.append(tone)
+    if not items:
+        return [Heading("Verdict"), Paragraph(["No drafter variants in this run: nothing to decide."], "warn")]
+    overall: Tone = "bad" if all(t == "bad" for t in tones) else "verdict"
+    return [Heading("Verdict"), Bullets(items, overall),
+            Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
+                       f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter) and "
+                       "against it when the whole interval lies below 1.0; anything between decides nothing. A "
+                       "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU "
+                       "engine, GPU drift) overrules a win."], "note")]
+
+
+def _min_speedup(data: RunData) -> float:
+    return float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
+
+
+INTERVAL_METHODS = [  # (figure, method): each printed 95% interval and what produces it (stats.py)
+    ("speedup, per-user speedup", "Welch t on the log ratio of the unit means (delta method), Welch-Satterthwaite "
+                                  "df; variant and baseline are independent samples (no pairing)"),
+    ("output throughput", "Student t on the mean of the unit throughputs (n - 1 df)"),
+    ("per-user speed", "Student t on the unit means of per-request speed, centred on the mean over requests"),
+    ("TPOT p50", "Student t on the unit medians of per-request TPOT, centred on the median over requests"),
+    ("acceptance length", "ratio estimator sum(tokens) / sum(target steps) over units, t with n - 1 df"),
+]
+
+
+def intervals_section(data: RunData) -> list[Block]:
+    """Which method produced each interval, and what this run used as independent units."""
+    c = data.cells
+    if not len(c):
+        return []
+    units = c["interval_unit"].replace("", "repeat") if "interval_unit" in c else pd.Series(["repeat"] * len(c))
+    counts = units.value_counts()
+    described = {"launch": "launches (each launch's mean is one unit)", "repeat": "repeats inside one launch",
+                 "repeat+calibration": "repeats inside one launch plus the calibrated between-launch variance"}
+    used = "; ".join(f"{n} cell(s): {described.get(str(u), str(u))}" for u, n in counts.items())
+    return [Heading("Intervals"),
+            Table(["figure", "95% interval"], [list(m) for m in INTERVAL_METHODS]),
+            Paragraph([f"Units in this run: {used}. Coverage of each method at 3, 5 and 10 units is simulated by "
+                       "benchmarks/interval_coverage.py (table in docs/metrics.md). Fewer than 2 units: no "
+                       "interval."], "note")]
+
+
+def variance_section(data: RunData) -> list[Block]:
+    """Variance at each level (Kalibera & Jones 2013): between launches, between repeats inside a launch,
+    between requests inside a window; medians over each variant's cells, as coefficients of variation."""
+    c = data.cells
+    if not len(c) or "launch_cv" not in c:
+        return []
+    rows = []
+    for variant, vc in c.groupby("variant", sort=False):
+        cal = set(vc["interval_unit"]) == {"repeat+calibration"}
+        launch = fmt_pct(vc["launch_cv"].median()) + (" (calibration)" if cal else "")
+        rows.append([str(variant), fmt_len(vc["launches"].max()), fmt_len(vc["repeats"].max()), launch,
+                     fmt_pct(vc["repeat_cv"].median()), fmt_pct(vc["request_cv"].median())])
+    return [Heading("Variance by level"),
+            Table(["variant", "launches", "windows per cell", "between launches", "between repeats",
+                   "between requests"], rows, numeric=frozenset(range(1, 6))),
+            Paragraph(["Coefficients of variation of output throughput (requests: per-user speed), medians over "
+                       "cells; between launches is the two-level estimate sqrt(S1² - S2²/n) / mean. Spend "
+                       "repetitions "
+                       "where the variance is: when launches vary more than repeats, more launches (sweep.launches) "
+                       "narrow the speedup interval and more repeats do not."], "note")]
+
+
+def gates_section(data: RunData) -> list[Block]:
+    """Every sanity gate that fired, with the variants it fired on and its remedy."""
+    from ..metrics.warnings import BLOCKING, REMEDY, WarningCode, decode_warnings
+
+    fired: dict[str, set[str]] = {}
+    for _, r in data.cells.iterrows():
+        for code in (w["code"] for w in decode_warnings(r.get("warnings"))):
+            if code in BLOCKING:
+                fired.setdefault(code, set()).add(str(r["variant"]))
+    if not fired:
+        return []
+    return [Heading("Sanity gates"),
+            Bullets([[Strong(code), f" on {', '.join(sorted(vs))}: {REMEDY[WarningCode(code)]}"]
+                     for code, vs in sorted(fired.items())], "warn")]
+
+
+def plot_section(data: RunData) -> list[Block]:
+    from . import plots
+
+    figs = plots.all_figures(data.cells, baseline=data.baseline)
+    hist = plots.acceptance_histogram(data.acceptance)
+    if hist is not None:
+        figs.append(("Per-request acceptance", hist, "Histogram of per-request acceptance length per drafter "
+                     "and category; dashed lines: per-step (pooled) means"))
+    if not figs:
+        return [Heading("Plots"), Paragraph(["No plots: there are no measured cells."], "warn")]
+    return [Heading("Plots"), *(Image(title=t, png=png, alt=alt) for t, png, alt in figs)]
