@@ -60,7 +60,8 @@ class Outcome:
 
 def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: float = math.nan,
                   min_speedup: float = DEFAULT_MIN_SPEEDUP) -> Outcome:
-    """Classify one speedup-vs-concurrency curve; break_even.csv's status, when given, decides "never"."""
+    """Classify one speedup-vs-concurrency curve. The levels decide the kind; break_even.csv's crossing, when
+    its status is pays_up_to, caps adoption below it (a win measured beyond the crossing does not extend it)."""
     curve = curve.sort_values("concurrency")
     levels = [int(c) for c in curve["concurrency"]]
     calls = [level_call(s, lo, hi, min_speedup) for s, lo, hi in
@@ -70,28 +71,24 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
         if call != "win":
             break
         prefix = c
-    be_status = "" if be_status == "no_data" else be_status
     if be_status == "pays_up_to" and prefix is not None and not math.isnan(be_concurrency):
         below = [c for c in levels if c <= prefix and c < be_concurrency]
         prefix = below[-1] if below else None
     if calls and all(c == "lose" for c in calls):  # what break_even's never_pays checks, level by level
         kind: Kind = "never"
-    elif calls and all(c == "win" for c in calls):
-        kind, prefix = "adopt_all", max(levels)
     elif prefix is not None:
         kind = "adopt_all" if prefix == max(levels) else "adopt_upto"
     elif "win" in calls:
         kind = "mixed"  # clear wins, but not from the lowest concurrency up
     else:
         kind = "inconclusive"
-    limit = prefix if kind in ("adopt_upto", "adopt_all") else None
+    limit = prefix  # None unless adopting: the kinds below it have no leading win
     beaten = any(call == "lose" and (limit is None or c > limit) for c, call in zip(levels, calls))
-    s = curve["speedup"].dropna()
-    has_ci = bool(curve[["speedup_ci_low", "speedup_ci_high"]].notna().all(axis=1).all())
-    codes = {w["code"] for ws in curve.get("warnings", pd.Series(dtype=str)) for w in decode_warnings(ws)}
+    has_ci = bool(curve[["speedup_ci_low", "speedup_ci_high"]].notna().to_numpy().all())
+    codes = {w["code"] for ws in curve.get("warnings", ()) for w in decode_warnings(ws)}
     return Outcome(kind=kind, limit=limit, max_concurrency=max(levels) if levels else 0, beaten_above=beaten,
-                   speedup_min=float(s.min()) if len(s) else math.nan,
-                   speedup_max=float(s.max()) if len(s) else math.nan, has_intervals=has_ci,
+                   speedup_min=float(curve["speedup"].min()), speedup_max=float(curve["speedup"].max()),
+                   has_intervals=has_ci,
                    wins=tuple(c for c, k in zip(levels, calls) if k == "win"),
                    losses=tuple(c for c, k in zip(levels, calls) if k == "lose"),
                    n_points=len(levels), n_wins=calls.count("win"), n_losses=calls.count("lose"),
@@ -149,7 +146,7 @@ def _count(n: int, of: int) -> str:
 
 
 def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: float,
-            indicative: bool = False) -> list[Inline]:
+            indicative: bool) -> list[Inline]:
     """One category group's statement. `indicative` (launch variance not in the intervals): the same
     findings, worded as observations ("looks faster"), never as advice ("adopt", "baseline wins")."""
     on = ", ".join(categories)
@@ -196,14 +193,15 @@ def launch_basis(cells: pd.DataFrame, variant: str, baseline: str) -> tuple[bool
     Indicative unless every cell of the variant and the baseline has launch variance in its intervals
     (2+ launches, or a calibration of this hardware)."""
     c = cells[cells["variant"].isin([variant, baseline])]
-    units = set(c["interval_unit"].replace("", "repeat")) if "interval_unit" in c else {"repeat"}
+    # what the intervals hold, per cell: "launch" (2+ launches), "repeat+calibration", else repeats only
+    units = set(c["interval_unit"]) if "interval_unit" in c else set()
     launches = int(c["launches"].min()) if "launches" in c and c["launches"].notna().any() else 1
     cv = c["launch_cv"].median() if "launch_cv" in c else math.nan
     cv_text = f"between-launch CV {100 * cv:.1f}%" if not math.isnan(cv) else "between-launch CV not estimable"
     per = f"{launches} launch{'es' if launches > 1 else ''} per variant"
     if units == {"launch"}:
         return False, f"{per}; {cv_text}, measured and in every interval"
-    if units <= {"launch", "repeat+calibration"}:
+    if units and units <= {"launch", "repeat+calibration"}:
         return False, f"{per}; {cv_text} from this hardware's calibration, added to every interval"
     return True, (f"indicative only: {per} and no calibration for this hardware, so the variance between "
                   "launches (about 25% on a shared 2-core CPU) is not in the intervals; set sweep.launches >= 2 "
