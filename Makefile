@@ -30,7 +30,7 @@ test-fast: venv sglang-venv
 	$(WITH_SGLANG) $(BIN)/python -m pytest -q -m "not engine"
 
 # Mutation score of stats, metrics and verdict against their fast tests (mutmut, from the dev extra;
-# about 20 min on 2 cores; not part of `make test`).
+# about 11 min on 2 quiet cores; not part of `make test`).
 mutation: venv
 	nice -n 10 $(BIN)/python -m benchmarks.mutation
 
