@@ -34,7 +34,7 @@ test-fast: venv sglang-venv
 mutation: venv
 	nice -n 10 $(BIN)/python -m benchmarks.mutation
 
-# Deliberate breakages of the engine/client/runner glue, each with the tests that must catch it (about 4 min).
+# Deliberate breakages of the engine/client/runner glue, each with the tests that must catch it (about 2 min).
 breakages: venv sglang-venv
 	$(WITH_SGLANG) $(BIN)/python -m benchmarks.breakages
 
