@@ -173,6 +173,16 @@ class RunDir:
         """Per-window cross-checks against the engine's counters and histograms (derived)."""
         return self.path / "reconciliation.csv"
 
+    @property
+    def open_loop(self) -> Path:
+        """Per variant and offered rate: saturation, SLO percentiles, attainment, goodput (derived)."""
+        return self.path / "open_loop.csv"
+
+    @property
+    def capacity(self) -> Path:
+        """Per variant and SLO: capacity under the SLO with its interval, gain over the baseline (derived)."""
+        return self.path / "capacity.csv"
+
     def variant_dir(self, name: str) -> Path:
         p = (self.path / "variants" / name).resolve()
         if self.path.resolve() not in p.parents:  # names are validated, but never write outside the run
