@@ -144,7 +144,10 @@ def capacity_table(points: pd.DataFrame, slos: Sequence[SLO], baseline: str) -> 
     for row in rows:
         base = caps.get((baseline, *[row[c] for c in GROUP[1:]], row["slo"]))
         mine = caps[(*[row[c] for c in GROUP], row["slo"])]
-        gain = capacity_gain(mine, base) if base else None
+        gain = capacity_gain(mine, base) if base and row["variant"] != baseline else None
+        if row["variant"] == baseline:  # the baseline against itself
+            row.update(gain=1.0 if mine.status == MEASURED else NAN, gain_ci_low=NAN, gain_ci_high=NAN)
+            continue
         row.update(gain=gain.value if gain else NAN, gain_ci_low=gain.low if gain else NAN,
                    gain_ci_high=gain.high if gain else NAN)
     return pd.DataFrame(rows, columns=CAPACITY_COLUMNS)
