@@ -89,15 +89,15 @@ def slo_verdict(data: RunData) -> list[Block]:
     for _, row in cap[cap["variant"] != data.baseline].iterrows():
         same = cap[(cap["variant"] == data.baseline) & (cap["slo"] == row["slo"]) &
                    (cap["category"] == row["category"]) & (cap["output_len"] == row["output_len"])]
-        text, tone = slo_sentence(row, same.iloc[0] if len(same) else None)
+        text, row_tone = slo_sentence(row, same.iloc[0] if len(same) else None)
         items.append([Strong(str(row["variant"])), ": " + text + _curve(row, several)])
-        tones.append(tone)
+        tones.append(row_tone)
     note = ("Capacity: the highest offered rate at which the SLO holds (interpolated between measured rates; "
             "a saturated rate never holds it), with its 95% interval from the percentiles' order-statistic "
             "intervals; the gain is the ratio of capacities (docs/metrics.md, \"Capacity\"). The intervals "
             "hold the sampling uncertainty within this run, not the variation between engine launches.")
-    tone: Tone = "bad" if "bad" in tones else "good" if "good" in tones else ""
-    return [Heading("Verdict per SLO"), Bullets(items, tone=tone if tone != "good" else ""),
+    tone: Tone = "bad" if "bad" in tones else ""
+    return [Heading("Verdict per SLO"), Bullets(items, tone=tone),
             Paragraph([note], tone="note")]
 
 
