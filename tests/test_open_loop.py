@@ -315,3 +315,60 @@ def test_open_loop_table_reads_send_lag_and_rate(tmp_path: Path) -> None:
     assert list(cap.reset_index().columns[:5]) == ["variant", "slo", "capacity_req_s", "capacity_ci_low",
                                                     "capacity_ci_high"]
     json.dumps(cap.reset_index().to_dict("records"), default=str)
+
+
+# -- report ----------------------------------------------------------------------------------------------
+def _cap_row(variant: str, value: float, low: float, high: float, status: str = MEASURED,
+             gain: tuple[float, float, float] = (math.nan,) * 3) -> Any:
+    import pandas as pd
+
+    return pd.Series({"variant": variant, "slo": "p90 TTFT <= 0.5 s", "capacity_req_s": value,
+                      "capacity_ci_low": low, "capacity_ci_high": high, "status": status, "gain": gain[0],
+                      "gain_ci_low": gain[1], "gain_ci_high": gain[2]})
+
+
+def test_verdict_sentence_per_slo() -> None:
+    from specbench.report.slo import slo_sentence
+
+    base = _cap_row("base", 2.5, 2.2, 2.8)
+    up, tone = slo_sentence(_cap_row("eagle3", 5.0, 4.6, 5.4, gain=(2.0, 1.64, 2.45)), base)
+    assert up == "at p90 TTFT <= 0.5 s, eagle3 raises capacity from 2.5 to 5 req/s (x2.00 [1.64, 2.45])"
+    assert tone == "good"
+    down, tone = slo_sentence(_cap_row("eagle3", 1.5, 1.2, 1.8, gain=(0.6, 0.43, 0.82)), base)
+    assert "eagle3 lowers capacity from 2.5 to 1.5 req/s" in down and tone == "bad"
+    same, _ = slo_sentence(_cap_row("eagle3", 2.6, 2.1, 3.0, gain=(1.04, 0.75, 1.36)), base)
+    assert "no measurable difference" in same and "raises" not in same
+    open_end, _ = slo_sentence(_cap_row("eagle3", 5.0, 4.6, math.nan, gain=(2.0, 1.64, math.nan)), base)
+    assert "raises capacity" in open_end and "[1.64, open]" in open_end
+    below, tone = slo_sentence(_cap_row("eagle3", math.nan, math.nan, 1.0, status=BELOW), base)
+    assert "misses the SLO at every measured rate" in below and tone == "bad"
+    beyond, _ = slo_sentence(_cap_row("eagle3", 4.0, 3.5, math.nan, status=BEYOND), base)
+    assert "at least 4 req/s" in beyond
+
+
+def test_closed_loop_warnings_are_dropped_from_open_loop_cells() -> None:
+    from specbench.metrics.openloop import open_loop_warnings
+
+    kept = open_loop_warnings('[{"code":"single_repeat","detail":"1 repeat"},{"code":"outliers","detail":"2"},'
+                              '{"code":"no_baseline","detail":"x"}]')
+    assert json.loads(kept) == [{"code": "outliers", "detail": "2"}]
+    assert open_loop_warnings('[{"code":"no_baseline","detail":"x"}]') == ""
+
+
+def test_a_trace_is_replayed_with_its_prompts_and_lengths(tmp_path: Path) -> None:
+    trace = tmp_path / "traffic.jsonl"
+    trace.write_text('{"t": 10.0, "prompt_id": "b-1", "output_len": 3}\n{"t": 10.5}\n{"t": 12.0, "output_len": 5}\n')
+    c = parse_config(cfg_with(sweep__load={"kind": "open", "trace": str(trace), "warmup_requests": 1}))
+    sweep = _sweep(c)
+    assert [p.rate for p in sweep.points] == [1.0]  # the trace's own rate: 2 gaps over 2 s
+    reqs = window_requests(c, sweep, sweep.points[0], "base", repeat=1)
+    assert [p.at_s for p in reqs] == [0.0, 0.5, 2.0]
+    assert [p.fields["prompt_id"] for p in reqs] == ["b-1", "a-1", "b-0"]  # named, else the rotation
+    assert [p.spec.max_tokens for p in reqs] == [3, 8, 5]
+    assert [p.fields["warmup"] for p in reqs] == [True, False, False]
+    scaled = parse_config(cfg_with(sweep__load={"kind": "open", "trace": str(trace), "rates": [4]}))
+    assert [p.at_s for p in window_requests(scaled, _sweep(scaled), _sweep(scaled).points[0], "base", 1)] == \
+        [0.0, 0.125, 0.5]
+    trace.write_text('{"t": 0, "prompt_id": "nope"}\n{"t": 1}\n')
+    with pytest.raises(ConfigError, match="prompt_id 'nope'"):
+        _sweep(c)

@@ -5,6 +5,7 @@ Formulas live in metrics.slo and metrics.capacity; this module only groups recor
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from .. import stats
 from .capacity import MEASURED, Capacity, RatePoint, capacity, capacity_gain
 from .common import NAN, as_float, as_list, key_nan, opt_str
 from .requests import measured_requests, request_output_tokens, request_tpot
+from .warnings import decode_warnings
 from .slo import SLO, RequestLatency, WindowTiming, goodput, quantile_ci, saturation
 
 GROUP = ["variant", "category", "input_len", "output_len", "temperature"]  # one latency-vs-rate curve
@@ -153,5 +155,12 @@ def capacity_table(points: pd.DataFrame, slos: Sequence[SLO], baseline: str) -> 
     return pd.DataFrame(rows, columns=CAPACITY_COLUMNS)
 
 
-def is_measured(status: str) -> bool:
-    return status == MEASURED
+# Cell warnings about closed-loop comparisons that do not apply at an offered rate: a search rate exists for one
+# variant only (no baseline cell), and a rate's figures have order-statistic intervals from its requests.
+NOT_OPEN_LOOP = frozenset({"no_baseline", "single_repeat"})
+
+
+def open_loop_warnings(encoded: str) -> str:
+    """A cells.csv `warnings` value without the codes that do not apply to an open-loop cell."""
+    kept = [w for w in decode_warnings(encoded) if w["code"] not in NOT_OPEN_LOOP]
+    return json.dumps(kept, separators=(",", ":")) if kept else ""

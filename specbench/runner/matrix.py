@@ -26,7 +26,7 @@ from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..metrics.gates import eager_engine
-from ..metrics.openloop import capacity_table, open_loop_table
+from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
 from ..metrics.slo import parse_slos
 from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
@@ -214,6 +214,8 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         plain=plain_variants(cfg), calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None))
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
+    if cfg.sweep.load.open and len(cells):
+        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
     atomic_write(rd.cells, cells.to_csv(index=False))
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
     atomic_write(rd.break_even, break_even_table(closed).to_csv(index=False))
