@@ -372,3 +372,33 @@ def test_a_trace_is_replayed_with_its_prompts_and_lengths(tmp_path: Path) -> Non
     trace.write_text('{"t": 0, "prompt_id": "nope"}\n{"t": 1}\n')
     with pytest.raises(ConfigError, match="prompt_id 'nope'"):
         _sweep(c)
+
+
+def test_capacity_search_is_decided_from_the_records_alone() -> None:
+    from specbench.records import RequestRecord
+    from specbench.runner.search import pending
+
+    c = parse_config(cfg_with(slo={"ttft_s": {"p90": 0.3}}, capacity={"search": True, "tolerance": 0.05,
+                                                                       "max_steps": 2}))
+    sweep = _sweep(c)
+
+    def window(rate: float, ttft: float) -> list[RequestRecord]:
+        point = sweep.points[0].at_rate(rate)
+        return [RequestRecord(**p.fields, t_send=100 + (p.at_s or 0), scheduled_s=p.at_s, ttft_s=ttft,
+                              e2e_s=ttft + 0.01, output_tokens=8)
+                for p in window_requests(c, sweep, point, "base", repeat=1)]
+
+    records = {r[0].window_id: r for r in (window(1.0, 0.1), window(2.0, 0.5))}
+    done = set(records)
+    assert pending(c, "base", sweep.points, set(), {}) == []  # nothing measured yet: the configured rates first
+    assert [p.rate for p in pending(c, "base", sweep.points, done, records)] == [1.5]
+    mid = window(1.5, 0.2)
+    records[mid[0].window_id] = mid
+    assert [p.rate for p in pending(c, "base", sweep.points, done, records)] == [1.5]  # not done: measure it
+    done.add(mid[0].window_id)
+    assert [p.rate for p in pending(c, "base", sweep.points, done, records)] == [1.75]
+    nxt = window(1.75, 0.4)
+    records[nxt[0].window_id] = nxt
+    done.add(nxt[0].window_id)
+    assert pending(c, "base", sweep.points, done, records) == []  # max_steps 2 rates added
+    assert pending(c, "ngram", sweep.points, done, records) == []  # another variant's records are not its own

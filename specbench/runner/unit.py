@@ -73,8 +73,8 @@ class RunContext:
             if n:
                 out.append((p, n))
         if launch == 1 and self.cfg.capacity.search:  # the next bisection rates (first launch only)
-            out += [(p, self.cfg.sweep.repeats)
-                    for p in pending(self.cfg, variant, self.plan.sweep.points, self.done, self.window_records)]
+            out += [(p, n) for p in pending(self.cfg, variant, self.plan.sweep.points, self.done, self.window_records)
+                    if (n := len(rule.next_repeats(p.key(variant).cell_id, self.done, self.throughput, launch)))]
         return out
 
     def requests_todo(self, variant: str) -> int:
@@ -152,16 +152,17 @@ async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> Non
     for point in sweep.points:
         await _measure_point(ctx, session, point, launch)
     while launch == 1 and (more := pending(cfg, name, sweep.points, ctx.done, ctx.window_records)):
-        for point in more:  # capacity.search: the next bisection rate of each unfinished curve
-            await _measure_point(ctx, session, point, launch)
+        # capacity.search: the next bisection rate of each unfinished curve (stop if none had a window to measure)
+        if not [await _measure_point(ctx, session, point, launch) for point in more].count(True):
+            break
 
 
-async def _measure_point(ctx: RunContext, session: VariantSession, point: SweepPoint, launch: int) -> None:
-    """Every window of one point still missing in this launch."""
+async def _measure_point(ctx: RunContext, session: VariantSession, point: SweepPoint, launch: int) -> bool:
+    """Every window of one point still missing in this launch; False when none was."""
     cfg, sweep, name = ctx.cfg, ctx.plan.sweep, session.name
     rule = RepeatRule(cfg.sweep)
     cell_id = point.key(name).cell_id
-    flushed = False
+    flushed = measured = False
     while todo := rule.next_repeats(cell_id, ctx.done, ctx.throughput, launch):
         repeat = todo[0]
         if not flushed:
@@ -177,3 +178,5 @@ async def _measure_point(ctx: RunContext, session: VariantSession, point: SweepP
             ctx.throughput[wid] = tp
         if cfg.capacity.search:
             ctx.window_records[wid] = list(session.last_window)
+        measured = True
+    return measured
