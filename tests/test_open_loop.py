@@ -402,3 +402,14 @@ def test_capacity_search_is_decided_from_the_records_alone() -> None:
     done.add(nxt[0].window_id)
     assert pending(c, "base", sweep.points, done, records) == []  # max_steps 2 rates added
     assert pending(c, "ngram", sweep.points, done, records) == []  # another variant's records are not its own
+
+
+def test_validate_states_the_offered_load() -> None:
+    from specbench.validate import open_loop_summary
+
+    c = parse_config(cfg_with())
+    line = open_loop_summary(c, _sweep(c))
+    last = arrival_offsets("poisson", 8, 1.0, seed=0)[-1]
+    assert line.startswith("load: open loop, poisson arrivals at 1, 2 req/s, 2 + 6 requests per rate, at most 256")
+    assert "SLOs: p90 TTFT <= 0.5 s; p99 TPOT <= 0.05 s" in line
+    assert f"takes {last + last / 2:.0f} s per variant" in line
