@@ -1,14 +1,18 @@
-"""The interface every way of sending load implements, and what it sends to."""
+"""The interface every way of sending load implements, what it sends to (`Target`), and the one function
+every load loop calls per request (`stream_planned`: one planned request -> its RequestRecord). Both have the
+shape of the lean client's `client.Endpoint` and `client.stream_planned` (issue 21), which replace them when
+that client is merged."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
 
-from ..client import StreamResult, stream_request
+from ..client import stream_request
 from ..engines.base import Engine
 from ..plan import PlannedRequest
 from ..records import RequestRecord
@@ -34,15 +38,13 @@ class Load(Protocol):
         ...
 
 
-def to_record(planned: PlannedRequest, res: StreamResult, t_send: float, **timing: float | None) -> RequestRecord:
-    """A finished request's record: its planned identity, the stream's timings, open-loop send timing."""
+async def stream_planned(target: Target, planned: PlannedRequest) -> RequestRecord:
+    """Stream one planned request and return its record (the function every load loop calls)."""
+    t_send = time.time()
+    res = await stream_request(target.engine, target.http, target.base_url, planned.spec, target.timeout_s,
+                               target.headers)
     return RequestRecord(
         **planned.fields, t_send=t_send, ttft_s=res.ttft_s, e2e_s=res.e2e_s,
         chunk_offsets_s=res.chunk_offsets_s or [], chunk_tokens=res.chunk_tokens or [],
         prompt_tokens=res.prompt_tokens, output_tokens=res.output_tokens, token_ids=res.token_ids,
-        text=res.text, finish_reason=res.finish_reason, spec=res.spec, error=res.error, **timing)
-
-
-async def stream_one(target: Target, planned: PlannedRequest) -> StreamResult:
-    return await stream_request(target.engine, target.http, target.base_url, planned.spec, target.timeout_s,
-                                target.headers)
+        text=res.text, finish_reason=res.finish_reason, spec=res.spec, error=res.error)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..plan import PlannedRequest
 from ..records import RequestRecord
-from .base import OnRecord, Target, stream_one, to_record
+from .base import OnRecord, Target, stream_planned
 
 SPIN_S = 0.0015  # the last 1.5 ms before a send are waited by yielding, not sleeping (timer granularity)
 
@@ -44,9 +44,8 @@ class OpenLoop:
         async def one(p: PlannedRequest, due: float) -> None:
             try:
                 lag = time.perf_counter() - due
-                t_send = time.time()
-                res = await stream_one(target, p)
-                rec = to_record(p, res, t_send, scheduled_s=p.at_s, send_lag_s=lag)
+                rec = await stream_planned(target, p)
+                rec.scheduled_s, rec.send_lag_s = p.at_s, lag
                 records.append(rec)
                 on_record(rec)
             finally:
