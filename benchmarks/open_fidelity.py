@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,14 @@ from .common import REPO, BenchServe, attach, generated_header, write_generated
 NAME = "open_fidelity"
 PROMPT = "Tell a short story."
 OUTPUT_LEN = 4
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The stand-in's M/D/c queue: slots served at once, each for service_s."""
+
+    slots: int
+    service_s: float
 
 
 def mdc_ttft(send_s: list[float], slots: int, service_s: float) -> list[float]:
@@ -85,7 +94,7 @@ def summary(client: str, rate: float, send: list[float], finish: list[float], tt
             "err_p50_ms": float(np.percentile(err, 50)), "err_p99_ms": float(np.percentile(err, 99))}
 
 
-def run_specbench(base: str, rate: float, n: int, slots: int, service_s: float) -> dict[str, Any]:
+def run_specbench(base: str, rate: float, n: int, q: Queue) -> dict[str, Any]:
     cfg = parse_config({"model": {"path": "standin", "served_name": "standin"}, "engine": {"kind": "vllm"},
                         "variants": [{"name": "b", "drafter": "autoregressive", "baseline": True}],
                         "sweep": {"output_lens": [OUTPUT_LEN], "warmup_requests": 0,
@@ -111,11 +120,10 @@ def run_specbench(base: str, rate: float, n: int, slots: int, service_s: float) 
     ok = [r for r in recs if r.ok and r.ttft_s is not None and r.e2e_s is not None]
     send = [r.t_send for r in ok]
     return summary("specbench", rate, send, [r.t_send + (r.e2e_s or 0) for r in ok], [r.ttft_s or 0 for r in ok],
-                   mdc_ttft(send, slots, service_s))
+                   mdc_ttft(send, q.slots, q.service_s))
 
 
-def run_vllm(base: str, rate: float, n: int, slots: int, service_s: float, tokenizer: str,
-             workdir: Path) -> dict[str, Any]:
+def run_vllm(base: str, rate: float, n: int, q: Queue, tokenizer: str, workdir: Path) -> dict[str, Any]:
     data = workdir / f"prompts-{rate:g}.jsonl"
     data.write_text("".join(json.dumps({"prompt": PROMPT}) + "\n" for _ in range(n)))
     argv = BenchServe(base, "standin", tokenizer, data, OUTPUT_LEN, n, n, workdir / f"vllm-{rate:g}.json",
@@ -128,7 +136,7 @@ def run_vllm(base: str, rate: float, n: int, slots: int, service_s: float, token
     send, ttft = list(res["start_times"]), list(res["ttfts"])
     # vLLM's latency of a request ends at its last token: start + ttft + sum(itl)
     finish = [s + t + sum(itl) for s, t, itl in zip(send, ttft, res["itls"])]
-    return summary("vLLM bench serve", rate, send, finish, ttft, mdc_ttft(send, slots, service_s))
+    return summary("vLLM bench serve", rate, send, finish, ttft, mdc_ttft(send, q.slots, q.service_s))
 
 
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -166,8 +174,9 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for rate in a.rates:
-                rows.append(run_specbench(base, rate, a.requests, a.slots, a.service_ms / 1000))
-                rows.append(run_vllm(base, rate, a.requests, a.slots, a.service_ms / 1000, tokenizer, Path(tmp)))
+                q = Queue(a.slots, a.service_ms / 1000)
+                rows.append(run_specbench(base, rate, a.requests, q))
+                rows.append(run_vllm(base, rate, a.requests, q, tokenizer, Path(tmp)))
                 print(json.dumps(rows[-2:]), flush=True)
     finally:
         stop(proc)
