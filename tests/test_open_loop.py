@@ -307,10 +307,14 @@ def test_open_loop_table_reads_send_lag_and_rate(tmp_path: Path) -> None:
     pts = open_loop_table(req, win, slos)
     assert len(pts) == 4 and (pts["n_requests"] == 10).all()  # warmup left out
     assert pts["send_lag_p50_s"].tolist() == pytest.approx([0.002] * 4)  # lags 2, 3, 0, 1, 2, ... ms
-    assert pts.loc[(pts.variant == "base") & (pts.rate == 2.0), "p90_ttft_s"].item() == pytest.approx(0.4)
+    # latencies count from the planned arrival: TTFT + send-time error (lags 2, 3, 0, 1, 2, 3, 0, 1, 2, 3 ms)
+    lags = [0.001 * (i % 4) for i in range(2, 12)]
+    p90 = {ttft: float(np.percentile([ttft + lag for lag in lags], 90)) for ttft in (0.2, 0.4)}
+    assert pts.loc[(pts.variant == "base") & (pts.rate == 2.0), "p90_ttft_s"].item() == pytest.approx(p90[0.4])
     cap = capacity_table(pts, slos, "base").set_index("variant")
-    # base: TTFT 0.2 at 1 req/s, 0.4 at 2: crosses 0.3 at 1.5; fast: 0.1 and 0.2, holds throughout
-    assert cap.loc["base", "capacity_req_s"] == pytest.approx(1.5) and cap.loc["base", "status"] == MEASURED
+    # base: TTFT ~0.2 at 1 req/s, ~0.4 at 2: crosses 0.3 near 1.5; fast: ~0.1 and ~0.2, holds throughout
+    assert cap.loc["base", "capacity_req_s"] == pytest.approx(1 + (0.3 - p90[0.2]) / (p90[0.4] - p90[0.2]))
+    assert cap.loc["base", "status"] == MEASURED
     assert cap.loc["fast", "status"] == BEYOND and cap.loc["fast", "capacity_req_s"] == 2.0
     assert list(cap.reset_index().columns[:5]) == ["variant", "slo", "capacity_req_s", "capacity_ci_low",
                                                     "capacity_ci_high"]
@@ -413,3 +417,21 @@ def test_validate_states_the_offered_load() -> None:
     assert line.startswith("load: open loop, poisson arrivals at 1, 2 req/s, 2 + 6 requests per rate, at most 256")
     assert "SLOs: p90 TTFT <= 0.5 s; p99 TPOT <= 0.05 s" in line
     assert f"takes {last + last / 2:.0f} s per variant" in line
+
+
+def test_slo_latency_counts_from_the_planned_arrival() -> None:
+    """A request the client sent 0.5 s late (safety cap, busy client) kept its user waiting 0.5 s more: its TTFT
+    against the SLO is 0.1 + 0.5 s, not the 0.1 s measured from the late send (no coordinated omission)."""
+    import pandas as pd
+
+    from specbench.metrics.openloop import open_loop_table
+
+    rows = [{"variant": "v", "category": "c", "input_len": None, "output_len": 4, "temperature": 0.0, "rate": 1.0,
+             "cell_id": "v|r1", "point_id": "r1", "window_id": "w", "launch": 1, "repeat": 1, "index": i,
+             "warmup": False, "t_send": float(i) + lag, "scheduled_s": float(i), "send_lag_s": lag, "ttft_s": 0.1,
+             "e2e_s": 0.13, "output_tokens": 4, "chunk_tokens": [4], "error": None}
+            for i, lag in enumerate([0.0, 0.0, 0.0, 0.5])]
+    pts = open_loop_table(pd.DataFrame(rows), pd.DataFrame({"window_id": ["w"]}), [SLO("ttft_s", 50, 0.3)])
+    assert pts["ttft_p99_s"].item() == pytest.approx(np.percentile([0.1, 0.1, 0.1, 0.6], 99))
+    assert pts["tpot_p50_s"].item() == pytest.approx(0.01)  # TPOT is unchanged: (e2e - TTFT) / (n - 1)
+    assert pts["attainment"].item() == pytest.approx(3 / 4)
