@@ -77,9 +77,15 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     if any(s == "failed" for s in result.status.values()):
         print(f"error: calibrate: the baseline failed; see {result.run_dir}", file=sys.stderr)
         return 1
-    cal, path = calibration.record(result.run_dir, cfg)
+    got = calibration.record(result.run_dir, cfg)
+    assert got is not None  # a calibration that estimates nothing raises
+    cal, path = got
+    if not cal.pooled:
+        print(f"warning: {cal.note}: kept in {path} but not pooled (a driver, BIOS or load change?)", file=sys.stderr)
+    pooled = calibration.pooled(calibration.load_history(path), str(path))
+    total = f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries" if pooled else ""
     print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
-          f"{cal.df:g} df) stored in {path}; later runs on this hardware with one launch per variant use it")
+          f"{cal.df:g} df) added to {path}{total}; later runs on this hardware with one launch per variant use it")
     return 0
 
 

@@ -148,6 +148,8 @@ class VerdictConfig(Strict):
     """How the report turns intervals into advice."""
 
     min_speedup: float = Field(DEFAULT_MIN_SPEEDUP, ge=1.0)  # adopt only where the interval's low end clears it
+    # the variance history's directory (a team's shared one); default $SPECBENCH_HISTORY, else the cache
+    history_dir: str | None = None
 
 
 class SchedulerConfig(Strict):

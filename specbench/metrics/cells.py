@@ -14,6 +14,7 @@ import pandas as pd
 from .. import stats
 from . import gates
 from .acceptance import cell_acceptance
+from .decision import Components, Design, Estimate, component_interval
 from .common import NAN, interval_or_nan, key_nan, safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import cell_lossless
@@ -194,6 +195,12 @@ def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     return "repeat+calibration" if calibration is not None else "repeat"
 
 
+def _mark_history_intervals(row: dict[str, Any]) -> None:
+    """A speedup interval from the history's components alone (a single window per side)."""
+    if row["interval_unit"] == "repeat+calibration" and row["repeats"] == 1 and math.isfinite(row["speedup_ci_low"]):
+        row["interval_unit"] = "history"
+
+
 # ---------------------------------------------------------------------------------------------------
 # Comparisons against the baseline
 
@@ -208,6 +215,8 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
     ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
+        ci = _component_ci(out["speedup"], cell, base, calibration)
     if math.isfinite(out["speedup"]):
         out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
         out["speedup_ci_df"] = NAN if ci.df is None else ci.df
@@ -220,6 +229,17 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
     out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
     return out
+
+
+def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:
+    """The speedup interval of cells too small to estimate their own variance (one launch, one repeat),
+    from the history's pooled launch and repeat components (decision.component_interval)."""
+    if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var) and cal.rel_var >= 0):
+        return stats.UNDEFINED_T
+    comps = Components(Estimate(cal.rel_var, cal.df), Estimate(cal.repeat_rel_var, cal.repeat_df))
+    lo, hi, df = component_interval(speedup, comps, Design(cell.n_launches, max(1, len(cell.window_tp))),
+                                    Design(base.n_launches, max(1, len(base.window_tp))))
+    return stats.TInterval(lo, hi, df) if math.isfinite(lo) else stats.UNDEFINED_T
 
 
 def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, baseline: str,
@@ -295,6 +315,7 @@ def compute_cells(
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
             row.update(_speedups(c, base, calibration))  # type: ignore[arg-type]
+            _mark_history_intervals(row)
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
              row["lossless_prefix_mean"]) = cell_lossless(

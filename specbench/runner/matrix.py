@@ -108,10 +108,11 @@ class MatrixRun:
         self.state = state = self._start_state(rd, plan)
         write_side_files(rd, plan)
         if not o.resume and self.cfg.sweep.launches < 2:  # one launch each: this hardware's calibration, if any
-            cal = calibration.attach(rd.path, hardware_fingerprint())
+            cal = calibration.attach(rd.path, hardware_fingerprint(),
+                                     calibration.history_dir(self.cfg.verdict.history_dir))
             if cal is not None:
-                self.reporter.log(f"between-launch CV {100 * cal.launch_cv:.1f}% from the calibration of "
-                                  f"{cal.created} ({cal.source_run}) goes into every interval")
+                self.reporter.log(f"between-launch CV {100 * cal.launch_cv:.1f}% (pooled df {cal.df:g}, "
+                                  f"{cal.entries} entries of {cal.history}) goes into every interval")
         state.save(rd)
 
         sink = RecordSink.open(rd, state.run_id)  # opening repairs a torn tail (before --reuse appends too)
@@ -181,7 +182,23 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
         raise Interrupted(f"interrupted: every engine was stopped; measurements kept in {rd.path}; "
                           f"finish with: specbench run --resume {rd.path}") from None
     finalize(RunDir(result.run_dir), cfg)
+    _add_to_history(result.run_dir, cfg)
     return result
+
+
+def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
+    """A run's variance estimates join its hardware's history (a calibration adds its own in
+    `specbench calibrate`); an estimate the F test refuses is kept there but not pooled, with a warning."""
+    if cfg.name.endswith("-calibration"):
+        return
+    try:
+        got = calibration.record(run_dir, cfg, kind="run")
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"warning: the variance history was not updated: {exc}", file=sys.stderr)
+        return
+    if got is not None and not got[0].pooled:
+        print(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)",
+              file=sys.stderr)
 
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:
