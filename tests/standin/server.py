@@ -60,6 +60,7 @@ class Options:
     stall_after: int | None = None
     tokens_per_chunk: int = 1
     ms_per_token: float = 0.0
+    paced: bool = False  # token j of a request is due at arrival + j * ms_per_token: load delays do not add up
     accept_rate: float | None = None
     drafts_per_step: int = 3
     enable_metrics: bool = False
@@ -302,7 +303,9 @@ class StandIn:
                 await stream.raw(b"data: [DONE]\n\n")
                 await stream.end()
                 return False
-            if o.ms_per_token:
+            if o.ms_per_token and o.paced:
+                await asyncio.sleep(max(0.0, arrival + (j + 1) * o.ms_per_token / 1000 - time.perf_counter()))
+            elif o.ms_per_token:
                 await asyncio.sleep(o.ms_per_token / 1000)
             chunk_ids = ids[done:done + k]
             if done == 0:
@@ -496,6 +499,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per chunk when not speculating")
     p.add_argument("--ms-per-token", type=float, default=0.0,
                    help="milliseconds per target step (one token, or one verify step when speculating)")
+    p.add_argument("--paced", action="store_true",
+                   help="pace each request against its arrival clock, so a late wake-up does not slow the rest")
     p.add_argument("--accept-rate", type=float, default=None, help="speculate: P(a draft token is accepted)")
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
