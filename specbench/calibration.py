@@ -21,7 +21,7 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,8 @@ class Calibration:
     note: str = ""  # why it was refused
     entries: int = 1  # in a pooled figure: how many history entries it pools
     history: str = ""  # ... and the history file it comes from
+    startup_s: float = math.nan  # the baseline's engine startup (for `specbench plan`)
+    rates: dict[str, float] = field(default_factory=dict)  # concurrency -> the baseline's per-request tok/s
 
     def variance(self, where: str) -> LaunchVariance:
         return LaunchVariance(rel_var=self.rel_var, df=self.df, source=where,
@@ -167,7 +169,8 @@ def pooled(entries: list[Calibration], where: str = "") -> Calibration | None:
         return None
     repeat = pool([x for e in use if (x := _est(e.repeat_rel_var, e.repeat_df)) is not None])
     last = use[-1]
-    return replace(last, rel_var=launch.var, df=launch.df, repeat_rel_var=repeat.var if repeat else math.nan,
+    startups = sorted(e.startup_s for e in use if math.isfinite(e.startup_s))
+    return replace(last, startup_s=startups[len(startups) // 2] if startups else math.nan, rel_var=launch.var, df=launch.df, repeat_rel_var=repeat.var if repeat else math.nan,
                    repeat_df=repeat.df if repeat else 0.0, entries=len(use), history=where,
                    launches=sum(e.launches for e in use), cells=sum(e.cells for e in use))
 
@@ -218,8 +221,22 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
                                  model=str(cfg.model.path or f"demo:{cfg.model.demo}"), source_run=str(run_dir))
     cal = estimate(cells, cfg.baseline.name, **facts)
     if cal is None:
-        return estimate_repeats(cells, cfg.baseline.name, **facts) if kind == "run" else None
-    return replace(cal, kind=kind)
+        cal = estimate_repeats(cells, cfg.baseline.name, **facts) if kind == "run" else None
+    if cal is None:
+        return None
+    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    startup = ((meta.get("variants") or {}).get(cfg.baseline.name) or {}).get("startup_s")
+    return replace(cal, kind=kind, startup_s=float(startup) if startup else math.nan,
+                   rates=_rates(cells, cfg.baseline.name))
+
+
+def _rates(cells: pd.DataFrame, variant: str) -> dict[str, float]:
+    """Median per-request speed of a variant's valid cells at each concurrency."""
+    c = cells[(cells["variant"] == variant) & cells["valid"].astype(bool)]
+    if "per_user_tok_s" not in c:
+        return {}
+    med = c.groupby("concurrency")["per_user_tok_s"].median().dropna()
+    return {str(int(float(str(k)))): float(v) for k, v in med.items() if v > 0}
 
 
 def record(run_dir: Path, cfg: RunConfig, kind: str = "calibration") -> tuple[Calibration, Path] | None:

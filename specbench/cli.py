@@ -89,6 +89,19 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(a: argparse.Namespace) -> int:
+    from . import calibration
+    from .config import load_config
+    from .environment import hardware_fingerprint
+    from .planner import make_plan, render
+
+    cfg = load_config(a.config)
+    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
+    history = calibration.pooled(calibration.load_history(path), str(path))
+    print(render(make_plan(cfg, history)))
+    return 0
+
+
 def _cmd_bench(a: argparse.Namespace) -> int:
     from .config import parse_config
     from .runner import RunOptions
@@ -180,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--out", help="run directory of the calibration (default <output_dir>/<name>-calibration-...)")
     cal.add_argument("--force", action="store_true", help="measure again into a non-empty --out")
     cal.set_defaults(fn=_cmd_calibrate)
+    pl = sub.add_parser("plan", help="before any launch: expected wall time, interval width per point and the "
+                                     "cost-optimal launches x repeats")
+    pl.add_argument("config")
+    pl.set_defaults(fn=_cmd_plan)
     # hidden: what `--scheduler slurm` runs on a node, as a Slurm step
     w = sub.add_parser("worker")
     w.add_argument("run_dir")

@@ -101,6 +101,25 @@ class AdaptiveConfig(Strict):
     max_repeats: int = Field(10, ge=2)
 
 
+class EstimatesConfig(Strict):
+    """Stated estimates for `specbench plan` where no run has measured them yet (the history's figures,
+    when it has them, come first for the variance components)."""
+
+    startup_s: float | None = Field(None, gt=0)  # one engine launch until it generates
+    # per-request decode speed (tok/s): one figure, or per concurrency ({1: 26, 32: 25.2}; nearest used)
+    per_request_tok_s: float | dict[int, float] | None = None
+    launch_cv: float | None = Field(None, ge=0, lt=1)  # between launches, relative
+    repeat_cv: float | None = Field(None, ge=0, lt=1)  # between repeats inside a launch, relative
+
+    @field_validator("per_request_tok_s")
+    @classmethod
+    def _rates(cls, v: float | dict[int, float] | None) -> float | dict[int, float] | None:
+        rates = v.values() if isinstance(v, dict) else [] if v is None else [v]
+        if any(not r > 0 for r in rates) or (isinstance(v, dict) and (not v or min(v) < 1)):
+            raise ValueError("must be a positive rate, or a map of concurrency >= 1 to positive rates")
+        return v
+
+
 class SweepConfig(Strict):
     prompts: list[PromptSource] = Field(default_factory=lambda: [PromptSource()], min_length=1)
     output_lens: list[int] = Field(min_length=1)
@@ -167,6 +186,7 @@ class RunConfig(Strict):
     variants: list[VariantConfig] = Field(min_length=1)
     sweep: SweepConfig
     verdict: VerdictConfig = Field(default_factory=VerdictConfig)
+    estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     output_dir: str = "runs"
 
