@@ -136,14 +136,9 @@ class Consistency:
 def consistent(new: Estimate, history: Estimate | None, alpha: float = 0.01) -> Consistency:
     """Two-sided F test of H0: the new estimate and the history estimate one variance.
     F = s_new^2 / s_hist^2 on (df_new, df_hist); p = 2 min(P(F' <= F), P(F' >= F)). A zero variance on
-    either side is tested through the other (F = 0 or inf), so a launch effect that appears where the
-    history had none is refused too."""
-    if history is None or not (new.df > 0 and history.df > 0):
+    either side (a Kalibera-Jones launch estimate truncated at 0) is not testable: it is pooled as it is."""
+    if history is None or not (new.df > 0 and history.df > 0 and new.var > 0 and history.var > 0):
         return Consistency(True, math.nan)
-    if history.var <= 0 and new.var <= 0:
-        return Consistency(True, 1.0)
-    if history.var <= 0:
-        return Consistency(False, 0.0)
     f = new.var / history.var
     cdf = float(scipy.stats.f.cdf(f, new.df, history.df))
     p = min(1.0, 2 * min(cdf, 1 - cdf))
