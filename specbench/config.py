@@ -138,6 +138,20 @@ class SweepConfig(Strict):
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     request_timeout_s: float = Field(600.0, gt=0)
     max_error_rate: float = Field(0.0, ge=0, le=1)  # a cell with more failed requests is invalid
+    # "decided": after `launches`, one more launch at a time (baseline and the drafters concerned, only
+    # their undecided points) until every point is decided, `max_launches` is reached or `budget_h` is
+    # spent; intervals then spend alpha over the max_launches - launches + 1 looks (docs/metrics.md)
+    until: Literal["fixed", "decided"] = "fixed"
+    max_launches: int = Field(10, ge=2)
+    budget_h: float | None = Field(None, gt=0)  # wall-time budget of the whole run (until: decided)
+
+    @model_validator(mode="after")
+    def _sequential(self) -> "SweepConfig":
+        if self.until == "decided" and self.launches < 2:
+            raise ValueError("until: decided needs launches >= 2 (each look compares launch means)")
+        if self.until == "decided" and self.max_launches <= self.launches:
+            raise ValueError(f"until: decided needs max_launches > launches ({self.launches})")
+        return self
 
     @field_validator("output_lens", "concurrency", "input_lens")
     @classmethod

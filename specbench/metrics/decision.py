@@ -247,3 +247,13 @@ def look_alpha(max_looks: int, alpha: float = ALPHA) -> float:
     at most alpha, however the looks depend on each other, so stopping at the first decisive look keeps
     every outcome's error rate at most alpha."""
     return alpha / max(1, max_looks)
+
+
+def widen(low: float, high: float, df: float, alpha: float) -> tuple[float, float]:
+    """A log-symmetric 95% interval [low, high] on df, re-drawn at one-sided level `alpha`: the same centre,
+    the half-width scaled by t_df(1 - alpha) / t_df(0.975). NaN in, NaN out."""
+    if not (low > 0 and high > 0 and df > 0):
+        return math.nan, math.nan
+    centre, half = (math.log(low) + math.log(high)) / 2, (math.log(high) - math.log(low)) / 2
+    half *= t_quantile(df, alpha) / t_quantile(df, ALPHA)
+    return math.exp(centre - half), math.exp(centre + half)

@@ -82,7 +82,17 @@ def verdict_section(data: RunData) -> list[Block]:
                        f"{_min_speedup(data):g}], and against it when the whole interval lies below 1.0; anything "
                        "else decides nothing yet. Each is a one-sided test at 2.5% on the same 95% interval. A "
                        "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU "
-                       "engine, GPU drift) overrules a win. " + legend(data)], "note")]
+                       "engine, GPU drift) overrules a win. " + legend(data) + _sequential_note(data)], "note")]
+
+
+def _sequential_note(data: RunData) -> str:
+    sweep = data.config.get("sweep") or {}
+    if sweep.get("until") != "decided":
+        return ""
+    k = int(sweep.get("max_launches") or 10) - int(sweep.get("launches") or 1) + 1
+    return (f" Sequential run (sweep.until: decided): launches were added where points were undecided, so each "
+            f"speedup interval is drawn at 2.5% / {k} per side (alpha spent over {k} looks), which keeps every "
+            "outcome's error rate at most 2.5% however many looks the run took.")
 
 
 def _min_speedup(data: RunData) -> float:

@@ -12,10 +12,12 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import pandas as pd
 import yaml
 
 from .. import calibration
@@ -26,6 +28,7 @@ from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..metrics.gates import eager_engine
+from ..metrics.sequential import always_valid
 from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
 from ..report import render
@@ -33,6 +36,7 @@ from ..reuse import copy_reusable, variant_fingerprints
 from ..rundir import RunDir, atomic_write, records_frame
 from .prepare import Plan, check_run_dir, config_hash, default_run_path, open_run_dir, prepare_plan, write_side_files
 from .scheduler import launch_order, run_schedule
+from .sequential import Looks, until_decided
 from .session import RecordSink
 from .state import RunState, VariantState
 from .unit import measure_launch, open_context
@@ -85,6 +89,7 @@ class MatrixRun:
 
     async def run(self) -> RunResult:
         o = self.opts
+        started = time.monotonic()
         if o.out is not None:
             check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
         alloc = None
@@ -117,6 +122,9 @@ class MatrixRun:
 
         sink = RecordSink.open(rd, state.run_id)  # opening repairs a torn tail (before --reuse appends too)
         try:
+            if self.cfg.sweep.until == "decided" and (alloc is not None or o.reuse):
+                raise ConfigError("sweep.until", "decided runs locally and measures every variant itself "
+                                  "(no --scheduler slurm, no --reuse)")
             if o.reuse:
                 self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
             placer = None
@@ -133,8 +141,13 @@ class MatrixRun:
                 await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
             else:
                 self.reporter.start(sum(ctx.requests_todo(n) for n in names))
-                await run_schedule(units, state, lambda u, vs: measure_launch(ctx, u, vs),
-                                   lambda u: bool(ctx.todo(u.variant, u.launch)), ctx.checkpoint)
+                execute = lambda u, vs: measure_launch(ctx, u, vs)  # noqa: E731
+                await run_schedule(units, state, execute, lambda u: bool(ctx.todo(u.variant, u.launch)),
+                                   ctx.checkpoint)
+                if self.cfg.sweep.until == "decided":
+                    await until_decided(ctx, state, self.cfg.baseline.name,
+                                        Looks(cells=lambda: derive_cells(rd, self.cfg), execute=execute,
+                                              started=started, log=self.reporter.log))
         finally:
             sink.close()
             state.save(rd)
@@ -217,18 +230,28 @@ def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
 
 
-def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
-    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
-    atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
-    if cfg is None:
-        cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
-    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | None = None,
+                 windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The cells table from the raw records: intervals with the pooled history where it applies, speedups
+    withheld across unlike hardware, always-valid intervals for a sequential run."""
+    if requests is None or windows is None:
+        requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate,
                           run_gates=launch_gates(rd), plain=plain_variants(cfg),
                           calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None)
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
+    return always_valid(cells, cfg.sweep)
+
+
+def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
+    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
+    atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
+    if cfg is None:
+        cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
+    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+    cells = derive_cells(rd, cfg, requests, windows)
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))

@@ -56,16 +56,24 @@ class RunContext:
     throughput: dict[str, float]  # window id -> output throughput (the adaptive stopping rule)
     reporter: Reporter
     checkpoint: Callable[[], None] = field(default=lambda: None)  # persist the variants' states
+    # (variant, launch) -> the point ids that launch measures (sequential launches); absent: every point
+    only: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
 
     @property
     def cfg(self) -> RunConfig:
         return self.plan.cfg
+
+    def wanted(self, variant: str, launch: int, point: SweepPoint) -> bool:
+        allowed = self.only.get((variant, launch))
+        return allowed is None or point.key(variant).point_id in allowed
 
     def todo(self, variant: str, launch: int = 1) -> list[tuple[SweepPoint, int]]:
         """(point, number of windows) still to measure for one launch of `variant`, as far as is known now."""
         rule = RepeatRule(self.cfg.sweep)
         out = []
         for p in self.plan.sweep.points:
+            if not self.wanted(variant, launch, p):
+                continue
             n = len(rule.next_repeats(p.key(variant).cell_id, self.done, self.throughput, launch))
             if n:
                 out.append((p, n))
@@ -134,6 +142,8 @@ async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> Non
                               ctx.sink.request, session.headers)
     rule = RepeatRule(cfg.sweep)
     for point in sweep.points:
+        if not ctx.wanted(name, launch, point):
+            continue
         cell_id = point.key(name).cell_id
         flushed = False
         while todo := rule.next_repeats(cell_id, ctx.done, ctx.throughput, launch):
