@@ -1,7 +1,10 @@
 """Decisions on stand-ins whose speed is set, not measured by luck (issue 24's done-when): two identical
 servers launched 3 times each say "no practical difference" at every level and never adopt or slower; a
 drafter 1.5x as fast says adopt. The stand-in paces every request against its own arrival clock
-(--paced), so a late wake-up under load does not slow a launch, and every launch runs at the set speed."""
+(--paced), so a late wake-up under load does not add up over a request, and every launch runs at the
+set speed. A/A equivalence needs each launch mean within about 2% (t_4 = 2.78 against a margin of
+ln 1.05 = 0.049): its windows last about 5 s (2 waves of 48 tokens at 50 ms), so a stall of the loaded
+2-core machine (tens of ms, seen) moves a launch mean by about 1%."""
 
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ SWEEP = {"concurrency": [1, 2], "output_lens": [24], "launches": 3, "repeats": 1
 PACED = ["--ms-per-token", "15", "--paced"]
 
 
-def run(tmp_path: Path, model_dir: Path, port: int, variants: list[dict], faults: dict[str, list[str]]) -> Path:
-    data = standin_config(model_dir, port, variants=variants, sweep=SWEEP)
+def run(tmp_path: Path, model_dir: Path, port: int, variants: list[dict], faults: dict[str, list[str]],
+        sweep: dict | None = None) -> Path:
+    data = standin_config(model_dir, port, variants=variants, sweep=sweep or SWEEP)
     for v, flags in faults.items():
         set_faults(model_dir.parent, v, flags)
     out = tmp_path / "run"
@@ -33,7 +37,8 @@ def verdict_of(run_dir: Path) -> str:
 
 def test_aa_says_no_practical_difference_at_every_level(tmp_path, model_dir, port, no_survivors) -> None:
     aa = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
-    out = run(tmp_path, model_dir, port, aa, {"a1": PACED, "a2": PACED})
+    slow = ["--ms-per-token", "50", "--paced"]
+    out = run(tmp_path, model_dir, port, aa, {"a1": slow, "a2": slow}, dict(SWEEP, output_lens=[48], waves=2))
     no_survivors()
     cells = pd.read_csv(out / "cells.csv")
     a2 = cells[cells["variant"] == "a2"]

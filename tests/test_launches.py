@@ -105,7 +105,7 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     copied = calibration.load(tmp_path / "run" / calibration.FILE)
     assert copied is not None and (copied.rel_var, copied.df, copied.history) == (cal.rel_var, 2, str(path))
     # one launch per variant: a speedup's log variance gains 2 x rel_var (two independent launches)
-    assert launch_components(1.0, cal.variance("x"), n_variants=2, log=True) == [(2 * cal.rel_var, 2.0)]
+    assert launch_components(cal.variance("x"), n_variants=2) == [(2 * cal.rel_var, 2.0)]
 
 
 def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0)) -> Any:
