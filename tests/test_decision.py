@@ -57,13 +57,13 @@ def test_units_to_decide_known_answer() -> None:
     z = 1.959963984540054
     s = 1.2
     low, high = s * math.exp(-z * 0.1), s * math.exp(z * 0.1)
-    assert units_to_decide(s, low, high, math.inf, 1, M).units == 3
+    assert units_to_decide(low, high, math.inf, 1, M).units == 3
     # the same se at finite df: t falls as df grow by 2 per added unit (t_4 = 2.776, t_6 = 2.447 ...):
     # n = 4: t_{2+6} = 2.306 * 0.1 / 2 = 0.115 < 0.1335, n = 3: t_6 = 2.447 * 0.1 / sqrt(3) = 0.141 > 0.1335
     t2 = 4.302652729911275
-    assert units_to_decide(s, s * math.exp(-t2 * 0.1), s * math.exp(t2 * 0.1), 2.0, 1, M).units == 4
-    assert units_to_decide(M, 0.9, 1.2, 4.0, 2, M).units is None  # at m itself: undecidable
-    assert units_to_decide(1.2, 0.5, 3.0, 2.0, 2, M, cap=3).units is None  # more than the cap
+    assert units_to_decide(s * math.exp(-t2 * 0.1), s * math.exp(t2 * 0.1), 2.0, 1, M).units == 4
+    assert units_to_decide(M * 0.9, M / 0.9, 4.0, 2, M).units is None  # at m itself: undecidable
+    assert units_to_decide(0.5, 3.0, 2.0, 2, M, cap=3).units is None  # more than the cap
 
 
 def test_pool_known_answer() -> None:
@@ -110,3 +110,44 @@ def test_optimal_design_known_answer() -> None:
 
 def test_look_alpha() -> None:
     assert look_alpha(5) == pytest.approx(0.005) and look_alpha(0) == pytest.approx(0.025)
+
+
+def test_pooled_ratio_ci_known_answer() -> None:
+    from specbench.stats import pooled_ratio_ci
+
+    # units 1.0/1.1 (v_x = var / mean^2 = 0.005 / 1.1025) and 1.0/1.0 (v_y = 0); prior v 0.001 on 10 df
+    x, y = [1.0, 1.1], [1.0, 1.0]
+    vx = 0.005 / 1.05 ** 2
+    v = (10 * 0.001 + 1 * vx + 0) / 12
+    ci = pooled_ratio_ci(x, y, (0.001, 10))
+    half = 2.178812829667228 * math.sqrt(v * (1 / 2 + 1 / 2))  # t_12(0.975)
+    assert ci.df == 12
+    assert (ci.low, ci.high) == (pytest.approx(1.05 * math.exp(-half)), pytest.approx(1.05 * math.exp(half)))
+    assert pooled_ratio_ci(x, y, (0.001, 0)).df is None  # a prior without df: nothing to pool
+
+
+def _aa_paths(looks: int, alpha_side: float, paths: int = 3000) -> float:
+    """Fraction of A/A paths (true speedup 1) whose interval excludes 1 at some look; look k compares k + 1
+    launch means a side (log CV 5%, variance known from a history of 1000 df)."""
+    import numpy as np
+
+    from specbench.stats import pooled_ratio_ci
+
+    rng = np.random.default_rng(7)
+    misses = 0
+    for _ in range(paths):
+        x, y = np.exp(rng.normal(0, 0.05, looks + 1)), np.exp(rng.normal(0, 0.05, looks + 1))
+        for k in range(1, looks + 1):
+            ci = pooled_ratio_ci(x[:k + 1], y[:k + 1], (0.0025, 1000), confidence=1 - 2 * alpha_side)
+            assert ci.low is not None and ci.high is not None
+            if ci.low > 1 or ci.high < 1:
+                misses += 1
+                break
+    return misses / paths
+
+
+def test_alpha_spending_keeps_the_error_rate_however_often_one_looks() -> None:
+    """Stopping at the first look that excludes 1: at 95% every look, the error rate of 6 looks is far above
+    5% (two sides); at 2.5% / 6 per side it stays below 5% (union bound; seeded, so deterministic)."""
+    naive, spent = _aa_paths(6, 0.025), _aa_paths(6, look_alpha(6))
+    assert naive > 0.10 and spent <= 0.05

@@ -206,7 +206,8 @@ def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     """What the cell's intervals treat as independent: launches, or repeats (plus a calibrated launch
     variance when one applies)."""
     if n_launches >= 2:
-        return "launch"
+        return "launch+history" if calibration is not None and calibration.df > 0 and calibration.repeat_df > 0 \
+            else "launch"
     return "repeat+calibration" if calibration is not None else "repeat"
 
 
@@ -229,7 +230,11 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     extra = launch_components(calibration if single else None, n_variants=2)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    prior = None if single else _history_prior(cell, calibration)
+    if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
+        ci = stats.pooled_ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), prior)
+    else:
+        ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
     if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
         ci = _component_ci(out["speedup"], cell, base, calibration)
     if math.isfinite(out["speedup"]):
@@ -244,6 +249,16 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
     out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
     return out
+
+
+def _history_prior(cell: _Cell, cal: LaunchVariance | None) -> stats.Component | None:
+    """The history's variance of one launch mean of this cell, s_L^2 + s_R^2 / r (r = its windows per
+    launch), with the launch component's df; None without both components."""
+    if cal is None or not (cal.df > 0 and cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)
+                           and cal.rel_var >= 0):
+        return None
+    r = max(1, len(cell.window_tp) // max(1, cell.n_launches))
+    return cal.rel_var + cal.repeat_rel_var / r, cal.df
 
 
 def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:

@@ -89,19 +89,20 @@ class MoreUnits:
     have: int
 
 
-def units_to_decide(speedup: float, low: float, high: float, df: float, n_units: int, min_speedup: float,
-                    cap: int = 50) -> MoreUnits:
-    """From a measured interval (n_units units per variant, df): its standard error on the log scale is
-    ln(high/low) / (2 t_df); with n' units per variant it becomes se * sqrt(n/n') and df grows by 2 per
-    unit added (one per side), as Welch's df do with equal variances."""
-    if not (speedup > 0 and low > 0 and high > 0 and df > 0 and n_units >= 1):
+def units_to_decide(low: float, high: float, df: float, n_units: int, min_speedup: float, cap: int = 50,
+                    alpha: float = ALPHA) -> MoreUnits:
+    """From a measured interval (n_units units per variant, df, drawn at one-sided `alpha`): its standard
+    error on the log scale is ln(high/low) / (2 t_df(1 - alpha)); with n' units per variant it becomes
+    se * sqrt(n/n') and df grows by 2 per unit added (one per side), as Welch's df do with equal
+    variances. The centre is the interval's (log) midpoint."""
+    if not (low > 0 and high > 0 and df > 0 and n_units >= 1):
         return MoreUnits(None, n_units)
-    se = math.log(high / low) / (2 * t_quantile(df))
-    need = decisive_half_width(math.log(speedup), min_speedup)
+    se = math.log(high / low) / (2 * t_quantile(df, alpha))
+    need = decisive_half_width((math.log(low) + math.log(high)) / 2, min_speedup)
     if need <= 0:
         return MoreUnits(None, n_units)
     for n in range(n_units, cap + 1):
-        if t_quantile(df + 2 * (n - n_units)) * se * math.sqrt(n_units / n) < need:
+        if t_quantile(df + 2 * (n - n_units), alpha) * se * math.sqrt(n_units / n) < need:
             return MoreUnits(n, n_units)
     return MoreUnits(None, n_units)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..config import SweepConfig
-from .decision import Outcome, classify, look_alpha, widen
+from .decision import Outcome, classify, look_alpha, units_to_decide, widen
 
 
 def looks(sweep: SweepConfig) -> int:
@@ -36,12 +36,18 @@ def always_valid(cells: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
     return out
 
 
-def undecided_points(cells: pd.DataFrame, min_speedup: float) -> dict[str, set[str]]:
-    """Per drafter, the point ids of its valid cells whose (always-valid) interval decides nothing."""
+def undecided_points(cells: pd.DataFrame, sweep: SweepConfig, min_speedup: float) -> dict[str, set[str]]:
+    """Per drafter, the point ids worth another launch: valid cells whose (always-valid) interval decides
+    nothing yet, but would within max_launches if their estimate and variance held (decision.units_to_decide
+    at the per-look alpha). A point that cannot be decided so (an estimate at m itself) is not chased."""
     out: dict[str, set[str]] = {}
     mine = cells[~cells["is_baseline"].astype(bool) & cells["valid"].astype(bool)]
-    for variant, point, lo, hi in zip(mine["variant"], mine["point_id"], mine["speedup_ci_low"],
-                                      mine["speedup_ci_high"]):
-        if classify(float(lo), float(hi), min_speedup) is Outcome.UNDECIDED:
-            out.setdefault(str(variant), set()).add(str(point))
+    alpha = look_alpha(looks(sweep))
+    for _, r in mine.iterrows():
+        lo, hi, df = float(r["speedup_ci_low"]), float(r["speedup_ci_high"]), float(r["speedup_ci_df"])
+        if classify(lo, hi, min_speedup) is not Outcome.UNDECIDED:
+            continue
+        more = units_to_decide(lo, hi, df, int(r["launches"]), min_speedup, cap=sweep.max_launches, alpha=alpha)
+        if more.units is not None:
+            out.setdefault(str(r["variant"]), set()).add(str(r["point_id"]))
     return out

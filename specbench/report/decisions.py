@@ -73,7 +73,7 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
         unit = "launches" if by_launch else "repeats"
         have = int(r["launches"] if by_launch else r["repeats"])
         df = float(r.get("speedup_ci_df", math.nan))
-        got = units_to_decide(float(r["speedup"]), float(r["speedup_ci_low"]), float(r["speedup_ci_high"]),
+        got = units_to_decide(float(r["speedup_ci_low"]), float(r["speedup_ci_high"]),
                               df if df > 0 else max(1.0, 2.0 * (have - 1)), max(1, have), min_speedup)
         if got.units is None:
             beyond += 1

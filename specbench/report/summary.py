@@ -118,7 +118,8 @@ def intervals_section(data: RunData) -> list[Block]:
     counts = units.value_counts()
     described = {"launch": "launches (each launch's mean is one unit)", "repeat": "repeats inside one launch",
                  "repeat+calibration": "repeats inside one launch plus the calibrated between-launch variance",
-                 "history": "none measured: the variance history's pooled launch and repeat components"}
+                 "history": "none measured: the variance history's pooled launch and repeat components",
+                 "launch+history": "launches, their variance pooled with the variance history's (df add up)"}
     used = "; ".join(f"{n} cell(s): {described.get(str(u), str(u))}" for u, n in counts.items())
     return [Heading("Intervals"),
             Table(["figure", "95% interval"], [list(m) for m in INTERVAL_METHODS]),

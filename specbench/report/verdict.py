@@ -226,6 +226,8 @@ def launch_basis(cells: pd.DataFrame, variant: str, baseline: str,
     per = f"{launches} launch{'es' if launches > 1 else ''} per variant"
     if units == {"launch"}:
         return False, f"{per}; {cv_text}, measured and in every interval"
+    if units and units <= {"launch", "launch+history"}:
+        return False, f"{per}; {cv_text}, measured and pooled with {_history_text(history)} in every interval"
     if "history" in units and units <= {"launch", "repeat+calibration", "history"}:
         return False, (f"{per}; {cv_text} and the between-repeat variance from {_history_text(history)}: "
                        "a cell measured once gets its interval from these pooled components")

@@ -112,7 +112,7 @@ class MatrixRun:
         self.rd = rd = open_run_dir(o.out, o.resume, o.force)
         self.state = state = self._start_state(rd, plan)
         write_side_files(rd, plan)
-        if not o.resume and self.cfg.sweep.launches < 2:  # one launch each: this hardware's calibration, if any
+        if not o.resume:  # this hardware's pooled variance history, if any
             cal = calibration.attach(rd.path, hardware_fingerprint(),
                                      calibration.history_dir(self.cfg.verdict.history_dir))
             if cal is not None:

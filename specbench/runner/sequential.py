@@ -47,10 +47,10 @@ async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: 
     launches = {v: sweep.launches for v in order}
     n = sweep.launches
     while True:
-        open_points = undecided_points(always_valid(looks.cells(), sweep), ctx.cfg.verdict.min_speedup)
+        open_points = undecided_points(always_valid(looks.cells(), sweep), sweep, ctx.cfg.verdict.min_speedup)
         live = {v: pts for v, pts in open_points.items() if state.variants[v].status == "done"}
         if not live:
-            looks.log(f"sequential: every point decided after {n} launches")
+            looks.log(f"sequential: every point decided (or out of reach of max_launches) after {n} launches")
             return
         if n >= sweep.max_launches:
             k = sum(map(len, live.values()))
