@@ -9,14 +9,17 @@ import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
 from ..metrics.decision import MIXED, WORD, Outcome, classify, summary_word, units_to_decide
+from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Table
 from .load import RunData
 from .verdict import launch_basis
 
+BLOCKED = "blocked"  # a table cell whose adopting point a sanity gate overrules
+
 LEGEND = ("In the table: adopt = the speedup interval clears {m:g}; same = it lies inside [{lo:.3f}, {m:g}] (no "
           "practical difference); slower = it lies below 1; undecided = anything else, no interval, or intervals "
           "without the variance between launches (indicative only); mixed = the categories or output lengths "
-          "at that concurrency decided differently.")
+          "at that concurrency decided differently; blocked = it would adopt, but a sanity gate fired.")
 
 
 def _min_speedup(data: RunData) -> float:
@@ -44,8 +47,21 @@ def verdict_table(data: RunData) -> Table | None:
         if launch_basis(c, v, data.baseline, data.history)[0]:  # no launch variance: nothing is decided
             outs = outs.map(lambda _: Outcome.UNDECIDED)
         conc = c.loc[outs.index, "concurrency"]
-        rows.append([v] + [summary_word(outs[conc == lv]) if (conc == lv).any() else "-" for lv in levels])
+        gated = c.loc[outs.index, "warnings"].map(_blocked) if "warnings" in c else pd.Series(False, outs.index)
+        rows.append([v] + [_word(outs[conc == lv], gated[conc == lv]) if (conc == lv).any() else "-"
+                           for lv in levels])
     return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
+
+
+def _blocked(encoded: object) -> bool:
+    return bool({w["code"] for w in decode_warnings(encoded)} & BLOCKING)
+
+
+def _word(outs: pd.Series, gated: pd.Series) -> str:
+    """summary_word, except that a sanity gate that fired on an adopting point overrules it: "blocked"."""
+    if any(o is Outcome.ADOPT and g for o, g in zip(outs, gated)):
+        return BLOCKED
+    return summary_word(outs)
 
 
 def legend(data: RunData) -> str:
