@@ -3,7 +3,7 @@
 
     python -m benchmarks.decision_cost [--matrices 300] [--history-df 8] [--seed 0] [--write docs/metrics.md]
 
-The matrix (the seed's figures, docs/cluster.md): a baseline and two drafters; 5 categories x 6
+The matrix (docs/cluster.md's K2.6 figures): a baseline and two drafters; 5 categories x 6
 concurrency levels = 30 points per drafter, each costing 128 s per repeat (the three output lengths at
 ~26 tok/s); a launch costs a 10-minute load. True speedups fall with concurrency from 1.6 to 0.7, with
 points at exactly 1.0 and at 1.05 (A: 1.6 1.3 1.05 1.0 0.85 0.7, B: 1.4 1.2 1.1 1.0 0.9 0.75). Each
