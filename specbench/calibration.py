@@ -201,10 +201,13 @@ def add(entry: Calibration, path: Path) -> Calibration:
 
 
 def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:
-    """The A/A calibration of a config: its baseline alone, launched `launches` times, same sweep."""
+    """The A/A calibration of a config: its baseline alone, launched `launches` times, the same sweep with
+    at least 2 repeats per launch, so that both components are estimated apart (a run measured once per
+    cell needs both for its interval)."""
     if launches < 2:
         raise UsageError("calibrate: --launches must be at least 2 (one launch has no between-launch variance)")
-    sweep = cfg.sweep.model_copy(update={"launches": launches, "adaptive": None})
+    sweep = cfg.sweep.model_copy(update={"launches": launches, "adaptive": None, "repeats": max(2, cfg.sweep.repeats),
+                                         "until": "fixed"})
     return cfg.model_copy(update={"name": f"{cfg.name}-calibration", "variants": [cfg.baseline], "sweep": sweep})
 
 

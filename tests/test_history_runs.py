@@ -24,9 +24,11 @@ SWEEP = {"concurrency": [1, 2], "output_lens": [24]}
 
 
 def calibrate(tmp_path: Path, model_dir: Path, port: int, name: str) -> None:
-    """What `specbench calibrate` does: the baseline alone, 3 launches of 2 repeats, then record()."""
+    """What `specbench calibrate` does: the baseline alone, 3 launches, then record(). The config measures
+    each cell once, as the CPU demo does: the calibration still takes 2 repeats per launch."""
     cfg = calibration.calibration_config(parse_config(standin_config(
-        model_dir, port, variants=VARIANTS, sweep=dict(SWEEP, repeats=2))), 3)
+        model_dir, port, variants=VARIANTS, sweep=dict(SWEEP, repeats=1))), 3)
+    assert (cfg.sweep.launches, cfg.sweep.repeats) == (3, 2)
     # launch speeds set per launch (10, 10.5, 11 ms per token): a real, known launch effect
     set_launch_faults(model_dir.parent, "base", [["--ms-per-token", m, "--paced"] for m in ("10", "10.5", "11")])
     result = run_matrix(cfg, RunOptions(out=tmp_path / name, skip_preflight=True))
