@@ -211,6 +211,23 @@ def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:
     return cfg.model_copy(update={"name": f"{cfg.name}-calibration", "variants": [cfg.baseline], "sweep": sweep})
 
 
+def inconsistency(cells: pd.DataFrame, baseline: str, history: Calibration) -> str | None:
+    """Why a run's own launch and repeat estimates (its baseline's cells, 2+ launches) must not be pooled
+    with the history it was given (the F test of `add`); None when they may be, or cannot be tested."""
+    own = estimate(cells, baseline, hardware={}, engine="", model="", source_run="")
+    if own is None:
+        return None
+    notes = []
+    for name, new, old in (("between-launch", _est(own.rel_var, own.df), _est(history.rel_var, history.df)),
+                           ("between-repeat", _est(own.repeat_rel_var, own.repeat_df),
+                            _est(history.repeat_rel_var, history.repeat_df))):
+        if new is not None and not (test := consistent(new, old)).ok:
+            assert old is not None
+            notes.append(f"this run's {name} CV {100 * math.sqrt(new.var):.1f}% (df {new.df:g}) is inconsistent "
+                         f"with the history's {100 * math.sqrt(old.var):.1f}% (df {old.df:g}; F test p = {test.p:.3g})")
+    return "; ".join(notes) or None
+
+
 def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None:
     """What a finished run can add to its hardware's history: the baseline's launch and repeat
     components (2+ launches), or its repeat component alone (one launch, 2+ repeats); None otherwise."""

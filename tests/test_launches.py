@@ -155,3 +155,15 @@ def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("SPECBENCH_HISTORY")
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
     assert calibration.history_dir(None) == tmp_path / "cache" / "calibration"
+
+
+def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
+    from specbench import calibration
+
+    hist = _entry(0.0016, 4, "h", (0.0004, 12))  # launch CV 4%, repeat CV 2%
+    cells = pd.DataFrame({"variant": ["b", "b"], "valid": [True, True], "launches": [3, 3], "repeats": [6, 6],
+                          "launch_cv": [0.04, 0.05], "repeat_cv": [0.02, 0.02]})
+    assert calibration.inconsistency(cells, "b", hist) is None
+    # a launch CV of 40% (F = 100 on 2 and 4 df): this run's intervals keep to its own launches
+    reason = calibration.inconsistency(cells.assign(launch_cv=0.4), "b", hist)
+    assert reason is not None and reason.startswith("this run's between-launch CV 40.0% (df 2) is inconsistent")

@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -237,9 +237,16 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | None = Non
     if requests is None or windows is None:
         requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
-    cells = compute_cells(requests, windows, CellOptions(
-        baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-        plain=plain_variants(cfg), calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None))
+    opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
+                       plain=plain_variants(cfg))
+    if cal is not None and cfg.sweep.launches >= 2:  # the run's own estimates first, then the F test
+        reason = calibration.inconsistency(compute_cells(requests, windows, opts), cfg.baseline.name, cal)
+        if reason:
+            print(f"warning: {reason}: the history is not pooled into this run's intervals", file=sys.stderr)
+            cal = None
+    if cal is not None:
+        opts = replace(opts, calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})"))
+    cells = compute_cells(requests, windows, opts)
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
     return always_valid(cells, cfg.sweep)
