@@ -40,6 +40,7 @@ class CostPlan:
     indicative: bool  # no launch variance in the intervals (1 launch and no history)
     optimal: Plan | None
     min_speedup: float
+    sequential: tuple[int, int] | None = None  # (launches to start, max_launches) with until: decided
 
     @property
     def variant_s(self) -> float | None:
@@ -121,7 +122,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,
-                    min_speedup=cfg.verdict.min_speedup)
+                    min_speedup=cfg.verdict.min_speedup,
+                    sequential=(s.launches, s.max_launches) if s.until == "decided" else None)
 
 
 def _dur(seconds: float | None) -> str:
@@ -159,6 +161,13 @@ def render(p: CostPlan) -> str:
     elif p.indicative:
         lines.append("  expected interval: none with launch variance (1 launch per variant and no history): the "
                      "verdict will be indicative only; set sweep.launches >= 2 or run `specbench calibrate`")
+    if p.sequential is not None and p.measuring_s is not None:
+        first, most = p.sequential
+        per_launch = (p.startup.value or 0.0) + d.repeats * p.measuring_s
+        lines.append(f"  sequential (until: decided): {first} launches of every variant first ({_dur(first * per_launch)} "
+                     f"a variant), then rounds only for undecided points, at most {most} launches "
+                     f"({_dur(most * per_launch)} a variant if every point stayed undecided), or less within budget_h; "
+                     f"each look draws its intervals at 2.5% / {most - first + 1} per side, wider than the 95% above")
     if p.optimal is not None:
         o = p.optimal
         lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
