@@ -46,3 +46,11 @@ def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
     # a launch costs 700 s against ~4,000 s a repeat, repeats vary less: one repeat per launch is cheapest
     assert p.optimal.design.repeats == 1
     assert "cost-optimal to resolve min_speedup 1.05" in render(p)
+
+
+def test_plan_of_a_sequential_config(tmp_path: Path) -> None:
+    path = tmp_path / "seq.yaml"
+    path.write_text(f"include: {CONFIGS[-1]}\nsweep: {{launches: 2, repeats: 1, until: decided, max_launches: 8}}\n")
+    text = render(make_plan(load_config(path), None))
+    assert "sequential (until: decided): 2 launches of every variant first" in text
+    assert "at most 8 launches" in text and "2.5% / 7 per side" in text
