@@ -12,7 +12,9 @@ Serves /v1/chat/completions and /v1/completions (streaming or not, usage and con
 - sglang-0.5.9: the same with the 0.5.9 meta_info names and no sglext.
 Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
 --accept-rate the server "speculates": each target step (one --ms-per-token sleep) yields the accepted
-drafts plus a bonus token in one chunk. GET /standin/stats reports what the server saw.
+drafts plus a bonus token in one chunk; with --paced, step j of a request is due at its arrival plus
+j x --ms-per-token, so a late wake-up of a loaded machine does not add up over the request (the speed is
+set, not left to the scheduler). GET /standin/stats reports what the server saw.
 With --ledger DIR (or $STANDIN_LEDGER) every finished generation request appends its ground truth (arrival
 and finish time, requests in flight on arrival, prompt, seed, max_tokens, tokens, target steps, accepted and
 proposed drafts, histogram) to DIR/<pid>.jsonl, for tests that check specbench's figures against the server.
