@@ -27,7 +27,8 @@ def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: i
     data = standin_config(model_dir, port, variants=AA, sweep={
         "concurrency": [1, 2], "output_lens": [32], "launches": launches, "repeats": repeats})
     for v, ms in SHIFTS.items():
-        set_launch_faults(model_dir.parent, v, [["--ms-per-token", m] for m in ms])
+        # --paced: each launch runs at its set speed; unpaced sleeps stretch the fast launches most under load
+        set_launch_faults(model_dir.parent, v, [["--ms-per-token", m, "--paced"] for m in ms])
     out = tmp_path / f"run{launches}"
     result = run_matrix(parse_config(data), RunOptions(out=out, skip_preflight=True))
     assert set(result.status.values()) == {"done"}
