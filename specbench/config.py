@@ -296,6 +296,29 @@ def _check_slo(v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, flo
     return v
 
 
+class TuneConfig(Strict):
+    """`specbench tune`: per tuned variant, a grid of the drafter's own params (docs/metrics.md, "Tuning").
+    Each setting is one launch; the search is successive halving per concurrency on the search split of
+    the prompts, the winners confirmed against the baseline on the held-out split."""
+
+    variants: dict[str, dict[str, list[Any]]] = Field(min_length=1)  # variant -> {param: [values]}
+    confirm_fraction: float = Field(0.5, gt=0, lt=1)  # share of each category's prompts held out
+    search_repeats: int = Field(1, ge=1)  # repeats in the first search round; doubled each round after
+
+    @field_validator("variants")
+    @classmethod
+    def _grids(cls, v: dict[str, dict[str, list[Any]]]) -> dict[str, dict[str, list[Any]]]:
+        for name, grid in v.items():
+            if not grid:
+                raise ValueError(f"{name}: give at least one param and its values")
+            for param, values in grid.items():
+                if not isinstance(values, list) or not values:
+                    raise ValueError(f"{name}.{param}: give a non-empty list of values")
+                if len({repr(x) for x in values}) != len(values):
+                    raise ValueError(f"{name}.{param}: has duplicate values")
+        return v
+
+
 class RunConfig(Strict):
     name: str = "run"
     model: ModelConfig
@@ -307,6 +330,7 @@ class RunConfig(Strict):
     slo: dict[str, dict[str, float]] | None = None  # e.g. {ttft_s: {p90: 0.5}}: open loop (docs/metrics.md)
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    tune: TuneConfig | None = None  # read by `specbench tune` only; `specbench run` ignores it
     output_dir: str = "runs"
 
     @model_validator(mode="after")
@@ -323,6 +347,11 @@ class RunConfig(Strict):
             raise ValueError("slo: needs sweep.load.kind open (an SLO is met at an offered rate)")
         if self.capacity.search and not self.slo:
             raise ValueError("capacity.search: needs an slo to search the capacity under")
+        for name in (self.tune.variants if self.tune else {}):
+            if name not in names:
+                raise ValueError(f"tune.variants.{name}: no such variant (known: {', '.join(names)})")
+            if name == baselines[0]:
+                raise ValueError(f"tune.variants.{name}: is the baseline; tune a drafter's variant")
         return self
 
     @field_validator("slo")

@@ -104,6 +104,26 @@ class Drafter(Generic[P]):
         return []
 
 
+def check_per_batch_size(ranges: list[tuple[int, int, int]], max_k: int) -> None:
+    """vLLM 0.32's rules for num_speculative_tokens_per_batch_size (vllm/v1/spec_decode/dynamic/utils.py):
+    a non-empty list of inclusive [start, end, k] ranges, positive, start <= end, k >= 0, sorted and
+    non-overlapping, the first starting at 1 (gaps and the tail carry the previous k). k above
+    num_speculative_tokens is cut to it by vLLM; here it is refused, as a schedule that cannot run."""
+    if not ranges:
+        raise ValueError("per_batch_size must not be empty")
+    end = 0
+    for start, stop, k in ranges:
+        if start <= 0 or stop < start or k < 0:
+            raise ValueError(f"per_batch_size range [{start}, {stop}, {k}]: need 1 <= start <= end and k >= 0")
+        if start <= end:
+            raise ValueError("per_batch_size ranges must be sorted and non-overlapping")
+        if k > max_k:
+            raise ValueError(f"per_batch_size range [{start}, {stop}, {k}]: k exceeds the {max_k} draft tokens set")
+        end = stop
+    if ranges[0][0] != 1:
+        raise ValueError("per_batch_size: the first range must start at 1")
+
+
 def vllm_speculative_config(cfg: dict[str, Any]) -> list[str]:
     """vLLM takes all speculative settings as one JSON argument."""
     return ["--speculative-config", json.dumps(cfg, sort_keys=True, separators=(",", ":"))]
