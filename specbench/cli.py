@@ -102,6 +102,68 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(a: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from . import calibration
+    from .config import load_config
+    from .environment import hardware_fingerprint
+    from .tune.plan import make_tune_plan
+    from .tune.search import TuneOptions, run_tune
+
+    if a.resume:
+        out = Path(a.resume)
+        cfg_path = Path(a.config) if a.config else out / "tune-config.yaml"
+        if not cfg_path.exists():
+            raise UsageError(f"--resume: {out} has no tune-config.yaml (not a specbench tune directory?)")
+    elif not a.config:
+        raise UsageError("tune: give a CONFIG file with a tune: section (or --resume TUNE_DIR)")
+    else:
+        cfg_path = Path(a.config)
+    cfg = load_config(cfg_path)
+    if cfg.tune is None:
+        raise UsageError(f"tune: {cfg_path} has no tune: section (tune.variants: {{variant: {{param: [values]}}}})")
+    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
+    plan = make_tune_plan(cfg, calibration.pooled(calibration.load_history(path), str(path)))
+    print("\n".join(plan.lines), flush=True)
+    if a.budget is not None:
+        need = plan.parallel_seconds if a.scheduler == "slurm" else plan.seconds
+        if need is not None and need > a.budget * 3600:
+            raise UsageError(f"tune: the plan needs about {need / 3600:.2f} h, over --budget {a.budget:g} h: "
+                             "shrink the grid or sweep, or raise the budget")
+    if a.plan_only:
+        return 0
+    if a.resume:
+        out = Path(a.resume)
+    else:
+        out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    opts = TuneOptions(out=out, resume=bool(a.resume), reuse=Path(a.reuse) if a.reuse else None,
+                       scheduler=a.scheduler, budget_h=a.budget, skip_preflight=a.skip_preflight)
+    if not a.resume:
+        out.mkdir(parents=True, exist_ok=True)
+        if any(out.iterdir()):
+            raise UsageError(f"tune: {out} already exists and is not empty: use --resume {out} to finish it")
+        from .config import dump_config
+
+        (out / "tune-config.yaml").write_text(dump_config(cfg))
+    res = run_tune(cfg, opts)
+    print(f"tune: {res.tune_dir / 'tune.json'}, {res.tune_dir / 'tune.md'}")
+    for tuned, lines in _tune_summary(res.tune_dir / "tune.json").items():
+        print(f"  {tuned}: {lines}")
+    return 0
+
+
+def _tune_summary(path: Path) -> dict[str, str]:
+    import json
+
+    data = json.loads(path.read_text())
+    out = {}
+    for tuned, e in data["variants"].items():
+        out[tuned] = "; ".join(f"C={c}: {lv['params'] if lv['params'] is not None else 'plain decoding'}"
+                               for c, lv in e["concurrency"].items())
+    return out
+
+
 def _cmd_bench(a: argparse.Namespace) -> int:
     from .config import parse_config
     from .runner import RunOptions
@@ -197,6 +259,19 @@ def build_parser() -> argparse.ArgumentParser:
                                      "cost-optimal launches x repeats")
     pl.add_argument("config")
     pl.set_defaults(fn=_cmd_plan)
+    t = sub.add_parser("tune", help="the best drafter params per concurrency (successive halving), confirmed "
+                                    "against the baseline on held-out prompts; writes tune.json")
+    t.add_argument("config", nargs="?", help="a matrix config with a tune: section")
+    t.add_argument("--out", help="tune directory (default: <output_dir>/<name>-tune-<timestamp>)")
+    t.add_argument("--resume", metavar="TUNE_DIR", help="finish an interrupted tune without re-measuring")
+    t.add_argument("--reuse", metavar="TUNE_DIR", help="take unchanged settings' measurements from an earlier tune")
+    t.add_argument("--budget", type=float, metavar="HOURS", help="refuse a plan estimated over HOURS; start no "
+                   "round after HOURS")
+    t.add_argument("--plan", dest="plan_only", action="store_true", help="print the plan and stop")
+    t.add_argument("--skip-preflight", action="store_true", help="skip checks before launch (not advised)")
+    t.add_argument("--scheduler", choices=("local", "slurm"), default="local",
+                   help="slurm: each round's settings side by side on the allocation's nodes")
+    t.set_defaults(fn=_cmd_tune)
     # hidden: what `--scheduler slurm` runs on a node, as a Slurm step
     w = sub.add_parser("worker")
     w.add_argument("run_dir")

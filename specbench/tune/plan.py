@@ -160,3 +160,62 @@ def search_spec(cfg: RunConfig, grid: dict[str, list[Setting]], alive: dict[tupl
     return RoundSpec(label=f"search-{round_no}", variants=variants,
                      concurrency=sorted({c for _, c in open_groups}),
                      repeats=cfg.tune.search_repeats * 2 ** (round_no - 1), launches=1, prompts_file=prompts_file)
+
+
+# -- the printed plan ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TunePlan:
+    lines: list[str]
+    launches: int
+    seconds: float | None  # one node, one launch after another
+    parallel_seconds: float | None  # --scheduler slurm: each round's variants side by side
+
+
+def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tuple[str, int, list[int], int, int]]:
+    """(label, settings measured at most, concurrencies, repeats, launches) of every round, before any
+    result: a round measures, per tuned variant, the union of each level's survivors (at most all)."""
+    assert cfg.tune is not None
+    levels = list(cfg.sweep.concurrency)
+    out = []
+    for r in range(1, max(rounds(len(ss)) for ss in grid.values()) + 1):
+        n = sum(min(len(ss), len(levels) * survivors(len(ss), r)) for ss in grid.values()
+                if r == 1 or survivors(len(ss), r) > 1)
+        if n:
+            out.append((f"search-{r}", n, levels, cfg.tune.search_repeats * 2 ** (r - 1), 1))
+    dynamic = len(grid) if cfg.engine.kind == "vllm" else 0
+    finals = sum(min(len(ss), len(levels)) for ss in grid.values())
+    out.append(("confirm", finals + dynamic, levels, cfg.sweep.repeats, cfg.sweep.launches))
+    return out
+
+
+def make_tune_plan(cfg: RunConfig, history: Any) -> TunePlan:
+    """Launch count and estimated time of a tune, round by round, priced by planner.make_plan (startup
+    and per-request speed from the hardware's history, else the config's estimates)."""
+    from ..planner import _dur, make_plan
+
+    grid = settings(cfg)
+    lines = [f"tune plan: {cfg.name}: " + "; ".join(f"{v}: {len(ss)} settings ({', '.join(s.label() for s in ss)})"
+                                                   for v, ss in grid.items())]
+    launches, total, parallel = 0, 0.0, 0.0
+    known = True
+    for label, n, levels, repeats, n_launch in _planned_counts(cfg, grid):
+        placeholders = [variant_of(cfg, s) for ss in grid.values() for s in ss][:n]
+        while len(placeholders) < n:  # the dynamic variants: priced like a setting
+            placeholders.append(placeholders[-1].model_copy(update={"name": f"extra-{len(placeholders)}"}))
+        sweep = cfg.sweep.model_copy(update={"concurrency": levels, "repeats": repeats, "launches": n_launch,
+                                             "until": "fixed"})
+        rc = cfg.model_copy(update={"variants": [cfg.baseline, *placeholders], "sweep": sweep, "tune": None})
+        p = make_plan(rc, history)
+        k = (n + 1) * n_launch
+        launches += k
+        if p.variant_s is None:
+            known = False
+        else:
+            total += (n + 1) * p.variant_s
+            parallel += p.variant_s
+        lines.append(f"  {label}: {n} setting(s) + the baseline at C={','.join(map(str, levels))}, {repeats} "
+                     f"repeat(s), {n_launch} launch(es) each: {k} launches, {_dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
+    lines.append(f"  total: at most {launches} launches, {_dur(total if known else None)} one after another on one node"
+                 f"; {_dur(parallel if known else None)} side by side (--scheduler slurm)"
+                 + ("" if known else " (set estimates.startup_s and estimates.per_request_tok_s, or calibrate)"))
+    return TunePlan(lines, launches, total if known else None, parallel if known else None)

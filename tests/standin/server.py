@@ -23,6 +23,11 @@ apply to streamed generation requests only, so readiness probes still work. Meas
 --spec-metrics-skew (per-request acceptance disagrees with the counters), --histogram-skew-ms (the
 server's latency histograms record more than happened), --pre-arrival-ms (time the server spends on a
 request before its clock starts, invisible to its histograms).
+Tuning (--accept-table K:A,... --step-tokens B): with --drafts-per-step K the server speculates with A
+accepted drafts per step on average, set per K and the same for every prompt; a target step of n requests
+in flight, each verifying K + 1 tokens (1 when not speculating), takes --ms-per-token x max(1, n(K + 1)/B):
+memory-bound up to B tokens a step, compute-bound beyond (a roofline), so the best K falls as the
+concurrency rises. With --paced the steps are due at their cumulative times from the arrival.
 A queue (--slots C --service-ms S): streamed requests wait in FIFO order for one of C slots, hold it for S ms,
 then stream their whole output at once: an M/D/c queue, whose TTFT is the wait plus S (open-loop tests).
 """
@@ -42,7 +47,7 @@ from typing import Any
 
 from .httpserver import Request, Response, Stream, serve
 from .sglang_protocol import Protocol, ProtocolError, load
-from .tokens import SpecStats, eos_position, plan_steps, prompt_key, token_id, token_text
+from .tokens import SpecStats, eos_position, plan_steps, prompt_key, table_steps, token_id, token_text
 
 FORMATS = ("vllm", "sglang", "sglang-0.5.9", "openai")
 
@@ -83,6 +88,8 @@ class Options:
     pre_arrival_ms: float = 0.0  # sleep before the request's server-side clock starts
     slots: int | None = None  # M/D/c: requests served at once; the rest wait in FIFO order
     service_ms: float = 0.0  # M/D/c: how long a request holds its slot before its output streams
+    accept_table: str | None = None  # "K:A,...": mean accepted drafts per step at --drafts-per-step K
+    step_tokens: float | None = None  # tokens a target step verifies at --ms-per-token (the roofline's knee)
 
 
 @dataclass
@@ -240,7 +247,11 @@ class StandIn:
         # the output tokens always derive from the prompt; with --vary-acceptance the accept/reject draws
         # also depend on the request's arrival number, so repeated windows accept differently
         plan_key = prompt_key(f"{key}#{self.s.requests}") if self.o.vary_acceptance else key
-        steps, stats = plan_steps(plan_key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
+        table = self._accept_table()
+        if table is not None:
+            steps, stats = table_steps(n, table, self.o.drafts_per_step)
+        else:
+            steps, stats = plan_steps(plan_key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
         ids = [token_id(key, i) for i in range(n)]
         self.s.in_flight += 1
         self.s.max_in_flight = max(self.s.max_in_flight, self.s.in_flight)
@@ -267,6 +278,22 @@ class StandIn:
             return None
         finally:
             self.s.in_flight -= 1
+
+    def _accept_table(self) -> float | None:
+        """The accepted drafts per step set for this server's draft length (--accept-table), else None."""
+        if not self.o.accept_table:
+            return None
+        table = {int(k): float(a) for k, a in (item.split(":") for item in self.o.accept_table.split(","))}
+        if self.o.drafts_per_step not in table:
+            raise SystemExit(f"--accept-table has no entry for --drafts-per-step {self.o.drafts_per_step}")
+        return table[self.o.drafts_per_step]
+
+    def _step_ms(self) -> float:
+        """One target step's time now: the roofline of --step-tokens, else --ms-per-token."""
+        if not self.o.step_tokens:
+            return self.o.ms_per_token
+        k = self.o.drafts_per_step if self.o.accept_table else 0
+        return self.o.ms_per_token * max(1.0, self.s.in_flight * (k + 1) / self.o.step_tokens)
 
     def _record(self, entry: dict[str, Any], stats: SpecStats | None) -> None:
         """Append the request's ground truth to the ledger: what the server did, computed here and not by
@@ -304,6 +331,7 @@ class StandIn:
         arrival = time.perf_counter()  # the server's clock for this request (vLLM: arrival_time)
         await stream.start()
         done = 0
+        due = arrival
         for j, k in enumerate(steps):
             if o.stall_after is not None and j >= o.stall_after:
                 log(f"stalling stream {rid} after {j} chunks")
@@ -317,7 +345,10 @@ class StandIn:
                 await stream.raw(b"data: [DONE]\n\n")
                 await stream.end()
                 return False
-            if o.ms_per_token and o.paced:
+            if o.ms_per_token and o.paced and o.step_tokens:
+                due += self._step_ms() / 1000
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            elif o.ms_per_token and o.paced:
                 await asyncio.sleep(max(0.0, arrival + (j + 1) * o.ms_per_token / 1000 - time.perf_counter()))
             elif o.ms_per_token:
                 await asyncio.sleep(o.ms_per_token / 1000)
@@ -546,6 +577,9 @@ def parser() -> argparse.ArgumentParser:
                    help="queue: serve this many streamed requests at once, the rest wait in FIFO order (M/D/c)")
     p.add_argument("--service-ms", type=float, default=0.0,
                    help="queue: milliseconds a request holds its slot before its output streams")
+    p.add_argument("--accept-table", help="K:A,...: speculate with A accepted drafts per step at --drafts-per-step K")
+    p.add_argument("--step-tokens", type=float, help="a step of n in flight x (K+1) tokens takes --ms-per-token x "
+                   "max(1, n(K+1)/STEP_TOKENS)")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
                    "like vLLM's --api-key; the key itself never appears on the command line")
     return p

@@ -4,6 +4,7 @@ simulated speculative verify loop whose acceptance follows a fixed per-request r
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -45,6 +46,22 @@ class SpecStats:
         while len(self.histogram) <= accepted:
             self.histogram.append(0)
         self.histogram[accepted] += 1
+
+
+def table_steps(n_tokens: int, accepted_per_step: float, drafts_per_step: int) -> tuple[list[int], SpecStats]:
+    """Speculation with a set mean: step j accepts floor((j+1)a) - floor(ja) drafts (at most k), so every
+    request accepts a = `accepted_per_step` drafts per step on average, whatever its prompt."""
+    stats = SpecStats()
+    steps: list[int] = []
+    left, j = n_tokens, 0
+    while left > 0:
+        acc = min(drafts_per_step, math.floor((j + 1) * accepted_per_step) - math.floor(j * accepted_per_step))
+        produced = min(acc + 1, left)
+        stats.add(produced - 1, drafts_per_step)
+        steps.append(produced)
+        left -= produced
+        j += 1
+    return steps, stats
 
 
 def plan_steps(key: str, n_tokens: int, accept_rate: float | None, drafts_per_step: int,

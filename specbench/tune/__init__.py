@@ -1,0 +1,10 @@
+"""`specbench tune`: the best drafter settings per concurrency, confirmed on prompts the search never saw.
+
+A driver on top of the matrix runner, never a branch inside it:
+
+    plan       settings (one variant per grid point), the prompt split, each round's ordinary RunConfig,
+               the printed plan (launches, time) from planner.py
+    search     successive halving per concurrency through run_matrix, then the confirmation
+    schedule   the choice per concurrency as ranges: vLLM's dynamic speculative_config, SGLang flag sets
+    output     tune.json, tune.md (the report section), tune.png
+"""

@@ -1,0 +1,209 @@
+"""`specbench tune`: successive halving per concurrency, then the confirmation (docs/metrics.md, "Tuning").
+
+A client of the matrix runner: each round is an ordinary RunConfig (the baseline plus the round's
+settings, one variant each) run by `run_matrix` into its own run directory under the tune directory;
+the search reads the rounds' cells.csv and nothing else. Per tuned variant and concurrency the better
+half (by the geometric mean of its speedups over the level's points) goes on to the next round, measured
+twice as long; the last one standing is measured against the baseline on the held-out prompts, with the
+sweep's own launches and repeats, and decided by the verdict's own outcomes (report/decisions.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from ..config import RunConfig
+from ..errors import ConfigError, RunDirError
+from ..progress import Reporter, make_reporter
+from .plan import RoundSpec, Setting, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
+
+
+@dataclass
+class TuneOptions:
+    out: Path
+    resume: bool = False
+    reuse: Path | None = None  # an earlier tune directory: its rounds' unchanged settings are reused
+    scheduler: Literal["local", "slurm"] = "local"
+    budget_h: float | None = None  # refuse to start a round past this wall time
+    skip_preflight: bool = False
+    reporter: Reporter | None = None
+
+
+@dataclass
+class Round:
+    label: str
+    run_dir: Path
+    cells: pd.DataFrame
+
+
+@dataclass
+class TuneResult:
+    tune_dir: Path
+    grid: dict[str, list[Setting]]
+    rounds: list[Round] = field(default_factory=list)
+    # (tuned variant, concurrency) -> [(round label, setting name, score)] of every measurement
+    scores: dict[tuple[str, int], list[tuple[str, str, float]]] = field(default_factory=dict)
+    final: dict[tuple[str, int], str] = field(default_factory=dict)  # the last setting standing
+    confirm: Round | None = None
+    dynamic: dict[str, str] = field(default_factory=dict)  # tuned variant -> its dynamic variant's name
+    dynamic_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def score(cells: pd.DataFrame, variant: str, concurrency: int) -> float:
+    """Geometric mean of a variant's valid speedups at one concurrency (NaN when none)."""
+    c = cells[(cells["variant"] == variant) & (cells["concurrency"] == concurrency) & cells["valid"].astype(bool)]
+    s = pd.to_numeric(c["speedup"], errors="coerce").dropna()
+    s = s[s > 0]
+    return float(math.exp(s.map(math.log).mean())) if len(s) else math.nan
+
+
+def halve(ranked: list[tuple[str, float]]) -> list[str]:
+    """The better half (rounded up) by score, highest first; an unmeasured (NaN) setting ranks last."""
+    order = sorted(ranked, key=lambda t: (math.isnan(t[1]), -t[1] if not math.isnan(t[1]) else 0.0))
+    return [n for n, _ in order[:math.ceil(len(order) / 2)]]
+
+
+class Tune:
+    def __init__(self, cfg: RunConfig, opts: TuneOptions):
+        self.cfg, self.opts = cfg, opts
+        self.reporter = opts.reporter or make_reporter()
+        self.started = time.monotonic()
+
+    def _run(self, spec: RoundSpec) -> Round:
+        from ..runner import RunOptions, run_matrix
+
+        elapsed_h = (time.monotonic() - self.started) / 3600
+        if self.opts.budget_h is not None and elapsed_h > self.opts.budget_h:
+            raise RunDirError(f"tune: the budget of {self.opts.budget_h:g} h is spent before {spec.label} "
+                              f"({elapsed_h:.2f} h); rounds measured so far are kept in {self.opts.out}")
+        cfg = round_config(self.cfg, spec)
+        rd = self.opts.out / spec.label
+        resume = (rd / "run.json").exists()
+        reuse = self.opts.reuse / spec.label if self.opts.reuse and (self.opts.reuse / spec.label / "run.json").exists() \
+            else None
+        self.reporter.log(f"tune: {spec.label}: {len(spec.variants)} setting(s) and the baseline at C="
+                          f"{','.join(map(str, spec.concurrency))}, {spec.repeats} repeat(s)"
+                          + (" (resumed)" if resume else ""))
+        result = run_matrix(cfg, RunOptions(out=rd, resume=resume, reuse=None if resume else reuse,
+                                            skip_preflight=self.opts.skip_preflight, scheduler=self.opts.scheduler,
+                                            reporter=self.opts.reporter))
+        failed = [n for n, s in result.status.items() if s in ("failed", "interrupted")]
+        if self.cfg.baseline.name in failed:
+            raise RunDirError(f"tune: the baseline failed in {spec.label}; see {rd}")
+        if failed:
+            self.reporter.log(f"tune: {spec.label}: {', '.join(failed)} failed (ranked last)")
+        cells = pd.read_csv(rd / "cells.csv") if (rd / "cells.csv").stat().st_size else pd.DataFrame()
+        return Round(spec.label, rd, cells)
+
+    def run(self) -> TuneResult:
+        cfg = self.cfg
+        assert cfg.tune is not None
+        grid = settings(cfg)
+        res = TuneResult(tune_dir=self.opts.out, grid=grid)
+        self.opts.out.mkdir(parents=True, exist_ok=True)
+        search_file, confirm_file = self._split()
+        alive = {(v, c): [s.name for s in ss] for v, ss in grid.items() for c in cfg.sweep.concurrency}
+        round_no = 1
+        while (spec := search_spec(cfg, grid, alive, round_no, search_file)) is not None:
+            rnd = self._run(spec)
+            res.rounds.append(rnd)
+            for key, names in alive.items():
+                if key[1] not in spec.concurrency or (len(names) == 1 and round_no > 1):
+                    continue
+                ranked = [(n, score(rnd.cells, n, key[1])) for n in names]
+                res.scores.setdefault(key, []).extend((spec.label, n, s) for n, s in ranked)
+                alive[key] = halve(ranked) if len(names) > 1 else names
+            round_no += 1
+        res.final = {key: names[0] for key, names in alive.items()}
+        res.confirm = self._confirm(res, confirm_file)
+        return res
+
+    def _split(self) -> tuple[Path, Path]:
+        from ..prompts import load_prompts
+
+        assert self.cfg.tune is not None
+        split = split_prompts(load_prompts(self.cfg.sweep.prompts), self.cfg.tune.confirm_fraction, self.cfg.sweep.seed)
+        paths = self.opts.out / "prompts-search.jsonl", self.opts.out / "prompts-confirm.jsonl"
+        if self.opts.resume and all(p.exists() for p in paths):
+            return paths  # the split the earlier rounds used
+        write_prompts(paths[0], split.search)
+        write_prompts(paths[1], split.confirm)
+        return paths
+
+    def _confirm(self, res: TuneResult, prompts_file: Path) -> Round:
+        from .schedule import ranges, vllm_schedule
+
+        cfg = self.cfg
+        names = sorted(set(res.final.values()))
+        by_name = {s.name: s for ss in res.grid.values() for s in ss}
+        variants = [variant_of(cfg, by_name[n]) for n in names]
+        if cfg.engine.kind == "vllm":  # the dynamic schedule runs as one launch: measure it too
+            argv = launch_argv(res.rounds)
+            for tuned in res.grid:
+                # the search's choice: the last setting standing where it beat the baseline, else plain
+                choices: dict[int, str | None] = {c: res.final[(tuned, c)] if search_score(res, tuned, c) > 1 else None
+                                                  for c in cfg.sweep.concurrency}
+                base = next(v for v in cfg.variants if v.name == tuned)
+                dyn, _ = vllm_schedule(ranges(choices), argv)
+                if dyn is None or len(set(choices.values())) < 2 or "per_batch_size" not in _param_names(base.drafter):
+                    continue  # nothing to switch between, or a drafter that cannot take a schedule
+                top = max((by_name[n] for n in set(choices.values()) if n), key=lambda s: spec_k(argv[s.name]))
+                params = {**base.params, **top.params, "per_batch_size": dyn["num_speculative_tokens_per_batch_size"]}
+                name = f"{tuned[:55]}-dynamic"
+                variants.append(base.model_copy(update={"name": name, "params": params, "baseline": False}))
+                res.dynamic[tuned], res.dynamic_params[tuned] = name, params
+        spec = RoundSpec(label="confirm", variants=variants, concurrency=list(cfg.sweep.concurrency),
+                         repeats=cfg.sweep.repeats, launches=cfg.sweep.launches, prompts_file=prompts_file)
+        return self._run(spec)
+
+
+def search_score(res: TuneResult, tuned: str, concurrency: int) -> float:
+    """The final setting's speedup in the last search round that measured it (the search-split estimate)."""
+    final = res.final[(tuned, concurrency)]
+    got = [sc for _, n, sc in res.scores.get((tuned, concurrency), []) if n == final]
+    return got[-1] if got else math.nan
+
+
+def _param_names(drafter: str) -> set[str]:
+    from ..drafter import get_drafter
+
+    return set(get_drafter(drafter).Params.model_fields)
+
+
+def launch_argv(rounds: list[Round]) -> dict[str, list[str]]:
+    """Each measured setting's launch argv, from its round's variants/<name>/command.json."""
+    import json
+
+    out: dict[str, list[str]] = {}
+    for r in rounds:
+        for cmd in sorted(r.run_dir.glob("variants/*/command.json")):
+            out.setdefault(cmd.parent.name, list(json.loads(cmd.read_text()).get("argv") or []))
+    return out
+
+
+def spec_k(argv: list[str]) -> int:
+    from .schedule import spec_config
+
+    c = spec_config(argv) or {}
+    return int(c.get("num_speculative_tokens") or 0)
+
+
+def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
+    """Run the search and the confirmation, then write tune.json, tune.md and tune.png (output.py)."""
+    from .output import write_outputs
+
+    if cfg.tune is None:
+        raise ConfigError("tune", "specbench tune needs a tune: section (tune.variants: {variant: {param: [values]}})")
+    if cfg.sweep.load.open:
+        raise ConfigError("sweep.load.kind", "tune compares closed-loop speedups per concurrency (load.kind: closed)")
+    if opts.out.exists() and any(opts.out.iterdir()) and not opts.resume:
+        raise RunDirError(f"{opts.out} already exists and is not empty: use --resume to finish that tune")
+    res = Tune(cfg, opts).run()
+    write_outputs(cfg, res)
+    return res

@@ -1,0 +1,142 @@
+"""`specbench tune` (issue 18): the search's pure parts, and the known answer on a stand-in whose speed is
+set by the draft length k and the requests in flight n (tests/standin/server.py --accept-table
+--step-tokens): a step takes 20 ms x max(1, n(k+1)/6) (a roofline), and k drafts accept a(k) per step.
+Speedups against plain decoding (tokens per step / relative step time):
+
+    k:        1     2     4     8       (a = 0.8, 1.2, 2.0, 2.3)
+    C=1:    1.80  2.20  3.00  2.20      best k = 4 (36% ahead)
+    C=4:    1.35  1.10  0.90  0.55      best k = 1 (23% ahead)
+    C=16:   0.90  0.61  0.50  0.39      plain decoding wins: tune.json says null
+
+Paced (every step due at its cumulative time from the request's arrival), so a loaded 2-core machine
+does not move the figures; the margins are far above the noise of two launches."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, set_faults, standin_config
+from specbench.config import parse_config
+from specbench.drafter import check_per_batch_size
+from specbench.errors import ConfigError
+from specbench.prompts import Prompt
+from specbench.tune.plan import rounds, settings, setting_name, split_prompts, survivors
+from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
+from specbench.tune.search import TuneOptions, halve, run_tune
+
+ACCEPT = "1:0.8,2:1.2,4:2.0,8:2.3"
+BASE = ["--ms-per-token", "20", "--paced", "--step-tokens", "6"]
+
+
+# -- pure parts ---------------------------------------------------------------------------------------
+def test_halving_keeps_the_better_half_rounded_up() -> None:
+    assert halve([("a", 1.0), ("b", 3.0), ("c", 2.0), ("d", 0.5)]) == ["b", "c"]
+    assert halve([("a", math.nan), ("b", 0.9), ("c", 1.1)]) == ["c", "b"]
+    assert [rounds(n) for n in (1, 2, 3, 4, 5, 8)] == [1, 1, 2, 2, 3, 3]
+    assert [survivors(5, r) for r in (1, 2, 3)] == [5, 3, 2]
+
+
+def test_ranges_merge_equal_neighbours_and_start_at_one() -> None:
+    assert ranges({1: "k4", 4: "k1", 16: None}) == [Range(1, 1, "k4"), Range(2, 4, "k1"), Range(5, 16, None)]
+    assert ranges({1: "k4", 4: "k4", 16: None}) == [Range(1, 4, "k4"), Range(5, 16, None)]
+
+
+def _argv(k: int, method: str = "ngram") -> list[str]:
+    return ["python", "-m", "vllm", "--speculative-config",
+            json.dumps({"method": method, "num_speculative_tokens": k, "prompt_lookup_max": 4})]
+
+
+def test_vllm_schedule_is_one_speculative_config_with_k_per_range() -> None:
+    spec, why = vllm_schedule(ranges({1: "k4", 4: "k1", 16: None}), {"k4": _argv(4), "k1": _argv(1)})
+    assert why == "" and spec is not None
+    assert spec["num_speculative_tokens"] == 4 and spec["method"] == "ngram"
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 1], [5, 16, 0]]
+    check_per_batch_size([tuple(r) for r in spec["num_speculative_tokens_per_batch_size"]], 4)  # vLLM's rules
+    spec, why = vllm_schedule(ranges({1: "a", 4: "b"}), {"a": _argv(4), "b": _argv(2, "eagle3")})
+    assert spec is None and "more than num_speculative_tokens" in why
+    assert vllm_schedule(ranges({1: None}), {})[0] is None
+
+
+def test_sglang_flag_sets_one_per_range() -> None:
+    argv = {"k4": ["python", "-m", "sglang.launch_server", "--tp", "8", "--speculative-algorithm", "NGRAM",
+                   "--speculative-num-draft-tokens", "5"]}
+    assert flag_sets(ranges({1: "k4", 8: None}), argv) == [
+        {"concurrency": [1, 1], "setting": "k4", "args": ["--speculative-algorithm", "NGRAM",
+                                                          "--speculative-num-draft-tokens", "5"]},
+        {"concurrency": [2, 8], "setting": None, "args": []}]
+
+
+def test_per_batch_size_follows_vllms_rules() -> None:
+    check_per_batch_size([(1, 1, 4), (2, 16, 0)], 4)
+    for bad in ([], [(2, 4, 1)], [(1, 4, 1), (3, 8, 1)], [(1, 4, 5)], [(1, 0, 1)]):
+        with pytest.raises(ValueError):
+            check_per_batch_size(bad, 4)
+
+
+def test_prompt_split_is_seeded_disjoint_and_keeps_every_category() -> None:
+    ps = [Prompt(f"{c}{i}", c, f"{c} {i}") for c in ("a", "b") for i in range(5)]
+    one = split_prompts(ps, 0.4, seed=0)
+    assert split_prompts(ps, 0.4, seed=0) == one
+    assert not {p.id for p in one.search} & {p.id for p in one.confirm}
+    assert sorted(p.category for p in one.confirm) == ["a", "a", "b", "b"]
+    with pytest.raises(ConfigError, match="at least 2"):
+        split_prompts(ps[:1], 0.5, seed=0)
+
+
+def test_tune_section_is_checked(model_dir: Path) -> None:
+    data = standin_config(model_dir, 8000)
+    data["tune"] = {"variants": {"ngram": {"num_tokens": [1, 2]}}}
+    cfg = parse_config(data)
+    assert [s.name for s in settings(cfg)["ngram"]] == ["ngram-num_tokens-1", "ngram-num_tokens-2"]
+    for tune, msg in [({"variants": {"nope": {"num_tokens": [1]}}}, "no such variant"),
+                      ({"variants": {"base": {"x": [1]}}}, "is the baseline"),
+                      ({"variants": {"ngram": {"num_tokens": []}}}, "non-empty list")]:
+        with pytest.raises(ConfigError, match=msg):
+            parse_config({**data, "tune": tune})
+    with pytest.raises(ConfigError, match="num_tokens"):
+        settings(parse_config({**data, "tune": {"variants": {"ngram": {"num_tokens": [0]}}}}))
+    assert len(setting_name("v" * 60, {"a": "x" * 80})) <= 64
+
+
+# -- the known answer ------------------------------------------------------------------------------
+def tune_config(model_dir: Path, port: int) -> dict:
+    data = standin_config(model_dir, port, sweep={
+        "prompts": [{"set": "seed", "categories": ["code", "rewrite"]}], "output_lens": [32],
+        "concurrency": [1, 4, 16], "launches": 2, "repeats": 1, "warmup_requests": 0, "request_timeout_s": 30})
+    template = data["engine"]["command"]
+    data["variants"] = [
+        {"name": "base", "drafter": "autoregressive", "baseline": True},
+        {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3},
+         "command": [*template, *BASE, "--accept-table", ACCEPT, "--drafts-per-step", "{num_tokens}"]}]
+    data["tune"] = {"variants": {"ngram": {"num_tokens": [1, 2, 4, 8]}}, "confirm_fraction": 0.5}
+    set_faults(model_dir.parent, "base", BASE)
+    return data
+
+
+def test_tune_recovers_every_optimum_and_says_null_where_plain_decoding_wins(tmp_path, model_dir, port,
+                                                                            no_survivors) -> None:
+    cfg = parse_config(tune_config(model_dir, port))
+    out = tmp_path / "tune"
+    run_tune(cfg, TuneOptions(out=out, skip_preflight=True))
+    no_survivors()
+    data = json.loads((out / "tune.json").read_text())
+    levels = data["variants"]["ngram"]["concurrency"]
+    assert levels["1"]["params"] == {"num_tokens": 4}
+    assert levels["4"]["params"] == {"num_tokens": 1}
+    assert levels["16"]["params"] is None  # plain decoding wins at the highest concurrency
+    assert levels["1"]["confirmed"]["outcome"] == "adopt" and levels["16"]["confirmed"]["outcome"] != "adopt"
+    assert levels["1"]["confirmed"]["ci_low"] > 1.05 and levels["16"]["confirmed"]["speedup"] < 1
+    assert 2.5 < levels["1"]["search_speedup"] < 3.5  # 3.0 set
+    assert data["rounds"] == ["search-1", "search-2"]  # 4 settings: 4 -> 2 -> 1 per concurrency
+    assert [r["concurrency"] for r in data["variants"]["ngram"]["ranges"]] == [[1, 1], [2, 4], [5, 16]]
+    ready = data["variants"]["ngram"]["ready_variant"]  # engine kind command: one launch per range
+    assert [v["params"]["num_tokens"] for v in ready] == [4, 1]
+    # the prompts the confirmation measured were never searched on
+    search = {json.loads(x)["prompt"] for x in (out / "prompts-search.jsonl").read_text().splitlines()}
+    confirm = {json.loads(x)["prompt"] for x in (out / "prompts-confirm.jsonl").read_text().splitlines()}
+    assert search and confirm and not search & confirm
+    assert (out / "tune.png").stat().st_size > 0 and "| 16 |" in (out / "tune.md").read_text()
