@@ -56,6 +56,11 @@ print(json.dumps({"results": results}))
 
 def validate(path: str | Path, print_commands: bool = False, out: Out = print) -> int:
     cfg = load_config(path)
+    tuned = ""
+    if cfg.tune is not None:  # specbench tune launches the baseline and every setting: check each launch
+        from .tune.plan import settings_config
+
+        cfg, tuned = settings_config(cfg)
     engine = _engine(cfg)
     check_model_context(cfg, engine.model_path)  # when the model folder is here: lengths vs its context
     launches = plan_launches(cfg, engine)
@@ -66,6 +71,8 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     out(f"engine: {cfg.engine.kind} {version or '(version unknown: set engine.version)'}"
         f"{'  via ' + shlex.join(cfg.engine.launch_prefix) if cfg.engine.launch_prefix else ''}")
     out(f"model: {engine.model_path}")
+    if tuned:
+        out(tuned)
     if cfg.sweep.load.open:
         out(open_loop_summary(cfg, sweep))
     out("")

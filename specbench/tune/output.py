@@ -144,7 +144,7 @@ def markdown(cfg: RunConfig, data: dict[str, Any], plot: bool) -> str:
                              f"C={c} {_fmt(v['speedup'])} ({v['outcome']})" for c, v in d["confirmed"].items()))
             lines.append("")
         if e["schedule"] is not None:
-            lines += ["Schedule (as the engine takes it):", "", "```json", json.dumps(e["schedule"], indent=1), "```", ""]
+            lines += ["Schedule (as the engine takes it):", "", "```", *schedule_lines(e["schedule"]), "```", ""]
         if e["ready_variant"] is not None:
             lines += ["Ready variant:", "", "```yaml", yaml.safe_dump({"variants": e["ready_variant"] if isinstance(
                 e["ready_variant"], list) else [e["ready_variant"]]}, sort_keys=False).rstrip(), "```", ""]
@@ -153,6 +153,14 @@ def markdown(cfg: RunConfig, data: dict[str, Any], plot: bool) -> str:
     if plot:
         lines += ["![speedup vs concurrency, one line per setting, the chosen envelope](tune.png)", ""]
     return "\n".join(lines)
+
+
+def schedule_lines(sched: dict[str, Any]) -> list[str]:
+    """vLLM: the one --speculative-config to launch with; otherwise one line of flags per range."""
+    if "speculative_config" in sched:
+        return [f"--speculative-config '{json.dumps(sched['speculative_config'], separators=(',', ':'))}'"]
+    return [f"C {r['concurrency'][0]}-{r['concurrency'][1]}: " + (" ".join(r["args"]) or
+            ("plain decoding" if r["setting"] is None else f"the launch of {r['setting']}")) for r in sched["per_range"]]
 
 
 def _fmt(x: float | None) -> str:

@@ -76,6 +76,16 @@ def variant_of(cfg: RunConfig, s: Setting) -> VariantConfig:
     return base.model_copy(update={"name": s.name, "params": {**base.params, **s.params}, "baseline": False})
 
 
+def settings_config(cfg: RunConfig) -> tuple[RunConfig, str]:
+    """(the config with the baseline and every setting as its variants, a line saying so), for
+    `specbench validate`: each setting's launch is checked as tune would launch it."""
+    grid = settings(cfg)
+    variants = [cfg.baseline] + [variant_of(cfg, s) for ss in grid.values() for s in ss]
+    line = "tune: " + "; ".join(f"{v}: {len(ss)} settings" for v, ss in grid.items()) + \
+        " (each checked below as a variant; `specbench tune --plan` prints the launches and time)"
+    return cfg.model_copy(update={"variants": variants, "tune": None}), line
+
+
 # -- the prompt split --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Split:
