@@ -75,6 +75,10 @@ def _measuring(cfg: RunConfig, categories: int, history: Calibration | None) -> 
         rates, where = {int(k): float(v) for k, v in history.rates.items()}, f"measured ({history.history})"
     if rates is None:
         return None, "unknown: set estimates.per_request_tok_s, or calibrate this hardware"
+    if s.load.open:  # one mixed point per rate: its arrivals span n / rate, then the last request drains
+        n = s.load.warmup_requests + s.load.requests_per_rate
+        per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
+        return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
     per_point = [s.waves * o / _rate(rates, c) for o in s.output_lens for c in s.concurrency]
     n_other = categories * len(s.input_lens or [None]) * len(s.temperatures)
     return sum(per_point) * n_other, where
@@ -105,7 +109,8 @@ def _half_width(comps: Components, design: Design, history: Calibration | None) 
 def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     s = cfg.sweep
     categories = _categories(cfg)
-    points = categories * len(s.input_lens or [None]) * len(s.output_lens) * len(s.concurrency) * len(s.temperatures)
+    per_length = len(s.load.rates or []) if s.load.open else categories * len(s.concurrency)
+    points = per_length * len(s.input_lens or [None]) * len(s.output_lens) * len(s.temperatures)
     design = Design(s.launches, s.repeats if s.adaptive is None else s.adaptive.max_repeats)
     if history is not None and history.startup_s > 0:
         startup = Source(history.startup_s, f"measured ({history.history})")

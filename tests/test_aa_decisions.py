@@ -53,10 +53,11 @@ def test_aa_says_no_practical_difference_at_every_level(tmp_path, model_dir, por
 def test_a_drafter_one_and_a_half_times_as_fast_says_adopt(tmp_path, model_dir, port, no_survivors) -> None:
     variants = [{"name": "base", "drafter": "autoregressive", "baseline": True},
                 {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}]
-    # drafts accepted with p = 0.4 (a real acceptance, so no drafter-inactive gate; about 1.26x on 24-token
-    # outputs) and target steps of 12 ms instead of 15: about 1.5x in all
-    fast = ["--ms-per-token", "12", "--paced", "--accept-rate", "0.4"]
-    out = run(tmp_path, model_dir, port, variants, {"base": PACED, "ngram": fast})
+    # the same 30 ms target step, drafts accepted with p = 0.4 (a real acceptance, so no drafter-inactive
+    # gate): about 1.54 tokens per step on 48-token outputs, so about 1.5x; windows of about 3 s
+    fast = ["--ms-per-token", "30", "--paced", "--accept-rate", "0.4"]
+    out = run(tmp_path, model_dir, port, variants, {"base": ["--ms-per-token", "30", "--paced"], "ngram": fast},
+              dict(SWEEP, output_lens=[48], waves=2))
     no_survivors()
     cells = pd.read_csv(out / "cells.csv")
     ng = cells[cells["variant"] == "ngram"]

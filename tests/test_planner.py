@@ -54,3 +54,12 @@ def test_plan_of_a_sequential_config(tmp_path: Path) -> None:
     text = render(make_plan(load_config(path), None))
     assert "sequential (until: decided): 2 launches of every variant first" in text
     assert "at most 8 launches" in text and "2.5% / 7 per side" in text
+
+
+def test_plan_of_an_open_loop(tmp_path: Path) -> None:
+    path = tmp_path / "slo.yaml"
+    path.write_text(f"include: {CONFIGS[0].parent / 'demo-cpu-slo.yaml'}\n"
+                    "estimates: {startup_s: 30, per_request_tok_s: 32}\n")
+    p = make_plan(load_config(path), None)
+    # 4 rates x 1 output length; each: (5 warmup + 40) requests / rate, plus one 64-token request to drain
+    assert p.points == 4 and p.measuring_s == pytest.approx(sum(45 / r + 2 for r in (1, 2, 3.5, 5)))
