@@ -14,6 +14,7 @@ from specbench.config import load_config
 from specbench.planner import make_plan, render
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+K26 = next(p for p in CONFIGS if p.name == "kimi-k2.6-tp8.yaml")
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
@@ -24,8 +25,8 @@ def test_plan_works_on_every_shipped_config(path: Path, capsys: pytest.CaptureFi
 
 
 def test_k26_plan_agrees_with_docs_cluster_md() -> None:
-    p = make_plan(load_config(CONFIGS[-1]), None)
-    assert CONFIGS[-1].name == "kimi-k2.6-tp8.yaml" and p.points == 90  # 5 categories x 3 lengths x 6 levels
+    p = make_plan(load_config(K26), None)
+    assert p.points == 90  # 5 categories x 3 lengths x 6 levels
     # docs/cluster.md: measuring 11,520-11,870 s, one variant about 3.4-3.5 h, 10.3-10.5 h one after another
     assert p.measuring_s is not None and 11_520 <= 3 * p.measuring_s <= 11_870
     assert p.variant_s is not None and 3.4 <= p.variant_s / 3600 <= 3.5
@@ -35,7 +36,7 @@ def test_k26_plan_agrees_with_docs_cluster_md() -> None:
 
 
 def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
-    cfg = load_config(CONFIGS[-1])
+    cfg = load_config(K26)
     hist = Calibration(rel_var=0.02 ** 2, df=8, launches=9, cells=90, hardware={}, engine="", model="", created="",
                        source_run="r", repeat_rel_var=0.01 ** 2, repeat_df=40, history="h.json", startup_s=700.0,
                        rates={"1": 25.0, "32": 25.0})
@@ -50,7 +51,7 @@ def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
 
 def test_plan_of_a_sequential_config(tmp_path: Path) -> None:
     path = tmp_path / "seq.yaml"
-    path.write_text(f"include: {CONFIGS[-1]}\nsweep: {{launches: 2, repeats: 1, until: decided, max_launches: 8}}\n")
+    path.write_text(f"include: {K26}\nsweep: {{launches: 2, repeats: 1, until: decided, max_launches: 8}}\n")
     text = render(make_plan(load_config(path), None))
     assert "sequential (until: decided): 2 launches of every variant first" in text
     assert "at most 8 launches" in text and "2.5% / 7 per side" in text

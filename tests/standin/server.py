@@ -28,6 +28,8 @@ accepted drafts per step on average, set per K and the same for every prompt; a 
 in flight, each verifying K + 1 tokens (1 when not speculating), takes --ms-per-token x max(1, n(K + 1)/B):
 memory-bound up to B tokens a step, compute-bound beyond (a roofline), so the best K falls as the
 concurrency rises. With --paced the steps are due at their cumulative times from the arrival.
+With --per-batch-size (vLLM's dynamic schedule, JSON ranges) a request drafts the k of the range holding
+the number of requests in flight on its arrival (k = 0: plain decoding), from the accept table.
 A queue (--slots C --service-ms S): streamed requests wait in FIFO order for one of C slots, hold it for S ms,
 then stream their whole output at once: an M/D/c queue, whose TTFT is the wait plus S (open-loop tests).
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import os
 import random
@@ -47,9 +50,10 @@ from typing import Any
 
 from .httpserver import Request, Response, Stream, serve
 from .sglang_protocol import Protocol, ProtocolError, load
-from .tokens import SpecStats, eos_position, plan_steps, prompt_key, table_steps, token_id, token_text
+from .tokens import SpecStats, TableSteps, eos_position, plan_steps, prompt_key, token_id, token_text
 
 FORMATS = ("vllm", "sglang", "sglang-0.5.9", "openai")
+DRAFTS: contextvars.ContextVar[int] = contextvars.ContextVar("drafts", default=0)  # this request's draft length
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Options:
     service_ms: float = 0.0  # M/D/c: how long a request holds its slot before its output streams
     accept_table: str | None = None  # "K:A,...": mean accepted drafts per step at --drafts-per-step K
     step_tokens: float | None = None  # tokens a target step verifies at --ms-per-token (the roofline's knee)
+    per_batch_size: str | None = None  # JSON [[start, end, k], ...]: k by the requests in flight on arrival
 
 
 @dataclass
@@ -247,9 +252,12 @@ class StandIn:
         # the output tokens always derive from the prompt; with --vary-acceptance the accept/reject draws
         # also depend on the request's arrival number, so repeated windows accept differently
         plan_key = prompt_key(f"{key}#{self.s.requests}") if self.o.vary_acceptance else key
+        steps: list[int] | TableSteps
+        stats: SpecStats | None
         table = self._accept_table()
-        if table is not None:
-            steps, stats = table_steps(n, table, self.o.drafts_per_step)
+        if table is not None:  # the draft length is looked up at every step (vLLM's dynamic schedule)
+            steps = TableSteps(n, table, self._drafts_now)
+            stats = steps.stats
         else:
             steps, stats = plan_steps(plan_key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
         ids = [token_id(key, i) for i in range(n)]
@@ -279,21 +287,32 @@ class StandIn:
         finally:
             self.s.in_flight -= 1
 
-    def _accept_table(self) -> float | None:
-        """The accepted drafts per step set for this server's draft length (--accept-table), else None."""
+    def _drafts_now(self) -> int:
+        """The draft length of a step now: --drafts-per-step, or with --per-batch-size the k of the range
+        holding the requests in flight (a gap and the tail carry the previous k, as vLLM)."""
+        k = self.o.drafts_per_step
+        if self.o.per_batch_size:
+            k = 0
+            for start, _end, rk in sorted(json.loads(self.o.per_batch_size)):
+                if start <= self.s.in_flight:
+                    k = min(int(rk), self.o.drafts_per_step)
+        DRAFTS.set(k)
+        return k
+
+    def _accept_table(self) -> dict[int, float] | None:
+        """--accept-table as {draft length: mean accepted drafts per step}; None: not set."""
         if not self.o.accept_table:
             return None
         table = {int(k): float(a) for k, a in (item.split(":") for item in self.o.accept_table.split(","))}
         if self.o.drafts_per_step not in table:
             raise SystemExit(f"--accept-table has no entry for --drafts-per-step {self.o.drafts_per_step}")
-        return table[self.o.drafts_per_step]
+        return table
 
     def _step_ms(self) -> float:
-        """One target step's time now: the roofline of --step-tokens, else --ms-per-token."""
+        """The step just drafted: the roofline of --step-tokens, else --ms-per-token."""
         if not self.o.step_tokens:
             return self.o.ms_per_token
-        k = self.o.drafts_per_step if self.o.accept_table else 0
-        return self.o.ms_per_token * max(1.0, self.s.in_flight * (k + 1) / self.o.step_tokens)
+        return self.o.ms_per_token * max(1.0, self.s.in_flight * (DRAFTS.get() + 1) / self.o.step_tokens)
 
     def _record(self, entry: dict[str, Any], stats: SpecStats | None) -> None:
         """Append the request's ground truth to the ledger: what the server did, computed here and not by
@@ -319,8 +338,8 @@ class StandIn:
                         self.s.per_position.append(0)
                     self.s.per_position[pos] += count
 
-    async def _stream(self, path: str, body: dict[str, Any], stream: Stream, ids: list[int], steps: list[int],
-                      finish: str, stats: SpecStats | None) -> bool:
+    async def _stream(self, path: str, body: dict[str, Any], stream: Stream, ids: list[int],
+                      steps: list[int] | TableSteps, finish: str, stats: SpecStats | None) -> bool:
         """Stream the steps; True when the whole output was sent (no injected fault cut it short)."""
         o = self.o
         native = path == "/generate"
@@ -364,6 +383,8 @@ class StandIn:
             await stream.event(self._chunk(path, body, rid, chunk_ids, finish if last else None,
                                            {"prompt_tokens": prompt_tokens, "completion_tokens": done,
                                             "total_tokens": prompt_tokens + done} if usage_each else None))
+        if isinstance(steps, TableSteps):  # known once streamed: a request that never drafted has none
+            stats = steps.final_stats()
         self._account(len(ids), stats)
         self._observe("e2e", time.perf_counter() - arrival)
         if not native:
@@ -578,6 +599,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--service-ms", type=float, default=0.0,
                    help="queue: milliseconds a request holds its slot before its output streams")
     p.add_argument("--accept-table", help="K:A,...: speculate with A accepted drafts per step at --drafts-per-step K")
+    p.add_argument("--per-batch-size", help="JSON [[start, end, k], ...]: vLLM's dynamic schedule")
     p.add_argument("--step-tokens", type=float, help="a step of n in flight x (K+1) tokens takes --ms-per-token x "
                    "max(1, n(K+1)/STEP_TOKENS)")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "

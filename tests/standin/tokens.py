@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Iterator
 import random
 from dataclasses import dataclass, field
 
@@ -48,20 +49,38 @@ class SpecStats:
         self.histogram[accepted] += 1
 
 
-def table_steps(n_tokens: int, accepted_per_step: float, drafts_per_step: int) -> tuple[list[int], SpecStats]:
-    """Speculation with a set mean: step j accepts floor((j+1)a) - floor(ja) drafts (at most k), so every
-    request accepts a = `accepted_per_step` drafts per step on average, whatever its prompt."""
-    stats = SpecStats()
-    steps: list[int] = []
-    left, j = n_tokens, 0
-    while left > 0:
-        acc = min(drafts_per_step, math.floor((j + 1) * accepted_per_step) - math.floor(j * accepted_per_step))
-        produced = min(acc + 1, left)
-        stats.add(produced - 1, drafts_per_step)
-        steps.append(produced)
-        left -= produced
-        j += 1
-    return steps, stats
+class TableSteps:
+    """Speculation with a set mean, step by step: each step drafts k = k_now() tokens (the server's state
+    then: its draft length, or vLLM's dynamic schedule at the requests in flight) and the j-th step at
+    that k accepts floor((j+1)a) - floor(ja) of them (at most k), a = table[k]: on average a per step,
+    whatever the prompt. k = 0 is a plain step (one token, no drafts)."""
+
+    def __init__(self, n_tokens: int, table: dict[int, float], k_now: Callable[[], int]):
+        self.n, self.table, self.k_now = n_tokens, table, k_now
+        self.stats = SpecStats()
+        self.taken = 0  # steps so far
+        self._j: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self.taken
+
+    def __iter__(self) -> Iterator[int]:
+        left = self.n
+        while left > 0:
+            k = self.k_now()
+            if k == 0:
+                produced = 1
+            else:
+                a, j = self.table[k], self._j.get(k, 0)
+                self._j[k] = j + 1
+                produced = min(min(k, math.floor((j + 1) * a) - math.floor(j * a)) + 1, left)
+                self.stats.add(produced - 1, k)
+            left -= produced
+            self.taken += 1
+            yield produced
+
+    def final_stats(self) -> SpecStats | None:
+        return self.stats if self.stats.verify_steps else None
 
 
 def plan_steps(key: str, n_tokens: int, accept_rate: float | None, drafts_per_step: int,

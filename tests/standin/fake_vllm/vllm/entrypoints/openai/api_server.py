@@ -5,7 +5,8 @@ startup, exit code 1), then serves the stand-in in vLLM's format, speculating wh
 Environment knobs (set per variant through `variants[].env`):
   STANDIN_ACCEPT_RATE   acceptance probability when speculating (default 0.7)
   STANDIN_MS_PER_TOKEN  milliseconds per target step (default 2)
-  STANDIN_ARGS          more stand-in flags (shell words), e.g. "--spec-metrics-skew 1"
+  STANDIN_ARGS          more stand-in flags (shell words), e.g. "--spec-metrics-skew 1"; with --accept-table
+                        a speculative config's num_speculative_tokens_per_batch_size is served as vLLM does
   STANDIN_LEDGER, STANDIN_VARY_ACCEPTANCE  defaults of --ledger and --vary-acceptance (tests/standin/server.py)
 """
 
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> None:
                  accept_rate=float(os.environ.get("STANDIN_ACCEPT_RATE", "0.7")) if spec else None,
                  drafts_per_step=int(spec.get("num_speculative_tokens", 3)) if spec else 3,
                  per_request_spec_decode_metrics=args.per_request_spec_decode_metrics)
+    if spec is None:
+        extra["accept_table"] = None  # plain decoding: no drafts, whatever STANDIN_ARGS says
+    elif spec.get("num_speculative_tokens_per_batch_size"):
+        extra["per_batch_size"] = json.dumps(spec["num_speculative_tokens_per_batch_size"])
     try:
         asyncio.run(run(Options(**extra)))
     except KeyboardInterrupt:
