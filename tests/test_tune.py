@@ -1,6 +1,6 @@
 """`specbench tune` (issue 18): the search's pure parts, and the known answer on a stand-in whose speed is
 set by the draft length k and the requests in flight n (tests/standin/server.py --accept-table
---step-tokens): a step takes 20 ms x max(1, n(k+1)/6) (a roofline), and k drafts accept a(k) per step.
+--step-tokens): a step takes 12 ms x max(1, n(k+1)/6) (a roofline), and k drafts accept a(k) per step.
 Speedups against plain decoding (tokens per step / relative step time):
 
     k:        1     2     4     8       (a = 0.8, 1.2, 2.0, 2.3)
@@ -29,7 +29,7 @@ from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 from specbench.tune.search import TuneOptions, halve, run_tune
 
 ACCEPT = "1:0.8,2:1.2,4:2.0,8:2.3"
-BASE = ["--ms-per-token", "20", "--paced", "--step-tokens", "6"]
+BASE = ["--ms-per-token", "12", "--paced", "--step-tokens", "6"]
 
 
 # -- pure parts ---------------------------------------------------------------------------------------
@@ -140,3 +140,40 @@ def test_tune_recovers_every_optimum_and_says_null_where_plain_decoding_wins(tmp
     confirm = {json.loads(x)["prompt"] for x in (out / "prompts-confirm.jsonl").read_text().splitlines()}
     assert search and confirm and not search & confirm
     assert (out / "tune.png").stat().st_size > 0 and "| 16 |" in (out / "tune.md").read_text()
+
+
+def test_tune_on_vllm_writes_and_measures_the_dynamic_schedule(tmp_path, port, no_survivors) -> None:
+    """The same known answer through engine kind vllm (tests/standin/fake_vllm serves
+    num_speculative_tokens_per_batch_size as vLLM 0.32 does): tune.json's schedule is one
+    speculative_config, and the confirmation measures it as `ngram-dynamic`."""
+    import os
+    import sys
+
+    from conftest import make_model_dir
+
+    fake = REPO / "tests" / "standin" / "fake_vllm"
+    data = {"name": "tune-vllm", "model": {"path": str(make_model_dir(tmp_path / "model")), "served_name": "standin"},
+            "engine": {"kind": "vllm", "python": sys.executable, "version": "0.32.0", "port": port,
+                       "startup_timeout_s": 20, "stop_timeout_s": 3,
+                       "env": {"PYTHONPATH": f"{fake}{os.pathsep}{REPO}", "STANDIN_MS_PER_TOKEN": BASE[1],
+                               "STANDIN_ARGS": f"--paced --step-tokens 6 --accept-table {ACCEPT}"}},
+            "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                         {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}],
+            "sweep": {"prompts": [{"set": "seed", "categories": ["code", "rewrite"]}], "output_lens": [32],
+                      "concurrency": [1, 4, 16], "launches": 2, "repeats": 1, "warmup_requests": 0,
+                      "request_timeout_s": 30},
+            "tune": {"variants": {"ngram": {"num_tokens": [1, 2, 4, 8]}}},
+            "output_dir": str(tmp_path / "runs")}
+    out = tmp_path / "tune"
+    run_tune(parse_config(data), TuneOptions(out=out, skip_preflight=True))
+    no_survivors()
+    e = json.loads((out / "tune.json").read_text())["variants"]["ngram"]
+    assert [e["concurrency"][c]["params"] for c in ("1", "4", "16")] == [{"num_tokens": 4}, {"num_tokens": 1}, None]
+    spec = e["schedule"]["speculative_config"]
+    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 4
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 1], [5, 16, 0]]
+    assert e["ready_variant"]["params"]["per_batch_size"] == [[1, 1, 4], [2, 4, 1], [5, 16, 0]]
+    dyn = e["dynamic_measured"]["confirmed"]
+    assert e["dynamic_measured"]["variant"] == "ngram-dynamic"
+    assert dyn["1"]["outcome"] == "adopt" and dyn["4"]["outcome"] == "adopt"
+    assert 0.9 < dyn["16"]["speedup"] < 1.1  # k = 0 at 16 in flight: plain decoding's speed
