@@ -202,6 +202,9 @@ def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
         raise ConfigError("tune", "specbench tune needs a tune: section (tune.variants: {variant: {param: [values]}})")
     if cfg.sweep.load.open:
         raise ConfigError("sweep.load.kind", "tune compares closed-loop speedups per concurrency (load.kind: closed)")
+    if cfg.engine.kind == "external":
+        raise ConfigError("engine.kind", "tune launches one server per setting; an external endpoint serves what is "
+                          "already running (use kind command with the server's argv template)")
     if opts.out.exists() and any(opts.out.iterdir()) and not opts.resume:
         raise RunDirError(f"{opts.out} already exists and is not empty: use --resume to finish that tune")
     res = Tune(cfg, opts).run()
