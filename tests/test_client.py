@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from specbench.client import stream_request
+from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec
 from specbench.engines.vllm import VLLMEngine
@@ -41,7 +41,7 @@ def run(body: bytes, status: int = 200, timeout: float = 5.0):
             eng = VLLMEngine(CFG.engine, sweep_facts(CFG), "/m", "m")
             req = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi", max_tokens=8,
                               temperature=0.0, seed=0)
-            return await stream_request(eng, http, "http://test", req, timeout)
+            return await stream_request(Endpoint(eng, http, "http://test", timeout), req)
 
     return asyncio.run(go())
 

@@ -16,7 +16,7 @@ from types import TracebackType
 
 import httpx
 
-from ..client import make_http_client
+from ..client import Endpoint, make_http_client
 from ..config import RunConfig
 from ..engines.base import Engine
 from ..errors import EngineStartError
@@ -90,6 +90,11 @@ class VariantSession:
         if self._http is None:
             raise RuntimeError("VariantSession used outside `async with`")
         return self._http
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """What the load loops send through: engine, client, URL, timeout, headers."""
+        return Endpoint(self.engine, self.http, self.base_url, self.request_timeout_s, self.headers)
 
     @property
     def pid(self) -> int | None:

@@ -130,8 +130,7 @@ async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> Non
     warm = warmup_requests(cfg, sweep, name, launch)  # every launch warms its own engine
     if warm:
         ctx.reporter.phase(name, f"warmup ({len(warm)} requests)")
-        await run_closed_loop(session.engine, session.http, session.base_url, warm, 1, session.request_timeout_s,
-                              ctx.sink.request, session.headers)
+        await run_closed_loop(session.endpoint, warm, 1, ctx.sink.request)
     rule = RepeatRule(cfg.sweep)
     for point in sweep.points:
         cell_id = point.key(name).cell_id

@@ -43,8 +43,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         session.sink.request(rec)
         session.reporter.advance()
 
-    records = await run_closed_loop(engine, session.http, session.base_url, planned, first["concurrency"],
-                                    session.request_timeout_s, on_record, session.headers)
+    records = await run_closed_loop(session.endpoint, planned, first["concurrency"], on_record)
     t_end = time.time()
     proc = session.proc
     if proc is not None and not proc.alive():
