@@ -19,7 +19,7 @@ import httpx
 from ..client import Endpoint, make_http_client
 from ..config import RunConfig
 from ..engines.base import Engine
-from ..errors import EngineStartError
+from ..errors import EngineStartError, ForeignListenerError
 from ..launch import VariantLaunch, api_headers, redact_env
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
@@ -136,10 +136,29 @@ class VariantSession:
         def on_wait(elapsed: float, line: str) -> None:
             self.reporter.phase(self.name, f"startup {elapsed:.0f}s | {line[-70:]}")
 
-        t = await self.proc.wait_ready(lambda: self.engine.probe_ready(self.http, self.base_url),
-                                       e.startup_timeout_s, on_wait)
+        async def probe() -> object:
+            self.check_port()  # a foreign server already there would answer the probe
+            ready = await self.engine.probe_ready(self.http, self.base_url)
+            if ready:
+                self.check_port()  # ... or one that bound the port while the probe ran
+            return ready
+
+        t = await self.proc.wait_ready(probe, e.startup_timeout_s, on_wait)
         self.startup_s = round(t, 2)
         self.reporter.log(f"{self.name}: engine ready in {self.startup_s:.1f}s")
+
+    def check_port(self) -> None:
+        """Raise ForeignListenerError when a process outside the launched engine's tree listens on its port
+        (another run sharing engine.port). Skipped for an external endpoint, and where the engine's tree is
+        not local (engine.launch_prefix: srun, a container exec; engine.nodes > 1)."""
+        e = self.cfg.engine
+        if self.proc is None or e.launch_prefix or e.nodes > 1:
+            return
+        who = self.proc.foreign_listener()
+        if who is not None:
+            raise ForeignListenerError(
+                f"{self.name}: port {e.port} is served by {who}, not by the engine specbench launched "
+                f"(PID {self.proc.pid}): another run or server shares engine.port; give each run its own port")
 
     async def close(self) -> None:
         """Stop the engine (its whole tree; returns when it is gone) and close the client."""

@@ -36,6 +36,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     if any(p.fields["window_id"] != window_id for p in planned):
         raise ValueError(f"{window_id}: every planned request must belong to this window")
     engine = session.engine
+    session.check_port()  # requests must reach the launched engine, and only it
     before = await read_counters(session, window_id) if engine.counter_acceptance else None
     t_start = time.time()
 
@@ -49,6 +50,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     if proc is not None and not proc.alive():
         raise EngineDiedError(f"{session.name}: engine exited with code {proc.exit_code()} during "
                               f"{window_id}; see {proc.log_path}")
+    session.check_port()
     counters, per_pos = None, None
     if before is not None:
         after = await read_counters(session, window_id)
