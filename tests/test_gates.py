@@ -131,3 +131,32 @@ def test_gate_rules() -> None:
                                 {"gpu": [{"sm_clock_mhz": 1980, "temperature_c": 75}]}]})  # +15 C
     assert gates.gpu_drift(w, "base").keys() == {"y"}
     assert gates.gpu_drift(w.assign(extra=[{}, {}, {}]), "base") == {}
+
+
+def test_acceptance_below_one_is_a_gate_never_a_figure(tmp_path: Path, port: int, monkeypatch, no_survivors) -> None:
+    """Per-request data claiming more target steps than tokens (5 extra steps per request: 24 tokens in 29
+    steps, 0.83 tokens/step) is impossible: a blocking gate with its remedy, and no acceptance figure."""
+    fake_gpu(tmp_path, monkeypatch, drift=False)
+    cfg = config(tmp_path, port, [ngram("skewed", env={"STANDIN_ACCEPT_RATE": "0", "STANDIN_ARGS":
+                                                       "--per-request-spec-decode-metrics summary --spec-metrics-skew -5"})])
+    cfg["engine"]["version"] = "0.32.0"  # per-request acceptance (metrics.speculative_decoding)
+    out = tmp_path / "run"
+    result = run_matrix(parse_config(cfg), RunOptions(out=out, skip_preflight=True))
+    no_survivors()
+    assert set(result.status.values()) == {"done"}, result.status
+    cells = pd.read_csv(out / "cells.csv")
+    skewed = cells[cells["variant"] == "skewed"]
+    assert "impossible_acceptance" in codes(cells, "skewed") and "impossible_acceptance" in BLOCKING
+    from specbench.metrics.gates import ACCEPTANCE_FIGURES
+    assert skewed[list(ACCEPTANCE_FIGURES)].isna().all().all()
+    report = (out / "report.md").read_text()
+    assert "acceptance length below 1 token per target step" in report and "adopt **skewed**" not in report
+
+
+def test_impossible_acceptance_rule() -> None:
+    from specbench.metrics import gates
+
+    assert gates.impossible_acceptance({"acceptance_length": 0.83}) is not None
+    assert gates.impossible_acceptance({"acceptance_length": 1.0, "acceptance_length_request_p10": 0.99}) is not None
+    assert gates.impossible_acceptance({"acceptance_length": 1.0, "draft_acceptance_length": float("nan")}) is None
+    assert gates.impossible_acceptance({}) is None

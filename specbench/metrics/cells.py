@@ -303,6 +303,10 @@ def compute_cells(
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN
+        impossible = gates.impossible_acceptance(row)  # a gate, never a figure
+        if impossible is not None:
+            for col in gates.ACCEPTANCE_FIGURES:
+                row[col] = NAN
         ws = cell_warnings(
             is_baseline=row["is_baseline"],
             valid=row["valid"],
@@ -324,6 +328,8 @@ def compute_cells(
             unknown_acceptance_windows=(0 if row["variant"] in plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
         ) + c.reconciliation + variant_gates.get(row["variant"], [])
+        if impossible is not None:
+            ws.append(impossible)
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

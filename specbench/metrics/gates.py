@@ -35,6 +35,25 @@ def drafter_inactive(variant_acceptance: Iterable[tuple[float, float]]) -> CellW
                        f"acceptance length {tau:.3f} tokens/step over all {len(pairs)} cells of the variant")
 
 
+# a cell's acceptance figures (tokens per target step); none can be below 1
+ACCEPTANCE_FIGURES = ("acceptance_length", "acceptance_length_ci_low", "acceptance_length_ci_high",
+                      "draft_acceptance_length", "acceptance_length_request_mean", "acceptance_length_request_p10",
+                      "acceptance_length_request_p90")
+
+
+def impossible_acceptance(row: Mapping[str, Any]) -> CellWarning | None:
+    """Fires when a cell's acceptance length (pooled, vLLM's draft figure, or its per-request mean or p10)
+    is below 1: every target step yields at least one token, so the data are not this engine's alone. The
+    caller blanks ACCEPTANCE_FIGURES: an impossible figure is never reported."""
+    bad = [f"{name} {float(row[name]):.3f}" for name in ("acceptance_length", "draft_acceptance_length",
+                                                          "acceptance_length_request_mean",
+                                                          "acceptance_length_request_p10")
+           if isinstance(row.get(name), (int, float)) and math.isfinite(row[name]) and row[name] < 1.0 - 1e-9]
+    if not bad:
+        return None
+    return CellWarning(WarningCode.IMPOSSIBLE_ACCEPTANCE, "; ".join(bad) + " tokens/step")
+
+
 def eager_engine(argv: Mapping[str, Sequence[str]], has_gpu: bool) -> dict[str, CellWarning]:
     """Variants whose GPU engine was launched without CUDA graphs (`--enforce-eager`, `--disable-cuda-graph`).
     On a CPU engine eager is the only mode, so nothing fires without a GPU."""

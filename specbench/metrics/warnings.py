@@ -57,11 +57,12 @@ class WarningCode(str, Enum):
     ACCEPTANCE_UNKNOWN = "acceptance_unknown"
     EAGER_ENGINE = "eager_engine"
     GPU_DRIFT = "gpu_drift"
+    IMPOSSIBLE_ACCEPTANCE = "impossible_acceptance"
 
 
 BLOCKING = frozenset(c.value for c in (WarningCode.DRAFTER_INACTIVE, WarningCode.DEGENERATE_WORKLOAD,
                                        WarningCode.ACCEPTANCE_UNKNOWN, WarningCode.EAGER_ENGINE,
-                                       WarningCode.GPU_DRIFT))
+                                       WarningCode.GPU_DRIFT, WarningCode.IMPOSSIBLE_ACCEPTANCE))
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -133,6 +134,13 @@ REMEDY: dict[WarningCode, str] = {
         "GPU clocks or temperature differ between this variant's windows and the baseline's (from "
         "nvidia-smi, recorded per window): thermal or power throttling, or another tenant, changed the "
         "hardware between variants; lock clocks (nvidia-smi -lgc), let the GPU cool, and measure again"
+    ),
+    WarningCode.IMPOSSIBLE_ACCEPTANCE: (
+        "acceptance length below 1 token per target step, which no engine can produce (every step yields at "
+        "least its own token): the counters or tokens are not this engine's alone (another run's server on "
+        "the same port, a counter reset, a usage that does not match the stream), so no acceptance is "
+        "reported for the cell; give each run its own engine.port, make sure nothing restarted the engine, "
+        "and measure again"
     ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "
