@@ -17,6 +17,7 @@ from types import TracebackType
 import httpx
 
 from ..client import Endpoint, make_http_client
+from ..sse_http import SSEClient
 from ..config import RunConfig
 from ..engines.base import Engine
 from ..errors import EngineStartError, ForeignListenerError
@@ -72,6 +73,7 @@ class VariantSession:
         self.startup_s: float | None = None
         self.last_window: list[RequestRecord] = []  # request records of the last measured window
         self._http: httpx.AsyncClient | None = None
+        self._sse: SSEClient | None = None  # the lean client of the streamed requests
 
     @property
     def name(self) -> str:
@@ -94,7 +96,7 @@ class VariantSession:
     @property
     def endpoint(self) -> Endpoint:
         """What the load loops send through: engine, client, URL, timeout, headers."""
-        return Endpoint(self.engine, self.http, self.base_url, self.request_timeout_s, self.headers)
+        return Endpoint(self.engine, self.http, self.base_url, self.request_timeout_s, self.headers, self._sse)
 
     @property
     def pid(self) -> int | None:
@@ -103,6 +105,7 @@ class VariantSession:
     async def __aenter__(self) -> VariantSession:
         self._http = make_http_client(max(self.cfg.sweep.concurrency))
         self._http.headers.update(self.headers or {})
+        self._sse = SSEClient()
         try:
             if self.launch.spec is None:
                 self.reporter.phase(self.name, "checking endpoint")
@@ -165,6 +168,9 @@ class VariantSession:
         if self.proc is not None:
             self.reporter.phase(self.name, "stopping engine")
             self.proc.stop(grace_s=self.cfg.engine.stop_timeout_s)
+        if self._sse is not None:
+            self._sse.close()
+            self._sse = None
         if self._http is not None:
             await self._http.aclose()
             self._http = None
