@@ -160,3 +160,38 @@ def test_impossible_acceptance_rule() -> None:
     assert gates.impossible_acceptance({"acceptance_length": 1.0, "acceptance_length_request_p10": 0.99}) is not None
     assert gates.impossible_acceptance({"acceptance_length": 1.0, "draft_acceptance_length": float("nan")}) is None
     assert gates.impossible_acceptance({}) is None
+
+
+def test_saturated_client_is_a_blocking_gate(tmp_path: Path, port: int, monkeypatch, no_survivors) -> None:
+    """Every window records the client's CPU share (windows.jsonl extra.client); a window in which the client
+    was saturated puts `client_saturated` (blocking, with its remedy) on its cell. The self-check's clocks
+    are replaced so the drafter's windows read as saturated whatever the machine's load."""
+    from specbench.runner import window
+
+    real_stop = window.ClientCheck.stop
+
+    def stop(self: window.ClientCheck) -> dict[str, float]:
+        out = real_stop(self)
+        return {**out, "cpu_share": 0.97} if "fast" in self.label else out
+
+    monkeypatch.setattr(window.ClientCheck, "stop", stop)
+    fake_gpu(tmp_path, monkeypatch, drift=False)
+    cells, verdict = run(tmp_path, port, [ngram("fast")])
+    no_survivors()
+    assert "client_saturated" in codes(cells, "fast") and "client_saturated" in BLOCKING
+    assert "client_saturated" not in codes(cells, "base")
+    windows = [json.loads(line) for line in RunDir(tmp_path / "run").windows.read_text().splitlines()]
+    assert all(0 <= w["extra"]["client"]["cpu_share"] <= 1.5 and w["extra"]["client"]["wall_s"] > 0 for w in windows)
+    assert "adopt **fast**" not in verdict.replace("not adopted", "")
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "specbench's own client was saturated" in report and "client.processes" in report
+
+
+def test_client_saturated_rule() -> None:
+    from specbench.metrics import gates
+
+    w = pd.DataFrame({"cell_id": ["a", "a", "b", "c"], "window_id": ["a1", "a2", "b1", "c1"],
+                      "extra": [{"client": {"cpu_share": 0.5}}, {"client": {"cpu_share": 0.95}},
+                                {"client": {"cpu_share": 0.89}}, {}]})
+    out = gates.client_saturated(w)
+    assert out.keys() == {"a"} and "95%" in out["a"].detail and "a2" in out["a"].detail

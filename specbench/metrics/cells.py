@@ -276,6 +276,7 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
                     base_by_prompt.setdefault(same, []).append(r)
 
     variant_gates = _variant_gates(cells, windows, opts)
+    saturated = gates.client_saturated(windows)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -319,6 +320,8 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
         )) + c.reconciliation + variant_gates.get(row["variant"], [])
         if impossible is not None:
             ws.append(impossible)
+        if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
+            ws.append(sat)
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .warnings import GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning, WarningCode
+from .warnings import (CLIENT_SATURATED_SHARE, GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning,
+                       WarningCode)
 
 # Launch flags that turn CUDA graphs off: vLLM, SGLang.
 EAGER_FLAGS = ("--enforce-eager", "--disable-cuda-graph")
@@ -101,3 +102,20 @@ def gpu_drift(windows: pd.DataFrame, baseline: str) -> dict[str, CellWarning]:
         if parts:
             out[variant] = CellWarning(WarningCode.GPU_DRIFT, "; ".join(parts))
     return out
+
+
+def client_saturated(windows: pd.DataFrame) -> dict[str, CellWarning]:
+    """Cells (by cell_id) with a window whose busiest client process used at least CLIENT_SATURATED_SHARE of
+    the window's wall time in CPU (`windows.jsonl`, `extra.client.cpu_share`: the self-check every window
+    records). Silent for windows without the self-check."""
+    if windows.empty or "extra" not in windows:
+        return {}
+    worst: dict[str, tuple[float, str]] = {}
+    for cell_id, window_id, extra in zip(windows["cell_id"], windows["window_id"], windows["extra"]):
+        client = extra.get("client") if isinstance(extra, dict) else None
+        share = client.get("cpu_share") if isinstance(client, dict) else None
+        if isinstance(share, (int, float)) and math.isfinite(share) and share >= CLIENT_SATURATED_SHARE:
+            if share > worst.get(str(cell_id), (-1.0, ""))[0]:
+                worst[str(cell_id)] = (float(share), str(window_id))
+    return {cell: CellWarning(WarningCode.CLIENT_SATURATED, f"client CPU {100 * share:.0f}% of wall time in {wid}")
+            for cell, (share, wid) in worst.items()}

@@ -25,6 +25,9 @@ INACTIVE_TOLERANCE = 0.01  # a drafter whose pooled acceptance length is within 
 DEGENERATE_FRACTION = 0.95  # verify steps that accepted every draft: at or above this the prompts are degenerate
 GPU_CLOCK_DRIFT = 0.05  # mean SM clock of a variant's windows vs the baseline's, relative
 GPU_TEMP_DRIFT_C = 10.0  # mean GPU temperature of a variant's windows vs the baseline's, degrees C
+# A client process whose CPU time over a window is at least this share of the window's wall time was
+# saturated: its event loop is one thread, so chunks waited for it and the timings measure the client.
+CLIENT_SATURATED_SHARE = 0.90
 # Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
 # mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
 # and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
@@ -58,11 +61,13 @@ class WarningCode(str, Enum):
     EAGER_ENGINE = "eager_engine"
     GPU_DRIFT = "gpu_drift"
     IMPOSSIBLE_ACCEPTANCE = "impossible_acceptance"
+    CLIENT_SATURATED = "client_saturated"
 
 
 BLOCKING = frozenset(c.value for c in (WarningCode.DRAFTER_INACTIVE, WarningCode.DEGENERATE_WORKLOAD,
                                        WarningCode.ACCEPTANCE_UNKNOWN, WarningCode.EAGER_ENGINE,
-                                       WarningCode.GPU_DRIFT, WarningCode.IMPOSSIBLE_ACCEPTANCE))
+                                       WarningCode.GPU_DRIFT, WarningCode.IMPOSSIBLE_ACCEPTANCE,
+                                       WarningCode.CLIENT_SATURATED))
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -141,6 +146,12 @@ REMEDY: dict[WarningCode, str] = {
         "the same port, a counter reset, a usage that does not match the stream), so no acceptance is "
         "reported for the cell; give each run its own engine.port, make sure nothing restarted the engine, "
         "and measure again"
+    ),
+    WarningCode.CLIENT_SATURATED: (
+        "specbench's own client was saturated in some window of this cell (its CPU time was at least 90% of "
+        "the window's wall time, per client process), so TTFT, ITL and throughput measure the client, not "
+        "the engine; set client.processes (more client processes, e.g. `auto`: one per free core) or run "
+        "specbench on a separate client host, and measure again"
     ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,25 @@ from ..records import RequestRecord, WindowRecord
 from .session import VariantSession
 
 SCRAPE_ATTEMPTS = 4
+
+
+@dataclass
+class ClientCheck:
+    """The client's self-check over a window: its CPU time against the window's wall time. A share near 1
+    means the event loop (one thread) was saturated and chunks waited for it (gate `client_saturated`)."""
+
+    label: str  # the window id
+    cpu0: float
+    wall0: float
+
+    @classmethod
+    def start(cls, label: str) -> ClientCheck:
+        return cls(label, time.process_time(), time.perf_counter())
+
+    def stop(self) -> dict[str, float]:
+        cpu, wall = time.process_time() - self.cpu0, time.perf_counter() - self.wall0
+        return {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4),
+                "cpu_share": round(cpu / wall, 4) if wall > 0 else 0.0}
 SCRAPE_BACKOFF_S = (0.5, 1.0, 2.0)  # waits between attempts: a busy server gets ~3.5 s to answer
 
 
@@ -39,6 +59,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     session.check_port()  # requests must reach the launched engine, and only it
     before = await read_counters(session, window_id) if engine.counter_acceptance else None
     t_start = time.time()
+    check = ClientCheck.start(window_id)
 
     def on_record(rec: RequestRecord) -> None:
         session.sink.request(rec)
@@ -46,6 +67,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
 
     records = await run_closed_loop(session.endpoint, planned, first["concurrency"], on_record)
     t_end = time.time()
+    client = check.stop()
     proc = session.proc
     if proc is not None and not proc.alive():
         raise EngineDiedError(f"{session.name}: engine exited with code {proc.exit_code()} during "
@@ -61,7 +83,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         window_id=window_id, variant=session.name, cell_id=first["cell_id"], point_id=first["point_id"],
         launch=first.get("launch", 1), repeat=first["repeat"], t_start=t_start, t_end=t_end,
         n_requests=len(records), counters=counters, per_position_accepted=per_pos,
-        extra={"gpu": gpu} if gpu else {})
+        extra={"client": client, **({"gpu": gpu} if gpu else {})})
     session.sink.window(window)
     session.last_window = records
     return window
