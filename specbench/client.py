@@ -48,6 +48,7 @@ class Endpoint:
     timeout_s: float
     headers: Mapping[str, str] | None = None
     sse: SSEClient | None = None  # the lean stream client; None: httpx (the reference path)
+    clock_base: float | None = None  # t_send = clock_base + perf_counter() (a sharded client's one clock)
 
 
 @dataclass
@@ -255,7 +256,7 @@ def check_output(res: StreamResult, tally: _Tally, requested: int | None) -> str
 
 async def stream_planned(ep: Endpoint, planned: PlannedRequest) -> RequestRecord:
     """Stream one planned request and return its record (the one function every load loop calls)."""
-    t_send = time.time()
+    t_send = time.time() if ep.clock_base is None else ep.clock_base + time.perf_counter()
     res = await stream_request(ep, planned.spec)
     return RequestRecord(
         **planned.fields, t_send=t_send, ttft_s=res.ttft_s, e2e_s=res.e2e_s,

@@ -45,6 +45,10 @@ class EngineDiedError(SpecbenchError):
     """The engine process went away in the middle of a sweep."""
 
 
+class ClientWorkerError(SpecbenchError):
+    """A client worker process (client.processes > 1) died or did not start: the window is not complete."""
+
+
 class ScrapeError(SpecbenchError):
     """The engine's metrics endpoint did not answer, even after retries: the variant cannot be measured."""
 

@@ -10,6 +10,7 @@ leaving stops the whole process tree and closes the client, on every exit path.
 from __future__ import annotations
 
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -17,6 +18,7 @@ from types import TracebackType
 import httpx
 
 from ..client import Endpoint, make_http_client
+from ..client_shards import ShardedClient, WorkerSpec, resolve_processes
 from ..sse_http import SSEClient
 from ..config import RunConfig
 from ..engines.base import Engine
@@ -74,6 +76,7 @@ class VariantSession:
         self.last_window: list[RequestRecord] = []  # request records of the last measured window
         self._http: httpx.AsyncClient | None = None
         self._sse: SSEClient | None = None  # the lean client of the streamed requests
+        self.shards: ShardedClient | None = None  # client.processes > 1: the worker processes
 
     @property
     def name(self) -> str:
@@ -113,6 +116,7 @@ class VariantSession:
                     raise EngineStartError(f"{self.name}: endpoint {self.base_url} does not generate")
             else:
                 await self._start()
+            self._start_shards()
         except BaseException:
             await self.close()
             raise
@@ -150,6 +154,15 @@ class VariantSession:
         self.startup_s = round(t, 2)
         self.reporter.log(f"{self.name}: engine ready in {self.startup_s:.1f}s")
 
+    def _start_shards(self) -> None:
+        n = resolve_processes(self.cfg.client.processes, max(self.cfg.sweep.concurrency))
+        if n < 2:
+            return
+        self.reporter.phase(self.name, f"starting {n} client processes")
+        spec = WorkerSpec(self.engine, self.base_url, self.request_timeout_s, dict(self.headers or {}),
+                          time.time() - time.perf_counter(), max(self.cfg.sweep.concurrency))
+        self.shards = ShardedClient(n, spec)
+
     def check_port(self) -> None:
         """Raise ForeignListenerError when a process outside the launched engine's tree listens on its port
         (another run sharing engine.port). Skipped for an external endpoint, and where the engine's tree is
@@ -164,7 +177,10 @@ class VariantSession:
                 f"(PID {self.proc.pid}): another run or server shares engine.port; give each run its own port")
 
     async def close(self) -> None:
-        """Stop the engine (its whole tree; returns when it is gone) and close the client."""
+        """Stop the client processes and the engine (its whole tree; returns when it is gone), close the client."""
+        if self.shards is not None:
+            self.shards.close()
+            self.shards = None
         if self.proc is not None:
             self.reporter.phase(self.name, "stopping engine")
             self.proc.stop(grace_s=self.cfg.engine.stop_timeout_s)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..client import run_closed_loop
 from ..config import RunConfig, load_config
-from ..errors import EngineDiedError, EngineStartError, ScrapeError
+from ..errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from ..metrics import window_throughput
 from ..plan import SweepPoint, warmup_requests, window_requests
 from ..progress import Reporter, make_reporter
@@ -34,7 +34,7 @@ from .session import RecordSink, VariantSession
 from .state import RunState, VariantState
 from .window import measure_window
 
-UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError)  # end the unit; the next one runs
+UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError, ClientWorkerError)  # end the unit; the next one runs
 
 
 @dataclass(frozen=True)
