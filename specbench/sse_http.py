@@ -5,8 +5,9 @@ from the raw bytes), each event handed to a plain function with the time its byt
 Why not httpx for these: every chunk then passes through h11, anyio and httpx-sse's async iterators, a
 task switch and several objects per event (docs/client-overhead.md measured 19-156 µs per chunk). Here a
 chunk costs one callback, a few bytes operations and one JSON decode. Probes, scrapes and every other
-request still use httpx. What this client does not do: HTTP proxies (the streamed requests always go
-straight to the engine), redirects, compression (it asks for none), HTTP/2.
+request still use httpx. What this client does not do: HTTP proxies (an endpoint the environment routes
+through a proxy is streamed through httpx instead: runner/session.behind_proxy), redirects, compression
+(it asks for none), HTTP/2.
 """
 
 from __future__ import annotations

@@ -188,3 +188,15 @@ def test_a_stale_kept_alive_connection_is_retried_once():
 
     first, second, n = asyncio.run(go())
     assert first.error is None and second.error is None and n == 2
+
+
+def test_an_endpoint_behind_a_proxy_is_streamed_through_httpx(monkeypatch):
+    from specbench.runner.session import behind_proxy
+
+    for k in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    assert not behind_proxy("http://10.1.2.3:8000")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert behind_proxy("http://10.1.2.3:8000")
+    monkeypatch.setenv("NO_PROXY", "10.1.2.3")
+    assert not behind_proxy("http://10.1.2.3:8000")

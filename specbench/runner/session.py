@@ -108,7 +108,7 @@ class VariantSession:
     async def __aenter__(self) -> VariantSession:
         self._http = make_http_client(max(self.cfg.sweep.concurrency))
         self._http.headers.update(self.headers or {})
-        self._sse = SSEClient()
+        self._sse = None if behind_proxy(self.base_url) else SSEClient()
         try:
             if self.launch.spec is None:
                 self.reporter.phase(self.name, "checking endpoint")
@@ -190,6 +190,18 @@ class VariantSession:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+def behind_proxy(url: str) -> bool:
+    """True when the environment routes `url` through an HTTP proxy (HTTP_PROXY etc., not bypassed by
+    NO_PROXY): the lean stream client goes direct, so such an endpoint is streamed through httpx instead."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    u = urlsplit(url)
+    if not getproxies().get(u.scheme or "http"):
+        return False
+    return not proxy_bypass(u.hostname or "")
 
 
 def shell_line(argv: list[str], env: dict[str, str]) -> str:
