@@ -29,7 +29,7 @@ from httpx_sse import SSEError, aconnect_sse
 from .engines.base import Engine, RequestSpec
 from .plan import PlannedRequest
 from .records import RequestRecord, SpecDetails
-from .sse_http import SSEClient, StreamError
+from .sse_http import ABORT, CONTINUE, END, SSEClient, StreamError
 
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _DONE = (b"[DONE]", "[DONE]")
@@ -121,9 +121,14 @@ async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
     tally = _Tally()
     t0 = time.perf_counter()
 
-    def on_event(data: bytes | str, t: float) -> bool:
-        res.error = _consume(ep.engine, res, tally, data, t - t0)
-        return res.error is not None or tally.done
+    def on_event(data: bytes | str, t: float) -> int:
+        if tally.done:
+            return END  # nothing counts after [DONE]
+        try:
+            res.error = _consume(ep.engine, res, tally, data, t - t0)
+        except Exception as exc:  # an engine's chunk parser on data it did not expect: a request error
+            res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
+        return ABORT if res.error is not None else END if tally.done else CONTINUE
 
     try:
         async with asyncio.timeout(ep.timeout_s):
@@ -150,7 +155,7 @@ async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
 
 
 async def _httpx_stream(ep: Endpoint, url: str, body: dict[str, Any], headers: dict[str, str],
-                        on_event: Callable[[bytes | str, float], bool]) -> tuple[int, str, bytes]:
+                        on_event: Callable[[bytes | str, float], int]) -> tuple[int, str, bytes]:
     """The reference path: httpx + httpx-sse, each event's data to `on_event` with its arrival time."""
     async with aconnect_sse(ep.http, "POST", url, json=body, headers=headers) as es:
         r = es.response
@@ -161,7 +166,7 @@ async def _httpx_stream(ep: Endpoint, url: str, body: dict[str, Any], headers: d
             return r.status_code, ctype, b""
         try:
             async for sse in es.aiter_sse():
-                if on_event(sse.data, time.perf_counter()):
+                if on_event(sse.data, time.perf_counter()) != CONTINUE:
                     break
         except SSEError as exc:
             raise httpx.RemoteProtocolError(str(exc)) from None

@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-# on_event(data, t): one SSE event's data and perf_counter() when its bytes arrived; True = stop reading
-# events (the stream's end or an error), the rest of the response is drained so the connection can be reused
-OnEvent = Callable[[bytes, float], bool]
+# on_event(data, t): one SSE event's data and perf_counter() when its bytes arrived. Returns CONTINUE,
+# END (the stream's last event, e.g. [DONE]: the exchange is complete at once, and the rest of the body is
+# drained in the background so the connection can be reused) or ABORT (an error: the connection is closed).
+CONTINUE, END, ABORT = 0, 1, 2
+OnEvent = Callable[[bytes, float], int]
 
 MAX_ERROR_BODY = 64_000
 
@@ -56,9 +58,10 @@ class _Exchange:
     buf: bytes = b""  # framing bytes not yet consumed
     line: bytes = b""  # SSE: the incomplete last line
     data: list[bytes] = field(default_factory=list)  # SSE: data lines of the event being read
-    stopped: bool = False  # on_event asked to stop: drain the rest
+    stopped: bool = False  # on_event said END or ABORT: later events are not read
     got_bytes: bool = False
     reusable: bool = True
+    on_end: Callable[[], None] | None = None  # called when a drained body ends (the connection goes back)
 
     # -- framing ------------------------------------------------------------------------------------
     def feed(self, raw: bytes, now: float) -> None:
@@ -159,8 +162,13 @@ class _Exchange:
             if not line:
                 if self.data:
                     data, self.data = b"\n".join(self.data), []
-                    if self.on_event(data, now):
+                    verdict = self.on_event(data, now)
+                    if verdict != CONTINUE:
                         self.stopped = True
+                        if verdict == ABORT:
+                            self.fail(StreamError("Aborted", "stream abandoned"), keep_result=True)
+                        else:
+                            self._complete()
                         return
             elif line[:5] == b"data:":
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
@@ -173,13 +181,25 @@ class _Exchange:
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
             if self.data:
                 self.on_event(b"\n".join(self.data), time.perf_counter())
+        self._complete()
+        if self.on_end is not None:
+            self.on_end()
+
+    def _complete(self) -> None:
         if not self.done.done() and self.response is not None:
             self.done.set_result(self.response)
 
-    def fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException, keep_result: bool = False) -> None:
+        """The exchange cannot go on (the connection is not reused). With keep_result the response read so
+        far is the result (an ABORT by on_event: the caller has what it needs)."""
         self.mode, self.reusable = "end", False
         if not self.done.done():
-            self.done.set_exception(exc)
+            if keep_result and self.response is not None:
+                self.done.set_result(self.response)
+            else:
+                self.done.set_exception(exc)
+        if self.on_end is not None:  # a draining connection that broke: it is closed, not reused
+            self.on_end()
 
     def lost(self) -> None:
         """The connection closed: the end of a read-until-close body, else a truncated response."""
@@ -226,7 +246,9 @@ class SSEClient:
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._draining: set[_Conn] = set()  # complete exchanges whose body end has not been read yet
         self._ssl: ssl.SSLContext | None = None
+        self._open = True
 
     async def _connect(self, key: tuple[str, str, int]) -> _Conn:
         scheme, host, port = key
@@ -273,15 +295,29 @@ class SSEClient:
             except BaseException:
                 conn.close()
                 raise
-            conn.exchange = None
-            if exchange.reusable and not conn.closed:
-                self._idle.setdefault(key, []).append(conn)
-            else:
-                conn.close()
+            if exchange.mode == "end":
+                self._release(key, conn, exchange)
+            else:  # complete at its last event: the connection returns once the body's end is read
+                self._draining.add(conn)
+                exchange.on_end = lambda: self._release(key, conn, exchange)
             return resp
         raise AssertionError("unreachable")
 
+    def _release(self, key: tuple[str, str, int], conn: _Conn, exchange: _Exchange) -> None:
+        exchange.on_end = None
+        if conn.exchange is exchange:
+            conn.exchange = None
+        self._draining.discard(conn)
+        if exchange.reusable and not conn.closed and self._open:
+            self._idle.setdefault(key, []).append(conn)
+        else:
+            conn.close()
+
     def close(self) -> None:
+        self._open = False
+        for c in list(self._draining):
+            c.close()
+        self._draining.clear()
         for conns in self._idle.values():
             for c in conns:
                 c.close()

@@ -31,7 +31,8 @@ def chunk(ids: list[int], cumulative: int, text: str = "x", finish: str | None =
             "usage": {"prompt_tokens": 5, "completion_tokens": cumulative, "total_tokens": 5 + cumulative}}
 
 
-async def _serve(body: bytes, status: int, seen: list[dict], piece: int, keep_alive: bool = True):
+async def _serve(body: bytes, status: int, seen: list[dict], piece: int, keep_alive: bool = True,
+                 terminate: bool = True):
     """A one-route HTTP/1.1 server: every request gets `body` as a chunked response, written `piece` bytes at
     a time (so chunk framing and SSE lines are split across reads); keep-alive."""
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -45,23 +46,26 @@ async def _serve(body: bytes, status: int, seen: list[dict], piece: int, keep_al
                 for i in range(0, len(body), 7):
                     part = body[i:i + 7]
                     out += b"%x\r\n%s\r\n" % (len(part), part)
-                out += b"0\r\n\r\n"
+                out += b"0\r\n\r\n" if terminate else b""
                 for i in range(0, len(out), piece):
                     writer.write(out[i:i + piece])
                     await writer.drain()
                 if not keep_alive:  # an idle-timeout close, without "connection: close"
                     writer.close()
                     return
+                if not terminate:  # the body never ends: the connection stays open and silent
+                    await asyncio.Event().wait()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
     return await asyncio.start_server(on_client, "127.0.0.1", 0)
 
 
-def run(body: bytes, status: int = 200, timeout: float = 5.0, path: str = "lean", piece: int = 5, max_tokens: int = 8):
+def run(body: bytes, status: int = 200, timeout: float = 5.0, path: str = "lean", piece: int = 5, max_tokens: int = 8,
+        terminate: bool = True):
     async def go():
         seen: list[dict] = []
-        server = await _serve(body, status, seen, piece)
+        server = await _serve(body, status, seen, piece, terminate=terminate)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         sse = SSEClient() if path == "lean" else None
         try:
@@ -200,3 +204,18 @@ def test_an_endpoint_behind_a_proxy_is_streamed_through_httpx(monkeypatch):
     assert behind_proxy("http://10.1.2.3:8000")
     monkeypatch.setenv("NO_PROXY", "10.1.2.3")
     assert not behind_proxy("http://10.1.2.3:8000")
+
+
+@PATHS
+def test_a_stream_complete_at_done_does_not_wait_for_the_body_end(path):
+    """[DONE] completes the request even if the server never ends the HTTP body (the 5 s timeout would
+    otherwise be the error), and an error mid-stream ends it at once."""
+    assert run(eight(), path=path, terminate=False).error is None
+    r = run(sse(chunk([1], 1), "{not json", chunk([2], 2)), path=path, terminate=False)
+    assert r.error is not None and "malformed" in r.error
+
+
+@PATHS
+def test_a_chunk_the_engine_cannot_parse_is_a_request_error(path):
+    r = run(sse({"choices": ["not an object"]}, "[DONE]"), path=path)
+    assert r.error is not None and r.error.startswith("unreadable chunk (AttributeError")
