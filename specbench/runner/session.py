@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -77,6 +78,8 @@ class VariantSession:
         self._http: httpx.AsyncClient | None = None
         self._sse: SSEClient | None = None  # the lean client of the streamed requests
         self.shards: ShardedClient | None = None  # client.processes > 1: the worker processes
+        # one thread appends the window's request records in order, off the event loop (measure_window)
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{launch.name}-records")
 
     @property
     def name(self) -> str:
@@ -184,6 +187,7 @@ class VariantSession:
         if self.proc is not None:
             self.reporter.phase(self.name, "stopping engine")
             self.proc.stop(grace_s=self.cfg.engine.stop_timeout_s)
+        self.writer.shutdown(wait=True)  # records still queued (a window cut short) are written, never lost
         if self._sse is not None:
             self._sse.close()
             self._sse = None
