@@ -166,15 +166,15 @@ def test_saturated_client_is_a_blocking_gate(tmp_path: Path, port: int, monkeypa
     """Every window records the client's CPU share (windows.jsonl extra.client); a window in which the client
     was saturated puts `client_saturated` (blocking, with its remedy) on its cell. The self-check's clocks
     are replaced so the drafter's windows read as saturated whatever the machine's load."""
-    from specbench.runner import window
+    from specbench.runner import selfcheck
 
-    real_stop = window.ClientCheck.stop
+    real_stop = selfcheck.ClientCheck.stop
 
-    def stop(self: window.ClientCheck) -> dict[str, float]:
-        out = real_stop(self)
+    async def stop(self: selfcheck.ClientCheck) -> dict[str, float]:
+        out = await real_stop(self)
         return {**out, "cpu_share": 0.97} if "fast" in self.label else out
 
-    monkeypatch.setattr(window.ClientCheck, "stop", stop)
+    monkeypatch.setattr(selfcheck.ClientCheck, "stop", stop)
     fake_gpu(tmp_path, monkeypatch, drift=False)
     cells, verdict = run(tmp_path, port, [ngram("fast")])
     no_survivors()
@@ -182,6 +182,8 @@ def test_saturated_client_is_a_blocking_gate(tmp_path: Path, port: int, monkeypa
     assert "client_saturated" not in codes(cells, "base")
     windows = [json.loads(line) for line in RunDir(tmp_path / "run").windows.read_text().splitlines()]
     assert all(0 <= w["extra"]["client"]["cpu_share"] <= 1.5 and w["extra"]["client"]["wall_s"] > 0 for w in windows)
+    assert all(w["extra"]["client"]["loop_lag_max_ms"] >= w["extra"]["client"]["loop_lag_p99_ms"] >= 0
+               for w in windows if "loop_lag_max_ms" in w["extra"]["client"])
     assert "adopt **fast**" not in verdict.replace("not adopted", "")
     report = (tmp_path / "run" / "report.md").read_text()
     assert "specbench's own client was saturated" in report and "client.processes" in report

@@ -8,58 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
-import psutil
 
 from ..client import run_closed_loop
 from ..environment import gpu_telemetry
 from ..errors import EngineDiedError, ScrapeError
 from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
+from .selfcheck import ClientCheck
 from .session import VariantSession
 
 SCRAPE_ATTEMPTS = 4
-
-
-@dataclass
-class ClientCheck:
-    """The client's self-check over a window: its CPU time against the window's wall time. A share near 1
-    means the event loop (one thread) was saturated and chunks waited for it (gate `client_saturated`)."""
-
-    label: str  # the window id
-    cpu0: float
-    wall0: float
-    workers: dict[int, float]  # client worker PID -> its CPU seconds at the start (client.processes > 1)
-
-    @classmethod
-    def start(cls, label: str, worker_pids: Sequence[int] = ()) -> ClientCheck:
-        return cls(label, time.process_time(), time.perf_counter(),
-                   {pid: cpu for pid in worker_pids if (cpu := _cpu_s(pid)) is not None})
-
-    def stop(self) -> dict[str, float]:
-        """CPU seconds and share of the window's wall time: of this process alone, or with worker processes,
-        of the busiest one (each is one event loop: the busiest saturates first)."""
-        wall = time.perf_counter() - self.wall0
-        cpus = [time.process_time() - self.cpu0]
-        cpus += [now - c0 for pid, c0 in self.workers.items() if (now := _cpu_s(pid)) is not None]
-        busiest = max(cpus)
-        out = {"cpu_s": round(sum(cpus), 4), "wall_s": round(wall, 4),
-               "cpu_share": round(busiest / wall, 4) if wall > 0 else 0.0}
-        if self.workers:
-            out["processes"] = len(self.workers)
-        return out
-
-
-def _cpu_s(pid: int) -> float | None:
-    try:
-        t = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return None
-    return float(t.user + t.system)
 SCRAPE_BACKOFF_S = (0.5, 1.0, 2.0)  # waits between attempts: a busy server gets ~3.5 s to answer
 
 
@@ -89,12 +51,16 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         written.append(loop.run_in_executor(session.writer, session.sink.request, rec))
         session.reporter.advance()
 
-    if session.shards is not None:
-        records = await session.shards.run_closed_loop(planned, first["concurrency"], on_record, window_id)
-    else:
-        records = await run_closed_loop(session.endpoint, planned, first["concurrency"], on_record)
+    try:
+        if session.shards is not None:
+            records = await session.shards.run_closed_loop(planned, first["concurrency"], on_record, window_id)
+        else:
+            records = await run_closed_loop(session.endpoint, planned, first["concurrency"], on_record)
+    except BaseException:
+        check.cancel()
+        raise
     t_end = time.time()
-    client = check.stop()
+    client = await check.stop()
     await asyncio.gather(*written)  # every request record is on disk before the window's record
     proc = session.proc
     if proc is not None and not proc.alive():
