@@ -1,4 +1,4 @@
-"""One measurement window: counters before, the closed loop, counters after, the WindowRecord.
+"""One measurement window: counters before, the load (closed or open loop), counters after, the WindowRecord.
 
 A window counts only once its WindowRecord is written (after its last request record), so a window cut
 short by a crash, Ctrl-C or an engine death is measured again from scratch on resume.
@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from ..client import run_closed_loop
 from ..environment import gpu_telemetry
 from ..errors import EngineDiedError, ScrapeError
+from ..load import ClosedLoop, make_load
 from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
 from .selfcheck import ClientCheck
@@ -51,11 +51,12 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         written.append(loop.run_in_executor(session.writer, session.sink.request, rec))
         session.reporter.advance()
 
+    load = make_load(planned)
     try:
-        if session.shards is not None:
-            records = await session.shards.run_closed_loop(planned, first["concurrency"], on_record, window_id)
+        if session.shards is not None and isinstance(load, ClosedLoop):  # the open loop keeps one process
+            records = await session.shards.run_closed_loop(planned, load.concurrency, on_record, window_id)
         else:
-            records = await run_closed_loop(session.endpoint, planned, first["concurrency"], on_record)
+            records = await load.send(session.endpoint, planned, on_record)
     except BaseException:
         check.cancel()
         raise
@@ -73,11 +74,15 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         if after is not None:
             counters, per_pos = counter_delta(before, after)
     gpu = gpu_telemetry()  # clocks, power, temperature after the window (None without nvidia-smi)
+    extra: dict[str, Any] = {"client": client, **({"gpu": gpu} if gpu else {})}
+    ramp = sum(1 for p in planned if p.fields["warmup"])
+    if ramp:  # open loop: the counters cover these ramp-up requests too (no per-window reconciliation)
+        extra["warmup_requests"] = ramp
     window = WindowRecord(
         window_id=window_id, variant=session.name, cell_id=first["cell_id"], point_id=first["point_id"],
         launch=first.get("launch", 1), repeat=first["repeat"], t_start=t_start, t_end=t_end,
         n_requests=len(records), counters=counters, per_position_accepted=per_pos,
-        extra={"client": client, **({"gpu": gpu} if gpu else {})})
+        extra=extra)
     session.sink.window(window)
     session.last_window = records
     return window

@@ -1,0 +1,20 @@
+"""The closed loop: exactly `concurrency` requests in flight until all are done (client.run_closed_loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..client import run_closed_loop
+from ..plan import PlannedRequest
+from ..records import RequestRecord
+from .base import OnRecord, Target
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    concurrency: int
+
+    async def send(self, target: Target, planned: Sequence[PlannedRequest],
+                   on_record: OnRecord) -> list[RequestRecord]:
+        return await run_closed_loop(target, planned, self.concurrency, on_record)
