@@ -74,3 +74,35 @@ def test_own_listener_is_not_foreign(tmp_path, port):
         assert proc.foreign_listener() is None
     finally:
         proc.stop(grace_s=5)
+
+
+def test_a_foreign_listener_that_appears_mid_window_fails_that_window(tmp_path, port, monkeypatch, no_survivors):
+    """The check runs around every window, not only at startup: a listener that shows up once the engine is
+    serving (here: reported as soon as the stand-in has received a streamed request) fails the window it
+    overlaps. The window gets no WindowRecord (resume measures it again); its request records are kept."""
+    import httpx
+
+    from specbench.process import EngineProcess
+
+    real = EngineProcess.foreign_listener
+
+    def foreign_after_first_stream(self: EngineProcess) -> str | None:
+        seen = real(self)
+        try:
+            streams = httpx.get(f"http://127.0.0.1:{port}/standin/stats", timeout=5).json()["streams"]
+        except httpx.HTTPError:  # not listening yet
+            streams = 0
+        return "PID 99999 (another run's server)" if seen is None and streams >= 1 else seen
+
+    monkeypatch.setattr(EngineProcess, "foreign_listener", foreign_after_first_stream)
+    model = make_model_dir(tmp_path / "model")
+    out = tmp_path / "run"
+    res = run_matrix(parse_config(standin_config(model, port, variants=BASE_ONLY)),
+                     RunOptions(out=out, skip_preflight=True))
+    assert res.status == {"base": "failed"}
+    reason = json.loads((out / "run.json").read_text())["variants"]["base"]["reason"]
+    assert f"port {port} is served by PID 99999 (another run's server)" in reason, reason
+    from specbench.rundir import RunDir
+
+    assert not RunDir(out).window_records() and RunDir(out).request_records(superseded=True)
+    no_survivors()
