@@ -22,6 +22,7 @@ from .selfcheck import ClientCheck
 from .session import VariantSession
 
 SCRAPE_ATTEMPTS = 4
+ENGINE_EXIT_GRACE_S = 1.0  # after a window with broken connections: how long an engine's exit may take to show
 SCRAPE_BACKOFF_S = (0.5, 1.0, 2.0)  # waits between attempts: a busy server gets ~3.5 s to answer
 
 
@@ -64,6 +65,12 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     client = await check.stop()
     await asyncio.gather(*written)  # every request record is on disk before the window's record
     proc = session.proc
+    if proc is not None and proc.alive() and any(r.error and not r.error.startswith("HTTP ") for r in records):
+        # a connection that broke may be the engine dying: its sockets close a moment before its exit can be
+        # seen, so give the exit up to ENGINE_EXIT_GRACE_S to show (an engine that lives on costs that wait)
+        deadline = time.monotonic() + ENGINE_EXIT_GRACE_S
+        while proc.alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
     if proc is not None and not proc.alive():
         raise EngineDiedError(f"{session.name}: engine exited with code {proc.exit_code()} during "
                               f"{window_id}; see {proc.log_path}")
