@@ -312,6 +312,7 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
                     base_by_prompt.setdefault(same, []).append(r)
 
     variant_gates = _variant_gates(cells, windows, opts)
+    saturated = gates.client_saturated(windows)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -328,6 +329,10 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
                  base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:
+                row[col] = NAN
+        impossible = gates.impossible_acceptance(row)  # a gate, never a figure
+        if impossible is not None:
+            for col in gates.ACCEPTANCE_FIGURES:
                 row[col] = NAN
         ws = cell_warnings(CellSummary(
             is_baseline=row["is_baseline"],
@@ -350,6 +355,10 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
         )) + c.reconciliation + variant_gates.get(row["variant"], [])
+        if impossible is not None:
+            ws.append(impossible)
+        if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
+            ws.append(sat)
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
