@@ -377,3 +377,45 @@ def test_config_values_never_reach_a_shell(tmp_path, port, no_survivors):
     line = (out / "variants" / "base" / "command.sh").read_text().strip()
     assert shlex.split(line)[-len(command["argv"]):] == command["argv"]  # the copy-paste line is quoted safely
     no_survivors()
+
+
+# -- the suite's own guard: no test leaves this process's signal dispositions changed ------------------------
+def test_dispositions_guard_sees_python_c_and_mask_changes():
+    """tests/conftest.py's guard compares Python's handlers, the blocked mask and the kernel's ignored set;
+    a C library setting SIG_IGN behind Python's back (libc signal()) shows in the last one only."""
+    import ctypes
+
+    try:
+        from .conftest import restore_dispositions, signal_dispositions
+    except ImportError:
+        from conftest import restore_dispositions, signal_dispositions
+
+    before = signal_dispositions()
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+        ctypes.CDLL(None).signal(signal.SIGHUP, ctypes.c_void_p(1))  # SIG_IGN, set from C
+        after = signal_dispositions()
+        assert after["SIGINT"] == signal.SIG_IGN and after["blocked"] == ["SIGTERM"]
+        assert after["SIGHUP"] == before["SIGHUP"]  # Python does not know ...
+        assert "SIGHUP" in after["kernel_ignored"]  # ... the kernel does, and a child would inherit it
+    finally:
+        restore_dispositions(before)
+    assert signal_dispositions() == before
+
+
+def test_dispositions_guard_fails_the_test_that_changed_them(pytester):
+    """A test that leaves SIGINT ignored fails by name, and the next test finds the dispositions restored."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makepyfile(test_culprit="""
+        import signal
+
+        def test_a_ignores_sigint():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        def test_b_finds_it_restored():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_culprit.py::test_a_ignores_sigint changed this process's signal*"])
