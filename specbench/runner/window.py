@@ -39,12 +39,22 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     before = await read_counters(session, window_id) if engine.counter_acceptance else None
     t_start = time.time()
 
+    failed: list[OSError] = []
+
     def on_record(rec: RequestRecord) -> None:
-        session.sink.request(rec)
+        if failed:
+            return  # the window is lost already (resume measures it again); let its requests finish
+        try:
+            session.sink.request(rec)
+        except OSError as exc:  # a full disk: raised once the loop is over, never inside a worker task
+            failed.append(exc)
+            return
         session.reporter.advance()
 
     records = await run_closed_loop(engine, session.http, session.base_url, planned, first["concurrency"],
                                     session.request_timeout_s, on_record, session.headers)
+    if failed:
+        raise failed[0]
     t_end = time.time()
     proc = session.proc
     if proc is not None and not proc.alive():
