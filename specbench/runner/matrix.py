@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-import yaml
 
 from .. import calibration
-from ..config import RunConfig, parse_config
+from ..config import RunConfig, load_yaml, parse_config
 from ..environment import hardware_fingerprint
 from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
 from ..hardware import check as hardware_check
@@ -273,7 +272,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
     atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
-        cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
+        cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
     requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate,
