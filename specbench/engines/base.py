@@ -225,7 +225,6 @@ def parse_version(v: str | None) -> tuple[int, ...] | None:
         return None
 
 
-@functools.lru_cache(maxsize=32)
 def error_reason(r: httpx.Response, limit: int = 200) -> str:
     """The reason an OpenAI-compatible server gives with an error status ({"error": {"message": ...}},
     {"message": ...} or {"detail": ...}), else the start of the body; one line."""
@@ -242,6 +241,7 @@ def error_reason(r: httpx.Response, limit: int = 200) -> str:
     return " ".join(r.text.split())[:limit]
 
 
+@functools.lru_cache(maxsize=32)
 def dist_version(python: str, dist: str) -> str | None:
     """Installed version of a distribution in another interpreter (metadata only: no heavy import)."""
     code = f"import importlib.metadata as m; print(m.version({dist!r}))"
