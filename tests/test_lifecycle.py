@@ -405,17 +405,19 @@ def test_dispositions_guard_sees_python_c_and_mask_changes():
 
 
 def test_dispositions_guard_fails_the_test_that_changed_them(pytester):
-    """A test that leaves SIGINT ignored fails by name, and the next test finds the dispositions restored."""
+    """A test that leaves SIGINT changed fails by name, and the next test finds the disposition restored."""
     pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
     pytester.makepyfile(test_culprit="""
         import signal
 
-        def test_a_ignores_sigint():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        AT_START = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN if pytest inherited it
+
+        def test_a_changes_sigint():
+            signal.signal(signal.SIGINT, lambda *_: None)
 
         def test_b_finds_it_restored():
-            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            assert signal.getsignal(signal.SIGINT) is AT_START
         """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*test_culprit.py::test_a_ignores_sigint changed this process's signal*"])
+    result.stdout.fnmatch_lines(["*test_culprit.py::test_a_changes_sigint changed this process's signal*"])
