@@ -11,7 +11,7 @@ import pytest
 
 from specbench import metrics, stats
 from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
-from specbench.metrics.warnings import WarningCode, cell_warnings, decode_warnings
+from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings, decode_warnings
 
 
 def req(
@@ -79,7 +79,7 @@ def windows_for(requests: list[dict[str, Any]], **extra: Any) -> list[dict[str, 
 
 def cells_of(requests: list[dict[str, Any]], windows: list[dict[str, Any]] | None = None, **kw: Any) -> pd.DataFrame:
     w = windows if windows is not None else windows_for(requests)
-    return metrics.compute_cells(pd.DataFrame(requests), pd.DataFrame(w), "base", **kw)
+    return metrics.compute_cells(pd.DataFrame(requests), pd.DataFrame(w), metrics.CellOptions("base", **kw))
 
 
 def one(cells: pd.DataFrame, variant: str, **where: Any) -> pd.Series:
@@ -245,8 +245,9 @@ def test_speedup_interval_is_welch_on_the_log_ratio_unpaired() -> None:
     assert v["speedup_ci_df"] == pytest.approx(6.0)
     assert v["speedup_ci_low"] == pytest.approx(1.5 * math.exp(-half), rel=1e-5)
     assert v["speedup_ci_high"] == pytest.approx(1.5 * math.exp(half), rel=1e-5)
-    # throughput: Student t over the 4 windows, mean 37.5, s = sqrt(375), t_3 = 3.182446
-    assert v["output_throughput_ci_low"] == pytest.approx(37.5 - 3.182446 * math.sqrt(375 / 4), rel=1e-5)
+    # throughput: Student t on the log scale over the 4 windows, mean 37.5, s = sqrt(375), t_3 = 3.182446
+    h = 3.182446 * math.sqrt(375 / 4) / 37.5
+    assert v["output_throughput_ci_low"] == pytest.approx(37.5 * math.exp(-h), rel=1e-5)
     assert v["interval_unit"] == "repeat" and v["launches"] == 1
 
 
@@ -272,7 +273,7 @@ def test_per_user_intervals_use_window_means_as_units() -> None:
     units_b = [u / 2 for u in units_v]
     expect = stats.ratio_ci(units_v, units_b)
     assert (v["per_user_speedup_ci_low"], v["per_user_speedup_ci_high"]) == pytest.approx(expect.bounds)
-    pu = stats.mean_ci(units_v, point=v["per_user_tok_s"])
+    pu = stats.positive_mean_ci(units_v, point=v["per_user_tok_s"])
     assert (v["per_user_tok_s_ci_low"], v["per_user_tok_s_ci_high"]) == pytest.approx(pu.bounds)
     # one window: requests of one launch are not independent replicates, so no interval
     single = one(cells_of([r for r in rs if r["repeat"] == 1]), "ngram")
@@ -351,7 +352,7 @@ def test_outlier_count_and_cv() -> None:
 
 
 def test_cell_warnings_slow_first_repeat_variance_low_acceptance() -> None:
-    ws = cell_warnings(
+    ws = cell_warnings(CellSummary(
         is_baseline=False,
         valid=True,
         repeats=3,
@@ -365,15 +366,15 @@ def test_cell_warnings_slow_first_repeat_variance_low_acceptance() -> None:
         lossless_match_rate=1.0,
         concurrency=1,
         has_baseline=True,
-    )
+    ))
     codes = [w.code for w in ws]
     assert codes == [WarningCode.SLOW_FIRST_REPEAT, WarningCode.HIGH_VARIANCE, WarningCode.LOW_ACCEPTANCE]
     assert "30% below" in ws[0].message and "warmup_requests" in ws[0].message
-    calm = cell_warnings(
+    calm = cell_warnings(CellSummary(
         is_baseline=True, valid=True, repeats=3, window_throughputs=[95.0, 100.0, 100.0], n_requests=30,
         n_errors=0, outlier_count=0, throughput_cv=0.03, acceptance_length=1.0, acceptance_source="none",
         lossless_match_rate=math.nan, concurrency=1, has_baseline=True,
-    )
+    ))
     assert calm == []
 
 
@@ -406,7 +407,7 @@ def test_break_even_table_from_cells() -> None:
 def test_columns_are_stable_and_empty_input() -> None:
     cells = cells_of([req("base")])
     assert list(cells.columns) == metrics.CELL_COLUMNS
-    empty = metrics.compute_cells(pd.DataFrame(), pd.DataFrame(), "base")
+    empty = metrics.compute_cells(pd.DataFrame(), pd.DataFrame(), metrics.CellOptions("base"))
     assert list(empty.columns) == metrics.CELL_COLUMNS and empty.empty
 
 
