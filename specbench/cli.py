@@ -248,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("error: interrupted")
         return 130
+    except OSError as exc:  # a filesystem fault outside a run's own handling (e.g. `report` on a read-only dir)
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"error: {where}{exc.strerror or exc}")
+        return 1
 
 
 def _say(text: str) -> None:

@@ -132,6 +132,8 @@ def test_resume_on_a_read_only_run_directory(tmp_path, port, capsys, launches, m
     assert code == 2 and f"--resume: cannot write to {out}" in line
     assert launches == []
     assert ((out / "requests.jsonl").read_bytes(), (out / "run.json").read_bytes()) == before  # untouched
+    code, err = run_cli(["report", str(out)], capsys)  # rewriting the analysis there fails in one line too
+    assert code == 1 and str(out) in one_error_line(err)
     no_survivors()
 
 
