@@ -264,13 +264,27 @@ def main(argv: list[str] | None = None) -> int:
     except SpecbenchError as exc:
         msg = str(exc)
         first, _, rest = msg.partition("\n")
-        print(f"error: {first}", file=sys.stderr)
+        _say(f"error: {first}")
         if rest and exc.exit_code != 2:  # engine failures carry the log tail on the following lines
-            print(rest, file=sys.stderr)
+            _say(rest)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _say("error: interrupted")
         return 130
+    except OSError as exc:  # a filesystem fault outside a run's own handling (e.g. `report` on a read-only dir)
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"error: {where}{exc.strerror or exc}")
+        return 1
+
+
+def _say(text: str) -> None:
+    """Print to stderr; a terminal that has gone (SIGHUP) must not turn the exit code into a traceback."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        import os
+
+        sys.stderr = open(os.devnull, "w")  # or the interpreter's own flush at exit fails (exit code 120)
 
 
 if __name__ == "__main__":

@@ -404,6 +404,64 @@ def parse_config(data: Any, source: str | None = None) -> RunConfig:
         raise ConfigError(where, msg, source) from None
 
 
+# A config expands to a few thousand YAML nodes; aliases can make 15 lines expand to 10^8 (an "alias bomb"),
+# which PyYAML composes in microseconds (an alias is a reference) but every walk of the result then visits
+# one by one. Refused above this, before anything walks the tree.
+MAX_YAML_NODES = 1_000_000
+
+
+def expanded_size(node: yaml.Node, limit: int = MAX_YAML_NODES) -> int:
+    """The number of nodes of `node` with every alias expanded, counted over the composed graph (each node
+    once: its size is memoised), so the count costs the graph's size, not the expansion's. Stops as soon
+    as it passes `limit` (returns limit + 1); a recursive alias (a node inside itself) counts as infinite."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            return limit + 1  # the node contains itself: no finite expansion
+        total = 1
+        if isinstance(n, (yaml.SequenceNode, yaml.MappingNode)):
+            open_.add(key)
+            children = n.value if isinstance(n, yaml.SequenceNode) else [x for kv in n.value for x in kv]
+            for child in children:
+                total += size(child)
+                if total > limit:
+                    break
+            open_.discard(key)
+        sizes[key] = total = min(total, limit + 1)
+        return total
+
+    return size(node)
+
+
+class _TooLarge(Exception):
+    """The document expands past MAX_YAML_NODES."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a document whose aliases expand it past MAX_YAML_NODES, before construction."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if expanded_size(node) > MAX_YAML_NODES:
+            raise _TooLarge()
+        return super().construct_document(node)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """yaml.safe_load, but an alias bomb (or a recursive alias) is a one-line ConfigError."""
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader subclass)
+    except _TooLarge:
+        raise ConfigError("", f"refused: its aliases (&/*) expand it to more than {MAX_YAML_NODES:,} YAML nodes "
+                          "(an alias bomb, or an alias inside itself?); write the values out instead", source) from None
+    except RecursionError:
+        raise ConfigError("", "refused: nested too deeply for a config", source) from None
+
+
 def _read_yaml(p: Path) -> Any:
     try:
         text = p.read_text(encoding="utf-8")
@@ -415,7 +473,7 @@ def _read_yaml(p: Path) -> Any:
         raise ConfigError("", f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})",
                           str(p)) from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text, str(p))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark else ""

@@ -57,7 +57,12 @@ class RunDirError(UsageError):
     """The run directory is in a state the requested operation must not touch."""
 
 
+class StorageError(SpecbenchError):
+    """Writing the run directory failed mid-run (a full disk, an I/O error): every engine was stopped, the
+    records written before it are kept, and the message says how to resume."""
+
+
 class Interrupted(SpecbenchError):
-    """SIGINT/SIGTERM: every engine was stopped and what was measured is kept."""
+    """SIGINT/SIGTERM/SIGHUP: every engine was stopped and what was measured is kept."""
 
     exit_code = 130

@@ -254,6 +254,9 @@ class EngineProcess:
                 last = str(getattr(result, "detail", "") or last)
             if result:
                 return time.monotonic() - t0
+            if getattr(result, "fatal", False):  # e.g. it serves another model name: waiting cannot help
+                raise EngineStartError(f"{self.name}: engine answered but cannot be measured: {last}; "
+                                       f"log {self.log_path}")
             if on_wait:
                 on_wait(elapsed, last_log_line(self.log_path))
             await asyncio.sleep(min(1.0, max(0.0, timeout_s - (time.monotonic() - t0))))

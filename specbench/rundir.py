@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ValidationError
@@ -77,7 +77,9 @@ class JsonlAppender:
     def __init__(self, path: Path):
         self.path = path
         self._repair_tail()
-        self._f: IO[str] = open(path, "a", encoding="utf-8")
+        # unbuffered: a failed append (a full disk) leaves no half-written line behind in a buffer that a
+        # later close would flush into the middle of the file
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _repair_tail(self) -> None:
         """Make the file end with a complete line before appending to it again (resume after a crash).
@@ -115,12 +117,29 @@ class JsonlAppender:
             os.fsync(f.fileno())
 
     def append(self, record: BaseModel) -> None:
-        self._f.write(record.model_dump_json() + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        """Write one record and its newline, then fsync. On an OSError (ENOSPC, EIO, EDQUOT) whatever part
+        of the line reached the file is cut off again, so the file still ends with a complete record, and
+        the error propagates: the caller stops the run (the records before it are all kept)."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: appended to after close")
+        data = (record.model_dump_json() + "\n").encode()
+        size = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+            os.fsync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError:
+                pass  # the torn tail is then repaired when the file is opened again (resume)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclass

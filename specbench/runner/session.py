@@ -115,8 +115,10 @@ class VariantSession:
         try:
             if self.launch.spec is None:
                 self.reporter.phase(self.name, "checking endpoint")
-                if not await self.engine.probe_ready(self.http, self.base_url):
-                    raise EngineStartError(f"{self.name}: endpoint {self.base_url} does not generate")
+                probe = await self.engine.probe_ready(self.http, self.base_url)
+                if not probe:
+                    said = f": {probe.detail}" if getattr(probe, "detail", "") else ""
+                    raise EngineStartError(f"{self.name}: endpoint {self.base_url} does not generate{said}")
             else:
                 await self._start()
             self._start_shards()

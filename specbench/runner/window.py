@@ -48,8 +48,18 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     loop = asyncio.get_running_loop()
     written: list[asyncio.Future[None]] = []
 
+    failed: list[OSError] = []
+
+    def write(rec: RequestRecord) -> None:  # in the writer thread, one record after the other
+        if failed:
+            return  # the window is lost already (resume measures it again); let its requests finish
+        try:
+            session.sink.request(rec)
+        except OSError as exc:  # a full disk: raised once the loop is over, never inside a worker task
+            failed.append(exc)
+
     def on_record(rec: RequestRecord) -> None:
-        written.append(loop.run_in_executor(session.writer, session.sink.request, rec))
+        written.append(loop.run_in_executor(session.writer, write, rec))
         session.reporter.advance()
 
     load = make_load(planned)
@@ -64,6 +74,8 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     t_end = time.time()
     client = await check.stop()
     await asyncio.gather(*written)  # every request record is on disk before the window's record
+    if failed:
+        raise failed[0]
     proc = session.proc
     if proc is not None and proc.alive() and any(r.error and not r.error.startswith("HTTP ") for r in records):
         # a connection that broke may be the engine dying: its sockets close a moment before its exit can be

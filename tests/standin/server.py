@@ -86,6 +86,8 @@ class Options:
     empty: bool = False  # streamed requests produce no tokens (only the usage chunk, 0 tokens, and [DONE])
     overlong: int = 1  # streamed requests produce this many times the requested tokens
     lone_surrogate: bool = False  # the first content chunk's text ends in a lone UTF-16 surrogate (\ud83d)
+    strict_model: bool = False  # answer 404 (as vLLM does) to a request naming another model than served_name
+    ready_file: str | None = None  # not ready until this file exists (a test decides when, no clock involved)
     slots: int | None = None  # M/D/c: requests served at once; the rest wait in FIFO order
     service_ms: float = 0.0  # M/D/c: how long a request holds its slot before its output streams
 
@@ -161,6 +163,9 @@ class StandIn:
             except ValueError:
                 return Response.json({"error": {"message": "invalid JSON body"}}, 400)
             self.s.bodies = (self.s.bodies + [body])[-50:]
+            if self.o.strict_model and p.startswith("/v1/") and body.get("model") != self.o.served_name:
+                return Response.json({"object": "error", "message": f"The model `{body.get('model')}` does "
+                                      "not exist.", "type": "NotFoundError", "param": None, "code": 404}, 404)
             return await self._generate(p, body, stream)
         return Response.json({"detail": "Not Found"}, 404)
 
@@ -506,6 +511,8 @@ async def run(opts: Options) -> None:
         log("loading model weights ... (hangs: --hang-startup)")
     else:
         await asyncio.sleep(opts.startup_delay)
+        while opts.ready_file and not os.path.exists(opts.ready_file):
+            await asyncio.sleep(0.02)
         app.s.ready = True
         log(READY_LINE["sglang" if app.sglang else opts.format])
     async with server:
@@ -522,6 +529,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--exit-during-startup", type=int, metavar="CODE", help="exit with CODE before listening")
     p.add_argument("--startup-error", help="the log line printed before --exit-during-startup exits")
     p.add_argument("--hang-startup", action="store_true", help="listen but never become ready")
+    p.add_argument("--ready-file", help="listen, but become ready only once this file exists")
+    p.add_argument("--strict-model", action="store_true",
+                   help="answer 404 (vLLM's error body) to a generation request naming another model")
     p.add_argument("--die-after-requests", type=int, metavar="N", help="exit(1) when streamed request N+1 arrives")
     p.add_argument("--http-error-rate", type=float, default=0.0, help="fraction of streamed requests answered 500")
     p.add_argument("--malformed-sse-after", type=int, metavar="N", help="send broken JSON after N chunks")
