@@ -44,7 +44,7 @@ from specbench import environment
 from specbench.client import stream_request
 from specbench.config import RunConfig, parse_config
 from specbench.engines.base import LaunchSpec, dist_version
-from specbench.metrics import compute_cells, draft_acceptance_length, tau_from_counters
+from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
 from specbench.plan import Sweep, SweepPoint, build_sweep, window_requests
 from specbench.prompts import load_prompts
 from specbench.rundir import RunDir, records_frame
@@ -94,7 +94,7 @@ async def specbench_run(session: VariantSession, planned, c: int) -> dict[str, A
     win = await measure_window(session, planned, window_id)
     records = session.last_window
     counters = win.counters or {}
-    cells = compute_cells(records_frame(records), records_frame([win]), baseline="__none__")
+    cells = compute_cells(records_frame(records), records_frame([win]), CellOptions("__none__"))
     row = cells.iloc[0]
     ok = [r for r in records if r.ok]
     # vLLM's definitions applied to specbench's own records (to separate definitions from clients):

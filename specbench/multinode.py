@@ -47,13 +47,23 @@ def rank_flags(engine: Engine) -> tuple[str, str, str]:
     return flags
 
 
-def ranked_launch(engine: Engine, spec: LaunchSpec, nodes: list[str], init_addr: str | None = None,
-                  srun_args: list[str] | tuple[str, ...] = (), name: str = "engine",
-                  job_id: str | None = None) -> RankedLaunch:
-    """The srun step that starts `spec` on `nodes` (rank r on nodes[r]). `init_addr` is how the other ranks
-    reach rank 0 (default: its node name); the port is engine.dist_init_port. `job_id`: the allocation to
-    start the step in, when srun runs inside another step (see `outer_step_env`)."""
+@dataclass(frozen=True)
+class Placement:
+    """Where Slurm puts a multi-node step: `nodes` (rank r on nodes[r]); `init_addr`, how the other ranks
+    reach rank 0 (default: its node name); `job_id`, the allocation to start the step in, when srun runs
+    inside another step (see `outer_step_env`)."""
+
+    nodes: tuple[str, ...]
+    init_addr: str | None = None
+    job_id: str | None = None
+
+
+def ranked_launch(engine: Engine, spec: LaunchSpec, place: Placement,
+                  srun_args: list[str] | tuple[str, ...] = (), name: str = "engine") -> RankedLaunch:
+    """The srun step that starts `spec` as one rank per node of `place`; the rendezvous port is
+    engine.dist_init_port. `srun_args` are added to srun's own; `name` names the step."""
     nnodes_flag, rank_flag, addr_flag = rank_flags(engine)
+    nodes, init_addr, job_id = place.nodes, place.init_addr, place.job_id
     n = len(nodes)
     port = engine.config.dist_init_port
     common = [*spec.argv, nnodes_flag, str(n), addr_flag, f"{init_addr or nodes[0]}:{port}"]

@@ -24,7 +24,7 @@ from .engines import Engine
 from .errors import PreflightError
 from .fairness import audit
 from .launch import VariantLaunch, make_engine, plan_launches
-from .multinode import RankedLaunch, placeholder_nodes, ranked_launch
+from .multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
 from .plan import build_sweep
 from .preflight import config_problems, host_problems
 from .prompts import load_prompts
@@ -106,7 +106,7 @@ def _ranked(cfg: RunConfig, la: VariantLaunch, engine: Engine) -> RankedLaunch |
     """A multi-node variant's srun step and rank argvs, on placeholder nodes (Slurm places it at run time)."""
     if cfg.engine.nodes < 2 or la.spec is None:
         return None
-    return ranked_launch(la.engine or engine, la.spec, placeholder_nodes(cfg.engine.nodes),
+    return ranked_launch(la.engine or engine, la.spec, Placement(tuple(placeholder_nodes(cfg.engine.nodes))),
                          srun_args=cfg.scheduler.srun_args, name=la.name)
 
 

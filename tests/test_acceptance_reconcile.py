@@ -17,7 +17,7 @@ from specbench.config import parse_config
 from specbench.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
 from specbench.engines.vllm import parse_vllm_spec
 from specbench.launch import sweep_facts
-from specbench.metrics import compute_cells, reconciliation_table, request_acceptance_table
+from specbench.metrics import CellOptions, compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.rundir import load_run
 from specbench.runner import RunOptions, run_matrix
@@ -128,7 +128,7 @@ def _frames(*, accepted_skew: int = 0, ttft_server: float = 0.10, count_skew: in
 
 
 def _warnings(req: pd.DataFrame, win: pd.DataFrame) -> set[str]:
-    cells = compute_cells(req, win, baseline="base")
+    cells = compute_cells(req, win, CellOptions("base"))
     return _codes(cells.iloc[0]["warnings"])
 
 
@@ -138,7 +138,7 @@ def _codes(value: object) -> set[str]:
 
 def test_consistent_window_is_quiet_and_reconciled() -> None:
     req, win = _frames()
-    cells = compute_cells(req, win, baseline="base")
+    cells = compute_cells(req, win, CellOptions("base"))
     row = cells.iloc[0]
     assert not (_warnings(req, win) & RECONCILE_CODES)
     assert (row["acceptance_windows_checked"], row["acceptance_windows_mismatched"]) == (1, 0)
@@ -169,10 +169,10 @@ def test_other_traffic_on_the_server_fires() -> None:
 
 def test_missing_counters_or_failed_requests_are_not_checked() -> None:
     for frames in (_frames(counters_missing=True, accepted_skew=1), _frames(error=True, accepted_skew=1)):
-        cells = compute_cells(*frames, baseline="base")
+        cells = compute_cells(*frames, CellOptions("base"))
         assert cells.iloc[0]["acceptance_windows_checked"] == 0
         assert not (_warnings(*frames) & RECONCILE_CODES)
-    assert math.isnan(compute_cells(*_frames(counters_missing=True), baseline="base").iloc[0]["server_ttft_mean_s"])
+    assert math.isnan(compute_cells(*_frames(counters_missing=True), CellOptions("base")).iloc[0]["server_ttft_mean_s"])
 
 
 def test_derived_tables() -> None:

@@ -16,6 +16,7 @@ from specbench.metrics.warnings import (
     REMEDY,
     CellWarning,
     WarningCode,
+    CellSummary,
     cell_warnings,
     decode_warnings,
     encode_warnings,
@@ -35,7 +36,7 @@ CALM: dict[str, Any] = dict(
 
 
 def warn(**over: Any) -> list[CellWarning]:
-    return cell_warnings(**{**CALM, **over})
+    return cell_warnings(CellSummary(**{**CALM, **over}))
 
 
 def test_a_healthy_cell_has_no_warning() -> None:

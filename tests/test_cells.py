@@ -46,7 +46,7 @@ def wins(requests: list[dict[str, Any]], **extra: Any) -> list[dict[str, Any]]:
 
 def cells(requests: list[dict[str, Any]], windows: list[dict[str, Any]] | None = None, **kw: Any) -> pd.DataFrame:
     w = windows if windows is not None else wins(requests)
-    return metrics.compute_cells(pd.DataFrame(requests), pd.DataFrame(w), "base", **kw)
+    return metrics.compute_cells(pd.DataFrame(requests), pd.DataFrame(w), metrics.CellOptions("base", **kw))
 
 
 def messages(row: Any, code: str) -> list[str]:

@@ -19,7 +19,7 @@ import pytest
 from specbench.cli import main
 from specbench.config import parse_config
 from specbench.errors import EngineStartError
-from specbench.metrics import compute_cells
+from specbench.metrics import CellOptions, compute_cells
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RunOptions, RunResult, run_matrix
 
@@ -230,10 +230,10 @@ def test_error_rate_threshold_marks_cell_invalid(tmp_path, port, no_survivors):
     rate = n_err / 20
     rd = RunDir(out)
     req, win = records_frame(rd.request_records()), records_frame(rd.window_records())
-    strict = compute_cells(req, win, baseline="base", max_error_rate=rate - 0.01)
+    strict = compute_cells(req, win, CellOptions("base", max_error_rate=rate - 0.01))
     assert not strict["valid"].any() and strict["output_throughput_tok_s"].isna().all()
     assert math.isclose(strict["error_rate"].iloc[0], rate)
-    loose = compute_cells(req, win, baseline="base", max_error_rate=rate)
+    loose = compute_cells(req, win, CellOptions("base", max_error_rate=rate))
     assert loose["valid"].all()
     no_survivors()
 

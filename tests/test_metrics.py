@@ -11,7 +11,7 @@ import pytest
 
 from specbench import metrics, stats
 from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
-from specbench.metrics.warnings import WarningCode, cell_warnings, decode_warnings
+from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings, decode_warnings
 
 
 def req(
@@ -79,7 +79,7 @@ def windows_for(requests: list[dict[str, Any]], **extra: Any) -> list[dict[str, 
 
 def cells_of(requests: list[dict[str, Any]], windows: list[dict[str, Any]] | None = None, **kw: Any) -> pd.DataFrame:
     w = windows if windows is not None else windows_for(requests)
-    return metrics.compute_cells(pd.DataFrame(requests), pd.DataFrame(w), "base", **kw)
+    return metrics.compute_cells(pd.DataFrame(requests), pd.DataFrame(w), metrics.CellOptions("base", **kw))
 
 
 def one(cells: pd.DataFrame, variant: str, **where: Any) -> pd.Series:
@@ -351,7 +351,7 @@ def test_outlier_count_and_cv() -> None:
 
 
 def test_cell_warnings_slow_first_repeat_variance_low_acceptance() -> None:
-    ws = cell_warnings(
+    ws = cell_warnings(CellSummary(
         is_baseline=False,
         valid=True,
         repeats=3,
@@ -365,15 +365,15 @@ def test_cell_warnings_slow_first_repeat_variance_low_acceptance() -> None:
         lossless_match_rate=1.0,
         concurrency=1,
         has_baseline=True,
-    )
+    ))
     codes = [w.code for w in ws]
     assert codes == [WarningCode.SLOW_FIRST_REPEAT, WarningCode.HIGH_VARIANCE, WarningCode.LOW_ACCEPTANCE]
     assert "30% below" in ws[0].message and "warmup_requests" in ws[0].message
-    calm = cell_warnings(
+    calm = cell_warnings(CellSummary(
         is_baseline=True, valid=True, repeats=3, window_throughputs=[95.0, 100.0, 100.0], n_requests=30,
         n_errors=0, outlier_count=0, throughput_cv=0.03, acceptance_length=1.0, acceptance_source="none",
         lossless_match_rate=math.nan, concurrency=1, has_baseline=True,
-    )
+    ))
     assert calm == []
 
 
@@ -406,7 +406,7 @@ def test_break_even_table_from_cells() -> None:
 def test_columns_are_stable_and_empty_input() -> None:
     cells = cells_of([req("base")])
     assert list(cells.columns) == metrics.CELL_COLUMNS
-    empty = metrics.compute_cells(pd.DataFrame(), pd.DataFrame(), "base")
+    empty = metrics.compute_cells(pd.DataFrame(), pd.DataFrame(), metrics.CellOptions("base"))
     assert list(empty.columns) == metrics.CELL_COLUMNS and empty.empty
 
 

@@ -14,7 +14,7 @@ import yaml
 from specbench.config import load_config
 from specbench.engines import LaunchSpec
 from specbench.launch import make_engine
-from specbench.multinode import outer_step_env, placeholder_nodes, ranked_launch
+from specbench.multinode import Placement, outer_step_env, placeholder_nodes, ranked_launch
 from specbench.validate import validate
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
@@ -43,7 +43,7 @@ def _engine(path: Path):
 def test_ranks_share_the_rendezvous_and_differ_in_rank(tmp_path: Path) -> None:
     cfg, engine = _engine(two_node_config(tmp_path))
     spec = LaunchSpec(argv=["python", "-m", "sglang.launch_server", "--tp", "16"], env={"NCCL_IB_DISABLE": "1"})
-    rl = ranked_launch(engine, spec, ["gpu07", "gpu08"], srun_args=["--gres=gpu:8"], name="eagle3")
+    rl = ranked_launch(engine, spec, Placement(("gpu07", "gpu08")), srun_args=["--gres=gpu:8"], name="eagle3")
     tail = ["--nnodes", "2", "--dist-init-addr", "gpu07:20000"]
     assert rl.ranks == (tuple(spec.argv + tail + ["--node-rank", "0"]), tuple(spec.argv + tail + ["--node-rank", "1"]))
     srun = rl.spec.argv
@@ -51,16 +51,16 @@ def test_ranks_share_the_rendezvous_and_differ_in_rank(tmp_path: Path) -> None:
     assert srun[9] == "gpu07,gpu08" and "--kill-on-bad-exit=1" in srun and "--gres=gpu:8" in srun
     assert srun[-len(spec.argv) - len(tail):] == spec.argv + tail
     assert rl.spec.env == spec.env and rl.init_host == "gpu07"
-    with_job = ranked_launch(engine, spec, ["a", "b"], init_addr="10.0.0.7", job_id="42")
+    with_job = ranked_launch(engine, spec, Placement(("a", "b"), init_addr="10.0.0.7", job_id="42"))
     assert with_job.spec.argv[1:3] == ["--jobid", "42"]
-    assert "10.0.0.7:20000" in ranked_launch(engine, spec, ["a", "b"], init_addr="10.0.0.7").ranks[1]
+    assert "10.0.0.7:20000" in ranked_launch(engine, spec, Placement(("a", "b"), init_addr="10.0.0.7")).ranks[1]
 
 
 def test_the_rank_shell_appends_slurms_rank_and_passes_argv_untouched(tmp_path: Path) -> None:
     """What runs on each node: the step's shell with SLURM_NODEID set, quoting-hostile arguments included."""
     cfg, engine = _engine(two_node_config(tmp_path))
     spec = LaunchSpec(argv=[*ECHO, "--speculative-config", '{"a": "$HOME `x` \'q\'"}', "two words"])
-    rl = ranked_launch(engine, spec, ["n1", "n2"])
+    rl = ranked_launch(engine, spec, Placement(("n1", "n2")))
     shell_at = rl.spec.argv.index("/bin/sh")
     for rank in (0, 1):
         out = subprocess.run(rl.spec.argv[shell_at:], env={**os.environ, "SLURM_NODEID": str(rank)},
@@ -108,7 +108,7 @@ def test_outer_step_env_keeps_only_the_config() -> None:
 def test_the_step_runs_one_rank_per_node_from_inside_a_step(tmp_path: Path, slurm_cluster: SlurmCluster) -> None:
     """As the worker will: from a one-node step on n1, start the ranked step on n1 and n2 with the exact argv."""
     cfg, engine = _engine(two_node_config(tmp_path))
-    rl = ranked_launch(engine, LaunchSpec(argv=ECHO), ["n1", "n2"], job_id="$JOB")
+    rl = ranked_launch(engine, LaunchSpec(argv=ECHO), Placement(("n1", "n2"), job_id="$JOB"))
     launcher = tmp_path / "launch.py"
     launcher.write_text(
         "import json, os, subprocess, sys\n"

@@ -18,7 +18,7 @@ from .acceptance import (REQUEST_ACCEPTANCE_COLUMNS, draft_acceptance_length, re
                          request_acceptance_table, tau_from_counters)
 from .adaptive import adaptive_done
 from .breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
-from .cells import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS, compute_cells
+from .cells import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS, CellOptions, compute_cells
 from .common import NAN
 from .lossless import common_prefix_len, compare_outputs
 from .reconcile import acceptance_checks, reconciliation_table, timing_checks
@@ -35,6 +35,7 @@ __all__ = [
     "BREAK_EVEN_COLUMNS",
     "BREAK_EVEN_GROUP",
     "CELL_COLUMNS",
+    "CellOptions",
     "INVALID_BLANKED",
     "KEY_COLUMNS",
     "NAN",

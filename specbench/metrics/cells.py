@@ -5,6 +5,7 @@ it with the baseline's cell of the same point (speedups, losslessness) and attac
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from .intervals import LaunchVariance, group_units, launch_components, unit_key,
 from .lossless import cell_lossless
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import MeasuredRequest, to_measured_requests, measured_requests, request_itls, request_tpot, window_throughput_arrays
-from .warnings import CellWarning, cell_warnings, encode_warnings
+from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
 KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
@@ -98,6 +99,24 @@ INVALID_BLANKED = [
 ]
 
 
+@dataclass(frozen=True)
+class CellOptions:
+    """How compute_cells reads the records of a run.
+
+    `baseline`: the variant the others are compared with. `max_error_rate`: above it a cell is invalid.
+    `calibration`: a between-launch variance measured earlier on this hardware, added to the intervals of
+    cells whose variant ran in a single launch. `run_gates`: per variant, gate warnings found outside the
+    records (e.g. eager launch flags); they are attached to every cell of that variant. `plain`: variants
+    that decode without drafting besides the baseline (an A/A check's second name): acceptance 1.0 by
+    definition, and no acceptance gate applies to them."""
+
+    baseline: str
+    max_error_rate: float = 0.0
+    calibration: LaunchVariance | None = None
+    run_gates: Mapping[str, list[CellWarning]] = field(default_factory=dict)
+    plain: frozenset[str] = frozenset()
+
+
 @dataclass
 class _Cell:
     row: dict[str, Any]
@@ -108,22 +127,18 @@ class _Cell:
     reconciliation: list[CellWarning] = field(default_factory=list)  # from the window cross-checks
 
 
-def _summarize_cell(
-    key: dict[str, Any],
-    reqs: list[MeasuredRequest],
-    windows: pd.DataFrame,
-    *,
-    is_baseline: bool,
-    is_plain: bool,
-    max_error_rate: float,
-    calibration: LaunchVariance | None = None,
-) -> _Cell:
+def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: pd.DataFrame,
+                    opts: CellOptions) -> _Cell:
+    """One cell's row (all but the comparisons with the baseline) from its requests and windows."""
+    is_baseline = key["variant"] == opts.baseline
+    is_plain = is_baseline or key["variant"] in opts.plain
+    calibration = opts.calibration
     row: dict[str, Any] = {c: NAN for c in CELL_COLUMNS}
     row.update(key)
     ok = [r for r in reqs if r.ok]
     n, n_err = len(reqs), len(reqs) - len(ok)
     error_rate = n_err / n  # a cell is a group of at least one request
-    valid = bool(ok) and error_rate <= max_error_rate
+    valid = bool(ok) and error_rate <= opts.max_error_rate
     windows_seen = sorted({(r.launch, r.repeat) for r in reqs})
     n_launches = len({la for la, _ in windows_seen})
     row.update(
@@ -222,40 +237,24 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     return out
 
 
-def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, baseline: str,
-                   run_gates: dict[str, list[CellWarning]], plain: frozenset[str]) -> dict[str, list[CellWarning]]:
+def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions) -> dict[str, list[CellWarning]]:
     """Gate warnings that concern a whole variant: drafter inactive, GPU drift, and those given."""
-    out: dict[str, list[CellWarning]] = {v: list(ws) for v, ws in run_gates.items()}
+    out: dict[str, list[CellWarning]] = {v: list(ws) for v, ws in opts.run_gates.items()}
     by_variant: dict[str, list[tuple[float, float]]] = {}
     for c in cells:
-        if c.row["variant"] not in plain and not c.row["is_baseline"] and c.row["acceptance_source"] != "none":
+        if c.row["variant"] not in opts.plain and not c.row["is_baseline"] and c.row["acceptance_source"] != "none":
             tokens = float(sum(r.n_out for r in c.reqs if r.ok and math.isfinite(r.n_out)))
             by_variant.setdefault(c.row["variant"], []).append((tokens, c.row["acceptance_length"]))
     for variant, pairs in by_variant.items():
         if (w := gates.drafter_inactive(pairs)) is not None:
             out.setdefault(variant, []).append(w)
-    for variant, w in gates.gpu_drift(windows, baseline).items():
+    for variant, w in gates.gpu_drift(windows, opts.baseline).items():
         out.setdefault(variant, []).append(w)
     return out
 
 
-def compute_cells(
-    requests: pd.DataFrame,
-    windows: pd.DataFrame,
-    baseline: str,
-    *,
-    max_error_rate: float = 0.0,
-    calibration: LaunchVariance | None = None,
-    run_gates: dict[str, list[CellWarning]] | None = None,
-    plain: frozenset[str] = frozenset(),
-) -> pd.DataFrame:
-    """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md).
-
-    `calibration`: a between-launch variance measured earlier on this hardware, added to the intervals of
-    cells whose variant ran in a single launch. `run_gates`: per variant, gate warnings found outside the
-    records (e.g. eager launch flags); they are attached to every cell of that variant. `plain`: variants
-    that decode without drafting besides the baseline (an A/A check's second name): acceptance 1.0 by
-    definition, and no acceptance gate applies to them."""
+def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptions) -> pd.DataFrame:
+    """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md)."""
     req = measured_requests(requests, windows)
     if req.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
@@ -265,17 +264,7 @@ def compute_cells(
         first = df.iloc[0]
         key = {c: (key_nan(first[c]) if c in first else None) for c in KEY_COLUMNS}
         win = windows[windows["window_id"].isin(set(df["window_id"]))]
-        cells.append(
-            _summarize_cell(
-                key,
-                to_measured_requests(df),
-                win,
-                is_baseline=key["variant"] == baseline,
-                is_plain=key["variant"] == baseline or key["variant"] in plain,
-                max_error_rate=max_error_rate,
-                calibration=calibration,
-            )
-        )
+        cells.append(_summarize_cell(key, to_measured_requests(df), win, opts))
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
     base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
@@ -286,7 +275,7 @@ def compute_cells(
                     same = (r.prompt_id, key_nan(c.row["input_len"]), c.row["output_len"])
                     base_by_prompt.setdefault(same, []).append(r)
 
-    variant_gates = _variant_gates(cells, windows, baseline, run_gates or {}, plain)
+    variant_gates = _variant_gates(cells, windows, opts)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -294,7 +283,7 @@ def compute_cells(
         if row["is_baseline"]:
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
-            row.update(_speedups(c, base, calibration))  # type: ignore[arg-type]
+            row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
              row["lossless_prefix_mean"]) = cell_lossless(
@@ -303,7 +292,7 @@ def compute_cells(
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN
-        ws = cell_warnings(
+        ws = cell_warnings(CellSummary(
             is_baseline=row["is_baseline"],
             valid=row["valid"],
             repeats=c.n_launches if c.n_launches >= 2 else row["repeats"],  # independent units
@@ -321,9 +310,9 @@ def compute_cells(
             has_baseline=has_base,
             full_accept_fraction=row["full_accept_fraction"],
             # only where that leaves the cell without acceptance (per-request data may still give it)
-            unknown_acceptance_windows=(0 if row["variant"] in plain or row["acceptance_source"] != "none"
+            unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
-        ) + c.reconciliation + variant_gates.get(row["variant"], [])
+        )) + c.reconciliation + variant_gates.get(row["variant"], [])
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

@@ -225,79 +225,84 @@ def _finite(x: float | None) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def cell_warnings(
-    *,
-    is_baseline: bool,
-    valid: bool,
-    repeats: int,
-    window_throughputs: list[float],
-    n_requests: int,
-    n_errors: int,
-    outlier_count: int,
-    throughput_cv: float,
-    acceptance_length: float,
-    acceptance_source: str,
-    lossless_match_rate: float,
-    concurrency: int,
-    has_baseline: bool,
-    lossless_any_match_rate: float = float("nan"),
-    full_accept_fraction: float = float("nan"),
-    unknown_acceptance_windows: int = 0,
-) -> list[CellWarning]:
-    """The warnings that apply to one cell, in a fixed order. `window_throughputs` is ordered by repeat."""
+@dataclass(frozen=True)
+class CellSummary:
+    """What the warnings of one cell look at: figures compute_cells already derived for it."""
+
+    is_baseline: bool
+    valid: bool
+    repeats: int  # independent units: launches when there are several, else repeats
+    window_throughputs: list[float]  # ordered by repeat (the first launch's windows)
+    n_requests: int
+    n_errors: int
+    outlier_count: int
+    throughput_cv: float
+    acceptance_length: float
+    acceptance_source: str
+    lossless_match_rate: float
+    concurrency: int
+    has_baseline: bool
+    lossless_any_match_rate: float = float("nan")
+    full_accept_fraction: float = float("nan")
+    unknown_acceptance_windows: int = 0
+
+
+def cell_warnings(cell: CellSummary) -> list[CellWarning]:
+    """The warnings that apply to one cell, in a fixed order."""
+    c = cell
     out: list[CellWarning] = []
-    if not valid:
-        out.append(CellWarning(WarningCode.INVALID_CELL, f"{n_errors} of {n_requests} requests failed"))
-    elif n_errors:
-        out.append(CellWarning(WarningCode.REQUEST_ERRORS, f"{n_errors} of {n_requests} requests failed"))
-    if not is_baseline and valid and not has_baseline:
+    if not c.valid:
+        out.append(CellWarning(WarningCode.INVALID_CELL, f"{c.n_errors} of {c.n_requests} requests failed"))
+    elif c.n_errors:
+        out.append(CellWarning(WarningCode.REQUEST_ERRORS, f"{c.n_errors} of {c.n_requests} requests failed"))
+    if not c.is_baseline and c.valid and not c.has_baseline:
         out.append(CellWarning(WarningCode.NO_BASELINE, "no baseline cell at this sweep point"))
-    if repeats == 1:
+    if c.repeats == 1:
         out.append(CellWarning(WarningCode.SINGLE_REPEAT, "1 repeat"))
-    elif 1 < repeats < MIN_REPEATS_FOR_INTERVAL:
-        out.append(CellWarning(WarningCode.FEW_REPEATS, f"{repeats} repeats"))
-    wt = [x for x in window_throughputs if _finite(x)]
+    elif 1 < c.repeats < MIN_REPEATS_FOR_INTERVAL:
+        out.append(CellWarning(WarningCode.FEW_REPEATS, f"{c.repeats} repeats"))
+    wt = [x for x in c.window_throughputs if _finite(x)]
     if len(wt) >= 2:
         rest = sum(wt[1:]) / len(wt[1:])
         # slow first repeat: (mean(rest) - first) / mean(rest) > threshold
         if rest > 0 and (rest - wt[0]) / rest > SLOW_FIRST_REPEAT_FRACTION:
             pct = 100 * (rest - wt[0]) / rest
             out.append(CellWarning(WarningCode.SLOW_FIRST_REPEAT, f"first repeat {pct:.0f}% below the others"))
-    if _finite(throughput_cv) and throughput_cv > HIGH_CV:
-        out.append(CellWarning(WarningCode.HIGH_VARIANCE, f"throughput cv {100 * throughput_cv:.0f}% across repeats"))
-    if outlier_count > 0:
-        out.append(CellWarning(WarningCode.OUTLIERS, f"{outlier_count} outlier request(s)"))
+    if _finite(c.throughput_cv) and c.throughput_cv > HIGH_CV:
+        out.append(CellWarning(WarningCode.HIGH_VARIANCE, f"throughput cv {100 * c.throughput_cv:.0f}% across repeats"))
+    if c.outlier_count > 0:
+        out.append(CellWarning(WarningCode.OUTLIERS, f"{c.outlier_count} outlier request(s)"))
     if (
-        not is_baseline
-        and acceptance_source != "none"
-        and _finite(acceptance_length)
-        and acceptance_length < LOW_ACCEPTANCE_LENGTH
+        not c.is_baseline
+        and c.acceptance_source != "none"
+        and _finite(c.acceptance_length)
+        and c.acceptance_length < LOW_ACCEPTANCE_LENGTH
     ):
         out.append(
-            CellWarning(WarningCode.LOW_ACCEPTANCE, f"acceptance length {acceptance_length:.2f} tokens/step")
+            CellWarning(WarningCode.LOW_ACCEPTANCE, f"acceptance length {c.acceptance_length:.2f} tokens/step")
         )
-    if not is_baseline and _finite(full_accept_fraction) and full_accept_fraction >= DEGENERATE_FRACTION:
+    if not c.is_baseline and _finite(c.full_accept_fraction) and c.full_accept_fraction >= DEGENERATE_FRACTION:
         out.append(CellWarning(WarningCode.DEGENERATE_WORKLOAD,
-                               f"{100 * full_accept_fraction:.0f}% of verify steps accepted every draft"))
-    if not is_baseline and unknown_acceptance_windows:
+                               f"{100 * c.full_accept_fraction:.0f}% of verify steps accepted every draft"))
+    if not c.is_baseline and c.unknown_acceptance_windows:
         out.append(CellWarning(WarningCode.ACCEPTANCE_UNKNOWN,
-                               f"{unknown_acceptance_windows} window(s) with missing or reset counters"))
-    if _finite(lossless_match_rate) and lossless_match_rate < 1.0:
+                               f"{c.unknown_acceptance_windows} window(s) with missing or reset counters"))
+    if _finite(c.lossless_match_rate) and c.lossless_match_rate < 1.0:
         # Divergence that matches no baseline output at all is the red flag; divergence that equals the
         # baseline's output at another batch shape is the baseline's own numerics.
-        unexplained = 1.0 - lossless_any_match_rate if _finite(lossless_any_match_rate) else 1.0 - lossless_match_rate
-        if concurrency == 1 and unexplained > 0:
+        unexplained = 1.0 - c.lossless_any_match_rate if _finite(c.lossless_any_match_rate) else 1.0 - c.lossless_match_rate
+        if c.concurrency == 1 and unexplained > 0:
             out.append(
                 CellWarning(
                     WarningCode.DIVERGENCE_AT_C1,
                     f"{100 * unexplained:.0f}% of outputs at C=1 match no baseline output for the same prompt",
                 )
             )
-        elif unexplained < 1.0 - lossless_match_rate:
+        elif unexplained < 1.0 - c.lossless_match_rate:
             out.append(
                 CellWarning(
                     WarningCode.BATCH_NUMERICS,
-                    f"{100 * (1 - lossless_match_rate):.0f}% differ from the same-cell baseline output, "
+                    f"{100 * (1 - c.lossless_match_rate):.0f}% differ from the same-cell baseline output, "
                     f"{100 * unexplained:.0f}% match no baseline output",
                 )
             )

@@ -82,8 +82,10 @@ def _curves(df: pd.DataFrame, value: str, lo: str | None, hi: str | None) -> lis
     return out
 
 
-def _plot_curve(ax: Axes, x: pd.Series, y: pd.Series, lo: pd.Series, hi: pd.Series, name: str, color: str) -> None:
-    ax.plot(x, y, marker="o", ms=3.5, label=label(name), color=color)
+def _plot_curve(ax: Axes, curve: pd.DataFrame, value: str, name: str, color: str) -> None:
+    """One curve of `_curves` (its `value` against concurrency) with its band (_lo, _hi) where known."""
+    x, lo, hi = curve["concurrency"], curve["_lo"], curve["_hi"]
+    ax.plot(x, curve[value], marker="o", ms=3.5, label=label(name), color=color)
     ok = lo.notna() & hi.notna()
     if ok.any():
         ax.fill_between(x[ok], lo[ok], hi[ok], color=color, alpha=0.18, linewidth=0)
@@ -105,7 +107,7 @@ def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
         for j, out in enumerate(outs):
             ax = axes[i][j]
             for name, g in panels[d, out]:
-                _plot_curve(ax, g["concurrency"], g["speedup"], g["_lo"], g["_hi"], name, colors[name])
+                _plot_curve(ax, g, "speedup", name, colors[name])
             ax.axhline(1.0, color="black", lw=1, ls="--", label="1.0 = baseline")
             _log2_x(ax, levels)
             ax.set_title(label(f"{d} · output {int(out)}"), fontsize=10)

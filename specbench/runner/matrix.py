@@ -24,7 +24,7 @@ from ..environment import hardware_fingerprint
 from ..errors import ConfigError, Interrupted, PreflightError, RunDirError
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
-from ..metrics import break_even_table, compute_cells, reconciliation_table, request_acceptance_table
+from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..metrics.gates import eager_engine
 from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
@@ -207,9 +207,9 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
     requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
-    cells = compute_cells(requests, windows, baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate,
-                          run_gates=launch_gates(rd), plain=plain_variants(cfg),
-                          calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None)
+    cells = compute_cells(requests, windows, CellOptions(
+        baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
+        plain=plain_variants(cfg), calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None))
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
     atomic_write(rd.cells, cells.to_csv(index=False))

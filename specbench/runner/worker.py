@@ -23,7 +23,7 @@ from typing import Any
 from ..config import RunConfig, load_config
 from ..environment import node_fingerprint
 from ..errors import SpecbenchError
-from ..multinode import outer_step_env, ranked_launch
+from ..multinode import Placement, outer_step_env, ranked_launch
 from ..rundir import RunDir, write_json
 from .parts import open_part_sink, record_placement
 from .prepare import Plan, prepare_plan
@@ -51,7 +51,8 @@ def with_ranks(plan: Plan, variant: str, nodes: list[str], init_addr: str | None
     vl = plan.launch(variant)
     if vl.spec is None or vl.engine is None:
         return plan
-    ranked = ranked_launch(vl.engine, vl.spec, nodes, init_addr, plan.cfg.scheduler.srun_args, variant, job_id)
+    ranked = ranked_launch(vl.engine, vl.spec, Placement(tuple(nodes), init_addr, job_id),
+                           plan.cfg.scheduler.srun_args, variant)
     new = dataclasses.replace(vl, spec=ranked.spec)
     return dataclasses.replace(plan, launches=[new if la.name == variant else la for la in plan.launches])
 
