@@ -221,9 +221,15 @@ def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame([r.model_dump() for r in records])
 
 
-def load_run(path: str | os.PathLike[str]) -> Run:
-    """Load a run directory into DataFrames: requests, windows (raw), cells and break_even (derived)."""
+def load_run(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> Run:
+    """Load a run directory into DataFrames: requests, windows (raw), cells and break_even (derived).
+
+    `requests` holds the measured requests (completed windows, no warmup), read from the columnar store
+    (built from requests.jsonl on first read); `columns` limits it to those fields (all by default), e.g.
+    without the per-chunk lists of a large run. RunDir.request_records() reads requests.jsonl itself."""
     import yaml
+
+    from .store import open_store
 
     rd = RunDir(Path(path))
     if not rd.path.is_dir():
@@ -234,6 +240,6 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     be = pd.read_csv(rd.break_even) if rd.break_even.exists() else pd.DataFrame()
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cfg = yaml.safe_load(rd.config.read_text()) if rd.config.exists() else {}
-    return Run(path=rd.path, requests=records_frame(rd.request_records()),
+    return Run(path=rd.path, requests=open_store(rd).frame(columns=columns),
                windows=records_frame(rd.window_records()), cells=cells, break_even=be,
                meta=rd.load_meta(), environment=env, config=cfg)

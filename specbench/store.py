@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import re
+import types
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -46,8 +47,10 @@ _WINDOW_ID = re.compile(rb'"window_id":"((?:[^"\\]|\\.)*)"')
 
 def _arrow_type(annotation: Any) -> tuple[pa.DataType, bool]:
     """(arrow type, stored as JSON text) for a RequestRecord field's annotation."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    base = args[0] if len(args) == 1 else annotation
+    base = annotation
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        base = args[0] if len(args) == 1 else annotation
     scalar = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
     if base in scalar:
         return scalar[base], False
@@ -144,9 +147,11 @@ class Store:
     rd: RunDir
     windows: list[WindowRecord]  # completed windows (the last WindowRecord of each window id)
 
-    @property
     def cell_ids(self) -> list[str]:
         return sorted({w.cell_id for w in self.windows})
+
+    def cell_frame(self, cell_id: str, columns: Sequence[str]) -> pd.DataFrame:
+        return self.frame([cell_id], columns)
 
     def window_ids(self, cells: Iterable[str]) -> list[str]:
         want = set(cells)
@@ -163,7 +168,7 @@ class Store:
             return pd.DataFrame()
         df = pa.concat_tables(tables).replace_schema_metadata(None).to_pandas()
         for name in JSON_FIELDS & set(cols):
-            df[name] = [None if v is None else json.loads(v) for v in df[name]]
+            df[name] = [json.loads(v) if isinstance(v, str) else None for v in df[name]]
         return df
 
 

@@ -20,20 +20,23 @@ def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 
 def compare_outputs(
-    ids: Sequence[int] | None, text: str | None, base_ids: Sequence[int] | None, base_text: str | None
+    ids: Sequence[int] | np.ndarray | None, text: str | None, base_ids: Sequence[int] | np.ndarray | None,
+    base_text: str | None
 ) -> tuple[bool, float] | None:
     """(exact match, common prefix / max(len)) comparing token ids, else text (characters); None if
     neither is available on both sides. Two empty outputs match with prefix fraction 1.0."""
     if ids is not None and base_ids is not None:
-        a: Sequence[Any] = list(ids)
-        b: Sequence[Any] = list(base_ids)
-    elif text is not None and base_text is not None:
-        a, b = text, base_text
-    else:
+        x, y = np.asarray(ids, dtype=np.int64), np.asarray(base_ids, dtype=np.int64)
+        n = min(x.size, y.size)
+        differ = np.flatnonzero(x[:n] != y[:n])
+        prefix = int(differ[0]) if differ.size else n
+        longest_ids = max(x.size, y.size)
+        return (x.size == y.size and prefix == n), (1.0 if longest_ids == 0 else prefix / longest_ids)
+    if text is None or base_text is None:
         return None
-    longest = max(len(a), len(b))
-    frac = 1.0 if longest == 0 else common_prefix_len(a, b) / longest  # prefix fraction of the output
-    return (list(a) == list(b)), frac
+    longest = max(len(text), len(base_text))
+    frac = 1.0 if longest == 0 else common_prefix_len(text, base_text) / longest  # prefix fraction of the output
+    return text == base_text, frac
 
 
 def cell_lossless(

@@ -30,7 +30,9 @@ from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
+from ..metrics.source import LIGHT_COLUMNS
 from ..rundir import RunDir, atomic_write, records_frame
+from ..store import open_store
 from .prepare import Plan, check_run_dir, config_hash, default_run_path, open_run_dir, prepare_plan, write_side_files
 from .scheduler import launch_order, run_schedule
 from .session import RecordSink
@@ -205,15 +207,16 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
-    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+    store, windows = open_store(rd), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
-    cells = compute_cells(requests, windows, CellOptions(
+    cells = compute_cells(store, windows, CellOptions(
         baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
         plain=plain_variants(cfg), calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None))
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    requests = store.frame(columns=LIGHT_COLUMNS)  # scalars and acceptance: no chunk lists, no outputs
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)

@@ -1,0 +1,106 @@
+"""The columnar raw store (specbench/store.py): written per completed window by the runner's sink, rebuilt
+from requests.jsonl when missing or stale, and read one cell at a time with only the columns asked for."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from specbench.records import RequestRecord, WindowRecord
+from specbench.rundir import RunDir
+from specbench.runner.session import RecordSink
+from specbench.store import open_store, window_path
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "synthetic-run"
+
+
+def copy_run(tmp_path: Path) -> RunDir:
+    shutil.copytree(GOLDEN, tmp_path / "run")
+    return RunDir(tmp_path / "run")
+
+
+def measured(rd: RunDir) -> list[tuple[str, int, float]]:
+    return sorted((r.window_id, r.index, r.t_send) for r in rd.request_records() if not r.warmup
+                  and r.window_id in {w.window_id for w in rd.window_records()})
+
+
+def test_rebuilt_from_jsonl_holds_exactly_the_measured_requests(tmp_path: Path) -> None:
+    """The golden run has a warmup request, a superseded attempt and an unfinished window: none is stored."""
+    rd = copy_run(tmp_path)
+    assert not (rd.path / "columnar").exists()
+    store = open_store(rd)
+    assert all(window_path(rd, w.window_id).exists() for w in rd.window_records())
+    df = store.frame(columns=["window_id", "index", "t_send"])
+    assert list(df.columns) == ["window_id", "index", "t_send"]
+    assert sorted(zip(df.window_id, df["index"], df.t_send)) == measured(rd)
+    assert len(df) < len(rd.request_records(superseded=True))
+
+
+def test_a_cell_frame_has_the_records_values(tmp_path: Path) -> None:
+    rd = copy_run(tmp_path)
+    store = open_store(rd)
+    cell = store.cell_ids()[-1]
+    df = store.cell_frame(cell, ["index", "chunk_offsets_s", "chunk_tokens", "token_ids", "spec", "ttft_s"])
+    recs = {r.index: r for r in rd.request_records() if r.cell_id == cell and r.repeat == 1}
+    row = df.iloc[0]
+    rec = recs[int(row["index"])]
+    assert list(row.chunk_offsets_s) == rec.chunk_offsets_s and list(row.chunk_tokens) == rec.chunk_tokens
+    assert list(row.token_ids) == rec.token_ids and row.ttft_s == rec.ttft_s
+    assert row.spec == (rec.spec.model_dump() if rec.spec else None)
+    assert set(df.cell_id if "cell_id" in df else [cell]) == {cell}
+
+
+def test_stale_file_is_rebuilt_and_a_torn_tail_is_skipped(tmp_path: Path) -> None:
+    rd = copy_run(tmp_path)
+    open_store(rd)
+    w = rd.window_records()[0]
+    path = window_path(rd, w.window_id)
+    other = rd.window_records()[1]
+    shutil.copy(window_path(rd, other.window_id), path)  # another window's content under this name
+    with open(rd.requests, "a") as f:
+        f.write('{"run_id":"x","variant":"autoregr')  # torn: a crash mid-append
+    store = open_store(rd)
+    assert pq.read_schema(path).metadata[b"specbench.window_id"] == w.window_id.encode()
+    assert sorted(store.frame([w.cell_id], ["window_id"]).window_id.unique()) == sorted(
+        x.window_id for x in rd.window_records() if x.cell_id == w.cell_id)
+
+
+def rec(window: str, index: int, t_send: float) -> RequestRecord:
+    return RequestRecord(variant="v", cell_id="v|p", point_id="p", window_id=window, category="c", prompt_id="x",
+                         output_len=2, concurrency=1, repeat=1, index=index, t_send=t_send, e2e_s=1.0,
+                         chunk_offsets_s=[0.1, 0.2], chunk_tokens=[1, 1], output_tokens=2)
+
+
+def win(window: str, t_start: float) -> WindowRecord:
+    return WindowRecord(window_id=window, variant="v", cell_id="v|p", point_id="p", repeat=1, t_start=t_start,
+                        t_end=t_start + 2, n_requests=1)
+
+
+def test_sink_writes_the_window_file_once_the_window_record_is_on_disk(tmp_path: Path) -> None:
+    rd = RunDir(tmp_path)
+    sink = RecordSink.open(rd, "r1")
+    sink.request(rec("v|p|r1", 0, 5.0))  # an abandoned attempt (sent before the completed one started)
+    sink.request(rec("v|p|r1", 0, 20.0))
+    assert not window_path(rd, "v|p|r1").exists()
+    sink.window(win("v|p|r1", 10.0))
+    sink.close()
+    assert pq.read_table(window_path(rd, "v|p|r1")).column("t_send").to_pylist() == [20.0]
+
+
+def test_a_failed_columnar_write_loses_nothing(tmp_path: Path, monkeypatch) -> None:
+    import specbench.store as store
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    rd = RunDir(tmp_path)
+    monkeypatch.setattr(store, "write_window", full_disk)
+    sink = RecordSink.open(rd, "r1")
+    sink.request(rec("v|p|r1", 0, 20.0))
+    sink.window(win("v|p|r1", 10.0))  # does not raise: the raw files have the window
+    sink.close()
+    monkeypatch.undo()
+    assert len(rd.window_records()) == 1 and not window_path(rd, "v|p|r1").exists()
+    assert open_store(rd).frame(columns=["t_send"]).t_send.tolist() == [20.0]  # rebuilt on first read
