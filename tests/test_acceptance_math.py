@@ -20,9 +20,14 @@ from specbench.metrics.requests import MeasuredRequest
 NAN = math.nan
 
 
+def wid(launch: int, repeat: int) -> str:
+    """A window's id as plan.window_id writes it (one cell)."""
+    return f"c|r{repeat}" if launch == 1 else f"c|l{launch}r{repeat}"
+
+
 def mreq(n_out: float, spec: dict[str, Any] | None = None, *, launch: int = 1, repeat: int = 1,
          ok: bool = True) -> MeasuredRequest:
-    return MeasuredRequest(launch=launch, repeat=repeat, index=0, prompt_id="p", ok=ok, n_out=n_out, e2e=1.0,
+    return MeasuredRequest(window_id=wid(launch, repeat), launch=launch, repeat=repeat, index=0, prompt_id="p", ok=ok, n_out=n_out, e2e=1.0,
                            ttft=0.1, t_send=0.0, chunk_offsets=[], chunk_tokens=[], token_ids=None, text=None,
                            spec=spec)
 
@@ -33,8 +38,8 @@ def spec(verify_steps: Any, **kw: Any) -> dict[str, Any]:
 
 def wins(*rows: dict[str, Any]) -> pd.DataFrame:
     """Window rows: `repeat` (default 1), `counters` (None: the engine reads no counters), optional `launch`
-    and `per_position_accepted`."""
-    return pd.DataFrame([{"repeat": 1, **r} for r in rows])
+    and `per_position_accepted`; `window_id` from launch and repeat."""
+    return pd.DataFrame([{"window_id": wid(r.get("launch", 1), r.get("repeat", 1)), "repeat": 1, **r} for r in rows])
 
 
 def vllm(gen: float | None, accepted: float, drafts: float = NAN, draft_tokens: float = NAN) -> dict[str, Any]:
