@@ -10,6 +10,7 @@
     cells.csv            one row per variant x sweep point (derived; rewritten atomically)
     break_even.csv       one row per drafter x category x lengths (derived)
     report.md, report.html
+    columnar/            the measured requests again, one Parquet file per window (derived; store.py)
 
 Raw files are only ever appended; derived files are written to a temporary file and renamed.
 """
