@@ -166,10 +166,26 @@ class Store:
         tables = [t for t in tables if t.num_rows]
         if not tables:
             return pd.DataFrame()
-        df = pa.concat_tables(tables).replace_schema_metadata(None).to_pandas()
+        table = pa.concat_tables(tables).replace_schema_metadata(None)
+        lists = [c for c in cols if pa.types.is_list(SCHEMA.field(c).type)]
+        df = table.drop_columns(lists).to_pandas()
+        for name in lists:  # arrays that are views of the column's values: no copy per request
+            df[name] = pd.Series(_list_views(table.column(name)), index=df.index, dtype=object)
+        df = df[cols]
         for name in JSON_FIELDS & set(cols):
             df[name] = [json.loads(v) if isinstance(v, str) else None for v in df[name]]
         return df
+
+
+def _list_views(col: pa.ChunkedArray) -> list[Any]:
+    """A list column as one NumPy array per row (None for a null), each a view into its chunk's values."""
+    out: list[Any] = []
+    for chunk in col.chunks:
+        values = chunk.values.to_numpy(zero_copy_only=False)
+        offsets = chunk.offsets.to_numpy()
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+        out += [values[offsets[i]:offsets[i + 1]] if valid[i] else None for i in range(len(chunk))]
+    return out
 
 
 def open_store(rd: RunDir) -> Store:

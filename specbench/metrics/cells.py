@@ -17,7 +17,7 @@ from . import gates
 from .acceptance import cell_acceptance
 from .common import NAN, interval_or_nan, key_nan, safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
-from .lossless import cell_lossless
+from .lossless import cell_lossless, output_digest
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import MeasuredRequest, request_itls_array, request_tpot, to_measured_requests, window_throughput_arrays
 from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
@@ -260,8 +260,9 @@ def _lengths(c: _Cell) -> tuple[Any, Any]:
 
 
 def _lossless(cells: list[_Cell], source: CellSource) -> dict[str, tuple[float, float, float]]:
-    """Lossless rates of every drafter cell at temperature 0, one (input, output) length group at a time:
-    the group's baseline outputs (every concurrency) and one drafter cell's outputs are in memory at once."""
+    """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
+    memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
+    prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
     out: dict[str, tuple[float, float, float]] = {}
     # a prompt belongs to one category (prompts.py), so a category's drafter cells need only that category's
     # baseline outputs; if some prompt id shows up in two categories, the whole length group is read at once
@@ -282,16 +283,20 @@ def _lossless(cells: list[_Cell], source: CellSource) -> dict[str, tuple[float, 
         lengths = gkey[:2]
         bases = sorted((c for c in cells if c.row["is_baseline"] and c.row["temperature"] == 0
                         and group_key(c) == gkey), key=lambda c: c.row["concurrency"])
-        base_reqs = {c.row["point_id"]: to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS))
-                     for c in bases}
         base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
         for c in bases:
-            for r in base_reqs[c.row["point_id"]]:
+            for r in to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS)):
                 if r.ok:
-                    base_by_prompt.setdefault((r.prompt_id, *lengths), []).append(r)
+                    same = base_by_prompt.setdefault((r.prompt_id, *lengths), [])
+                    if same:  # only the first of a prompt is compared whole; the others only for equality
+                        r.digest, r.token_ids, r.text = output_digest(r.token_ids, r.text), None, None
+                    same.append(r)
+        base_cells = {c.row["point_id"]: c for c in bases}
         for c in group:
             reqs = to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS))
-            out[c.cell_id] = cell_lossless(reqs, lengths, base_reqs.get(c.row["point_id"]), base_by_prompt)
+            b = base_cells.get(c.row["point_id"])
+            base = to_measured_requests(source.cell_frame(b.cell_id, OUTPUT_COLUMNS)) if b else None
+            out[c.cell_id] = cell_lossless(reqs, lengths, base, base_by_prompt)
     return out
 
 

@@ -81,6 +81,9 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
     return tp if math.isfinite(tp) else None
 
 
+OutputDigest = tuple[bytes | None, bytes | None]  # (token ids, text) digests: lossless.output_digest
+
+
 @dataclass
 class MeasuredRequest:
     window_id: str  # the window it was measured in: the key of every join to a WindowRecord
@@ -98,6 +101,8 @@ class MeasuredRequest:
     token_ids: Sequence[int] | np.ndarray | None
     text: str | None
     spec: dict[str, Any] | None
+
+    digest: OutputDigest | None = None  # set where the outputs themselves were let go
 
     @property
     def per_user(self) -> float:
