@@ -55,12 +55,12 @@ def acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame | None = None,
 
 def ratio_ci(tokens: list[float], steps: list[float]) -> tuple[float, float]:
     """docs/metrics.md "Intervals": R = sum T / sum S, var = sum (T_i - R S_i)^2 / ((n-1) n mean(S)^2),
-    t with n-1 df, written out independently of specbench.stats."""
+    t with n-1 df on the log scale (var(log R) = var / R^2), written out independently of specbench.stats."""
     n = len(tokens)
     r = sum(tokens) / sum(steps)
     var = sum((t - r * s) ** 2 for t, s in zip(tokens, steps)) / ((n - 1) * n * (sum(steps) / n) ** 2)
-    half = scipy.stats.t.ppf(0.975, n - 1) * math.sqrt(var)
-    return r - half, r + half
+    half = scipy.stats.t.ppf(0.975, n - 1) * math.sqrt(var) / r
+    return r * math.exp(-half), r * math.exp(half)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -150,9 +150,9 @@ def test_request_interval_over_windows_and_over_launches() -> None:
                                                             (3, [(30, 10), (50, 30)])) for n, s in pairs]
     out = acceptance(reqs)
     assert out["acceptance_length"] == pytest.approx(300 / 130)
-    lo, hi = ratio_ci([100, 120, 80], [50, 40, 40])  # 2.308 +- 4.303 * 0.320: (0.930, 3.685)
+    lo, hi = ratio_ci([100, 120, 80], [50, 40, 40])  # 2.308 exp(+-4.303 * 0.320 / 2.308): (1.270, 4.192)
     assert (out["acceptance_length_ci_low"], out["acceptance_length_ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
-    assert lo == pytest.approx(0.930, abs=1e-3) and hi == pytest.approx(3.685, abs=1e-3)
+    assert lo == pytest.approx(1.270, abs=1e-3) and hi == pytest.approx(4.192, abs=1e-3)
     # two launches, two windows each: the unit is the launch (tokens 100 + 120, 80 + 90 over 90, 70 steps)
     reqs = [mreq(n, spec(s), launch=la, repeat=rep)
             for la, rep, n, s in ((1, 1, 100, 50), (1, 2, 120, 40), (2, 1, 80, 40), (2, 2, 90, 30))]
