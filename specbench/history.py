@@ -28,7 +28,8 @@ from .compare import CellChange, Comparison, Estimate, Status, _estimate, _load,
 from .errors import UsageError
 from .report.fmt import UNDEFINED
 from .report.load import read_json
-from .report.markdown import code_span, escape
+from .report.document import Table
+from .report.markdown import code_span, escape, table
 from .rundir import RunDir
 
 
@@ -88,6 +89,11 @@ def _points(run: RunInfo) -> set[str]:
     return set(run.cells["point_id"]) if len(run.cells) else set()
 
 
+def _ordered_points(run: RunInfo) -> list[str]:
+    """The points in cells.csv's order (category, lengths, temperature, concurrency), each once."""
+    return list(dict.fromkeys(str(p) for p in run.cells["point_id"]))
+
+
 def history(paths: list[Path], variant: str | None = None, threshold: float = 0.05,
             allow_mixed_hardware: bool = False) -> History:
     if len(paths) < 2:
@@ -108,7 +114,7 @@ def history(paths: list[Path], variant: str | None = None, threshold: float = 0.
         names = [variant]
     series: dict[tuple[str, str], list[Step]] = {}
     for v in names:
-        for point in sorted(_points(first)):
+        for point in _ordered_points(first):
             steps: list[Step] = []
             for r in runs:
                 rows = r.cells[(r.cells["variant"] == v) & (r.cells["point_id"] == point)]
@@ -134,21 +140,20 @@ def to_markdown(h: History, plots: list[Path] | None = None) -> str:
               (f"**{len(regressed)} cell(s) regressed in the newest run** ({code_span(h.runs[-1].label)} against "
                f"{code_span(h.runs[-2].label)}, threshold {h.threshold:.0%})." if regressed else
                f"No cell regressed in the newest run (threshold {h.threshold:.0%}).")]
-    rows = ["| # | run | created | engine | " + " | ".join(f"{escape(v)} fingerprint" for v in h.variants) + " |",
-            "|---|---|---|---|" + "---|" * len(h.variants)]
-    rows += [f"| {i} | {code_span(r.label)} | {escape(r.created)} | {escape(r.engine)} | "
-             + " | ".join(code_span(r.fingerprint(v)) for v in h.variants) + " |" for i, r in enumerate(h.runs, 1)]
-    blocks += ["\n".join(rows), "### Changes outside the noise"]
+    blocks.append(table(Table(["#", "run", "created", "engine"] + [f"{v} fingerprint" for v in h.variants],
+                              [[str(i), r.label, r.created, r.engine] + [r.fingerprint(v) for v in h.variants]
+                               for i, r in enumerate(h.runs, 1)])))
+    blocks.append("### Changes outside the noise")
     changes = h.changes()
     blocks.append("\n".join(f"- {code_span(v)} {code_span(p)}: run {i} → {i + 1}: {s.status} "
                             f"({h.series[(v, p)][i - 1].estimate} → {s.estimate}; {escape(s.reason)})"
                             for v, p, i, s in changes) if changes else "None: every step is within the noise.")
     for v in h.variants:
-        rows = ["| point | " + " | ".join(str(i) for i in range(1, len(h.runs) + 1)) + " |",
-                "|---|" + "---:|" * len(h.runs)]
-        rows += [f"| {escape(p)} | " + " | ".join(f"{s.estimate or UNDEFINED}{_mark(s)}" for s in steps) + " |"
-                 for (var, p), steps in h.series.items() if var == v]
-        blocks += [f"### {escape(v)}: speedup per run", "\n".join(rows)]
+        rows = [[p] + [f"{s.estimate or UNDEFINED}{_mark(s)}" for s in steps]
+                for (var, p), steps in h.series.items() if var == v]
+        blocks += [f"### {escape(v)}: speedup per run",
+                   table(Table(["point"] + [str(i) for i in range(1, len(h.runs) + 1)], rows,
+                               numeric=frozenset(range(1, len(h.runs) + 1))))]
     if plots:
         blocks.append("Plots: " + ", ".join(code_span(str(p)) for p in plots))
     blocks.append("*▲/▼: the speedup changed from the run before by more than the threshold, with the two 95% "
@@ -168,7 +173,7 @@ def plot(h: History, out_dir: Path) -> list[Path]:
     paths = []
     x = list(range(1, len(h.runs) + 1))
     for v in h.variants:
-        fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+        fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
         for (var, p), steps in h.series.items():
             if var != v:
                 continue
@@ -184,7 +189,7 @@ def plot(h: History, out_dir: Path) -> list[Path]:
         ax.set_xlabel("run (time order)")
         ax.set_ylabel("speedup [95% interval]")
         ax.set_title(f"{v}: speedup over runs (ringed: change outside the noise)")
-        ax.legend(fontsize=6, ncol=2)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         fig.tight_layout()
         path = out_dir / f"history-{''.join(ch if ch.isalnum() or ch in '-_' else '_' for ch in v)}.png"
         fig.savefig(path, metadata={"Software": None})

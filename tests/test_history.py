@@ -36,8 +36,10 @@ def test_the_changed_setting_is_flagged_between_runs_1_and_2(three: list[Path], 
     code = main(["history", *map(str, three), "--variant", "ngram", "--out", str(out)])
     md = capsys.readouterr().out
     assert code == 0  # the newest run (r3) equals the one before it
-    assert md.index("`r1`") < md.index("`r2`") < md.index("`r3`")  # time order, not argument order
-    assert "`ngram-k4`" in md and "`ngram-k2`" in md
+    # time order, not argument order, with the drafter's fingerprint of each run
+    assert md.index("| 1 | r1 |") < md.index("| 2 | r2 |") < md.index("| 3 | r3 |")
+    assert "| ngram-k4 |" in md.split("| 2 | r2")[0] and "| ngram-k2 |" in md.split("| 2 | r2")[1]
+    assert "| code\\|in-\\|out64\\|c1\\|t0 | 1.60 [1.55, 1.65] | 1.12 [1.07, 1.17] ▼ | 1.12 [1.07, 1.17] |" in md
     changes = md.split("### Changes outside the noise")[1].split("###")[0]
     assert "run 1 → 2: regressed" in changes and "run 2 → 3" not in changes
     assert "code|in-|out64|c1|t0" in changes  # 1.60 -> 1.12, intervals +-0.05 apart
