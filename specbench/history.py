@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from .compare import CellChange, Comparison, Estimate, Status, _estimate, _load, classify, compare
+from .compare import CellChange, Comparison, Estimate, Status, classify, compare, estimate, load_cells
 from .errors import UsageError
 from .report.fmt import UNDEFINED
 from .report.load import read_json
@@ -78,7 +78,7 @@ class History:
 
 
 def _run(path: Path) -> RunInfo:
-    cells, meta = _load(path)
+    cells, meta = load_cells(path)
     env = read_json(RunDir(path).environment) or {}
     eng = env.get("engine") or {}
     return RunInfo(path=path, label=str(meta.get("run_id") or path.name), created=str(meta.get("created") or ""),
@@ -118,7 +118,7 @@ def history(paths: list[Path], variant: str | None = None, threshold: float = 0.
             steps: list[Step] = []
             for r in runs:
                 rows = r.cells[(r.cells["variant"] == v) & (r.cells["point_id"] == point)]
-                est = _estimate(rows.iloc[0], "speedup") if len(rows) else None
+                est = estimate(rows.iloc[0], "speedup") if len(rows) else None
                 prev = steps[-1].estimate if steps else None
                 if not steps or est is None or prev is None:
                     steps.append(Step(est))
