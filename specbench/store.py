@@ -84,14 +84,29 @@ def write_window(rd: RunDir, window: WindowRecord, records: Iterable[RequestReco
             if name in JSON_FIELDS and v is not None:
                 v = json.dumps(v.model_dump() if hasattr(v, "model_dump") else v)
             cols[name].append(v)
+    # Parquet strings are UTF-8: a column holding a lone surrogate (a model's broken output) is kept as the
+    # JSON of each value instead (ASCII, exact round trip), and the file says which columns those are
+    escaped = [n for n in FIELDS if SCHEMA.field(n).type == pa.string() and n not in JSON_FIELDS
+               and any(isinstance(v, str) and not _utf8(v) for v in cols[n])]
+    for name in escaped:
+        cols[name] = [None if v is None else json.dumps(v) for v in cols[name]]
     meta = {"specbench.version": VERSION, "specbench.window_id": window.window_id,
-            "specbench.t_start": repr(window.t_start), "specbench.fields": ",".join(FIELDS)}
+            "specbench.t_start": repr(window.t_start), "specbench.fields": ",".join(FIELDS),
+            "specbench.escaped": ",".join(escaped)}
     table = pa.table(cols, schema=SCHEMA.with_metadata(meta))
     buf = io.BytesIO()
     pq.write_table(table, buf)
     path = window_path(rd, window.window_id)
     atomic_write(path, buf.getvalue())
     return path
+
+
+def _utf8(v: str) -> bool:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _current(path: Path, window: WindowRecord) -> bool:
@@ -166,7 +181,15 @@ class Store:
         tables = [t for t in tables if t.num_rows]
         if not tables:
             return pd.DataFrame()
-        table = pa.concat_tables(tables).replace_schema_metadata(None)
+        escaped: dict[str, list[tuple[int, int]]] = {}  # column -> row ranges stored as JSON (write_window)
+        start = 0
+        for t in tables:
+            names = (t.schema.metadata or {}).get(b"specbench.escaped", b"").decode()
+            for name in filter(None, names.split(",")):
+                if name in cols:
+                    escaped.setdefault(name, []).append((start, start + t.num_rows))
+            start += t.num_rows
+        table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
         lists = [c for c in cols if pa.types.is_list(SCHEMA.field(c).type)]
         df = table.drop_columns(lists).to_pandas()
         for name in lists:  # arrays that are views of the column's values: no copy per request
@@ -174,6 +197,11 @@ class Store:
         df = df[cols]
         for name in JSON_FIELDS & set(cols):
             df[name] = [json.loads(v) if isinstance(v, str) else None for v in df[name]]
+        for name, ranges in escaped.items():
+            values = df[name].astype(object).tolist()
+            for lo, hi in ranges:
+                values[lo:hi] = [json.loads(v) if isinstance(v, str) else None for v in values[lo:hi]]
+            df[name] = pd.Series(values, index=df.index, dtype=object)
         return df
 
 

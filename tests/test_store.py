@@ -104,3 +104,16 @@ def test_a_failed_columnar_write_loses_nothing(tmp_path: Path, monkeypatch) -> N
     monkeypatch.undo()
     assert len(rd.window_records()) == 1 and not window_path(rd, "v|p|r1").exists()
     assert open_store(rd).frame(columns=["t_send"]).t_send.tolist() == [20.0]  # rebuilt on first read
+
+
+def test_a_lone_surrogate_in_the_text_round_trips(tmp_path: Path) -> None:
+    """Parquet strings are UTF-8; a model's broken output (a lone surrogate) is kept exactly all the same."""
+    from specbench.store import Store, write_window
+
+    rd = RunDir(tmp_path)
+    bad = rec("v|p|r1", 0, 20.0).model_copy(update={"text": "a\ud800b", "error": None})
+    good = rec("v|p|r2", 1, 40.0).model_copy(update={"text": "plain", "window_id": "v|p|r2"})
+    write_window(rd, win("v|p|r1", 10.0), [bad])
+    write_window(rd, win("v|p|r2", 30.0), [good])
+    store = Store(rd=rd, windows=[win("v|p|r1", 10.0), win("v|p|r2", 30.0)])  # no windows.jsonl: no rebuild
+    assert store.frame(columns=["text"]).text.tolist() == ["a\ud800b", "plain"]

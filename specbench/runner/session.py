@@ -65,7 +65,7 @@ class RecordSink:
 
         try:
             write_window(rd, rec, records)
-        except (OSError, pa.ArrowException):
+        except (OSError, ValueError, pa.ArrowException):  # disk full, unencodable value, ...
             pass
 
     def close(self) -> None:
