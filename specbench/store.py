@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -172,12 +173,15 @@ class Store:
         want = set(cells)
         return [w.window_id for w in self.windows if w.cell_id in want]
 
-    def frame(self, cells: Iterable[str] | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    def frame(self, cells: Iterable[str] | None = None, columns: Sequence[str] | None = None,
+              summed: Sequence[str] = ()) -> pd.DataFrame:
         """The requests of these cells (all when None), only these columns (all when None), in the form
-        records_frame gives: one row per request, lists as arrays, JSON fields decoded."""
+        records_frame gives: one row per request, lists as arrays, JSON fields decoded. A list column in
+        `summed` comes as its row's sum in a one-element array (an empty list stays empty), read one window
+        at a time: the whole run's tokens per chunk without holding them."""
         wids = [w.window_id for w in self.windows] if cells is None else self.window_ids(cells)
-        cols = list(FIELDS) if columns is None else [c for c in FIELDS if c in set(columns)]
-        tables = [pq.read_table(window_path(self.rd, w), columns=cols) for w in wids]
+        cols = list(FIELDS) if columns is None else [c for c in FIELDS if c in set(columns) | set(summed)]
+        tables = [_summed(pq.read_table(window_path(self.rd, w), columns=cols), summed) for w in wids]
         tables = [t for t in tables if t.num_rows]
         if not tables:
             return pd.DataFrame()
@@ -203,6 +207,22 @@ class Store:
                 values[lo:hi] = [json.loads(v) if isinstance(v, str) else None for v in values[lo:hi]]
             df[name] = pd.Series(values, index=df.index, dtype=object)
         return df
+
+
+def _summed(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """The table with each list column of `names` replaced by one-element lists of the row's sum."""
+    for name in names:
+        if name not in table.column_names:
+            continue
+        rows: list[Any] = []
+        for chunk in table.column(name).chunks:
+            cum = np.concatenate([[0], np.cumsum(chunk.values.to_numpy(zero_copy_only=False))])
+            offsets = chunk.offsets.to_numpy()
+            valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+            rows += [None if not valid[i] else [] if offsets[i] == offsets[i + 1]
+                     else [int(cum[offsets[i + 1]] - cum[offsets[i]])] for i in range(len(chunk))]
+        table = table.set_column(table.column_names.index(name), name, pa.array(rows, type=table.schema.field(name).type))
+    return table
 
 
 def _list_views(col: pa.ChunkedArray) -> list[Any]:

@@ -117,3 +117,20 @@ def test_a_lone_surrogate_in_the_text_round_trips(tmp_path: Path) -> None:
     write_window(rd, win("v|p|r2", 30.0), [good])
     store = Store(rd=rd, windows=[win("v|p|r1", 10.0), win("v|p|r2", 30.0)])  # no windows.jsonl: no rebuild
     assert store.frame(columns=["text"]).text.tolist() == ["a\ud800b", "plain"]
+
+
+def test_summed_tokens_per_chunk_keep_output_counts_without_usage(tmp_path: Path) -> None:
+    """acceptance.csv and the open-loop table read tokens per chunk only to count output tokens when the
+    server sent no usage: the summed form gives the same count (and an empty list stays empty)."""
+    from specbench.metrics.requests import request_output_tokens
+    from specbench.store import Store, write_window
+
+    rd = RunDir(tmp_path)
+    no_usage = rec("v|p|r1", 0, 20.0).model_copy(update={"output_tokens": None, "chunk_tokens": [2, 3, 1]})
+    empty = rec("v|p|r1", 1, 21.0).model_copy(update={"output_tokens": None, "chunk_tokens": [],
+                                                        "chunk_offsets_s": []})
+    write_window(rd, win("v|p|r1", 10.0), [no_usage, empty])
+    df = Store(rd=rd, windows=[win("v|p|r1", 10.0)]).frame(columns=["output_tokens"], summed=("chunk_tokens",))
+    assert [list(x) for x in df.chunk_tokens] == [[6], []]
+    got = [request_output_tokens(o, t) for o, t in zip(df.output_tokens, df.chunk_tokens)]
+    assert got[0] == 6.0 and got[1] != got[1]  # NaN: nothing to count

@@ -23,7 +23,8 @@ from .requests import MeasuredRequest, request_itls_array, request_tpot, to_meas
 from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
 from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
-KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
+# rate: an open-loop point's offered requests/s (NaN in a closed loop, whose load is `concurrency`)
+KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "rate", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
     "is_baseline",
     "n_requests",
@@ -363,5 +364,6 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     # every key column but point_id (which they determine): no two cells tie
-    return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency"]).reset_index(
+    return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency",
+                            "rate"]).reset_index(
         drop=True)
