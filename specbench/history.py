@@ -7,7 +7,8 @@ variant's fingerprint (run.json: everything that determines the measurement: dra
 settings, hardware) and the engine version, and marks each step from one run to the next with compare.py's
 rule (`compare.classify`): a change counts only when it exceeds the threshold and the two intervals are
 apart. The intervals are the cells' own, so where a cell ran in a single launch they already carry the
-pooled launch variance of the hardware (calibration.json; interval_unit "repeat+calibration").
+pooled launch variance of the hardware's variance history (the run's calibration.json, shown per run;
+interval_unit "repeat+calibration"); a run without one is judged on its own intervals.
 
 Outputs: markdown fit for a pull-request comment (stdout and history.md) and one PNG per variant
 (speedup with intervals over the runs, a line per point, changed steps ringed), in --out or else in
@@ -24,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import calibration
 from .compare import CellChange, Comparison, Estimate, Status, classify, compare, estimate, load_cells
 from .errors import UsageError
 from .report.fmt import UNDEFINED
@@ -41,6 +43,7 @@ class RunInfo:
     cells: pd.DataFrame
     meta: dict[str, Any]
     engine: str  # engine kind and version from environment.json
+    pooled: str  # the pooled launch variance the run's intervals carry (its calibration.json), or "-"
 
     def fingerprint(self, variant: str) -> str:
         return str(((self.meta.get("variants") or {}).get(variant) or {}).get("fingerprint") or UNDEFINED)
@@ -81,8 +84,10 @@ def _run(path: Path) -> RunInfo:
     cells, meta = load_cells(path)
     env = read_json(RunDir(path).environment) or {}
     eng = env.get("engine") or {}
+    cal = calibration.load(path / calibration.FILE)
+    pooled = f"CV {100 * cal.launch_cv:.1f}%, df {cal.df:g}" if cal is not None else "-"
     return RunInfo(path=path, label=str(meta.get("run_id") or path.name), created=str(meta.get("created") or ""),
-                   cells=cells, meta=meta, engine=f"{eng.get('kind', '?')} {eng.get('version', '?')}")
+                   cells=cells, meta=meta, engine=f"{eng.get('kind', '?')} {eng.get('version', '?')}", pooled=pooled)
 
 
 def _points(run: RunInfo) -> set[str]:
@@ -140,8 +145,9 @@ def to_markdown(h: History, plots: list[Path] | None = None) -> str:
               (f"**{len(regressed)} cell(s) regressed in the newest run** ({code_span(h.runs[-1].label)} against "
                f"{code_span(h.runs[-2].label)}, threshold {h.threshold:.0%})." if regressed else
                f"No cell regressed in the newest run (threshold {h.threshold:.0%}).")]
-    blocks.append(table(Table(["#", "run", "created", "engine"] + [f"{v} fingerprint" for v in h.variants],
-                              [[str(i), r.label, r.created, r.engine] + [r.fingerprint(v) for v in h.variants]
+    blocks.append(table(Table(["#", "run", "created", "engine", "pooled launch variance"]
+                              + [f"{v} fingerprint" for v in h.variants],
+                              [[str(i), r.label, r.created, r.engine, r.pooled] + [r.fingerprint(v) for v in h.variants]
                                for i, r in enumerate(h.runs, 1)])))
     blocks.append("### Changes outside the noise")
     changes = h.changes()

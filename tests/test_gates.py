@@ -113,7 +113,8 @@ def test_gates_quiet_on_a_healthy_run(tmp_path: Path, port: int, monkeypatch, no
     assert (tau > 1.2).all() and (cells[cells["variant"] == "ngram"]["acceptance_source"] == "counters").all()
     assert "not adopted" not in verdict and "sanity gate" not in verdict
     # one launch per variant, no calibration: the finding is reported, as an observation, not as advice
-    assert "**ngram** looks faster" in verdict and "indicative only: 1 launch per variant" in verdict
+    assert "**ngram** looks faster" in verdict and "indicative only: some points have no interval" in verdict
+    assert verdict.count("indicative only") == 1 and "1 launch per variant and no calibration" in verdict
 
 
 def test_gate_rules() -> None:

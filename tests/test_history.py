@@ -38,6 +38,7 @@ def test_the_changed_setting_is_flagged_between_runs_1_and_2(three: list[Path], 
     assert code == 0  # the newest run (r3) equals the one before it
     # time order, not argument order, with the drafter's fingerprint of each run
     assert md.index("| 1 | r1 |") < md.index("| 2 | r2 |") < md.index("| 3 | r3 |")
+    assert "| vllm 0.0.0-test | - |" in md  # no pooled launch variance in these runs
     assert "| ngram-k4 |" in md.split("| 2 | r2")[0] and "| ngram-k2 |" in md.split("| 2 | r2")[1]
     assert "| code\\|in-\\|out64\\|c1\\|t0 | 1.60 [1.55, 1.65] | 1.12 [1.07, 1.17] ▼ | 1.12 [1.07, 1.17] |" in md
     changes = md.split("### Changes outside the noise")[1].split("###")[0]
@@ -67,3 +68,14 @@ def test_refuses_runs_of_different_sweeps(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: history:") and "do not share the sweep points" in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_pooled_launch_variance_a_run_carried_is_shown(three: list[Path], capsys) -> None:
+    from specbench import calibration
+
+    cal = calibration.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
+                                  model="m", created="2026-05-11", source_run="cal1")
+    calibration.save(cal, three[2] / calibration.FILE)  # r2
+    assert main(["history", *map(str, three), "--variant", "ngram"]) == 0
+    md = capsys.readouterr().out
+    assert "| 2 | r2 | 2026-05-11T00:00:00+00:00 | vllm 0.0.0-test | CV 5.0%, df 4 |" in md

@@ -15,6 +15,7 @@ import pandas as pd
 from .. import stats
 from . import gates
 from .acceptance import cell_acceptance
+from .decision import Components, Design, Estimate, component_interval
 from .common import NAN, interval_or_nan, key_nan, safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import cell_lossless, output_digest
@@ -208,8 +209,15 @@ def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     """What the cell's intervals treat as independent: launches, or repeats (plus a calibrated launch
     variance when one applies)."""
     if n_launches >= 2:
-        return "launch"
+        return "launch+history" if calibration is not None and calibration.df > 0 and calibration.repeat_df > 0 \
+            else "launch"
     return "repeat+calibration" if calibration is not None else "repeat"
+
+
+def _mark_history_intervals(row: dict[str, Any]) -> None:
+    """A speedup interval from the history's components alone (a single window per side)."""
+    if row["interval_unit"] == "repeat+calibration" and row["repeats"] == 1 and math.isfinite(row["speedup_ci_low"]):
+        row["interval_unit"] = "history"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -225,7 +233,13 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     extra = launch_components(calibration if single else None, n_variants=2)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    prior = None if single else _history_prior(cell, calibration)
+    if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
+        ci = stats.pooled_ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), prior)
+    else:
+        ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
+        ci = _component_ci(out["speedup"], cell, base, calibration)
     if math.isfinite(out["speedup"]):
         out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
         out["speedup_ci_df"] = NAN if ci.df is None else ci.df
@@ -238,6 +252,27 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
     out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
     return out
+
+
+def _history_prior(cell: _Cell, cal: LaunchVariance | None) -> stats.Component | None:
+    """The history's variance of one launch mean of this cell, s_L^2 + s_R^2 / r (r = its windows per
+    launch), with the launch component's df; None without both components."""
+    if cal is None or not (cal.df > 0 and cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)
+                           and cal.rel_var >= 0):
+        return None
+    r = max(1, len(cell.window_tp) // max(1, cell.n_launches))
+    return cal.rel_var + cal.repeat_rel_var / r, cal.df
+
+
+def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:
+    """The speedup interval of cells too small to estimate their own variance (one launch, one repeat),
+    from the history's pooled launch and repeat components (decision.component_interval)."""
+    if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var) and cal.rel_var >= 0):
+        return stats.UNDEFINED_T
+    comps = Components(Estimate(cal.rel_var, cal.df), Estimate(cal.repeat_rel_var, cal.repeat_df))
+    lo, hi, df = component_interval(speedup, comps, Design(cell.n_launches, max(1, len(cell.window_tp))),
+                                    Design(base.n_launches, max(1, len(base.window_tp))))
+    return stats.TInterval(lo, hi, df) if math.isfinite(lo) else stats.UNDEFINED_T
 
 
 def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions) -> dict[str, list[CellWarning]]:
@@ -334,6 +369,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
             row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
+            _mark_history_intervals(row)
         if c.cell_id in lossless:
             row["lossless_match_rate"], row["lossless_any_match_rate"], row["lossless_prefix_mean"] = lossless[c.cell_id]
         if not row["valid"]:

@@ -12,7 +12,9 @@ Serves /v1/chat/completions and /v1/completions (streaming or not, usage and con
 - sglang-0.5.9: the same with the 0.5.9 meta_info names and no sglext.
 Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
 --accept-rate the server "speculates": each target step (one --ms-per-token sleep) yields the accepted
-drafts plus a bonus token in one chunk. GET /standin/stats reports what the server saw.
+drafts plus a bonus token in one chunk; with --paced, step j of a request is due at its arrival plus
+j x --ms-per-token, so a late wake-up of a loaded machine does not add up over the request (the speed is
+set, not left to the scheduler). GET /standin/stats reports what the server saw.
 With --ledger DIR (or $STANDIN_LEDGER) every finished generation request appends its ground truth (arrival
 and finish time, requests in flight on arrival, prompt, seed, max_tokens, tokens, target steps, accepted and
 proposed drafts, histogram) to DIR/<pid>.jsonl, for tests that check specbench's figures against the server.
@@ -62,6 +64,7 @@ class Options:
     stall_after: int | None = None
     tokens_per_chunk: int = 1
     ms_per_token: float = 0.0
+    paced: bool = False  # token j of a request is due at arrival + j * ms_per_token: load delays do not add up
     accept_rate: float | None = None
     drafts_per_step: int = 3
     enable_metrics: bool = False
@@ -314,7 +317,9 @@ class StandIn:
                 await stream.raw(b"data: [DONE]\n\n")
                 await stream.end()
                 return False
-            if o.ms_per_token:
+            if o.ms_per_token and o.paced:
+                await asyncio.sleep(max(0.0, arrival + (j + 1) * o.ms_per_token / 1000 - time.perf_counter()))
+            elif o.ms_per_token:
                 await asyncio.sleep(o.ms_per_token / 1000)
             chunk_ids = ids[done:done + k]
             if done == 0:
@@ -508,6 +513,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per chunk when not speculating")
     p.add_argument("--ms-per-token", type=float, default=0.0,
                    help="milliseconds per target step (one token, or one verify step when speculating)")
+    p.add_argument("--paced", action="store_true",
+                   help="pace each request against its arrival clock, so a late wake-up does not slow the rest")
     p.add_argument("--accept-rate", type=float, default=None, help="speculate: P(a draft token is accepted)")
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
