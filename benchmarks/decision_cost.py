@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from specbench import stats
-from specbench.metrics.decision import Outcome, classify, look_alpha, units_to_decide
+from specbench.metrics.decision import MeasuredInterval, Outcome, classify, look_alpha, units_to_decide
 
 STARTUP_S = 600.0
 POINT_S = 128.0  # one point (category x concurrency, its three output lengths), one repeat
@@ -137,7 +137,8 @@ def _futile(ci: stats.TInterval, launches: int, alpha: float) -> bool:
     """Undecided, and not decidable within MAX_LAUNCHES if its estimate and variance held."""
     if ci.low is None or ci.high is None or ci.df is None:
         return False
-    return units_to_decide(ci.low, ci.high, ci.df, launches, M, cap=MAX_LAUNCHES, alpha=alpha).units is None
+    more = units_to_decide(MeasuredInterval(ci.low, ci.high, ci.df, launches), M, cap=MAX_LAUNCHES, alpha=alpha)
+    return more.units is None
 
 
 def _f(x: float | None) -> float:

@@ -261,6 +261,22 @@ class SchedulerConfig(Strict):
     srun_args: list[str] = Field(default_factory=list)  # added to every srun step, e.g. [--gres=gpu:8]
 
 
+class ClientConfig(Strict):
+    """specbench's own load generator. `processes`: worker processes that share the streams of each window
+    (C in flight in total; `auto`: one per CPU specbench may use, at most 8); 1 = the runner's own process."""
+
+    processes: int | Literal["auto"] = Field(1)
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+            raise ValueError(f"must be a number of processes between 1 and 64, or auto (got {v!r})")
+        return v
+
+
 SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s")
 
 
@@ -307,6 +323,7 @@ class RunConfig(Strict):
     slo: dict[str, dict[str, float]] | None = None  # e.g. {ttft_s: {p90: 0.5}}: open loop (docs/metrics.md)
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    client: ClientConfig = Field(default_factory=ClientConfig)
     output_dir: str = "runs"
 
     @model_validator(mode="after")

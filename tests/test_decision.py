@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from specbench.metrics.decision import (Components, Design, Estimate, Outcome, classify, component_interval,
-                                        consistent, decisive_half_width, look_alpha, optimal_design,
-                                        optimal_repeats, pool, summary_word, units_to_decide)
+from specbench.metrics.decision import (Components, Design, Estimate, MeasuredInterval, Outcome, classify,
+                                        component_interval, consistent, decisive_half_width, look_alpha,
+                                        optimal_design, optimal_repeats, pool, summary_word, units_to_decide)
 
 M = 1.05
 
@@ -57,13 +57,14 @@ def test_units_to_decide_known_answer() -> None:
     z = 1.959963984540054
     s = 1.2
     low, high = s * math.exp(-z * 0.1), s * math.exp(z * 0.1)
-    assert units_to_decide(low, high, math.inf, 1, M).units == 3
+    assert units_to_decide(MeasuredInterval(low, high, math.inf, 1), M).units == 3
     # the same se at finite df: t falls as df grow by 2 per added unit (t_4 = 2.776, t_6 = 2.447 ...):
     # n = 4: t_{2+6} = 2.306 * 0.1 / 2 = 0.115 < 0.1335, n = 3: t_6 = 2.447 * 0.1 / sqrt(3) = 0.141 > 0.1335
     t2 = 4.302652729911275
-    assert units_to_decide(s * math.exp(-t2 * 0.1), s * math.exp(t2 * 0.1), 2.0, 1, M).units == 4
-    assert units_to_decide(M * 0.9, M / 0.9, 4.0, 2, M).units is None  # at m itself: undecidable
-    assert units_to_decide(0.5, 3.0, 2.0, 2, M, cap=3).units is None  # more than the cap
+    ci = MeasuredInterval(s * math.exp(-t2 * 0.1), s * math.exp(t2 * 0.1), 2.0, 1)
+    assert units_to_decide(ci, M).units == 4
+    assert units_to_decide(MeasuredInterval(M * 0.9, M / 0.9, 4.0, 2), M).units is None  # at m itself: undecidable
+    assert units_to_decide(MeasuredInterval(0.5, 3.0, 2.0, 2), M, cap=3).units is None  # more than the cap
 
 
 def test_pool_known_answer() -> None:

@@ -361,6 +361,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
     lossless = _lossless(cells, source)
     variant_gates = _variant_gates(cells, windows, opts)
+    saturated = gates.client_saturated(windows)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -374,6 +375,10 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             row["lossless_match_rate"], row["lossless_any_match_rate"], row["lossless_prefix_mean"] = lossless[c.cell_id]
         if not row["valid"]:
             for col in INVALID_BLANKED:
+                row[col] = NAN
+        impossible = gates.impossible_acceptance(row)  # a gate, never a figure
+        if impossible is not None:
+            for col in gates.ACCEPTANCE_FIGURES:
                 row[col] = NAN
         ws = cell_warnings(CellSummary(
             is_baseline=row["is_baseline"],
@@ -396,6 +401,10 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
         )) + c.reconciliation + variant_gates.get(row["variant"], [])
+        if impossible is not None:
+            ws.append(impossible)
+        if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
+            ws.append(sat)
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

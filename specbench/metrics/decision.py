@@ -89,12 +89,23 @@ class MoreUnits:
     have: int
 
 
-def units_to_decide(low: float, high: float, df: float, n_units: int, min_speedup: float, cap: int = 50,
+@dataclass(frozen=True)
+class MeasuredInterval:
+    """A speedup interval as measured: its bounds, its df and the units per variant it came from."""
+
+    low: float
+    high: float
+    df: float
+    n_units: int
+
+
+def units_to_decide(measured: MeasuredInterval, min_speedup: float, cap: int = 50,
                     alpha: float = ALPHA) -> MoreUnits:
     """From a measured interval (n_units units per variant, df, drawn at one-sided `alpha`): its standard
     error on the log scale is ln(high/low) / (2 t_df(1 - alpha)); with n' units per variant it becomes
     se * sqrt(n/n') and df grows by 2 per unit added (one per side), as Welch's df do with equal
     variances. The centre is the interval's (log) midpoint."""
+    low, high, df, n_units = measured.low, measured.high, measured.df, measured.n_units
     if not (low > 0 and high > 0 and df > 0 and n_units >= 1):
         return MoreUnits(None, n_units)
     se = math.log(high / low) / (2 * t_quantile(df, alpha))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..config import SweepConfig
-from .decision import Outcome, classify, look_alpha, units_to_decide, widen
+from .decision import MeasuredInterval, Outcome, classify, look_alpha, units_to_decide, widen
 
 
 def looks(sweep: SweepConfig) -> int:
@@ -47,7 +47,8 @@ def undecided_points(cells: pd.DataFrame, sweep: SweepConfig, min_speedup: float
         lo, hi, df = float(r["speedup_ci_low"]), float(r["speedup_ci_high"]), float(r["speedup_ci_df"])
         if classify(lo, hi, min_speedup) is not Outcome.UNDECIDED:
             continue
-        more = units_to_decide(lo, hi, df, int(r["launches"]), min_speedup, cap=sweep.max_launches, alpha=alpha)
+        more = units_to_decide(MeasuredInterval(lo, hi, df, int(r["launches"])), min_speedup,
+                               cap=sweep.max_launches, alpha=alpha)
         if more.units is not None:
             out.setdefault(str(r["variant"]), set()).add(str(r["point_id"]))
     return out

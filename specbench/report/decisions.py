@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
-from ..metrics.decision import MIXED, WORD, Outcome, classify, summary_word, units_to_decide
+from ..metrics.decision import MIXED, WORD, MeasuredInterval, Outcome, classify, summary_word, units_to_decide
 from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Table
 from .load import RunData
@@ -89,8 +89,9 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
         unit = "launches" if by_launch else "repeats"
         have = int(r["launches"] if by_launch else r["repeats"])
         df = float(r.get("speedup_ci_df", math.nan))
-        got = units_to_decide(float(r["speedup_ci_low"]), float(r["speedup_ci_high"]),
-                              df if df > 0 else max(1.0, 2.0 * (have - 1)), max(1, have), min_speedup)
+        got = units_to_decide(MeasuredInterval(float(r["speedup_ci_low"]), float(r["speedup_ci_high"]),
+                                               df if df > 0 else max(1.0, 2.0 * (have - 1)), max(1, have)),
+                              min_speedup)
         if got.units is None:
             beyond += 1
         else:
