@@ -151,6 +151,23 @@ def _cmd_compare(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_history(a: argparse.Namespace) -> int:
+    from .history import history, plot, to_markdown
+
+    h = history([Path(r) for r in a.run_dirs], variant=a.variant, threshold=a.threshold,
+                allow_mixed_hardware=a.allow_mixed_hardware)
+    out = Path(a.out) if a.out else h.runs[-1].path / "history"
+    plots = plot(h, out)
+    md = to_markdown(h, plots)
+    (out / "history.md").write_text(md)
+    print(md, end="")
+    if h.regressed:
+        print(f"error: {len(h.regressed)} cell(s) regressed in the newest run beyond {a.threshold:.0%}: "
+              + ", ".join(str(c) for c in h.regressed), file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_models(a: argparse.Namespace) -> int:
     from .models import prepare
 
@@ -244,6 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--allow-mixed-hardware", action="store_true",
                    help="compare runs measured on unlike hardware (the table says so)")
     c.set_defaults(fn=_cmd_compare)
+
+    h = sub.add_parser("history", help="a drafter's speedup over runs of one matrix; exit 1 if the newest regressed")
+    h.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs of one matrix (any order)")
+    h.add_argument("--variant", help="only this drafter variant")
+    h.add_argument("--threshold", type=float, default=0.05, help="relative speedup change that counts (0.05)")
+    h.add_argument("--out", help="folder for history.md and the PNGs (default: <newest run>/history)")
+    h.add_argument("--allow-mixed-hardware", action="store_true",
+                   help="compare the last two runs even when measured on unlike hardware")
+    h.set_defaults(fn=_cmd_history)
 
     m = sub.add_parser("models", help="demo models built offline from PyPI wheels")
     msub = m.add_subparsers(dest="models_command", required=True, parser_class=_Parser)

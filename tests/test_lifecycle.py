@@ -339,6 +339,16 @@ def test_sigkill_specbench_reaper_then_resume(tmp_path, port, no_survivors):
     assert lost <= 2  # at most the in-flight window (C=2) was lost and measured again
     m = json.loads((out / "run.json").read_text())
     assert all(v["status"] == "done" for v in m["variants"].values())
+    # the columnar store: one file per completed window, written by the run itself (not rebuilt), holding
+    # exactly the measured records, the window finished before the kill included
+    from specbench.store import open_store, window_path
+
+    files = {w.window_id: window_path(rd, w.window_id).stat().st_mtime_ns for w in rd.window_records()}
+    store = open_store(rd)
+    assert {w: window_path(rd, w).stat().st_mtime_ns for w in files} == files  # nothing needed a rebuild
+    measured = sorted((r.window_id, r.index, r.t_send) for r in rd.request_records() if not r.warmup)
+    frame = store.frame(columns=["window_id", "index", "t_send"])
+    assert sorted(zip(frame.window_id, frame["index"], frame.t_send)) == measured
     no_survivors()
 
 

@@ -34,7 +34,9 @@ from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
+from ..metrics.source import LIGHT_COLUMNS, CellSource
 from ..rundir import RunDir, atomic_write, records_frame
+from ..store import open_store
 from .prepare import (Plan, check_run_dir, check_writable, config_hash, default_run_path, open_run_dir, prepare_plan,
                       write_side_files)
 from .scheduler import launch_order, run_schedule
@@ -300,12 +302,13 @@ def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
 
 
-def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | None = None,
+def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
                  windows: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The cells table from the raw records: intervals with the pooled history where it applies, speedups
-    withheld across unlike hardware, always-valid intervals for a sequential run."""
+    """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
+    with the pooled history where it applies, speedups withheld across unlike hardware, always-valid
+    intervals for a sequential run."""
     if requests is None or windows is None:
-        requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+        requests, windows = open_store(rd), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
                        plain=plain_variants(cfg))
@@ -329,11 +332,14 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
-    cells = derive_cells(rd, cfg, requests, windows)
+    store, windows = open_store(rd), records_frame(rd.window_records())
+    cells = derive_cells(rd, cfg, store, windows)
     atomic_write(rd.cells, cells.to_csv(index=False))
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
     atomic_write(rd.break_even, break_even_table(closed).to_csv(index=False))
+    # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
+    # request's tokens per chunk summed (all that request_output_tokens asks of them)
+    requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))
     if cfg.sweep.load.open:
         slos = parse_slos(cfg.slo)
         points = open_loop_table(requests, windows, slos)

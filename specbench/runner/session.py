@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -33,24 +33,44 @@ from ..process import EngineProcess, port_in_use, port_owner
 
 @dataclass
 class RecordSink:
-    """Where measurements go: raw request and window files, appended and fsynced record by record."""
+    """Where measurements go: raw request and window files, appended and fsynced record by record; with
+    `columnar`, each completed window's requests are then also written to the columnar store (store.py)."""
 
     requests: JsonlAppender
     windows: JsonlAppender
     run_id: str
+    columnar: RunDir | None = None
+    _open_windows: dict[str, list[RequestRecord]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, rd: RunDir, run_id: str) -> RecordSink:
         # opening repairs a torn tail left by a crash, before anything is appended again
-        return cls(JsonlAppender(rd.requests), JsonlAppender(rd.windows), run_id)
+        return cls(JsonlAppender(rd.requests), JsonlAppender(rd.windows), run_id, columnar=rd)
 
     def request(self, rec: RequestRecord) -> None:
         rec.run_id = self.run_id
         self.requests.append(rec)
+        if self.columnar is not None and not rec.warmup:
+            self._open_windows.setdefault(rec.window_id, []).append(rec)
 
     def window(self, rec: WindowRecord) -> None:
         rec.run_id = self.run_id
         self.windows.append(rec)
+        if self.columnar is not None:
+            self._write_columnar(self.columnar, rec, self._open_windows.pop(rec.window_id, []))
+
+    @staticmethod
+    def _write_columnar(rd: RunDir, rec: WindowRecord, records: list[RequestRecord]) -> None:
+        """The window's records are on disk already: a failed write here loses nothing (the file is rebuilt
+        from requests.jsonl on first read)."""
+        import pyarrow as pa
+
+        from ..store import write_window
+
+        try:
+            write_window(rd, rec, records)
+        except (OSError, ValueError, pa.ArrowException):  # disk full, unencodable value, ...
+            pass
 
     def close(self) -> None:
         self.requests.close()
