@@ -117,3 +117,14 @@ def test_mtp_refuses_auto_fill_without_explicit_path(tmp_path: Path) -> None:
 
 def test_autoregressive_adds_nothing() -> None:
     assert args("autoregressive", {}) == []
+
+
+def test_dflash_on_vllm_names_the_demo_head_and_its_block() -> None:
+    from specbench import models
+
+    vllm = LaunchContext(engine="vllm", engine_version=(0, 32), model_path="/m")
+    spec = args("dflash", {"draft_model_path": "smollm2-dflash"}, vllm)
+    assert spec[0] == "--speculative-config"
+    assert json.loads(spec[1]) == {"method": "dflash", "model": str(models.cache_dir() / "models" / "smollm2-dflash")}
+    spec = args("dflash", {"draft_model_path": "/d/dflash", "block_size": 4}, vllm)
+    assert json.loads(spec[1]) == {"method": "dflash", "model": "/d/dflash", "num_speculative_tokens": 3}
