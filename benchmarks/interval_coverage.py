@@ -3,12 +3,14 @@
     python -m benchmarks.interval_coverage [--trials 4000] [--write docs/metrics.md]
 
 For each interval (speedup, per-user speedup, output throughput, per-user speed, TPOT p50, acceptance
-length) it draws n independent units (launches, or repeats when launches are not measured) at a
+length; all positive figures, all on the log scale) it draws n independent units (launches, or repeats when launches are not measured) at a
 between-unit coefficient of variation CV, computes the interval with the very function
 specbench.metrics uses, and counts how often it holds the true value. Goal: 0.93-0.97 at every n and CV
 (exit code 1 otherwise). A second table shows why launches must be the unit: with a between-launch
 effect, an interval that treats the repeats inside launches as independent covers far less. A third row
-set reproduces the previous method (paired BCa bootstrap over repeats) for comparison.
+set reproduces the previous method (paired BCa bootstrap over repeats) for comparison. A fourth compares,
+for output throughput with few units and a large CV, the Student t interval on the natural scale (which
+can reach below 0) with the one on the log scale.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from specbench import stats
 
 NS = (3, 5, 10)
-CVS = (0.02, 0.05, 0.10)
+CVS = (0.02, 0.05, 0.10, 0.30)  # 30%: the between-launch CV an A/A run measured on a loaded 2-core CPU
 GOAL = (0.93, 0.97)
 REQUESTS_PER_WINDOW = 8  # requests inside one unit (per-user speed, TPOT): C x waves
 REQUEST_CV = 0.15  # spread of per-request figures inside a unit (prompts differ)
@@ -50,7 +52,7 @@ def _requests(rng: np.random.Generator, unit: np.ndarray) -> np.ndarray:
 
 
 def trial_throughput(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
-    return stats.mean_ci(100.0 * _units(rng, n, cv)), 100.0
+    return stats.positive_mean_ci(100.0 * _units(rng, n, cv)), 100.0
 
 
 def trial_speedup(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
@@ -59,7 +61,7 @@ def trial_speedup(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TI
 
 def trial_per_user(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
     req = 30.0 * _requests(rng, _units(rng, n, cv))
-    return stats.mean_ci(req.mean(axis=1), point=float(req.mean())), 30.0
+    return stats.positive_mean_ci(req.mean(axis=1), point=float(req.mean())), 30.0
 
 
 def trial_per_user_speedup(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
@@ -81,22 +83,24 @@ def _tpot_truth(cv: float) -> float:
 
 def trial_tpot(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
     req = 0.04 * _requests(rng, _units(rng, n, cv))
-    return stats.mean_ci(np.median(req, axis=1), point=float(np.median(req))), _tpot_truth(cv)
+    return stats.positive_mean_ci(np.median(req, axis=1), point=float(np.median(req))), _tpot_truth(cv)
 
 
-_TAU_TRUTH: dict[float, float] = {}
+def _lognormal_units(rng: np.random.Generator, n: int, cv: float) -> np.ndarray:
+    """n unit effects, lognormal with mean 1 and the given CV: acceptance lengths stay away from 0, where a
+    normal draw at a large CV would make E[steps] = E[tokens / tau] explode."""
+    s = math.sqrt(math.log(1 + cv**2))
+    return rng.lognormal(-s * s / 2, s, n)
 
 
 def _tau_truth(cv: float) -> float:
-    """E[tokens] / E[steps] when each unit's acceptance length is TAU times its unit effect."""
-    if cv not in _TAU_TRUTH:
-        rng = np.random.default_rng(54321)
-        _TAU_TRUTH[cv] = 1.0 / float(np.mean(1.0 / (TAU * _units(rng, 2_000_000, cv))))
-    return _TAU_TRUTH[cv]
+    """E[tokens] / E[steps] = TAU / E[1 / u] when each unit's acceptance length is TAU times a lognormal
+    unit effect u of mean 1 (E[1 / u] = exp(s^2) = 1 + CV^2)."""
+    return TAU / (1 + cv**2)
 
 
 def trial_acceptance(rng: np.random.Generator, n: int, cv: float) -> tuple[stats.TInterval, float]:
-    tau = TAU * _units(rng, n, cv)
+    tau = TAU * _lognormal_units(rng, n, cv)
     tokens = np.full(n, float(TOKENS_PER_WINDOW))
     return stats.ratio_estimator_ci(tokens, tokens / tau), _tau_truth(cv)
 
@@ -104,10 +108,12 @@ def trial_acceptance(rng: np.random.Generator, n: int, cv: float) -> tuple[stats
 INTERVALS: dict[str, tuple[str, Trial]] = {
     "speedup": ("Welch t on log ratio of means (units: launches)", trial_speedup),
     "per_user_speedup": ("Welch t on log ratio of unit means of per-user speed", trial_per_user_speedup),
-    "output_throughput": ("Student t on the mean of unit throughputs", trial_throughput),
-    "per_user_tok_s": ("Student t, unit means of per-user speed, centred on the pooled mean", trial_per_user),
-    "tpot_p50_s": ("Student t, unit medians of TPOT, centred on the pooled median", trial_tpot),
-    "acceptance_length": ("ratio estimator sum(tokens)/sum(steps), t with n-1 df", trial_acceptance),
+    "output_throughput": ("Student t on the log of the mean of unit throughputs", trial_throughput),
+    "per_user_tok_s": ("Student t on the log scale, unit means of per-user speed, centred on the pooled mean",
+                       trial_per_user),
+    "tpot_p50_s": ("Student t on the log scale, unit medians of TPOT, centred on the pooled median", trial_tpot),
+    "acceptance_length": ("ratio estimator sum(tokens)/sum(steps) on the log scale, t with n-1 df",
+                          trial_acceptance),
 }
 
 
@@ -130,6 +136,28 @@ def simulate(trial: Trial, n: int, cv: float, trials: int, seed: int) -> Result:
         widths.append((ci.high - ci.low) / truth)
     done = trials - undefined
     return Result(hits / done if done else math.nan, float(np.median(widths)) if widths else math.nan, undefined)
+
+
+POSITIVITY_CASES = ((2, 0.10), (2, 0.30), (3, 0.30), (5, 0.30))
+
+
+def positivity_table(trials: int, seed: int) -> list[list[str]]:
+    """Output throughput with few units and a large CV: the Student t interval on the natural scale (the
+    former method, `stats.mean_ci`) against the one on the log scale (`stats.positive_mean_ci`): coverage
+    and the share of intervals whose low end is 0 or below (an impossible throughput)."""
+    rows = []
+    for n, cv in POSITIVITY_CASES:
+        rng = np.random.default_rng(seed + 100 * n + round(1000 * cv))
+        hits = {"natural": 0, "log": 0}
+        nonpositive = {"natural": 0, "log": 0}
+        for _ in range(trials):
+            units = 100.0 * _units(rng, n, cv)
+            for name, ci in (("natural", stats.mean_ci(units)), ("log", stats.positive_mean_ci(units))):
+                hits[name] += ci.low <= 100.0 <= ci.high  # type: ignore[operator]
+                nonpositive[name] += ci.low <= 0  # type: ignore[operator]
+        rows.append([str(n), f"{100 * cv:.0f}%",
+                     *(f"{hits[k] / trials:.3f} ({100 * nonpositive[k] / trials:.1f}%)" for k in ("natural", "log"))])
+    return rows
 
 
 def launch_table(trials: int, seed: int) -> list[list[str]]:
@@ -169,7 +197,7 @@ def calibration_row(trials: int, seed: int, cal_launches: int = 3, repeats: int 
         cal = LaunchVariance(rel_var=cv * cv, df=cal_launches - 1.0, source="simulated")
         v = 100.0 * TRUE_SPEEDUP * _units(rng, 1, 0.10) * _units(rng, repeats, 0.02)
         b = 100.0 * _units(rng, 1, 0.10) * _units(rng, repeats, 0.02)
-        ci = stats.ratio_ci(v, b, extra_log=launch_components(1.0, cal, n_variants=2, log=True))
+        ci = stats.ratio_ci(v, b, extra_log=launch_components(cal, n_variants=2))
         hits += ci.low <= TRUE_SPEEDUP <= ci.high  # type: ignore[operator]
         plain = stats.ratio_ci(v, b)
         hits_plain += plain.low <= TRUE_SPEEDUP <= plain.high  # type: ignore[operator]
@@ -239,6 +267,11 @@ def run(trials: int, seed: int, previous_trials: int) -> tuple[str, bool]:
             "measurements): coverage with launch means as units vs repeats treated as independent.", "",
             _table(["launches x repeats", "launches as units (or calibrated)", "repeats as units"],
                    launch_table(trials, seed) + [calibration_row(trials, seed)]),
+            "",
+            f"Positive figures (output throughput, {trials} measurements per row): coverage of the Student t "
+            "interval on the natural scale (the former method) and on the log scale (specbench's), in brackets "
+            "the share of intervals whose low end is 0 or below.", "",
+            _table(["units", "CV", "natural scale", "log scale"], positivity_table(trials, seed)),
             ""]
     if previous_trials:
         text += [f"The previous speedup interval (paired BCa bootstrap over repeats, {previous_trials} "

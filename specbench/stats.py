@@ -51,7 +51,9 @@ def coefficient_of_variation(values: ArrayLike) -> float:
 
 # ---------------------------------------------------------------------------------------------------
 # t intervals over independent units (launches or repeats). Their coverage is checked by simulation in
-# benchmarks/interval_coverage.py; docs/metrics.md holds the table.
+# benchmarks/interval_coverage.py; docs/metrics.md holds the table. Every figure the report prints with
+# an interval is positive, so each of those intervals is taken on the log scale (positive_mean_ci,
+# ratio_ci, ratio_estimator_ci); mean_ci, on the natural scale, serves the adaptive stopping rule.
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,35 @@ def mean_ci(values: ArrayLike, confidence: float = 0.95, *, point: float | None 
     return _t_bounds(center, variance, df, confidence)
 
 
+def _log_component(arr: np.ndarray, center: float) -> Component:
+    """Variance of the log of a mean over the units `arr` (delta method: var(log m) = var(m) / m^2, with
+    var(m) = s^2 / n), taken at `center`, and its n - 1 df. `center` must be positive."""
+    return float(arr.var(ddof=1)) / (arr.size * center * center), float(arr.size - 1)
+
+
+def positive_mean_ci(values: ArrayLike, confidence: float = 0.95, *, point: float | None = None,
+                     extra_log: Sequence[Component] = (), min_units: int = 2) -> TInterval:
+    """Student-t interval of a positive mean over independent units, on the log scale, so it stays
+    positive (throughput, speed, TPOT):
+
+        log m +- t_df sqrt(s^2 / (n m^2) + extra),   bounds m exp(+-t_df sqrt(...)),
+
+    m = `point` (default: the units' mean; a pooled estimate, e.g. a median over all requests, is centred
+    while the units' spread sets the width). `extra_log` adds variance components of log m (a calibrated
+    between-launch variance, CV^2) with their df; the df then follow Welch-Satterthwaite. Fewer than
+    `min_units` finite units, or a centre that is not positive -> all None."""
+    arr = _units(values, min_units)
+    if arr is None:
+        return UNDEFINED_T
+    center = float(arr.mean()) if point is None else float(point)
+    if not center > 0:
+        return UNDEFINED_T
+    comps = [_log_component(arr, center), *extra_log]
+    variance = sum(v for v, _ in comps)
+    df = satterthwaite_df(comps) if variance > 0 else float(arr.size - 1)
+    return _t_bounds(math.log(center), variance, df, confidence, log=True)
+
+
 def ratio_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0.95, *,
              extra_log: Sequence[Component] = (), min_units: int = 2) -> TInterval:
     """Welch t interval of mean(numerator) / mean(denominator) for two INDEPENDENT samples of units.
@@ -135,8 +166,7 @@ def ratio_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0
     mx, my = float(x.mean()), float(y.mean())
     if not (mx > 0 and my > 0):
         return UNDEFINED_T
-    comps = [(float(x.var(ddof=1)) / (x.size * mx * mx), float(x.size - 1)),
-             (float(y.var(ddof=1)) / (y.size * my * my), float(y.size - 1)), *extra_log]
+    comps = [_log_component(x, mx), _log_component(y, my), *extra_log]
     variance = sum(v for v, _ in comps)
     df = satterthwaite_df(comps) if variance > 0 else float(min(x.size, y.size) - 1)
     return _t_bounds(math.log(mx / my), variance, df, confidence, log=True)
@@ -144,10 +174,12 @@ def ratio_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0
 
 def ratio_estimator_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0.95, *,
                        min_units: int = 2) -> TInterval:
-    """t interval of the pooled ratio R = sum(num) / sum(den) over n independent units (e.g. tokens and
-    target steps per window: the acceptance length), with the linearised (ratio-estimator) variance
-        var(R) = sum (num_i - R den_i)^2 / ((n - 1) n mean(den)^2)
-    and n - 1 df. Units with a non-finite member are dropped; fewer than `min_units` -> all None."""
+    """t interval of a positive pooled ratio R = sum(num) / sum(den) over n independent units (e.g. tokens
+    and target steps per window: the acceptance length), on the log scale so it stays positive, with the
+    linearised (ratio-estimator) variance
+        var(R) = sum (num_i - R den_i)^2 / ((n - 1) n mean(den)^2),   var(log R) = var(R) / R^2
+    and n - 1 df: bounds R exp(+-t_{n-1} sqrt(var(log R))). Units with a non-finite member are dropped;
+    fewer than `min_units`, or R not positive -> all None."""
     x = np.asarray(numerator, dtype=float).ravel()
     y = np.asarray(denominator, dtype=float).ravel()
     if x.shape != y.shape:
@@ -158,8 +190,10 @@ def ratio_estimator_ci(numerator: ArrayLike, denominator: ArrayLike, confidence:
     if n < min_units or not y.sum() > 0:
         return UNDEFINED_T
     r = float(x.sum() / y.sum())
+    if not r > 0:
+        return UNDEFINED_T
     variance = float(((x - r * y) ** 2).sum()) / ((n - 1) * n * float(y.mean()) ** 2)
-    return _t_bounds(r, variance, float(n - 1), confidence)
+    return _t_bounds(math.log(r), variance / (r * r), float(n - 1), confidence, log=True)
 
 
 def mad_outliers(values: ArrayLike, threshold: float = OUTLIER_Z,

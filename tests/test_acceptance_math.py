@@ -20,9 +20,14 @@ from specbench.metrics.requests import MeasuredRequest
 NAN = math.nan
 
 
+def wid(launch: int, repeat: int) -> str:
+    """A window's id as plan.window_id writes it (one cell)."""
+    return f"c|r{repeat}" if launch == 1 else f"c|l{launch}r{repeat}"
+
+
 def mreq(n_out: float, spec: dict[str, Any] | None = None, *, launch: int = 1, repeat: int = 1,
          ok: bool = True) -> MeasuredRequest:
-    return MeasuredRequest(launch=launch, repeat=repeat, index=0, prompt_id="p", ok=ok, n_out=n_out, e2e=1.0,
+    return MeasuredRequest(window_id=wid(launch, repeat), launch=launch, repeat=repeat, index=0, prompt_id="p", ok=ok, n_out=n_out, e2e=1.0,
                            ttft=0.1, t_send=0.0, chunk_offsets=[], chunk_tokens=[], token_ids=None, text=None,
                            spec=spec)
 
@@ -33,8 +38,8 @@ def spec(verify_steps: Any, **kw: Any) -> dict[str, Any]:
 
 def wins(*rows: dict[str, Any]) -> pd.DataFrame:
     """Window rows: `repeat` (default 1), `counters` (None: the engine reads no counters), optional `launch`
-    and `per_position_accepted`."""
-    return pd.DataFrame([{"repeat": 1, **r} for r in rows])
+    and `per_position_accepted`; `window_id` from launch and repeat."""
+    return pd.DataFrame([{"window_id": wid(r.get("launch", 1), r.get("repeat", 1)), "repeat": 1, **r} for r in rows])
 
 
 def vllm(gen: float | None, accepted: float, drafts: float = NAN, draft_tokens: float = NAN) -> dict[str, Any]:
@@ -50,12 +55,12 @@ def acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame | None = None,
 
 def ratio_ci(tokens: list[float], steps: list[float]) -> tuple[float, float]:
     """docs/metrics.md "Intervals": R = sum T / sum S, var = sum (T_i - R S_i)^2 / ((n-1) n mean(S)^2),
-    t with n-1 df, written out independently of specbench.stats."""
+    t with n-1 df on the log scale (var(log R) = var / R^2), written out independently of specbench.stats."""
     n = len(tokens)
     r = sum(tokens) / sum(steps)
     var = sum((t - r * s) ** 2 for t, s in zip(tokens, steps)) / ((n - 1) * n * (sum(steps) / n) ** 2)
-    half = scipy.stats.t.ppf(0.975, n - 1) * math.sqrt(var)
-    return r - half, r + half
+    half = scipy.stats.t.ppf(0.975, n - 1) * math.sqrt(var) / r
+    return r * math.exp(-half), r * math.exp(half)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -145,9 +150,9 @@ def test_request_interval_over_windows_and_over_launches() -> None:
                                                             (3, [(30, 10), (50, 30)])) for n, s in pairs]
     out = acceptance(reqs)
     assert out["acceptance_length"] == pytest.approx(300 / 130)
-    lo, hi = ratio_ci([100, 120, 80], [50, 40, 40])  # 2.308 +- 4.303 * 0.320: (0.930, 3.685)
+    lo, hi = ratio_ci([100, 120, 80], [50, 40, 40])  # 2.308 exp(+-4.303 * 0.320 / 2.308): (1.270, 4.192)
     assert (out["acceptance_length_ci_low"], out["acceptance_length_ci_high"]) == (pytest.approx(lo), pytest.approx(hi))
-    assert lo == pytest.approx(0.930, abs=1e-3) and hi == pytest.approx(3.685, abs=1e-3)
+    assert lo == pytest.approx(1.270, abs=1e-3) and hi == pytest.approx(4.192, abs=1e-3)
     # two launches, two windows each: the unit is the launch (tokens 100 + 120, 80 + 90 over 90, 70 steps)
     reqs = [mreq(n, spec(s), launch=la, repeat=rep)
             for la, rep, n, s in ((1, 1, 100, 50), (1, 2, 120, 40), (2, 1, 80, 40), (2, 2, 90, 30))]

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 
 from specbench import metrics, stats
 from specbench.metrics.common import as_list, interval_or_nan, key_nan, opt_list, safe_ratio
@@ -112,10 +113,16 @@ def test_single_launch_intervals_centre_on_the_pooled_figure(calibration: Launch
     assert c["tpot_p50_s"] == pytest.approx(0.1)
     tp = np.mean([22 / 2.1, 33 / 2.2, 22 / 1.6])
 
-    def expect(units: list[float], m: float) -> tuple[float | None, float | None]:
-        # calibration: the launch variance m^2 x rel_var of one launch is added to the mean's variance
-        extra = [] if calibration is None else [(m * m * calibration.rel_var, calibration.df)]
-        return stats.mean_ci(units, point=m, extra=extra).bounds
+    def expect(units: list[float], m: float) -> tuple[float, float]:
+        # Student t on the log scale: var(log m) = s^2 / (n m^2), plus the calibration's rel_var of one launch
+        # (Satterthwaite df), bounds m exp(+-t sqrt(var))
+        comps = [(float(np.var(units, ddof=1)) / (len(units) * m * m), len(units) - 1.0)]
+        if calibration is not None:
+            comps.append((calibration.rel_var, calibration.df))
+        var = sum(v for v, _ in comps)
+        df = var * var / sum(v * v / d for v, d in comps)
+        half = scipy.stats.t.ppf(0.975, df) * math.sqrt(var)
+        return m * math.exp(-half), m * math.exp(half)
 
     pairs = [
         ("output_throughput", [22 / 2.1, 33 / 2.2, 22 / 1.6], tp),
@@ -141,12 +148,14 @@ def test_two_launches_are_the_units_and_need_no_calibration(calibration: LaunchV
     # cell throughput = mean over the 3 windows = 70/3; the units are the launch means 15 and 40
     assert c["output_throughput_tok_s"] == pytest.approx(70 / 3)
     assert c["per_user_tok_s"] == pytest.approx(70 / 3)  # one request per window: the same figures
-    # Student t with 1 df around the pooled 70/3: half-width t_{0.975,1} x sd(15, 40) / sqrt(2) = 12.7062 x 12.5;
-    # the calibration is not applied (launches were measured)
-    half = 12.706205 * 12.5
+    # Student t with 1 df on the log scale around the pooled 70/3: sd(15, 40) / sqrt(2) = 12.5, so
+    # log-half-width t_{0.975,1} x 12.5 / (70/3) = 12.7062 x 0.5357; the calibration is not applied
+    # (launches were measured). On the natural scale, 70/3 - 12.7062 x 12.5 would be -135 tok/s.
+    half = 12.706205 * 12.5 / (70 / 3)
     for name in ("output_throughput", "per_user_tok_s"):
-        assert c[f"{name}_ci_low"] == pytest.approx(70 / 3 - half, rel=1e-6), name
-        assert c[f"{name}_ci_high"] == pytest.approx(70 / 3 + half, rel=1e-6), name
+        assert c[f"{name}_ci_low"] == pytest.approx(70 / 3 * math.exp(-half), rel=1e-6), name
+        assert c[f"{name}_ci_high"] == pytest.approx(70 / 3 * math.exp(half), rel=1e-6), name
+        assert c[f"{name}_ci_low"] > 0, name
     # launch_cv measured (Kalibera & Jones): S1^2 = var(15, 40) = 312.5, S2^2 = var(10, 20) = 50, n2 = 1.5
     assert c["launch_cv"] == pytest.approx(math.sqrt(312.5 - 50 / 1.5) / (70 / 3))
     # two launches are two independent units: too few for a trustworthy interval, whatever the windows

@@ -210,6 +210,47 @@ def test_vllm_counter_path_known_answers(tmp_path: Path, port: int, no_survivors
     no_survivors()
 
 
+def test_vllm_launches_reconcile_window_by_window(tmp_path: Path, port: int, no_survivors) -> None:
+    """sweep.launches 2 on vLLM: every window is reconciled with its own requests only (launch 2's
+    repeat 1 is not launch 1's), against the ledger: per-request drafting steps and the counters' deltas
+    both equal the server's verify steps for that window, and the server timed exactly its requests."""
+    model = make_model_dir(tmp_path / "model")
+    data = {"name": "ka-launches", "model": {"path": str(model), "served_name": "standin"},
+            "engine": {"kind": "vllm", "python": sys.executable, "version": "0.32.0", "port": port,
+                       "startup_timeout_s": 30, "stop_timeout_s": 3, "env": engine_env(tmp_path, FAKE_VLLM)},
+            "variants": [{"name": "base", "drafter": "autoregressive", "baseline": True},
+                         {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}],
+            "sweep": sweep(concurrency=[2], repeats=2, launches=2), "output_dir": str(tmp_path / "runs")}
+    run = run_config(tmp_path, data)
+    windows = by_window(run, ledger(tmp_path / "ledger"))
+    assert {w["window"]["launch"] for w in windows.values()} == {1, 2}
+    rec = pd.read_csv(run / "reconciliation.csv").set_index("window_id")
+    assert set(rec.index) == set(windows)  # every window checked, each once
+    for wid, w in windows.items():
+        entries, row = w["entries"], rec.loc[wid]
+        assert row.client_requests == row.server_requests == len(entries) == w["window"]["n_requests"], wid
+        if w["window"]["variant"] == "ngram":
+            t = truth(entries)
+            assert bool(row.acceptance_ok), wid
+            # vLLM's num_drafts = drafting steps = the server's verify steps in this window
+            assert row.num_drafts_per_request == row.num_drafts_counter == sum(e["verify_steps"] for e in entries)
+            assert row.num_accepted_tokens_per_request == t["tokens"] - t["steps"], wid
+    cells = cells_of(run)
+    assert (cells.launches == 2).all() and (cells.interval_unit == "launch").all()
+    assert (cells.acceptance_windows_checked[cells.variant == "ngram"] == 4).all()
+    assert (cells.acceptance_windows_mismatched == 0).all()
+    assert cells.client_ttft_mean_s.notna().all() and cells.server_ttft_mean_s.notna().all()
+    for w in cells.warnings.fillna(""):
+        assert "acceptance_mismatch" not in w and "server_count_mismatch" not in w, w
+    for _, row in cells[cells.variant == "ngram"].iterrows():  # pooled over both launches' windows
+        entries = [e for w in cell_windows(windows, "ngram", row.point_id) for e in w["entries"]]
+        assert row.n_requests == len(entries) and row.acceptance_source == "request"
+        assert row.acceptance_length == pytest.approx(truth(entries)["tau"], rel=1e-9)
+        assert row.draft_acceptance_length == pytest.approx(truth(entries)["draft_tau"], rel=1e-9)
+    check_same_requests(run, windows, ["base", "ngram"])
+    no_survivors()
+
+
 def test_sglang_request_path_known_answers(tmp_path: Path, port: int, no_survivors, monkeypatch) -> None:
     """SGLang: acceptance from each request's sglext.spec_tokens_details (the eagle3 cells)."""
     from specbench.engines.base import dist_version

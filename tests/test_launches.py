@@ -99,4 +99,4 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     assert calibration.attach(tmp_path / "run", {"cpu": "c"}, tmp_path) == cal
     assert calibration.load(tmp_path / "run" / calibration.FILE) == calibration.load(path)
     # one launch per variant: a speedup's log variance gains 2 x rel_var (two independent launches)
-    assert launch_components(1.0, cal.variance("x"), n_variants=2, log=True) == [(2 * cal.rel_var, 2.0)]
+    assert launch_components(cal.variance("x"), n_variants=2) == [(2 * cal.rel_var, 2.0)]

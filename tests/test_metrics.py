@@ -245,8 +245,9 @@ def test_speedup_interval_is_welch_on_the_log_ratio_unpaired() -> None:
     assert v["speedup_ci_df"] == pytest.approx(6.0)
     assert v["speedup_ci_low"] == pytest.approx(1.5 * math.exp(-half), rel=1e-5)
     assert v["speedup_ci_high"] == pytest.approx(1.5 * math.exp(half), rel=1e-5)
-    # throughput: Student t over the 4 windows, mean 37.5, s = sqrt(375), t_3 = 3.182446
-    assert v["output_throughput_ci_low"] == pytest.approx(37.5 - 3.182446 * math.sqrt(375 / 4), rel=1e-5)
+    # throughput: Student t on the log scale over the 4 windows, mean 37.5, s = sqrt(375), t_3 = 3.182446
+    h = 3.182446 * math.sqrt(375 / 4) / 37.5
+    assert v["output_throughput_ci_low"] == pytest.approx(37.5 * math.exp(-h), rel=1e-5)
     assert v["interval_unit"] == "repeat" and v["launches"] == 1
 
 
@@ -272,7 +273,7 @@ def test_per_user_intervals_use_window_means_as_units() -> None:
     units_b = [u / 2 for u in units_v]
     expect = stats.ratio_ci(units_v, units_b)
     assert (v["per_user_speedup_ci_low"], v["per_user_speedup_ci_high"]) == pytest.approx(expect.bounds)
-    pu = stats.mean_ci(units_v, point=v["per_user_tok_s"])
+    pu = stats.positive_mean_ci(units_v, point=v["per_user_tok_s"])
     assert (v["per_user_tok_s_ci_low"], v["per_user_tok_s_ci_high"]) == pytest.approx(pu.bounds)
     # one window: requests of one launch are not independent replicates, so no interval
     single = one(cells_of([r for r in rs if r["repeat"] == 1]), "ngram")

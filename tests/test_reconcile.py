@@ -90,6 +90,25 @@ def test_acceptance_warning_names_the_counts_or_the_requests_without_figures() -
         "1 of 1 windows disagree (r1: 1 of 3 requests without figures)")}
 
 
+def test_windows_of_two_launches_are_checked_with_their_own_requests() -> None:
+    """sweep.launches 2: launch 2's repeat 1 is another window than launch 1's; each is checked against
+    its own requests (keyed by window_id), and a warning names the window as its id does (l2r1)."""
+    l2 = {"window_id": "ngram|c1|l2r1", "launch": 2}
+    reqs = [_req(1, 0, spec=TWO_SPECS[0]), _req(1, 1, spec=TWO_SPECS[1]),
+            _req(1, 0, spec=(7, 12, 24), **l2), _req(1, 1, spec=TWO_SPECS[1], **l2)]  # launch 2: one step more
+    timed = {"ttft_sum_s": 0.2, "ttft_count": 2, "e2e_sum_s": 2.0, "e2e_count": 2}
+    wins = pd.DataFrame([_win(1, **ACC_OK, **timed) | {"launch": 1}, _win(1, **ACC_OK, **timed) | l2])
+    ms = to_measured_requests(pd.DataFrame(reqs))
+    acc, timing = acceptance_checks(ms, wins), timing_checks(ms, wins)
+    assert [(a.window_id, a.requests, a.ok) for a in acc] == [("ngram|c1|r1", 2, True), ("ngram|c1|l2r1", 2, False)]
+    assert [(t.window_id, t.client_requests, t.same_requests) for t in timing] == [
+        ("ngram|c1|r1", 2, True), ("ngram|c1|l2r1", 2, True)]
+    assert _details(reconciliation_warnings(acc, timing)) == {WarningCode.ACCEPTANCE_MISMATCH: (
+        "1 of 2 windows disagree (l2r1: num_drafts 15 per request vs 14 counted, "
+        "num_accepted_tokens 21 per request vs 20 counted)")}
+    assert cell_reconciliation(acc, timing)["client_ttft_mean_s"] == pytest.approx(0.1)
+
+
 # -- timing: client means vs the server histograms' sum / count deltas -----------------------------------
 def test_timing_checks_skip_windows_with_a_failed_or_untimed_request() -> None:
     timed = {"ttft_sum_s": 0.09, "ttft_count": 1, "e2e_sum_s": 0.95, "e2e_count": 1}
@@ -174,11 +193,11 @@ def test_reconciliation_table_rows_and_columns() -> None:
     rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
             for r in rec.to_dict("records")]
     # cells in cell_id order ("base|c1" < "ngram|c2"); the baseline has timing only
-    assert rows[0] == {"variant": "base", "point_id": "c1", "window_id": "base|c1|r1", "repeat": 1,
+    assert rows[0] == {"variant": "base", "point_id": "c1", "window_id": "base|c1|r1", "launch": 1, "repeat": 1,
                        "client_requests": 1, "server_requests": 1, "client_ttft_mean_s": 0.2,
                        "server_ttft_mean_s": 0.19, "client_e2e_mean_s": 2.0, "server_e2e_mean_s": 1.95}
     assert rows[1] == pytest.approx({
-        "variant": "ngram", "point_id": "c2", "window_id": "ngram|c2|r1", "repeat": 1,
+        "variant": "ngram", "point_id": "c2", "window_id": "ngram|c2|r1", "launch": 1, "repeat": 1,
         "acceptance_ok": True, "requests_without_figures": 0,
         "num_drafts_per_request": 14, "num_accepted_tokens_per_request": 20, "num_draft_tokens_per_request": 56,
         "num_drafts_counter": 14, "num_accepted_tokens_counter": 20, "num_draft_tokens_counter": 56,

@@ -27,6 +27,7 @@ def test_cv_needs_two_values() -> None:
 @pytest.mark.parametrize("samples", [[], [3.0], [math.nan, 2.0]])
 def test_t_intervals_need_two_units(samples: list[float]) -> None:
     assert stats.mean_ci(samples) == stats.UNDEFINED_T
+    assert stats.positive_mean_ci(samples) == stats.UNDEFINED_T
     assert stats.ratio_ci(samples, [1.0, 2.0]) == stats.UNDEFINED_T
     assert stats.ratio_estimator_ci(samples, [1.0] * len(samples)) == stats.UNDEFINED_T
 
@@ -76,11 +77,42 @@ def test_ratio_ci_covers_at_small_n() -> None:
     assert 0.93 <= hits / 1000 <= 0.985
 
 
+def test_positive_mean_ci_is_student_t_on_the_log_scale() -> None:
+    # mean 12, s = 2, n = 3: var(log mean) = 4 / (3 * 144), t_{2, 0.975} = 4.302653
+    ci = stats.positive_mean_ci([10.0, 12.0, 14.0])
+    half = 4.302653 * math.sqrt(4 / (3 * 144))
+    assert ci.df == 2
+    assert ci.bounds == pytest.approx((12 * math.exp(-half), 12 * math.exp(half)), rel=1e-6)
+    # a pooled point is the centre and sets the scale: var(log 11) = (4 / 3) / 11^2
+    centred = stats.positive_mean_ci([10.0, 12.0, 14.0], point=11.0)
+    h = 4.302653 * math.sqrt(4 / 3) / 11
+    assert centred.bounds == pytest.approx((11 * math.exp(-h), 11 * math.exp(h)), rel=1e-6)
+    # a calibrated launch variance (CV^2 = 0.01, df 2) joins with Satterthwaite df
+    v = 4 / (3 * 144)
+    cal = stats.positive_mean_ci([10.0, 12.0, 14.0], extra_log=[(0.01, 2.0)])
+    assert cal.df == pytest.approx((v + 0.01) ** 2 / (v * v / 2 + 0.01 ** 2 / 2))
+    assert stats.positive_mean_ci([4.0, 4.0, 4.0]).bounds == pytest.approx((4.0, 4.0))
+    assert stats.positive_mean_ci([-1.0, 1.0]) == stats.UNDEFINED_T  # no log of a mean that is not positive
+    assert stats.positive_mean_ci([1.0, 2.0], point=0.0) == stats.UNDEFINED_T
+
+
+def test_intervals_of_positive_figures_stay_positive() -> None:
+    # the report's example: units 2.6, 12.6, 36.7 tok/s; Student t on the natural scale goes below 0
+    units = [2.6, 12.6, 36.7]
+    assert stats.mean_ci(units).low < 0  # type: ignore[operator]
+    for ci in (stats.positive_mean_ci(units), stats.positive_mean_ci([1.0, 100.0]),
+               stats.ratio_estimator_ci([10.0, 300.0], [9.0, 100.0]),
+               stats.ratio_estimator_ci([10.0, 11.0, 300.0], [10.0, 10.0, 100.0])):
+        assert ci.low is not None and ci.high is not None and 0 < ci.low < ci.high
+
+
 def test_ratio_estimator_ci() -> None:
-    # tokens and steps of 3 windows: R = 300 / 120 = 2.5; residuals 0, 5, -5; var = 50 / (2 * 3 * 40^2)
+    # tokens and steps of 3 windows: R = 300 / 120 = 2.5; residuals 0, 5, -5; var = 50 / (2 * 3 * 40^2);
+    # on the log scale var(log R) = var / R^2, bounds R exp(+-t sqrt(var(log R)))
     ci = stats.ratio_estimator_ci([100.0, 105.0, 95.0], [40.0, 40.0, 40.0])
     assert ci.df == 2
-    assert ci.high - 2.5 == pytest.approx(4.302653 * math.sqrt(50 / (2 * 3 * 1600)), rel=1e-6)
+    half = 4.302653 * math.sqrt(50 / (2 * 3 * 1600)) / 2.5
+    assert ci.bounds == pytest.approx((2.5 * math.exp(-half), 2.5 * math.exp(half)), rel=1e-6)
     assert stats.ratio_estimator_ci([2.0, math.nan, 4.0], [1.0, 1.0, 2.0]).bounds == (2.0, 2.0)
     with pytest.raises(ValueError, match="differ in length"):
         stats.ratio_estimator_ci([1.0], [1.0, 2.0])
@@ -299,13 +331,11 @@ def test_launch_components() -> None:
     from specbench.metrics.intervals import LaunchVariance, launch_components
 
     cal = LaunchVariance(rel_var=0.01, df=3.0, source="measured")  # launch CV 10%
-    # a mean of 10 tok/s: (10 * 0.1)^2 = 1 (tok/s)^2
-    assert launch_components(10.0, cal) == [(pytest.approx(1.0), 3.0)]
     # on the log scale the relative variance itself, once per single-launch variant (one by default)
-    assert launch_components(10.0, cal, log=True) == [(0.01, 3.0)]
-    assert launch_components(10.0, cal, n_variants=2, log=True) == [(0.02, 3.0)]
-    assert launch_components(10.0, None) == []
-    assert launch_components(10.0, LaunchVariance(NAN, 3.0, "measured")) == []
+    assert launch_components(cal) == [(0.01, 3.0)]
+    assert launch_components(cal, n_variants=2) == [(0.02, 3.0)]
+    assert launch_components(None) == []
+    assert launch_components(LaunchVariance(NAN, 3.0, "measured")) == []
 
 
 def test_variance_levels_unequal_windows_per_launch() -> None:

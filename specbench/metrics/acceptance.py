@@ -212,16 +212,16 @@ def _counter_windows(windows: pd.DataFrame, reqs: list[MeasuredRequest]) -> tupl
     or whose counters were reset inside it (the engine restarted) is unknown, never 1.0."""
     out: list[_WindowCounters] = []
     unknown = 0
-    usage: dict[tuple[int, int], float] = {}
+    usage: dict[str, float] = {}  # window_id -> tokens its successful requests carried
     for r in reqs:
         if r.ok and math.isfinite(r.n_out):
-            usage[(r.launch, r.repeat)] = usage.get((r.launch, r.repeat), 0.0) + r.n_out
+            usage[r.window_id] = usage.get(r.window_id, 0.0) + r.n_out
     for w in windows.to_dict("records"):
         c = w.get("counters")
         if not isinstance(c, dict):
             continue  # this engine reads no counters
         launch = int(as_float(w.get("launch"))) if math.isfinite(as_float(w.get("launch"))) else 1
-        delivered = usage.get((launch, int(w["repeat"])), NAN)
+        delivered = usage.get(str(w["window_id"]), NAN)
         gen = as_float(c.get("generation_tokens"))
         no_acceptance = c.get("num_accepted_tokens") is None and c.get("verify_steps") is None
         if no_acceptance or _counters_reset(c, w.get("per_position_accepted"), gen, delivered):

@@ -171,14 +171,14 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     if valid:
         # cell throughput = mean over windows of the window throughput
         row["output_throughput_tok_s"] = m = stats.mean(wt)
-        ci = stats.mean_ci(unit_means(cell.window_tp), point=m, extra=launch_components(m, extra))
+        ci = stats.positive_mean_ci(unit_means(cell.window_tp), point=m, extra_log=launch_components(extra))
         row["output_throughput_ci_low"], row["output_throughput_ci_high"] = interval_or_nan(ci.bounds)
 
     by_unit = group_units(ok, lambda r: unit_key(r.launch, r.repeat, n_launches))
     per_user = [r.per_user for r in ok]
     row["per_user_tok_s"] = m = stats.mean(per_user)  # mean over requests of n_out / e2e
     cell.unit_per_user = [stats.mean([r.per_user for r in u]) for u in by_unit]
-    ci = stats.mean_ci(cell.unit_per_user, point=m, extra=launch_components(m, extra))
+    ci = stats.positive_mean_ci(cell.unit_per_user, point=m, extra_log=launch_components(extra))
     row["per_user_tok_s_ci_low"], row["per_user_tok_s_ci_high"] = interval_or_nan(ci.bounds)
     row["outlier_count"] = len(stats.mad_outliers(per_user))
 
@@ -188,7 +188,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     row["tpot_p50_s"] = m = stats.percentile(tpot, 50)
     row["tpot_p90_s"] = stats.percentile(tpot, 90)
     unit_tpot = [stats.percentile([request_tpot(r.e2e, r.ttft, r.n_out) for r in u], 50) for u in by_unit]
-    ci = stats.mean_ci(unit_tpot, point=m, extra=launch_components(m, extra))
+    ci = stats.positive_mean_ci(unit_tpot, point=m, extra_log=launch_components(extra))
     row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = interval_or_nan(ci.bounds)
     itl = [g for r in ok for g in request_itls(r.chunk_offsets, r.chunk_tokens)]
     row["itl_p50_s"] = stats.percentile(itl, 50)
@@ -219,7 +219,7 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     row, brow = cell.row, base.row
     out: dict[str, float] = {}
     single = cell.n_launches < 2 or base.n_launches < 2
-    extra = launch_components(1.0, calibration if single else None, n_variants=2, log=True)
+    extra = launch_components(calibration if single else None, n_variants=2)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
     ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)

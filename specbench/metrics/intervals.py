@@ -54,16 +54,13 @@ def unit_means(windows: dict[tuple[int, int], float]) -> list[float]:
     return [float(np.mean(v)) for v in by_unit.values()]
 
 
-def launch_components(mean: float, calibration: LaunchVariance | None, n_variants: int = 1,
-                      log: bool = False) -> list[stats.Component]:
-    """The extra variance a calibrated launch effect adds when every variant ran in one launch.
-
-    For a mean (log=False) the absolute variance mean^2 * rel_var; for a log ratio of `n_variants` single
-    launches, n_variants * rel_var (the same estimate counted once per launch, hence one component)."""
+def launch_components(calibration: LaunchVariance | None, n_variants: int = 1) -> list[stats.Component]:
+    """The extra variance on the log scale that a calibrated launch effect adds when every variant ran in
+    one launch: rel_var for the log of a mean, n_variants * rel_var for a log ratio of `n_variants` single
+    launches (the same estimate counted once per launch, hence one component)."""
     if calibration is None or not calibration.rel_var >= 0:
         return []
-    scale = n_variants if log else mean * mean
-    return [(scale * calibration.rel_var, calibration.df)]
+    return [(n_variants * calibration.rel_var, calibration.df)]
 
 
 def variance_levels(windows: dict[tuple[int, int], float], requests: Sequence[Sequence[float]]) -> dict[str, float]:

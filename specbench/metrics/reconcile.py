@@ -36,6 +36,11 @@ class AcceptanceCheck:
     missing: int  # of those, requests without per-request figures
     per_request: dict[str, float]  # counter name -> sum of the matching per-request field
     counters: dict[str, float]  # counter name -> delta over the window
+    launch: int = 1
+
+    @property
+    def where(self) -> str:
+        return _where(self.launch, self.repeat)
 
     @property
     def differences(self) -> dict[str, float]:
@@ -60,14 +65,30 @@ class TimingCheck:
     server_ttft_mean_s: float
     client_e2e_mean_s: float
     server_e2e_mean_s: float
+    launch: int = 1
+
+    @property
+    def where(self) -> str:
+        return _where(self.launch, self.repeat)
 
     @property
     def same_requests(self) -> bool:
         return self.server_requests == self.client_requests
 
 
+def _where(launch: int, repeat: int) -> str:
+    """A window as a warning names it: r<repeat>, l<launch>r<repeat> in later launches (as its window_id)."""
+    return f"r{repeat}" if launch == 1 else f"l{launch}r{repeat}"
+
+
 def _window_rows(windows: pd.DataFrame) -> list[dict[str, Any]]:
     return [{str(k): v for k, v in w.items()} for w in windows.to_dict("records")]
+
+
+def _launch(w: dict[str, Any]) -> int:
+    """The window's launch (1 in records written before launches existed)."""
+    la = as_float(w.get("launch"))
+    return int(la) if math.isfinite(la) else 1
 
 
 def _counters(w: dict[str, Any], names: tuple[str, ...] | list[str]) -> dict[str, float] | None:
@@ -86,7 +107,7 @@ def acceptance_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> lis
     out = []
     for w in _window_rows(windows):
         counters = _counters(w, list(ACCEPTANCE_FIELDS.values()))
-        rs = [r for r in reqs if r.repeat == int(w["repeat"])]
+        rs = [r for r in reqs if r.window_id == str(w["window_id"])]
         if counters is None or not rs or not all(r.ok for r in rs):
             continue
         with_fig = [r for r in rs if r.spec and all(r.spec.get(f) is not None for f in ACCEPTANCE_FIELDS)]
@@ -94,7 +115,8 @@ def acceptance_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> lis
             continue
         sums = {c: float(sum(r.spec[f] for r in with_fig if r.spec)) for f, c in ACCEPTANCE_FIELDS.items()}
         out.append(AcceptanceCheck(window_id=str(w["window_id"]), repeat=int(w["repeat"]), requests=len(rs),
-                                   missing=len(rs) - len(with_fig), per_request=sums, counters=counters))
+                                   missing=len(rs) - len(with_fig), per_request=sums, counters=counters,
+                                   launch=_launch(w)))
     return out
 
 
@@ -104,7 +126,7 @@ def timing_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> list[Ti
     out = []
     for w in _window_rows(windows):
         c = _counters(w, TIMING_COUNTERS)
-        rs = [r for r in reqs if r.repeat == int(w["repeat"])]
+        rs = [r for r in reqs if r.window_id == str(w["window_id"])]
         if c is None or not rs or not all(r.ok and math.isfinite(r.ttft) and math.isfinite(r.e2e) for r in rs):
             continue
         # client mean = mean over the window's requests; server mean = d(sum) / d(count) of its histogram
@@ -114,7 +136,7 @@ def timing_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> list[Ti
             client_ttft_mean_s=sum(r.ttft for r in rs) / len(rs),
             server_ttft_mean_s=c["ttft_sum_s"] / c["ttft_count"] if c["ttft_count"] > 0 else NAN,
             client_e2e_mean_s=sum(r.e2e for r in rs) / len(rs),
-            server_e2e_mean_s=c["e2e_sum_s"] / c["e2e_count"] if c["e2e_count"] > 0 else NAN))
+            server_e2e_mean_s=c["e2e_sum_s"] / c["e2e_count"] if c["e2e_count"] > 0 else NAN, launch=_launch(w)))
     return out
 
 
@@ -152,12 +174,12 @@ def reconciliation_warnings(acc: list[AcceptanceCheck], timing: list[TimingCheck
         what = ", ".join(f"{k} {a.per_request[k]:g} per request vs {a.counters[k]:g} counted"
                          for k in a.differences) or f"{a.missing} of {a.requests} requests without figures"
         out.append(CellWarning(WarningCode.ACCEPTANCE_MISMATCH,
-                               f"{len(bad)} of {len(acc)} windows disagree (r{a.repeat}: {what})"))
+                               f"{len(bad)} of {len(acc)} windows disagree ({a.where}: {what})"))
     foreign = [t for t in timing if not t.same_requests]
     if foreign:
         t = foreign[0]
         out.append(CellWarning(WarningCode.SERVER_COUNT_MISMATCH,
-                               f"r{t.repeat}: the server timed {t.server_requests:g} requests, the client sent "
+                               f"{t.where}: the server timed {t.server_requests:g} requests, the client sent "
                                f"{t.client_requests}"))
     below: list[str] = []
     above: list[str] = []
@@ -166,7 +188,7 @@ def reconciliation_warnings(acc: list[AcceptanceCheck], timing: list[TimingCheck
                              ("e2e", t.client_e2e_mean_s, t.server_e2e_mean_s)):
             if not (math.isfinite(cm) and math.isfinite(sm)):
                 continue
-            line = f"r{t.repeat} mean {name} client {1000 * cm:.1f} ms, server {1000 * sm:.1f} ms"
+            line = f"{t.where} mean {name} client {1000 * cm:.1f} ms, server {1000 * sm:.1f} ms"
             if cm < sm - timing_tolerance_s(sm):
                 below.append(line)
             elif cm - sm > timing_margin_s(sm):
@@ -182,12 +204,12 @@ def reconciliation_rows(cell: dict[str, Any], acc: list[AcceptanceCheck], timing
     """reconciliation.csv: one row per window of the cell with whatever was checked."""
     rows: dict[str, dict[str, Any]] = {}
     for a in acc:
-        row = rows.setdefault(a.window_id, {"window_id": a.window_id, "repeat": a.repeat})
+        row = rows.setdefault(a.window_id, {"window_id": a.window_id, "launch": a.launch, "repeat": a.repeat})
         row.update(acceptance_ok=a.ok, requests_without_figures=a.missing,
                    **{f"{k}_per_request": v for k, v in a.per_request.items()},
                    **{f"{k}_counter": v for k, v in a.counters.items()})
     for t in timing:
-        row = rows.setdefault(t.window_id, {"window_id": t.window_id, "repeat": t.repeat})
+        row = rows.setdefault(t.window_id, {"window_id": t.window_id, "launch": t.launch, "repeat": t.repeat})
         row.update(client_requests=t.client_requests, server_requests=t.server_requests,
                    client_ttft_mean_s=t.client_ttft_mean_s, server_ttft_mean_s=t.server_ttft_mean_s,
                    client_e2e_mean_s=t.client_e2e_mean_s, server_e2e_mean_s=t.server_e2e_mean_s)

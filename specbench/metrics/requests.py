@@ -79,6 +79,7 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
 
 @dataclass
 class MeasuredRequest:
+    window_id: str  # the window it was measured in: the key of every join to a WindowRecord
     launch: int  # which launch of the variant's engine (1 when the variant was launched once)
     repeat: int
     index: int
@@ -107,6 +108,7 @@ def to_measured_requests(df: pd.DataFrame) -> list[MeasuredRequest]:
         spec = r.get("spec")
         out.append(
             MeasuredRequest(
+                window_id=str(r["window_id"]),
                 launch=int(as_float(r.get("launch")) if math.isfinite(as_float(r.get("launch"))) else 1),
                 repeat=int(r["repeat"]),
                 index=int(r["index"]),
