@@ -27,11 +27,9 @@ class DFlash(Drafter[DFlashParams]):
     acceptance = {"sglang": SGLANG_ACCEPTANCE, "vllm": VLLM_ACCEPTANCE}
 
     def vllm(self, p: DFlashParams, ctx: LaunchContext) -> list[str]:
-        """vLLM drafts block_size - 1 tokens per step; without block_size, the draft's own (its config's)."""
-        cfg: dict[str, object] = {"method": "dflash", "model": demo_or_path(p.draft_model_path)}
-        if p.block_size is not None:
-            cfg["num_speculative_tokens"] = p.block_size - 1
-        return vllm_speculative_config(cfg)
+        """vLLM drafts block_size - 1 tokens per step (num_speculative_tokens; check() requires block_size)."""
+        return vllm_speculative_config({"method": "dflash", "model": demo_or_path(p.draft_model_path),
+                                        "num_speculative_tokens": (p.block_size or 2) - 1})
 
     def sglang(self, p: DFlashParams, ctx: LaunchContext) -> list[str]:
         out = spec_args("DFLASH", draft=demo_or_path(p.draft_model_path))
@@ -41,6 +39,10 @@ class DFlash(Drafter[DFlashParams]):
 
     def check(self, p: DFlashParams, ctx: LaunchContext) -> list[str]:
         out = missing_path("params.draft_model_path", demo_or_path(p.draft_model_path), "the DFlash draft folder", ctx)
+        if ctx.engine == "vllm" and p.block_size is None:
+            # vLLM 0.32 refuses a draft model without num_speculative_tokens, even one whose config has it
+            out.append("params.block_size: required on vLLM (it drafts block_size - 1 tokens per step; "
+                       "the demo head smollm2-dflash is trained with 4)")
         if ctx.engine == "sglang" and not algorithm_known("DFLASH", ctx):
             out.append("drafter: DFLASH is not an algorithm of this SGLang version (0.5.9 offers "
                        "EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM)")
