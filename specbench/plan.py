@@ -11,9 +11,11 @@ import itertools
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
+from .arrivals import Trace, arrival_offsets, load_trace
 from .config import RunConfig
+from .errors import ConfigError
 from .engines.base import RequestSpec
 from .prompts import Prompt
 from .records import CellKey
@@ -36,6 +38,7 @@ class RequestIdentity(TypedDict):
     repeat: int
     index: int
     warmup: bool
+    rate: NotRequired[float | None]  # open loop only
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class PlannedRequest:
 
     spec: RequestSpec
     fields: RequestIdentity
+    at_s: float | None = None  # open loop: send offset from the window's start (None: closed loop)
 
 
 @dataclass(frozen=True)
@@ -51,12 +55,22 @@ class SweepPoint:
     category: str
     input_len: int | None
     output_len: int
-    concurrency: int
+    concurrency: int  # open loop: the in-flight cap
     temperature: float
+    rate: float | None = None  # open loop: offered requests/s
 
     def key(self, variant: str) -> CellKey:
         return CellKey(variant=variant, category=self.category, input_len=self.input_len,
-                       output_len=self.output_len, concurrency=self.concurrency, temperature=self.temperature)
+                       output_len=self.output_len, concurrency=self.concurrency, temperature=self.temperature,
+                       rate=self.rate)
+
+    def at_rate(self, rate: float) -> SweepPoint:
+        """The same point offered at another rate (capacity search)."""
+        return SweepPoint(category=self.category, input_len=self.input_len, output_len=self.output_len,
+                          concurrency=self.concurrency, temperature=self.temperature, rate=rate)
+
+
+MIXED = "mixed"  # an open-loop point's category when it offers prompts of several categories
 
 
 @dataclass
@@ -64,6 +78,13 @@ class Sweep:
     points: list[SweepPoint]
     prompts: dict[str, list[Prompt]]  # category -> prompts (possibly padded to input lengths)
     padded: dict[tuple[str, int], str]  # (prompt id, input_len) -> text
+    trace: Trace | None = None  # open loop: a recorded arrival trace replayed instead of drawn arrivals
+
+    def point_prompts(self, point: SweepPoint) -> list[Prompt]:
+        """The prompts a point sends in rotation: its category's, or all of them for a mixed open-loop point."""
+        if point.category == MIXED:
+            return [p for ps in self.prompts.values() for p in ps]
+        return self.prompts[point.category]
 
     def fingerprint(self, cfg: RunConfig) -> str:
         """Hash of everything that decides what the sweep sends (for reuse across runs)."""
@@ -75,6 +96,8 @@ class Sweep:
             "waves": s.waves, "repeats": s.repeats, "adaptive": s.adaptive and s.adaptive.model_dump(),
             "warmup": s.warmup_requests, "seed": s.seed, "endpoint": s.endpoint,
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
+            **({"load": s.load.model_dump(exclude={"trace"}),
+                "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -86,15 +109,57 @@ def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None) -> Sweep:
         by_cat[p.category].append(p)
     s = cfg.sweep
     input_lens: list[int | None] = list(s.input_lens) if s.input_lens else [None]
+    trace = _trace(cfg, prompts)
+    pad_lens = set(s.input_lens or []) | {r.input_len for r in (trace.requests if trace else []) if r.input_len}
+    if pad_lens and pad is None and trace and not s.input_lens:
+        raise ConfigError("sweep.load.trace", "input_len in a trace needs a local tokenizer (model.tokenizer)")
     padded: dict[tuple[str, int], str] = {}
-    if s.input_lens and pad is not None:
-        for p, n in itertools.product(prompts, s.input_lens):
+    if pad_lens and pad is not None:
+        for p, n in itertools.product(prompts, sorted(pad_lens)):
             padded[(p.id, n)] = pad(p.text, n)
+    if s.load.open:  # one mixed point per rate: traffic is a mix of the prompts, not one category at a time
+        cats = list(by_cat)
+        cat = cats[0] if len(cats) == 1 else MIXED
+        rates = s.load.rates or ([trace.rate] if trace else [])
+        points = [SweepPoint(category=cat, input_len=i, output_len=o, concurrency=s.load.max_in_flight,
+                             temperature=t, rate=r)
+                  for t in s.temperatures for i in input_lens for o in s.output_lens for r in rates]
+        return Sweep(points=points, prompts=dict(by_cat), padded=padded, trace=trace)
     # Order: short outputs first, then rising concurrency, categories inside: same on every variant.
     points = [SweepPoint(category=c, input_len=i, output_len=o, concurrency=k, temperature=t)
               for t in s.temperatures for i in input_lens for o in s.output_lens
               for k in s.concurrency for c in by_cat]
     return Sweep(points=points, prompts=dict(by_cat), padded=padded)
+
+
+def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
+    """The open loop's trace file, read and checked against the prompts (ConfigError naming the field)."""
+    path = cfg.sweep.load.trace
+    if not path:
+        return None
+    try:
+        trace = load_trace(path)
+    except ValueError as exc:
+        raise ConfigError("sweep.load.trace", str(exc)) from None
+    known = {p.id for p in prompts}
+    for i, r in enumerate(trace.requests):
+        if r.prompt_id is not None and r.prompt_id not in known:
+            raise ConfigError("sweep.load.trace", f"request {i + 1}: prompt_id {r.prompt_id!r} is not one of "
+                              "the sweep's prompts")
+    return trace
+
+
+def point_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint) -> int:
+    """How many requests one window of the point sends (warmup included in an open loop)."""
+    load = cfg.sweep.load
+    if point.rate is None:
+        return cfg.sweep.waves * point.concurrency
+    return len(sweep.trace.requests) if sweep.trace else load.warmup_requests + load.requests_per_rate
+
+
+def schedule_seed(cfg: RunConfig, repeat: int) -> int:
+    """The arrival seed of a window: the same for every variant, launch and rate; one per repeat."""
+    return cfg.sweep.seed + 7919 * (repeat - 1)
 
 
 def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
@@ -108,19 +173,41 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     """The requests of one window: waves x concurrency, prompts of the category in rotation. Every launch
     sends the same requests (same prompts, seeds, lengths), so launches and variants compare like for like."""
     key = point.key(variant)
-    prompts = sweep.prompts[point.category]
-    n = cfg.sweep.waves * point.concurrency
+    prompts = sweep.point_prompts(point)
+    by_id = {p.id: p for p in prompts}
+    n = point_requests(cfg, sweep, point)
+    offsets = _offsets(cfg, sweep, point, n, repeat)
+    load = cfg.sweep.load
     out = []
     for index in range(n):
         prompt = prompts[index % len(prompts)]
-        text = sweep.padded.get((prompt.id, point.input_len), prompt.text) if point.input_len else prompt.text
-        spec = request_spec(cfg, text, point.output_len, point.temperature, seed=cfg.sweep.seed + index)
-        out.append(PlannedRequest(spec=spec, fields=RequestIdentity(
+        input_len, out_len = point.input_len, point.output_len
+        if sweep.trace is not None:  # a trace line may name its prompt and lengths
+            line = sweep.trace.requests[index]
+            prompt = by_id.get(line.prompt_id or "", prompt)
+            input_len, out_len = line.input_len or input_len, line.output_len or out_len
+        text = sweep.padded.get((prompt.id, input_len), prompt.text) if input_len else prompt.text
+        spec = request_spec(cfg, text, out_len, point.temperature, seed=cfg.sweep.seed + index)
+        fields = RequestIdentity(
             variant=variant, cell_id=key.cell_id, point_id=key.point_id,
             window_id=window_id(key.cell_id, repeat, launch), category=point.category, prompt_id=prompt.id,
             input_len=point.input_len, output_len=point.output_len, concurrency=point.concurrency,
-            temperature=point.temperature, launch=launch, repeat=repeat, index=index, warmup=False)))
+            temperature=point.temperature, launch=launch, repeat=repeat, index=index, warmup=False)
+        if point.rate is not None:  # open loop: the first requests ramp the load up and are left out
+            fields["rate"] = point.rate
+            fields["warmup"] = index < load.warmup_requests
+        out.append(PlannedRequest(spec=spec, fields=fields, at_s=offsets[index] if offsets else None))
     return out
+
+
+def _offsets(cfg: RunConfig, sweep: Sweep, point: SweepPoint, n: int, repeat: int) -> list[float] | None:
+    """Open loop: the window's send offsets (seeded, the same for every variant); None for a closed loop."""
+    if point.rate is None:
+        return None
+    if sweep.trace is not None:
+        return sweep.trace.offsets(point.rate)
+    load = cfg.sweep.load
+    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness)
 
 
 def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:

@@ -21,14 +21,17 @@ class CellKey(BaseModel):
     category: str
     input_len: int | None = None  # target prompt length in tokens; None = the prompts as they are
     output_len: int
-    concurrency: int
+    concurrency: int  # open loop: the in-flight cap (sweep.load.max_in_flight)
     temperature: float = 0.0
+    rate: float | None = None  # open loop: offered requests/s (None: a closed loop at `concurrency`)
 
     @property
     def point_id(self) -> str:
-        """The sweep point, without the variant: pairs a variant's cell with the baseline's."""
+        """The sweep point, without the variant: pairs a variant's cell with the baseline's. The load is
+        `c<concurrency>` for a closed loop, `r<rate>` (requests/s) for an open one."""
         inp = f"in{self.input_len}" if self.input_len else "in-"
-        return f"{self.category}|{inp}|out{self.output_len}|c{self.concurrency}|t{self.temperature:g}"
+        load = f"c{self.concurrency}" if self.rate is None else f"r{self.rate:g}"
+        return f"{self.category}|{inp}|out{self.output_len}|{load}|t{self.temperature:g}"
 
     @property
     def cell_id(self) -> str:
@@ -61,13 +64,16 @@ class RequestRecord(BaseModel):
     prompt_id: str
     input_len: int | None = None
     output_len: int
-    concurrency: int
+    concurrency: int  # open loop: the in-flight cap
     temperature: float = 0.0
+    rate: float | None = None  # open loop: the offered rate (requests/s); None in a closed loop
     launch: int = 1  # which launch of the variant's engine (sweep.launches)
     repeat: int
     index: int  # position in the cell's request sequence; pairs requests across variants
     warmup: bool = False
     t_send: float  # wall clock at send
+    scheduled_s: float | None = None  # open loop: planned send offset from the window's start
+    send_lag_s: float | None = None  # open loop: actual - planned send time (the sender's timing error)
     ttft_s: float | None = None  # first chunk that carries output tokens
     e2e_s: float | None = None
     chunk_offsets_s: list[float] = Field(default_factory=list)  # arrival of each token-carrying chunk

@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -173,6 +173,16 @@ class RunDir:
         """Per-window cross-checks against the engine's counters and histograms (derived)."""
         return self.path / "reconciliation.csv"
 
+    @property
+    def open_loop(self) -> Path:
+        """Per variant and offered rate: saturation, SLO percentiles, attainment, goodput (derived)."""
+        return self.path / "open_loop.csv"
+
+    @property
+    def capacity(self) -> Path:
+        """Per variant and SLO: capacity under the SLO with its interval, gain over the baseline (derived)."""
+        return self.path / "capacity.csv"
+
     def variant_dir(self, name: str) -> Path:
         p = (self.path / "variants" / name).resolve()
         if self.path.resolve() not in p.parents:  # names are validated, but never write outside the run
@@ -215,6 +225,8 @@ class Run:
     meta: dict[str, Any]
     environment: dict[str, Any]
     config: dict[str, Any]
+    open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x rate (open loop only)
+    capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (open loop only)
 
 
 def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
@@ -230,10 +242,13 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise RunDirError(f"not a run directory: {rd.path}")
     if not rd.meta.exists():
         raise RunDirError(f"not a run directory (no run.json): {rd.path}")
-    cells = pd.read_csv(rd.cells) if rd.cells.exists() else pd.DataFrame()
-    be = pd.read_csv(rd.break_even) if rd.break_even.exists() else pd.DataFrame()
+    def csv(p: Path) -> pd.DataFrame:
+        return pd.read_csv(p) if p.exists() and p.stat().st_size else pd.DataFrame()
+
+    cells, be = csv(rd.cells), csv(rd.break_even)
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cfg = yaml.safe_load(rd.config.read_text()) if rd.config.exists() else {}
     return Run(path=rd.path, requests=records_frame(rd.request_records()),
                windows=records_frame(rd.window_records()), cells=cells, break_even=be,
-               meta=rd.load_meta(), environment=env, config=cfg)
+               meta=rd.load_meta(), environment=env, config=cfg, open_loop=csv(rd.open_loop),
+               capacity=csv(rd.capacity))

@@ -25,7 +25,7 @@ from .errors import PreflightError
 from .fairness import audit
 from .launch import VariantLaunch, make_engine, plan_launches
 from .multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
-from .plan import build_sweep
+from .plan import Sweep, build_sweep, window_requests
 from .preflight import config_problems, host_problems
 from .prompts import load_prompts
 
@@ -59,13 +59,15 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     engine = _engine(cfg)
     check_model_context(cfg, engine.model_path)  # when the model folder is here: lengths vs its context
     launches = plan_launches(cfg, engine)
-    build_sweep(cfg, load_prompts(cfg.sweep.prompts))  # prompt sets, files and categories, as run loads them
+    sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))  # prompt sets, files and categories, as run loads them
     problems = config_problems(cfg, engine, launches)
     version = engine.version()
     out(f"config: {path}")
     out(f"engine: {cfg.engine.kind} {version or '(version unknown: set engine.version)'}"
         f"{'  via ' + shlex.join(cfg.engine.launch_prefix) if cfg.engine.launch_prefix else ''}")
     out(f"model: {engine.model_path}")
+    if cfg.sweep.load.open:
+        out(open_loop_summary(cfg, sweep))
     out("")
     for la in launches:
         _print_variant(cfg, la, engine, print_commands, out)
@@ -88,6 +90,23 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     out(f"OK: {len(launches)} variant(s) would launch as printed."
         + (f" Not checked: {unchecked}." if unchecked else ""))
     return 0
+
+
+def open_loop_summary(cfg: RunConfig, sweep: Sweep) -> str:
+    """One line: the offered load, the SLOs, the search, and how long the configured rates take to send."""
+    from .metrics.slo import parse_slos
+
+    load, cap = cfg.sweep.load, cfg.capacity
+    send_s = sum((window_requests(cfg, sweep, p, "v", r)[-1].at_s or 0.0) for p in sweep.points
+                 for r in range(1, cfg.sweep.repeats + 1))
+    rates = ", ".join(f"{p.rate:g}" for p in sweep.points)
+    how = f"trace {load.trace}" if load.trace else f"{load.arrival} arrivals"
+    slos = "; ".join(s.label for s in parse_slos(cfg.slo)) or "none"
+    search = (f"; capacity search: tolerance {cap.tolerance:g}, up to {cap.max_steps} rate(s) per SLO"
+              if cap.search else "")
+    return (f"load: open loop, {how} at {rates} req/s, {load.warmup_requests} + {load.requests_per_rate} requests "
+            f"per rate, at most {load.max_in_flight} in flight; SLOs: {slos}{search}; sending the configured rates "
+            f"takes {send_s:.0f} s per variant and launch (plus the last responses, and any search rates)")
 
 
 def _engine(cfg: RunConfig) -> Engine:

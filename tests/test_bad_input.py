@@ -206,6 +206,18 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any], Path], None]], list[str]]]
     ("prompt-path-without-file-set", [setp("sweep.prompts", [{"set": "seed", "path": "x.jsonl"}])],
      ["sweep.prompts[0].path", "set: file"]),
     ("unknown-demo-model-name", [setp("model", {"demo": "llama70b"})], ["model.demo", "llama70b"]),
+    ("open-loop-without-rates", [delp("sweep.concurrency"), setp("sweep.load", {"kind": "open"})],
+     ["sweep.load", "needs rates"]),
+    ("open-loop-zero-rate", [delp("sweep.concurrency"), setp("sweep.load", {"kind": "open", "rates": [0]})],
+     ["sweep.load.rates", "> 0"]),
+    ("open-loop-with-concurrency", [setp("sweep.load", {"kind": "open", "rates": [1]})],
+     ["sweep", "concurrency is not used"]),
+    ("slo-on-a-closed-loop", [setp("slo", {"ttft_s": {"p90": 1}})], ["slo", "needs sweep.load.kind open"]),
+    ("slo-unknown-metric", [delp("sweep.concurrency"), setp("sweep.load", {"kind": "open", "rates": [1]}),
+                            setp("slo", {"latency": {"p90": 1}})], ["slo", "unknown metric"]),
+    ("open-loop-trace-missing", [delp("sweep.concurrency"),
+                                 setp("sweep.load", {"kind": "open", "trace": "/nonexistent/traffic.jsonl"})],
+     ["sweep.load.trace", "cannot read trace"]),
 ]
 
 # Problems of this machine, not of the config: run refuses them, validate lists them without failing.

@@ -22,7 +22,8 @@ from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_wa
 from .requests import MeasuredRequest, to_measured_requests, measured_requests, request_itls, request_tpot, window_throughput_arrays
 from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
-KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "point_id"]
+# rate: an open-loop point's offered requests/s (NaN in a closed loop, whose load is `concurrency`)
+KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "rate", "point_id"]
 CELL_COLUMNS = KEY_COLUMNS + [
     "is_baseline",
     "n_requests",
@@ -317,5 +318,6 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     # every key column but point_id (which they determine): no two cells tie
-    return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency"]).reset_index(
+    return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency",
+                            "rate"]).reset_index(
         drop=True)

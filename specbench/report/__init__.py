@@ -12,6 +12,7 @@ per format (markdown.py, html.py), which own all escaping. The pieces:
     tables.py    the measurement tables: speedup, break-even, acceptance, cells, losslessness
     audits.py    sections on what it ran on: fairness, hardware, warnings, status, environment
     plots.py     the figures as PNG bytes
+    slo.py       the open-loop report: verdict per SLO, capacity and per-rate tables (plots: slo_plots.py)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Pa
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
 from .audits import environment_section, fairness_section, hardware_section, status_section, warnings_section
 from .load import RunData, load_report_data, normalize_break_even, normalize_cells
+from .slo import is_open_loop, open_loop_sections
 from .summary import context, gates_section, intervals_section, plot_section, variance_section, verdict_section
 from .tables import (acceptance_distribution, acceptance_table, break_even_table, cell_table, lossless_section,
                      speedup_tables)
@@ -32,7 +34,15 @@ from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter
 def build_document(data: RunData, *, plots: bool = True) -> Document:
     """Verdict first, then plots, tables, audits, status and environment."""
     name = str(data.meta.get("name") or data.path.name)
-    blocks: list[Block] = [context(data)]
+    run_id = data.meta.get("run_id")
+    title = f"specbench report: {name}" + (f" ({run_id})" if run_id else "")
+    if is_open_loop(data):  # capacity under SLOs instead of speedup vs concurrency
+        blocks: list[Block] = open_loop_sections(data, plots=plots)
+        for section in (cell_table, fairness_section, hardware_section, warnings_section, status_section,
+                        environment_section):
+            blocks += section(data)
+        return Document(title=title, blocks=blocks)
+    blocks = [context(data)]
     blocks += verdict_section(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)
@@ -40,8 +50,7 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,
                     warnings_section, status_section, environment_section):
         blocks += section(data)
-    run_id = data.meta.get("run_id")
-    return Document(title=f"specbench report: {name}" + (f" ({run_id})" if run_id else ""), blocks=blocks)
+    return Document(title=title, blocks=blocks)
 
 
 def renderers() -> dict[str, Renderer]:

@@ -1,7 +1,7 @@
 """Loading a run's derived files for the report: cells.csv and break_even.csv typed, run.json and friends parsed.
 
-Only derived files are read (cells.csv, break_even.csv, acceptance.csv, run.json, environment.json,
-fairness.json, config.yaml), so re-rendering an old run is cheap and never parses requests.jsonl.
+Only derived files are read (cells.csv, break_even.csv, acceptance.csv, open_loop.csv, capacity.csv, run.json,
+environment.json, fairness.json, config.yaml), so re-rendering an old run is cheap and never parses requests.jsonl.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ NUMERIC_COLUMNS = (
     "per_user_speedup", "per_user_speedup_ci_low", "per_user_speedup_ci_high", "tpot_speedup",
     "lossless_match_rate", "lossless_any_match_rate", "lossless_prefix_mean", "outlier_count", "throughput_cv",
     "launches", "speedup_ci_df", "full_accept_fraction", "acceptance_unknown_windows", "launch_cv", "repeat_cv",
-    "request_cv",
+    "request_cv", "rate",
 )
 TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings",
                 "interval_unit")
@@ -86,6 +86,8 @@ class RunData:
     cells: pd.DataFrame
     break_even: pd.DataFrame
     acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)  # per request (acceptance.csv)
+    open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x offered rate (open_loop.csv)
+    capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (capacity.csv)
 
     @property
     def baseline(self) -> str:
@@ -127,4 +129,15 @@ def load_report_data(run_dir: str | Path) -> RunData:
         config = yaml.safe_load(rd.config.read_text()) or {}
     return RunData(path=rd.path, meta=read_json(rd.meta) or {}, environment=read_json(rd.environment) or {},
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
-                   break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance))
+                   break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),
+                   open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity))
+
+
+def normalize_open_loop(points: pd.DataFrame) -> pd.DataFrame:
+    """open_loop.csv with `saturated` as bool (it is written as True/False text)."""
+    df = points.copy()
+    if "saturated" in df:
+        df["saturated"] = df["saturated"].map(_truthy).astype(bool)
+    if "saturation_reason" in df:
+        df["saturation_reason"] = df["saturation_reason"].fillna("").astype(str)
+    return df

@@ -42,8 +42,12 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         if vm.get("status") != "done":
             console.print(f"  {name}: {vm.get('status')} {vm.get('reason') or vm.get('reused_from') or ''}",
                           markup=False, highlight=False)
-    h = headline(cells)
-    if h.empty:
+    if rd.capacity.exists() and rd.capacity.stat().st_size:  # an open loop: capacity per SLO instead
+        _capacity_table(pd.read_csv(rd.capacity), console)
+        h = pd.DataFrame()
+    else:
+        h = headline(cells)
+    if h.empty and not rd.capacity.exists():
         console.print("no completed cells")
         return
     t = Table(title="speedup vs baseline (geometric mean over categories and output lengths)")
@@ -52,12 +56,24 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
     for _, r in h.iterrows():
         t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean), _fmt(r.acceptance_length),
                   _fmt(r.output_tok_s, 1), str(r.cells))
-    console.print(t)
+    if not h.empty:
+        console.print(t)
     for line in warning_lines(cells):
         console.print(line, markup=False, highlight=False, style="yellow", soft_wrap=True)
     for p in ("report.md", "report.html"):
         if (rd.path / p).exists():
             console.print(f"report: {rd.path / p}", markup=False, highlight=False)
+
+
+def _capacity_table(cap: pd.DataFrame, console: Console) -> None:
+    """capacity.csv as printed: per variant and SLO, the capacity with its interval and the gain."""
+    t = Table(title="capacity under each SLO (req/s, 95% interval)")
+    for col in ("variant", "SLO", "capacity", "interval", "status", "gain"):
+        t.add_column(col, justify="left" if col in ("variant", "SLO", "status") else "right")
+    for _, r in cap.iterrows():
+        t.add_row(str(r.variant), str(r.slo), _fmt(r.capacity_req_s), f"{_fmt(r.capacity_ci_low)}-"
+                  f"{_fmt(r.capacity_ci_high)}", str(r.status).replace("_", " "), _fmt(r.gain))
+    console.print(t)
 
 
 def warning_lines(cells: pd.DataFrame) -> list[str]:

@@ -26,6 +26,8 @@ from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..metrics.gates import eager_engine
+from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
+from ..metrics.slo import parse_slos
 from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
 from ..report import render
@@ -201,8 +203,8 @@ def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
 
 
 def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
-    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (rewritten
-    atomically), then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
+    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (and for an open
+    loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
     requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
@@ -212,8 +214,16 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         plain=plain_variants(cfg), calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None))
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
+    if cfg.sweep.load.open and len(cells):
+        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
     atomic_write(rd.cells, cells.to_csv(index=False))
-    atomic_write(rd.break_even, break_even_table(cells).to_csv(index=False))
+    closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
+    atomic_write(rd.break_even, break_even_table(closed).to_csv(index=False))
+    if cfg.sweep.load.open:
+        slos = parse_slos(cfg.slo)
+        points = open_loop_table(requests, windows, slos)
+        atomic_write(rd.open_loop, points.to_csv(index=False))
+        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)

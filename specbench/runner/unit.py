@@ -23,13 +23,14 @@ from ..client import run_closed_loop
 from ..config import RunConfig, load_config
 from ..errors import EngineDiedError, EngineStartError, ScrapeError
 from ..metrics import window_throughput
-from ..plan import SweepPoint, warmup_requests, window_requests
+from ..plan import SweepPoint, point_requests, warmup_requests, window_requests
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord
 from ..rundir import RunDir
 from .prepare import Plan, prepare_plan
 from ..plan import window_id
 from .repeats import RepeatRule
+from .search import pending
 from .session import RecordSink, VariantSession
 from .state import RunState, VariantState
 from .window import measure_window
@@ -56,6 +57,8 @@ class RunContext:
     throughput: dict[str, float]  # window id -> output throughput (the adaptive stopping rule)
     reporter: Reporter
     checkpoint: Callable[[], None] = field(default=lambda: None)  # persist the variants' states
+    # open loop with capacity.search: window id -> its records (the search decides from them)
+    window_records: dict[str, list[RequestRecord]] = field(default_factory=dict)
 
     @property
     def cfg(self) -> RunConfig:
@@ -69,11 +72,14 @@ class RunContext:
             n = len(rule.next_repeats(p.key(variant).cell_id, self.done, self.throughput, launch))
             if n:
                 out.append((p, n))
+        if launch == 1 and self.cfg.capacity.search:  # the next bisection rates (first launch only)
+            out += [(p, n) for p in pending(self.cfg, variant, self.plan.sweep.points, self.done, self.window_records)
+                    if (n := len(rule.next_repeats(p.key(variant).cell_id, self.done, self.throughput, launch)))]
         return out
 
     def requests_todo(self, variant: str) -> int:
         """Requests still to send for `variant`, over all its launches (progress and ETA)."""
-        return sum(n * self.cfg.sweep.waves * p.concurrency for la in range(1, self.cfg.sweep.launches + 1)
+        return sum(n * point_requests(self.cfg, self.plan.sweep, p) for la in range(1, self.cfg.sweep.launches + 1)
                    for p, n in self.todo(variant, la))
 
 
@@ -87,7 +93,18 @@ def open_context(run_dir: Path, cfg: RunConfig | None = None, plan: Plan | None 
         sink = RecordSink.open(rd, RunState.load(rd).run_id)
     done = {w.window_id for w in rd.window_records()}
     return RunContext(plan=plan, rd=rd, sink=sink, done=done, throughput=_throughputs(rd, plan.cfg, done),
-                      reporter=reporter or make_reporter(quiet=True))
+                      reporter=reporter or make_reporter(quiet=True), window_records=_searched(rd, plan.cfg, done))
+
+
+def _searched(rd: RunDir, cfg: RunConfig, done: set[str]) -> dict[str, list[RequestRecord]]:
+    """Finished windows' records, for a capacity search to continue on resume (read only when searching)."""
+    if not cfg.capacity.search:
+        return {}
+    out: dict[str, list[RequestRecord]] = {}
+    for rec in rd.request_records():
+        if rec.window_id in done:
+            out.setdefault(rec.window_id, []).append(rec)
+    return out
 
 
 def _throughputs(rd: RunDir, cfg: RunConfig, done: set[str]) -> dict[str, float]:
@@ -132,20 +149,34 @@ async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> Non
         ctx.reporter.phase(name, f"warmup ({len(warm)} requests)")
         await run_closed_loop(session.engine, session.http, session.base_url, warm, 1, session.request_timeout_s,
                               ctx.sink.request, session.headers)
-    rule = RepeatRule(cfg.sweep)
     for point in sweep.points:
-        cell_id = point.key(name).cell_id
-        flushed = False
-        while todo := rule.next_repeats(cell_id, ctx.done, ctx.throughput, launch):
-            repeat = todo[0]
-            if not flushed:
-                await session.engine.between_cells(session.http, session.base_url)
-                flushed = True
-            where = f"launch {launch} " if cfg.sweep.launches > 1 else ""
-            ctx.reporter.phase(name, f"{where}{point.category} out={point.output_len} c={point.concurrency} "
-                                     f"rep {repeat}")
-            wid = window_id(cell_id, repeat, launch)
-            await measure_window(session, window_requests(cfg, sweep, point, name, repeat, launch), wid)
-            ctx.done.add(wid)
-            if rule.adaptive and (tp := window_throughput(session.last_window)) is not None:
-                ctx.throughput[wid] = tp
+        await _measure_point(ctx, session, point, launch)
+    while launch == 1 and (more := pending(cfg, name, sweep.points, ctx.done, ctx.window_records)):
+        # capacity.search: the next bisection rate of each unfinished curve (stop if none had a window to measure)
+        if not [await _measure_point(ctx, session, point, launch) for point in more].count(True):
+            break
+
+
+async def _measure_point(ctx: RunContext, session: VariantSession, point: SweepPoint, launch: int) -> bool:
+    """Every window of one point still missing in this launch; False when none was."""
+    cfg, sweep, name = ctx.cfg, ctx.plan.sweep, session.name
+    rule = RepeatRule(cfg.sweep)
+    cell_id = point.key(name).cell_id
+    flushed = measured = False
+    while todo := rule.next_repeats(cell_id, ctx.done, ctx.throughput, launch):
+        repeat = todo[0]
+        if not flushed:
+            await session.engine.between_cells(session.http, session.base_url)
+            flushed = True
+        where = f"launch {launch} " if cfg.sweep.launches > 1 else ""
+        load = f"c={point.concurrency}" if point.rate is None else f"{point.rate:g} req/s"
+        ctx.reporter.phase(name, f"{where}{point.category} out={point.output_len} {load} rep {repeat}")
+        wid = window_id(cell_id, repeat, launch)
+        await measure_window(session, window_requests(cfg, sweep, point, name, repeat, launch), wid)
+        ctx.done.add(wid)
+        if rule.adaptive and (tp := window_throughput(session.last_window)) is not None:
+            ctx.throughput[wid] = tp
+        if cfg.capacity.search:
+            ctx.window_records[wid] = list(session.last_window)
+        measured = True
+    return measured

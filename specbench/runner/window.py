@@ -1,4 +1,4 @@
-"""One measurement window: counters before, the closed loop, counters after, the WindowRecord.
+"""One measurement window: counters before, the load (closed or open loop), counters after, the WindowRecord.
 
 A window counts only once its WindowRecord is written (after its last request record), so a window cut
 short by a crash, Ctrl-C or an engine death is measured again from scratch on resume.
@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from ..client import run_closed_loop
 from ..environment import gpu_telemetry
 from ..errors import EngineDiedError, ScrapeError
+from ..load import Target, make_load
 from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
 from .session import VariantSession
@@ -43,8 +43,8 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         session.sink.request(rec)
         session.reporter.advance()
 
-    records = await run_closed_loop(engine, session.http, session.base_url, planned, first["concurrency"],
-                                    session.request_timeout_s, on_record, session.headers)
+    target = Target(engine, session.http, session.base_url, session.request_timeout_s, session.headers)
+    records = await make_load(planned).send(target, planned, on_record)
     t_end = time.time()
     proc = session.proc
     if proc is not None and not proc.alive():
@@ -56,11 +56,15 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         if after is not None:
             counters, per_pos = counter_delta(before, after)
     gpu = gpu_telemetry()  # clocks, power, temperature after the window (None without nvidia-smi)
+    extra: dict[str, Any] = {"gpu": gpu} if gpu else {}
+    ramp = sum(1 for p in planned if p.fields["warmup"])
+    if ramp:  # open loop: the counters cover these ramp-up requests too (no per-window reconciliation)
+        extra["warmup_requests"] = ramp
     window = WindowRecord(
         window_id=window_id, variant=session.name, cell_id=first["cell_id"], point_id=first["point_id"],
         launch=first.get("launch", 1), repeat=first["repeat"], t_start=t_start, t_end=t_end,
         n_requests=len(records), counters=counters, per_position_accepted=per_pos,
-        extra={"gpu": gpu} if gpu else {})
+        extra=extra)
     session.sink.window(window)
     session.last_window = records
     return window

@@ -21,6 +21,8 @@ apply to streamed generation requests only, so readiness probes still work. Meas
 --spec-metrics-skew (per-request acceptance disagrees with the counters), --histogram-skew-ms (the
 server's latency histograms record more than happened), --pre-arrival-ms (time the server spends on a
 request before its clock starts, invisible to its histograms).
+A queue (--slots C --service-ms S): streamed requests wait in FIFO order for one of C slots, hold it for S ms,
+then stream their whole output at once: an M/D/c queue, whose TTFT is the wait plus S (open-loop tests).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Options:
     spec_metrics_skew: int = 0  # added to each request's reported accepted drafts (not to the counters)
     histogram_skew_ms: float = 0.0  # added to every TTFT / e2e histogram observation
     pre_arrival_ms: float = 0.0  # sleep before the request's server-side clock starts
+    slots: int | None = None  # M/D/c: requests served at once; the rest wait in FIFO order
+    service_ms: float = 0.0  # M/D/c: how long a request holds its slot before its output streams
 
 
 @dataclass
@@ -104,6 +108,7 @@ class StandIn:
         self.o = opts
         self.s = State()
         self.rng = random.Random(opts.seed)
+        self.slots = asyncio.Semaphore(opts.slots) if opts.slots else None  # FIFO: waiters wake in order
         # sglext objects come from SGLang's own classes (sglang_protocol.json); refuse at start, not mid-stream,
         # when a spec_* name used here is not a SpecTokensDetails field of that SGLang
         self.protocol = (protocol or load()) if opts.format == "sglang" else None
@@ -247,7 +252,14 @@ class StandIn:
                 return Response.json(self._full(path, body, ids, finish, stats))
             if self.o.pre_arrival_ms:
                 await asyncio.sleep(self.o.pre_arrival_ms / 1000)
-            if await self._stream(path, body, stream, ids, steps, finish, stats):
+            if self.slots is not None:
+                async with self.slots:  # the queue: wait for a slot, hold it for the service time
+                    entry["t_service"] = time.time()
+                    await asyncio.sleep(self.o.service_ms / 1000)
+                    sent = await self._stream(path, body, stream, ids, steps, finish, stats)
+            else:
+                sent = await self._stream(path, body, stream, ids, steps, finish, stats)
+            if sent:
                 self._record(entry, stats)
             return None
         finally:
@@ -523,6 +535,10 @@ def parser() -> argparse.ArgumentParser:
                    help="add this to every TTFT / e2e histogram observation")
     p.add_argument("--pre-arrival-ms", type=float, default=0.0,
                    help="sleep before the server-side clock of a streamed request starts")
+    p.add_argument("--slots", type=int, default=None,
+                   help="queue: serve this many streamed requests at once, the rest wait in FIFO order (M/D/c)")
+    p.add_argument("--service-ms", type=float, default=0.0,
+                   help="queue: milliseconds a request holds its slot before its output streams")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
                    "like vLLM's --api-key; the key itself never appears on the command line")
     return p

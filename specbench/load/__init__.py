@@ -1,0 +1,29 @@
+"""How a window's planned requests are sent: one interface, one module per way of offering load.
+
+    load = make_load(planned)                      # closed or open, from the plan alone
+    records = await load.send(target, planned, on_record)
+
+closed.py keeps `concurrency` requests in flight (the classic sweep); open.py sends each request at its
+planned time (`PlannedRequest.at_s`) whatever is in flight, up to a safety cap. The runner calls `send` and
+knows no arrival process: the schedule is part of the plan (plan.window_requests, arrivals.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..plan import PlannedRequest
+from .base import Load, OnRecord, Target
+from .closed import ClosedLoop
+from .open import OpenLoop
+
+
+def make_load(planned: Sequence[PlannedRequest]) -> Load:
+    """The load a window's requests ask for: open when they carry send times, else closed at their concurrency."""
+    first = planned[0]
+    if first.at_s is not None:
+        return OpenLoop(max_in_flight=first.fields["concurrency"])
+    return ClosedLoop(concurrency=first.fields["concurrency"])
+
+
+__all__ = ["ClosedLoop", "Load", "OnRecord", "OpenLoop", "Target", "make_load"]

@@ -1,0 +1,21 @@
+"""The closed loop: exactly `concurrency` requests in flight until all are done (client.run_closed_loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..client import run_closed_loop
+from ..plan import PlannedRequest
+from ..records import RequestRecord
+from .base import OnRecord, Target
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    concurrency: int
+
+    async def send(self, target: Target, planned: Sequence[PlannedRequest],
+                   on_record: OnRecord) -> list[RequestRecord]:
+        return await run_closed_loop(target.engine, target.http, target.base_url, planned, self.concurrency,
+                                     target.timeout_s, on_record, target.headers)
