@@ -77,9 +77,28 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     if any(s == "failed" for s in result.status.values()):
         print(f"error: calibrate: the baseline failed; see {result.run_dir}", file=sys.stderr)
         return 1
-    cal, path = calibration.record(result.run_dir, cfg)
+    got = calibration.record(result.run_dir, cfg)
+    assert got is not None  # a calibration that estimates nothing raises
+    cal, path = got
+    if not cal.pooled:
+        print(f"warning: {cal.note}: kept in {path} but not pooled (a driver, BIOS or load change?)", file=sys.stderr)
+    pooled = calibration.pooled(calibration.load_history(path), str(path))
+    total = f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries" if pooled else ""
     print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
-          f"{cal.df:g} df) stored in {path}; later runs on this hardware with one launch per variant use it")
+          f"{cal.df:g} df) added to {path}{total}; later runs on this hardware with one launch per variant use it")
+    return 0
+
+
+def _cmd_plan(a: argparse.Namespace) -> int:
+    from . import calibration
+    from .config import load_config
+    from .environment import hardware_fingerprint
+    from .planner import make_plan, render
+
+    cfg = load_config(a.config)
+    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
+    history = calibration.pooled(calibration.load_history(path), str(path))
+    print(render(make_plan(cfg, history)))
     return 0
 
 
@@ -174,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--out", help="run directory of the calibration (default <output_dir>/<name>-calibration-...)")
     cal.add_argument("--force", action="store_true", help="measure again into a non-empty --out")
     cal.set_defaults(fn=_cmd_calibrate)
+    pl = sub.add_parser("plan", help="before any launch: expected wall time, interval width per point and the "
+                                     "cost-optimal launches x repeats")
+    pl.add_argument("config")
+    pl.set_defaults(fn=_cmd_plan)
     # hidden: what `--scheduler slurm` runs on a node, as a Slurm step
     w = sub.add_parser("worker")
     w.add_argument("run_dir")

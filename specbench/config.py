@@ -101,6 +101,25 @@ class AdaptiveConfig(Strict):
     max_repeats: int = Field(10, ge=2)
 
 
+class EstimatesConfig(Strict):
+    """Stated estimates for `specbench plan` where no run has measured them yet (the history's figures,
+    when it has them, come first for the variance components)."""
+
+    startup_s: float | None = Field(None, gt=0)  # one engine launch until it generates
+    # per-request decode speed (tok/s): one figure, or per concurrency ({1: 26, 32: 25.2}; nearest used)
+    per_request_tok_s: float | dict[int, float] | None = None
+    launch_cv: float | None = Field(None, ge=0, lt=1)  # between launches, relative
+    repeat_cv: float | None = Field(None, ge=0, lt=1)  # between repeats inside a launch, relative
+
+    @field_validator("per_request_tok_s")
+    @classmethod
+    def _rates(cls, v: float | dict[int, float] | None) -> float | dict[int, float] | None:
+        rates = v.values() if isinstance(v, dict) else [] if v is None else [v]
+        if any(not r > 0 for r in rates) or (isinstance(v, dict) and (not v or min(v) < 1)):
+            raise ValueError("must be a positive rate, or a map of concurrency >= 1 to positive rates")
+        return v
+
+
 DEFAULT_MAX_IN_FLIGHT = 256  # open loop: requests in flight beyond this wait (a late send is recorded)
 
 
@@ -166,6 +185,22 @@ class SweepConfig(Strict):
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     request_timeout_s: float = Field(600.0, gt=0)
     max_error_rate: float = Field(0.0, ge=0, le=1)  # a cell with more failed requests is invalid
+    # "decided": after `launches`, one more launch at a time (baseline and the drafters concerned, only
+    # their undecided points) until every point is decided, `max_launches` is reached or `budget_h` is
+    # spent; intervals then spend alpha over the max_launches - launches + 1 looks (docs/metrics.md)
+    until: Literal["fixed", "decided"] = "fixed"
+    max_launches: int = Field(10, ge=2)
+    budget_h: float | None = Field(None, gt=0)  # wall-time budget of the whole run (until: decided)
+
+    @model_validator(mode="after")
+    def _sequential(self) -> "SweepConfig":
+        if self.until == "decided" and self.launches < 2:
+            raise ValueError("until: decided needs launches >= 2 (each look compares launch means)")
+        if self.until == "decided" and self.max_launches <= self.launches:
+            raise ValueError(f"until: decided needs max_launches > launches ({self.launches})")
+        if self.until == "decided" and self.load.open:
+            raise ValueError("until: decided decides closed-loop speedups (load.kind: closed)")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -214,6 +249,8 @@ class VerdictConfig(Strict):
     """How the report turns intervals into advice."""
 
     min_speedup: float = Field(DEFAULT_MIN_SPEEDUP, ge=1.0)  # adopt only where the interval's low end clears it
+    # the variance history's directory (a team's shared one); default $SPECBENCH_HISTORY, else the cache
+    history_dir: str | None = None
 
 
 class SchedulerConfig(Strict):
@@ -222,6 +259,22 @@ class SchedulerConfig(Strict):
     # compare variants measured on nodes whose hardware fingerprints differ (the report says so)
     allow_mixed_hardware: bool = False
     srun_args: list[str] = Field(default_factory=list)  # added to every srun step, e.g. [--gres=gpu:8]
+
+
+class ClientConfig(Strict):
+    """specbench's own load generator. `processes`: worker processes that share the streams of each window
+    (C in flight in total; `auto`: one per CPU specbench may use, at most 8); 1 = the runner's own process."""
+
+    processes: int | Literal["auto"] = Field(1)
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+            raise ValueError(f"must be a number of processes between 1 and 64, or auto (got {v!r})")
+        return v
 
 
 SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s")
@@ -266,9 +319,11 @@ class RunConfig(Strict):
     variants: list[VariantConfig] = Field(min_length=1)
     sweep: SweepConfig
     verdict: VerdictConfig = Field(default_factory=VerdictConfig)
+    estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
     slo: dict[str, dict[str, float]] | None = None  # e.g. {ttft_s: {p90: 0.5}}: open loop (docs/metrics.md)
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    client: ClientConfig = Field(default_factory=ClientConfig)
     output_dir: str = "runs"
 
     @model_validator(mode="after")

@@ -37,8 +37,16 @@ class EngineStartError(SpecbenchError):
     """The engine process exited or timed out before it could generate."""
 
 
+class ForeignListenerError(EngineStartError):
+    """Another process listens on the engine's port: its answers would be measured as this engine's."""
+
+
 class EngineDiedError(SpecbenchError):
     """The engine process went away in the middle of a sweep."""
+
+
+class ClientWorkerError(SpecbenchError):
+    """A client worker process (client.processes > 1) died or did not start: the window is not complete."""
 
 
 class ScrapeError(SpecbenchError):

@@ -130,6 +130,30 @@ def port_owner(port: int) -> str | None:
     return None
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def listening_pids(host: str, port: int) -> list[int | None] | None:
+    """The processes with a socket listening where host:port traffic goes (host itself or a wildcard
+    address); None for a socket whose process the OS does not show. None when sockets cannot be listed."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        return None
+    local = {host, f"::ffff:{host}", *WILDCARDS}
+    if host in ("localhost", "127.0.0.1", "::1"):
+        local |= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+    return [c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+            and c.laddr.ip in local]
+
+
+def describe_pid(pid: int) -> str:
+    try:
+        return f"PID {pid} ({' '.join(psutil.Process(pid).cmdline())[:120]})"
+    except psutil.Error:
+        return f"PID {pid}"
+
+
 class EngineProcess:
     """A launched engine. Use as a context manager, or call start()/stop() yourself."""
 
@@ -184,6 +208,20 @@ class EngineProcess:
                 self._known[child.pid] = child
         except psutil.Error:
             pass
+
+    def foreign_listener(self) -> str | None:
+        """Who else listens on the engine's port ('PID 123 (cmdline)'), or None when every listener belongs to
+        this engine's process tree (or none is visible yet). Another run's server on a shared port would
+        otherwise answer this engine's probes and requests, and the measurements would be of the wrong server."""
+        pids = listening_pids(self.host, self.port)
+        if not pids:
+            return None
+        self._remember_tree()
+        ours = {pid for pid, p in self._known.items() if _running(p)}
+        for pid in pids:
+            if pid is not None and pid not in ours:
+                return describe_pid(pid)
+        return None
 
     async def wait_ready(self, probe: Callable[[], Awaitable[object]], timeout_s: float,
                          on_wait: Callable[[float, str], None] | None = None) -> float:
@@ -245,6 +283,9 @@ class EngineProcess:
         self._dismiss_reaper()
         deadline = time.monotonic() + port_wait_s
         while port_in_use(self.host, self.port) and time.monotonic() < deadline:
+            pids = listening_pids(self.host, self.port)
+            if pids and all(pid not in self._known for pid in pids):
+                break  # another process's listener (ForeignListenerError): not ours to wait for
             time.sleep(0.2)
 
     def _dismiss_reaper(self) -> None:

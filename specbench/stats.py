@@ -172,6 +172,27 @@ def ratio_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0
     return _t_bounds(math.log(mx / my), variance, df, confidence, log=True)
 
 
+def pooled_ratio_ci(numerator: ArrayLike, denominator: ArrayLike, prior: Component, confidence: float = 0.95,
+                    ) -> TInterval:
+    """Pooled-variance t interval of mean(numerator) / mean(denominator) for two independent samples of
+    units that share one relative unit variance, known also from earlier runs (`prior` = (v_p, df_p), e.g.
+    the variance history's launch-mean variance):
+        v = (df_p v_p + (n_x - 1) v_x + (n_y - 1) v_y) / (df_p + n_x + n_y - 2),  v_x = s_x^2 / xbar^2
+        var(log R) = v (1/n_x + 1/n_y),  df = df_p + n_x + n_y - 2
+    so df add up across runs and t falls towards z. Fewer than 2 finite units on either side, a
+    non-positive mean or a prior without df -> all None."""
+    x, y = _units(numerator, 2), _units(denominator, 2)
+    vp, dfp = prior
+    if x is None or y is None or not (dfp > 0 and vp >= 0 and math.isfinite(vp)):
+        return UNDEFINED_T
+    mx, my = float(x.mean()), float(y.mean())
+    if not (mx > 0 and my > 0):
+        return UNDEFINED_T
+    df = dfp + x.size + y.size - 2
+    v = (dfp * vp + float(x.var(ddof=1)) / mx**2 * (x.size - 1) + float(y.var(ddof=1)) / my**2 * (y.size - 1)) / df
+    return _t_bounds(math.log(mx / my), v * (1 / x.size + 1 / y.size), df, confidence, log=True)
+
+
 def ratio_estimator_ci(numerator: ArrayLike, denominator: ArrayLike, confidence: float = 0.95, *,
                        min_units: int = 2) -> TInterval:
     """t interval of a positive pooled ratio R = sum(num) / sum(den) over n independent units (e.g. tokens

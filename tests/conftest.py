@@ -23,6 +23,15 @@ REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "standin" / "server.py"
 
 
+@pytest.fixture(autouse=True)
+def _own_variance_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets an empty variance history of its own (runs with 2+ launches append to it): none
+    reads or grows the machine's ~/.cache/specbench history."""
+    path = tmp_path_factory.mktemp("history")
+    monkeypatch.setenv("SPECBENCH_HISTORY", str(path))
+    return path
+
+
 # -- tools the suite needs from outside the main venv ----------------------------------------------------
 def unavailable(reason: str) -> None:
     """Skip a test whose outside tool is missing, but fail it under CI (CI=true): .ci/run and `make test`

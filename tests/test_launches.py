@@ -3,7 +3,9 @@ to the next (as vLLM-CPU did on a 2-core machine) must give neither "adopt" nor 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -25,7 +27,8 @@ def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: i
     data = standin_config(model_dir, port, variants=AA, sweep={
         "concurrency": [1, 2], "output_lens": [32], "launches": launches, "repeats": repeats})
     for v, ms in SHIFTS.items():
-        set_launch_faults(model_dir.parent, v, [["--ms-per-token", m] for m in ms])
+        # --paced: each launch runs at its set speed; unpaced sleeps stretch the fast launches most under load
+        set_launch_faults(model_dir.parent, v, [["--ms-per-token", m, "--paced"] for m in ms])
     out = tmp_path / f"run{launches}"
     result = run_matrix(parse_config(data), RunOptions(out=out, skip_preflight=True))
     assert set(result.status.values()) == {"done"}
@@ -93,10 +96,75 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     assert cal is not None and cal.rel_var == pytest.approx((0.01 + 0.04) / 2) and cal.df == 2
     assert calibration.estimate(cells.assign(launches=1), "b", hardware={}, engine="", model="",
                                 source_run="") is None
-    path = calibration.save(cal, calibration.store_path({"cpu": "c"}, tmp_path))
+    path = calibration.store_path({"cpu": "c"}, tmp_path)
+    assert calibration.add(cal, path).pooled
     assert calibration.attach(tmp_path / "run", {"cpu": "other"}, tmp_path) is None  # another machine
     (tmp_path / "run").mkdir()
-    assert calibration.attach(tmp_path / "run", {"cpu": "c"}, tmp_path) == cal
-    assert calibration.load(tmp_path / "run" / calibration.FILE) == calibration.load(path)
+    attached = calibration.attach(tmp_path / "run", {"cpu": "c"}, tmp_path)
+    assert attached is not None and (attached.rel_var, attached.df, attached.entries) == (cal.rel_var, 2, 1)
+    assert attached.history == str(path)
+    copied = calibration.load(tmp_path / "run" / calibration.FILE)
+    assert copied is not None and (copied.rel_var, copied.df, copied.history) == (cal.rel_var, 2, str(path))
     # one launch per variant: a speedup's log variance gains 2 x rel_var (two independent launches)
     assert launch_components(cal.variance("x"), n_variants=2) == [(2 * cal.rel_var, 2.0)]
+
+
+def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0)) -> Any:
+    from specbench import calibration
+
+    return calibration.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
+                                   engine="vllm", model="m", created="t", source_run=run,
+                                   repeat_rel_var=repeat[0], repeat_df=repeat[1])
+
+
+def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -> None:
+    from specbench import calibration
+
+    path = calibration.store_path({"cpu": "c"}, tmp_path)
+    calibration.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
+    calibration.add(_entry(0.0025, 2, "b", (0.0001, 6)), path)
+    p = calibration.pooled(calibration.load_history(path), str(path))
+    # df add up; pooled variance = sum(df_i v_i) / sum(df_i)
+    assert p is not None and p.df == 4 and p.rel_var == pytest.approx((2 * 0.0016 + 2 * 0.0025) / 4)
+    assert (p.repeat_df, p.repeat_rel_var) == (12, pytest.approx(0.00025)) and p.entries == 2
+    # a launch CV of 40% against the history's 4.5% (F = 79 on 2 and 4 df): kept, not pooled
+    bad = calibration.add(_entry(0.16, 2, "c"), path)
+    assert not bad.pooled and "inconsistent" in bad.note and "F test" in bad.note
+    assert len(calibration.load_history(path)) == 3
+    again = calibration.pooled(calibration.load_history(path))
+    assert again is not None and (again.df, again.rel_var) == (4, p.rel_var)
+    # the same run added twice replaces its entry (re-running a report does not double its df)
+    calibration.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
+    assert len(calibration.load_history(path)) == 3
+
+
+def test_history_reads_a_calibration_from_before_histories(tmp_path: Path) -> None:
+    from specbench import calibration
+
+    path = calibration.save(_entry(0.01, 2, "old"), tmp_path / "x.json")  # one calibration, no "entries"
+    p = calibration.pooled(calibration.load_history(path))
+    assert p is not None and (p.rel_var, p.df) == (0.01, 2)
+    assert calibration.pooled([_entry(math.nan, 0, "r", (0.01, 4))]) is None  # repeats say nothing of launches
+
+
+def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench import calibration
+
+    monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "env"))
+    assert calibration.history_dir("/team/shared") == Path("/team/shared")
+    assert calibration.history_dir(None) == tmp_path / "env"
+    monkeypatch.delenv("SPECBENCH_HISTORY")
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
+    assert calibration.history_dir(None) == tmp_path / "cache" / "calibration"
+
+
+def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
+    from specbench import calibration
+
+    hist = _entry(0.0016, 4, "h", (0.0004, 12))  # launch CV 4%, repeat CV 2%
+    cells = pd.DataFrame({"variant": ["b", "b"], "valid": [True, True], "launches": [3, 3], "repeats": [6, 6],
+                          "launch_cv": [0.04, 0.05], "repeat_cv": [0.02, 0.02]})
+    assert calibration.inconsistency(cells, "b", hist) is None
+    # a launch CV of 40% (F = 100 on 2 and 4 df): this run's intervals keep to its own launches
+    reason = calibration.inconsistency(cells.assign(launch_cv=0.4), "b", hist)
+    assert reason is not None and reason.startswith("this run's between-launch CV 40.0% (df 2) is inconsistent")

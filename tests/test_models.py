@@ -215,4 +215,4 @@ def test_demo_models_in_a_config_include_demo_drafts() -> None:
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml")
     assert demo_models_in(cfg) == ["smollm2", "smollm2-eagle3"]
     full = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu-full.yaml")
-    assert demo_models_in(full) == ["smollm2", "smollm2-eagle3", "smollm2-dflash", "smollm2-draft"]
+    assert demo_models_in(full) == ["smollm2", "smollm2-eagle3", "smollm2-draft", "smollm2-dflash"]

@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from specbench.client import stream_request
+from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec, dist_version
 from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
@@ -76,7 +76,7 @@ REQ = RequestSpec(messages=[{"role": "user", "content": "Write a poem"}], prompt
 
 async def _stream(url: str, engine: SGLangEngine):
     async with httpx.AsyncClient() as http:
-        return await stream_request(engine, http, url, REQ, timeout_s=10)
+        return await stream_request(Endpoint(engine, http, url, 10), REQ)
 
 
 def test_openai_stream_carries_sglext_spec_details(standin) -> None:

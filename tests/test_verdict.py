@@ -131,8 +131,29 @@ def test_single_repeat_is_indicative_only() -> None:
     text, _ = verdict(curve_rows(((1.3, 0, 0), (1.2, 0, 0), (0.9, 0, 0)), intervals=False))
     # no interval: the point estimates decide, worded as observations, never as advice
     assert text == ("**spec** looks faster for concurrency ≤ 2 on code (point estimate above 1.05 at 2 of 3 levels); "
-                    "baseline looks faster above (some points have no interval, e.g. a single repeat: indicative "
-                    "only)")
+                    "baseline looks faster above (indicative only: some points have no interval (e.g. a single "
+                    "repeat); 3 launches per variant; between-launch CV 5.0%, measured and in every interval)")
+
+
+def test_each_reason_for_indicative_is_said_once() -> None:
+    """Issue 23 item 12: one launch, no calibration and a single repeat gave "(... a single repeat: indicative
+    only) (indicative only: 1 launch per variant ...)". One parenthesis, one "indicative only"."""
+    rows = curve_rows(((1.3, 0, 0), (1.2, 0, 0)), intervals=False, interval_unit="repeat", launches=1,
+                      launch_cv=math.nan)
+    text, _ = verdict(rows)
+    assert text.count("indicative only") == 1 and text.count("single repeat") == 1
+    assert text.endswith(" levels) (indicative only: some points have no interval (e.g. a single repeat); 1 launch "
+                         "per variant and no calibration for this hardware, so the "
+                         "variance between launches (about 25% on a shared 2-core CPU) is not in the intervals; "
+                         "set sweep.launches >= 2 or run `specbench calibrate`)")
+
+
+def test_no_practical_difference_everywhere() -> None:
+    same = (0.99, 0.97, 1.02)
+    text, tone = verdict(curve_rows((same, same, same)))
+    assert text == ("**spec**: no practical difference on code (interval inside [0.952, 1.05] at all 3 levels; "
+                    "speedup 0.99): not worth adopting")
+    assert tone == "warn"
 
 
 def test_break_even_crossing_limits_the_adoption() -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 from .. import stats
 from . import gates
 from .acceptance import cell_acceptance
+from .decision import Components, Design, Estimate, component_interval
 from .common import NAN, interval_or_nan, key_nan, safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import cell_lossless
@@ -206,8 +207,15 @@ def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     """What the cell's intervals treat as independent: launches, or repeats (plus a calibrated launch
     variance when one applies)."""
     if n_launches >= 2:
-        return "launch"
+        return "launch+history" if calibration is not None and calibration.df > 0 and calibration.repeat_df > 0 \
+            else "launch"
     return "repeat+calibration" if calibration is not None else "repeat"
+
+
+def _mark_history_intervals(row: dict[str, Any]) -> None:
+    """A speedup interval from the history's components alone (a single window per side)."""
+    if row["interval_unit"] == "repeat+calibration" and row["repeats"] == 1 and math.isfinite(row["speedup_ci_low"]):
+        row["interval_unit"] = "history"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -223,7 +231,13 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     extra = launch_components(calibration if single else None, n_variants=2)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    prior = None if single else _history_prior(cell, calibration)
+    if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
+        ci = stats.pooled_ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), prior)
+    else:
+        ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+    if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
+        ci = _component_ci(out["speedup"], cell, base, calibration)
     if math.isfinite(out["speedup"]):
         out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
         out["speedup_ci_df"] = NAN if ci.df is None else ci.df
@@ -236,6 +250,27 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
     out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
     return out
+
+
+def _history_prior(cell: _Cell, cal: LaunchVariance | None) -> stats.Component | None:
+    """The history's variance of one launch mean of this cell, s_L^2 + s_R^2 / r (r = its windows per
+    launch), with the launch component's df; None without both components."""
+    if cal is None or not (cal.df > 0 and cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)
+                           and cal.rel_var >= 0):
+        return None
+    r = max(1, len(cell.window_tp) // max(1, cell.n_launches))
+    return cal.rel_var + cal.repeat_rel_var / r, cal.df
+
+
+def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:
+    """The speedup interval of cells too small to estimate their own variance (one launch, one repeat),
+    from the history's pooled launch and repeat components (decision.component_interval)."""
+    if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var) and cal.rel_var >= 0):
+        return stats.UNDEFINED_T
+    comps = Components(Estimate(cal.rel_var, cal.df), Estimate(cal.repeat_rel_var, cal.repeat_df))
+    lo, hi, df = component_interval(speedup, comps, Design(cell.n_launches, max(1, len(cell.window_tp))),
+                                    Design(base.n_launches, max(1, len(base.window_tp))))
+    return stats.TInterval(lo, hi, df) if math.isfinite(lo) else stats.UNDEFINED_T
 
 
 def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions) -> dict[str, list[CellWarning]]:
@@ -277,6 +312,7 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
                     base_by_prompt.setdefault(same, []).append(r)
 
     variant_gates = _variant_gates(cells, windows, opts)
+    saturated = gates.client_saturated(windows)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -285,6 +321,7 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
             row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
+            _mark_history_intervals(row)
         if not row["is_baseline"] and row["temperature"] == 0:
             (row["lossless_match_rate"], row["lossless_any_match_rate"],
              row["lossless_prefix_mean"]) = cell_lossless(
@@ -292,6 +329,10 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
                  base_by_prompt)
         if not row["valid"]:
             for col in INVALID_BLANKED:
+                row[col] = NAN
+        impossible = gates.impossible_acceptance(row)  # a gate, never a figure
+        if impossible is not None:
+            for col in gates.ACCEPTANCE_FIGURES:
                 row[col] = NAN
         ws = cell_warnings(CellSummary(
             is_baseline=row["is_baseline"],
@@ -314,6 +355,10 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
         )) + c.reconciliation + variant_gates.get(row["variant"], [])
+        if impossible is not None:
+            ws.append(impossible)
+        if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
+            ws.append(sat)
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

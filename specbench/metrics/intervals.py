@@ -28,6 +28,8 @@ class LaunchVariance:
     rel_var: float
     df: float
     source: str  # where it comes from: "measured" in this run, or the calibration's path
+    repeat_rel_var: float = math.nan  # the history's between-repeat variance (CV^2), when it has one
+    repeat_df: float = 0.0
 
 
 def unit_key(launch: int, repeat: int, n_launches: int) -> Hashable:

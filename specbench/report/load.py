@@ -86,6 +86,7 @@ class RunData:
     cells: pd.DataFrame
     break_even: pd.DataFrame
     acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)  # per request (acceptance.csv)
+    history: dict[str, Any] | None = None  # the pooled variance history the run used (calibration.json)
     open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x offered rate (open_loop.csv)
     capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (capacity.csv)
 
@@ -130,6 +131,7 @@ def load_report_data(run_dir: str | Path) -> RunData:
     return RunData(path=rd.path, meta=read_json(rd.meta) or {}, environment=read_json(rd.environment) or {},
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
                    break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),
+                   history=read_json(rd.path / "calibration.json"),
                    open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity))
 
 

@@ -12,9 +12,10 @@ import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
 from .audits import gpus_text
-from .document import Block, Bullets, Heading, Image, Paragraph, Strong, Table, Tone
+from .document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
 from .fmt import fmt_len, fmt_pct, num
 from .load import RunData
+from .decisions import legend, undecided_advice, verdict_table
 from .verdict import drafter_verdict
 
 
@@ -68,12 +69,30 @@ def verdict_section(data: RunData) -> list[Block]:
     if not items:
         return [Heading("Verdict"), Paragraph(["No drafter variants in this run: nothing to decide."], "warn")]
     overall: Tone = "bad" if all(t == "bad" for t in tones) else "verdict"
-    return [Heading("Verdict"), Bullets(items, overall),
+    table = verdict_table(data)
+    more: list[Inline] = []
+    for v in data.drafters:
+        if advice := undecided_advice(data, v, _min_speedup(data)):
+            more += [Strong(v), f": {advice}. "]
+    return [Heading("Verdict"), *([table] if table is not None else []), Bullets(items, overall),
+            *([Paragraph(more, "note")] if more else []),
             Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
-                       f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter) and "
-                       "against it when the whole interval lies below 1.0; anything between decides nothing. A "
+                       f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter), as "
+                       f"no practical difference when the interval lies inside [{1 / _min_speedup(data):.3f}, "
+                       f"{_min_speedup(data):g}], and against it when the whole interval lies below 1.0; anything "
+                       "else decides nothing yet. Each is a one-sided test at 2.5% on the same 95% interval. A "
                        "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU "
-                       "engine, GPU drift) overrules a win."], "note")]
+                       "engine, GPU drift) overrules a win. " + legend(data) + _sequential_note(data)], "note")]
+
+
+def _sequential_note(data: RunData) -> str:
+    sweep = data.config.get("sweep") or {}
+    if sweep.get("until") != "decided":
+        return ""
+    k = int(sweep.get("max_launches") or 10) - int(sweep.get("launches") or 1) + 1
+    return (f" Sequential run (sweep.until: decided): launches were added where points were undecided, so each "
+            f"speedup interval is drawn at 2.5% / {k} per side (alpha spent over {k} looks), which keeps every "
+            "outcome's error rate at most 2.5% however many looks the run took.")
 
 
 def _min_speedup(data: RunData) -> float:
@@ -98,7 +117,9 @@ def intervals_section(data: RunData) -> list[Block]:
     units = c["interval_unit"].replace("", "repeat") if "interval_unit" in c else pd.Series(["repeat"] * len(c))
     counts = units.value_counts()
     described = {"launch": "launches (each launch's mean is one unit)", "repeat": "repeats inside one launch",
-                 "repeat+calibration": "repeats inside one launch plus the calibrated between-launch variance"}
+                 "repeat+calibration": "repeats inside one launch plus the calibrated between-launch variance",
+                 "history": "none measured: the variance history's pooled launch and repeat components",
+                 "launch+history": "launches, their variance pooled with the variance history's (df add up)"}
     used = "; ".join(f"{n} cell(s): {described.get(str(u), str(u))}" for u, n in counts.items())
     return [Heading("Intervals"),
             Table(["figure", "95% interval"], [list(m) for m in INTERVAL_METHODS]),
@@ -115,7 +136,7 @@ def variance_section(data: RunData) -> list[Block]:
         return []
     rows = []
     for variant, vc in c.groupby("variant", sort=False):
-        cal = set(vc["interval_unit"]) == {"repeat+calibration"}
+        cal = set(vc["interval_unit"]) <= {"repeat+calibration", "history"}
         launch = fmt_pct(vc["launch_cv"].median()) + (" (calibration)" if cal else "")
         rows.append([str(variant), fmt_len(vc["launches"].max()), fmt_len(vc["repeats"].max()), launch,
                      fmt_pct(vc["repeat_cv"].median()), fmt_pct(vc["request_cv"].median())])

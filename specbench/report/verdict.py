@@ -2,8 +2,10 @@
 
 Speedup verdicts (`drafter_verdict`) read the 95% interval of the aggregate-throughput speedup: a
 concurrency level is a win when the interval's low end clears `verdict.min_speedup` (practical
-significance, default 1.05), a loss when its high end is below 1.0, and undecided otherwise. Without
-intervals (a single repeat) the point estimate decides, and the verdict says it is indicative only.
+significance, default 1.05), "same" when the interval lies inside [1/m, m] (no practical difference, an
+equivalence test at the same error rate), a loss when its high end is below 1.0, and undecided otherwise
+(metrics/decision.py states the rules). Without intervals (a single repeat and no variance history) the
+point estimate decides, and the verdict says it is indicative only, once.
 Every statement says how many measured levels decide it; a sanity gate that fired blocks "adopt".
 """
 
@@ -17,22 +19,27 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
+from ..metrics.decision import Outcome as Outcome4
+from ..metrics.decision import classify
 from ..metrics.warnings import BLOCKING, decode_warnings
 from ..hardware import check_saved
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData
 
-Call = Literal["win", "lose", "unclear"]
-Kind = Literal["never", "mixed", "inconclusive", "adopt_upto", "adopt_all"]
-_RANK: dict[str, int] = {"never": 0, "mixed": 1, "inconclusive": 2, "adopt_upto": 3, "adopt_all": 4}
+Call = Literal["win", "same", "lose", "unclear"]
+Kind = Literal["never", "mixed", "inconclusive", "no_difference", "adopt_upto", "adopt_all"]
+_RANK: dict[str, int] = {"never": 0, "mixed": 1, "inconclusive": 2, "no_difference": 3, "adopt_upto": 4,
+                         "adopt_all": 5}
+_CALL: dict[Outcome4, Call] = {Outcome4.ADOPT: "win", Outcome4.NO_DIFFERENCE: "same", Outcome4.SLOWER: "lose",
+                               Outcome4.UNDECIDED: "unclear"}
 
 
 def level_call(speedup: float, low: float, high: float, min_speedup: float = DEFAULT_MIN_SPEEDUP) -> Call:
-    """Win when the interval clears min_speedup, lose when it lies below 1.0, else unclear (the point
-    estimate decides when there is no interval)."""
+    """The interval's outcome (decision.classify): win, same (no practical difference), lose or unclear;
+    the point estimate decides when there is no interval (never "same": equivalence needs an interval)."""
     if not (math.isnan(low) or math.isnan(high)):
-        return "win" if low > min_speedup else "lose" if high < 1.0 else "unclear"
+        return _CALL[classify(low, high, min_speedup)]
     if math.isnan(speedup):
         return "unclear"
     return "win" if speedup > min_speedup else "lose" if speedup < 1.0 else "unclear"
@@ -76,6 +83,8 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
         prefix = below[-1] if below else None
     if calls and all(c == "lose" for c in calls):  # what break_even's never_pays checks, level by level
         kind: Kind = "never"
+    elif calls and all(c == "same" for c in calls):
+        kind = "no_difference"
     elif prefix is not None:
         kind = "adopt_all" if prefix == max(levels) else "adopt_upto"
     elif "win" in calls:
@@ -174,6 +183,10 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: 
         words = " looks slower on " if indicative else " never pays on "
         parts = [Strong(variant), f"{words}{on}: speedup {fmt_span(o.speedup_min, o.speedup_max)}"
                  f", below 1.0 at {_count(o.n_losses, o.n_points)} measured levels"]
+    elif o.kind == "no_difference":
+        parts = [Strong(variant), f": no practical difference on {on} (interval inside [{1 / min_speedup:.3f}, "
+                 f"{min_speedup:g}] at {_count(o.n_points, o.n_points)} levels; speedup "
+                 f"{fmt_span(o.speedup_min, o.speedup_max)}): not worth adopting"]
     elif o.kind == "mixed":
         losses = f", below 1.0 at {_csv(o.losses)}" if o.losses else ""
         parts = ["no consistent result for ", Strong(variant), f" on {on}: speedup clears {min_speedup:g} only at "
@@ -188,7 +201,19 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: 
     return parts
 
 
-def launch_basis(cells: pd.DataFrame, variant: str, baseline: str) -> tuple[bool, str]:
+INDICATIVE = "indicative only: "
+
+
+def _history_text(history: dict[str, Any] | None) -> str:
+    if not history:
+        return "this hardware's calibration"
+    entries = int(history.get("entries") or 1)
+    return (f"this hardware's variance history ({history.get('history') or 'calibration'}, pooled df "
+            f"{float(history.get('df') or 0):g} over {entries} entr{'ies' if entries != 1 else 'y'})")
+
+
+def launch_basis(cells: pd.DataFrame, variant: str, baseline: str,
+                 history: dict[str, Any] | None = None) -> tuple[bool, str]:
     """(indicative, what the intervals rest on): launches per variant and the between-launch variance used.
     Indicative unless every cell of the variant and the baseline has launch variance in its intervals
     (2+ launches, or a calibration of this hardware)."""
@@ -201,9 +226,14 @@ def launch_basis(cells: pd.DataFrame, variant: str, baseline: str) -> tuple[bool
     per = f"{launches} launch{'es' if launches > 1 else ''} per variant"
     if units == {"launch"}:
         return False, f"{per}; {cv_text}, measured and in every interval"
+    if units and units <= {"launch", "launch+history"}:
+        return False, f"{per}; {cv_text}, measured and pooled with {_history_text(history)} in every interval"
+    if "history" in units and units <= {"launch", "repeat+calibration", "history"}:
+        return False, (f"{per}; {cv_text} and the between-repeat variance from {_history_text(history)}: "
+                       "a cell measured once gets its interval from these pooled components")
     if units and units <= {"launch", "repeat+calibration"}:
-        return False, f"{per}; {cv_text} from this hardware's calibration, added to every interval"
-    return True, (f"indicative only: {per} and no calibration for this hardware, so the variance between "
+        return False, f"{per}; {cv_text} from {_history_text(history)}, added to every interval"
+    return True, (f"{INDICATIVE}{per} and no calibration for this hardware, so the variance between "
                   "launches (about 25% on a shared 2-core CPU) is not in the intervals; set sweep.launches >= 2 "
                   "or run `specbench calibrate`")
 
@@ -220,9 +250,11 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     outcomes = category_outcomes(data.cells, data.break_even, variant, min_speedup)
     if not outcomes:
         return [Strong(variant), f": no valid measurements (status {status or 'unknown'})"], "warn"
-    indicative, basis = launch_basis(data.cells, variant, data.baseline)
+    indicative, basis = launch_basis(data.cells, variant, data.baseline, data.history)
     no_interval = not all(o.has_intervals for o in outcomes.values())
-    indicative |= no_interval  # point estimates decide somewhere: observations, not advice
+    if no_interval:  # point estimates decide somewhere: observations, not advice; each reason said once
+        basis = f"{INDICATIVE}some points have no interval (e.g. a single repeat); {basis.removeprefix(INDICATIVE)}"
+        indicative = True
     if all(o.kind == "never" and not o.varies for o in outcomes.values()):
         allc = combine(list(outcomes.values()))
         span = Strong(fmt_span(allc.speedup_min, allc.speedup_max))
@@ -241,8 +273,6 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
         parts.extend(_phrase(variant, outcomes[cats[0]], cats, min_speedup, indicative))
     if any(o.varies for o in outcomes.values()):
         parts.append(" (where output lengths disagree, the most conservative result; see the break-even table)")
-    if no_interval:
-        parts.append(" (some points have no interval, e.g. a single repeat: indicative only)")
     parts.append(f" ({basis})")
     kinds = {o.kind for o in outcomes.values()}
     blocked = any(o.blocked for o in outcomes.values())

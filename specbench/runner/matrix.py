@@ -12,10 +12,12 @@ import asyncio
 import json
 import signal
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+import pandas as pd
 import yaml
 
 from .. import calibration
@@ -26,6 +28,7 @@ from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..metrics.gates import eager_engine
+from ..metrics.sequential import always_valid
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
 from ..metrics.slo import parse_slos
 from ..metrics.warnings import CellWarning
@@ -35,6 +38,7 @@ from ..reuse import copy_reusable, variant_fingerprints
 from ..rundir import RunDir, atomic_write, records_frame
 from .prepare import Plan, check_run_dir, config_hash, default_run_path, open_run_dir, prepare_plan, write_side_files
 from .scheduler import launch_order, run_schedule
+from .sequential import Looks, until_decided
 from .session import RecordSink
 from .state import RunState, VariantState
 from .unit import measure_launch, open_context
@@ -87,6 +91,7 @@ class MatrixRun:
 
     async def run(self) -> RunResult:
         o = self.opts
+        started = time.monotonic()
         if o.out is not None:
             check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
         alloc = None
@@ -109,15 +114,19 @@ class MatrixRun:
         self.rd = rd = open_run_dir(o.out, o.resume, o.force)
         self.state = state = self._start_state(rd, plan)
         write_side_files(rd, plan)
-        if not o.resume and self.cfg.sweep.launches < 2:  # one launch each: this hardware's calibration, if any
-            cal = calibration.attach(rd.path, hardware_fingerprint())
+        if not o.resume:  # this hardware's pooled variance history, if any
+            cal = calibration.attach(rd.path, hardware_fingerprint(),
+                                     calibration.history_dir(self.cfg.verdict.history_dir))
             if cal is not None:
-                self.reporter.log(f"between-launch CV {100 * cal.launch_cv:.1f}% from the calibration of "
-                                  f"{cal.created} ({cal.source_run}) goes into every interval")
+                self.reporter.log(f"between-launch CV {100 * cal.launch_cv:.1f}% (pooled df {cal.df:g}, "
+                                  f"{cal.entries} entries of {cal.history}) goes into every interval")
         state.save(rd)
 
         sink = RecordSink.open(rd, state.run_id)  # opening repairs a torn tail (before --reuse appends too)
         try:
+            if self.cfg.sweep.until == "decided" and (alloc is not None or o.reuse):
+                raise ConfigError("sweep.until", "decided runs locally and measures every variant itself "
+                                  "(no --scheduler slurm, no --reuse)")
             if o.reuse:
                 self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
             placer = None
@@ -134,8 +143,13 @@ class MatrixRun:
                 await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
             else:
                 self.reporter.start(sum(ctx.requests_todo(n) for n in names))
-                await run_schedule(units, state, lambda u, vs: measure_launch(ctx, u, vs),
-                                   lambda u: bool(ctx.todo(u.variant, u.launch)), ctx.checkpoint)
+                execute = lambda u, vs: measure_launch(ctx, u, vs)  # noqa: E731
+                await run_schedule(units, state, execute, lambda u: bool(ctx.todo(u.variant, u.launch)),
+                                   ctx.checkpoint)
+                if self.cfg.sweep.until == "decided":
+                    await until_decided(ctx, state, self.cfg.baseline.name,
+                                        Looks(cells=lambda: derive_cells(rd, self.cfg), execute=execute,
+                                              started=started, log=self.reporter.log))
         finally:
             sink.close()
             state.save(rd)
@@ -183,7 +197,23 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
         raise Interrupted(f"interrupted: every engine was stopped; measurements kept in {rd.path}; "
                           f"finish with: specbench run --resume {rd.path}") from None
     finalize(RunDir(result.run_dir), cfg)
+    _add_to_history(result.run_dir, cfg)
     return result
+
+
+def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
+    """A run's variance estimates join its hardware's history (a calibration adds its own in
+    `specbench calibrate`); an estimate the F test refuses is kept there but not pooled, with a warning."""
+    if cfg.name.endswith("-calibration"):
+        return
+    try:
+        got = calibration.record(run_dir, cfg, kind="run")
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"warning: the variance history was not updated: {exc}", file=sys.stderr)
+        return
+    if got is not None and not got[0].pooled:
+        print(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)",
+              file=sys.stderr)
 
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:
@@ -202,20 +232,37 @@ def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
 
 
+def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | None = None,
+                 windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The cells table from the raw records: intervals with the pooled history where it applies, speedups
+    withheld across unlike hardware, always-valid intervals for a sequential run."""
+    if requests is None or windows is None:
+        requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+    cal = calibration.load(rd.path / calibration.FILE)
+    opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
+                       plain=plain_variants(cfg))
+    if cal is not None and cfg.sweep.launches >= 2:  # the run's own estimates first, then the F test
+        reason = calibration.inconsistency(compute_cells(requests, windows, opts), cfg.baseline.name, cal)
+        if reason:
+            print(f"warning: {reason}: the history is not pooled into this run's intervals", file=sys.stderr)
+            cal = None
+    if cal is not None:
+        opts = replace(opts, calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})"))
+    cells = compute_cells(requests, windows, opts)
+    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
+    cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
+    if cfg.sweep.load.open and len(cells):
+        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
+    return always_valid(cells, cfg.sweep)
+
+
 def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (and for an open
     loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
     requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
-    cal = calibration.load(rd.path / calibration.FILE)
-    cells = compute_cells(requests, windows, CellOptions(
-        baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-        plain=plain_variants(cfg), calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})") if cal else None))
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
-    cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
-    if cfg.sweep.load.open and len(cells):
-        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
+    cells = derive_cells(rd, cfg, requests, windows)
     atomic_write(rd.cells, cells.to_csv(index=False))
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
     atomic_write(rd.break_even, break_even_table(closed).to_csv(index=False))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..client import run_closed_loop
 from ..config import RunConfig, load_config
-from ..errors import EngineDiedError, EngineStartError, ScrapeError
+from ..errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from ..metrics import window_throughput
 from ..plan import SweepPoint, point_requests, warmup_requests, window_requests
 from ..progress import Reporter, make_reporter
@@ -35,7 +35,7 @@ from .session import RecordSink, VariantSession
 from .state import RunState, VariantState
 from .window import measure_window
 
-UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError)  # end the unit; the next one runs
+UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError, ClientWorkerError)  # end the unit; the next one runs
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class RunContext:
     throughput: dict[str, float]  # window id -> output throughput (the adaptive stopping rule)
     reporter: Reporter
     checkpoint: Callable[[], None] = field(default=lambda: None)  # persist the variants' states
+    # (variant, launch) -> the point ids that launch measures (sequential launches); absent: every point
+    only: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     # open loop with capacity.search: window id -> its records (the search decides from them)
     window_records: dict[str, list[RequestRecord]] = field(default_factory=dict)
 
@@ -64,11 +66,17 @@ class RunContext:
     def cfg(self) -> RunConfig:
         return self.plan.cfg
 
+    def wanted(self, variant: str, launch: int, point: SweepPoint) -> bool:
+        allowed = self.only.get((variant, launch))
+        return allowed is None or point.key(variant).point_id in allowed
+
     def todo(self, variant: str, launch: int = 1) -> list[tuple[SweepPoint, int]]:
         """(point, number of windows) still to measure for one launch of `variant`, as far as is known now."""
         rule = RepeatRule(self.cfg.sweep)
         out = []
         for p in self.plan.sweep.points:
+            if not self.wanted(variant, launch, p):
+                continue
             n = len(rule.next_repeats(p.key(variant).cell_id, self.done, self.throughput, launch))
             if n:
                 out.append((p, n))
@@ -147,9 +155,10 @@ async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> Non
     warm = warmup_requests(cfg, sweep, name, launch)  # every launch warms its own engine
     if warm:
         ctx.reporter.phase(name, f"warmup ({len(warm)} requests)")
-        await run_closed_loop(session.engine, session.http, session.base_url, warm, 1, session.request_timeout_s,
-                              ctx.sink.request, session.headers)
+        await run_closed_loop(session.endpoint, warm, 1, ctx.sink.request)
     for point in sweep.points:
+        if not ctx.wanted(name, launch, point):
+            continue
         await _measure_point(ctx, session, point, launch)
     while launch == 1 and (more := pending(cfg, name, sweep.points, ctx.done, ctx.window_records)):
         # capacity.search: the next bisection rate of each unfinished curve (stop if none had a window to measure)

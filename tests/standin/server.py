@@ -12,12 +12,15 @@ Serves /v1/chat/completions and /v1/completions (streaming or not, usage and con
 - sglang-0.5.9: the same with the 0.5.9 meta_info names and no sglext.
 Tokens derive from the prompt (greedy is reproducible across formats and acceptance rates). With
 --accept-rate the server "speculates": each target step (one --ms-per-token sleep) yields the accepted
-drafts plus a bonus token in one chunk. GET /standin/stats reports what the server saw.
+drafts plus a bonus token in one chunk; with --paced, step j of a request is due at its arrival plus
+j x --ms-per-token, so a late wake-up of a loaded machine does not add up over the request (the speed is
+set, not left to the scheduler). GET /standin/stats reports what the server saw.
 With --ledger DIR (or $STANDIN_LEDGER) every finished generation request appends its ground truth (arrival
 and finish time, requests in flight on arrival, prompt, seed, max_tokens, tokens, target steps, accepted and
 proposed drafts, histogram) to DIR/<pid>.jsonl, for tests that check specbench's figures against the server.
-Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after)
-apply to streamed generation requests only, so readiness probes still work. Measurement faults:
+Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after,
+--usage-factor, --empty, --overlong, --lone-surrogate) apply to streamed generation requests only, so
+readiness probes still work. Measurement faults:
 --spec-metrics-skew (per-request acceptance disagrees with the counters), --histogram-skew-ms (the
 server's latency histograms record more than happened), --pre-arrival-ms (time the server spends on a
 request before its clock starts, invisible to its histograms).
@@ -62,6 +65,7 @@ class Options:
     stall_after: int | None = None
     tokens_per_chunk: int = 1
     ms_per_token: float = 0.0
+    paced: bool = False  # token j of a request is due at arrival + j * ms_per_token: load delays do not add up
     accept_rate: float | None = None
     drafts_per_step: int = 3
     enable_metrics: bool = False
@@ -78,6 +82,10 @@ class Options:
     spec_metrics_skew: int = 0  # added to each request's reported accepted drafts (not to the counters)
     histogram_skew_ms: float = 0.0  # added to every TTFT / e2e histogram observation
     pre_arrival_ms: float = 0.0  # sleep before the request's server-side clock starts
+    usage_factor: float = 1.0  # the final usage claims this many times the completion tokens streamed
+    empty: bool = False  # streamed requests produce no tokens (only the usage chunk, 0 tokens, and [DONE])
+    overlong: int = 1  # streamed requests produce this many times the requested tokens
+    lone_surrogate: bool = False  # the first content chunk's text ends in a lone UTF-16 surrogate (\ud83d)
     slots: int | None = None  # M/D/c: requests served at once; the rest wait in FIFO order
     service_ms: float = 0.0  # M/D/c: how long a request holds its slot before its output streams
 
@@ -220,6 +228,10 @@ class StandIn:
         n = max_tokens if sampling.get("ignore_eos") else min(max_tokens, eos_position(key))
         finish = "length" if n == max_tokens else "stop"
         streaming = bool(body.get("stream"))
+        if streaming and self.o.empty:
+            n = 0
+        elif streaming:
+            n *= self.o.overlong
         if streaming and self.sglang and not native and body.get("return_token_ids") and path.endswith("chat/completions"):
             return Response.json({"object": "error", "message": "return_token_ids is not supported with "
                                   "streaming on /v1/chat/completions.", "code": 400}, 400)
@@ -314,7 +326,9 @@ class StandIn:
                 await stream.raw(b"data: [DONE]\n\n")
                 await stream.end()
                 return False
-            if o.ms_per_token:
+            if o.ms_per_token and o.paced:
+                await asyncio.sleep(max(0.0, arrival + (j + 1) * o.ms_per_token / 1000 - time.perf_counter()))
+            elif o.ms_per_token:
                 await asyncio.sleep(o.ms_per_token / 1000)
             chunk_ids = ids[done:done + k]
             if done == 0:
@@ -325,9 +339,16 @@ class StandIn:
                 await stream.event(self._native(ids[:done], body, prompt_tokens, finish if last else None,
                                                 stats if last else None, rid))
                 continue
-            await stream.event(self._chunk(path, body, rid, chunk_ids, finish if last else None,
-                                           {"prompt_tokens": prompt_tokens, "completion_tokens": done,
-                                            "total_tokens": prompt_tokens + done} if usage_each else None))
+            event = self._chunk(path, body, rid, chunk_ids, finish if last else None,
+                                {"prompt_tokens": prompt_tokens, "completion_tokens": done,
+                                 "total_tokens": prompt_tokens + done} if usage_each else None)
+            if o.lone_surrogate and j == 0:  # json.dumps writes the escape \ud83d: a lone surrogate once decoded
+                choice = event["choices"][0]
+                if "delta" in choice:
+                    choice["delta"]["content"] += "\ud83d"
+                else:
+                    choice["text"] += "\ud83d"
+            await stream.event(event)
         self._account(len(ids), stats)
         self._observe("e2e", time.perf_counter() - arrival)
         if not native:
@@ -338,8 +359,9 @@ class StandIn:
             if opts.get("include_usage"):  # vLLM: per-request metrics ride on this chunk only
                 final: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
                                          "model": o.served_name, "choices": [],
-                                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
-                                                   "total_tokens": prompt_tokens + len(ids)}}
+                                         "usage": {"prompt_tokens": prompt_tokens,
+                                                   "completion_tokens": round(len(ids) * o.usage_factor),
+                                                   "total_tokens": prompt_tokens + round(len(ids) * o.usage_factor)}}
                 if o.spec_field and stats:  # a custom server's own acceptance field (engine.acceptance_field)
                     final["standin_spec"] = {"verify_steps": stats.verify_steps,
                                              "accept_length": len(ids) / stats.verify_steps}
@@ -508,6 +530,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per chunk when not speculating")
     p.add_argument("--ms-per-token", type=float, default=0.0,
                    help="milliseconds per target step (one token, or one verify step when speculating)")
+    p.add_argument("--paced", action="store_true",
+                   help="pace each request against its arrival clock, so a late wake-up does not slow the rest")
     p.add_argument("--accept-rate", type=float, default=None, help="speculate: P(a draft token is accepted)")
     p.add_argument("--drafts-per-step", type=int, default=3, help="draft tokens proposed per verify step")
     p.add_argument("--enable-metrics", action="store_true", help="sglang formats: serve /metrics")
@@ -535,6 +559,13 @@ def parser() -> argparse.ArgumentParser:
                    help="add this to every TTFT / e2e histogram observation")
     p.add_argument("--pre-arrival-ms", type=float, default=0.0,
                    help="sleep before the server-side clock of a streamed request starts")
+    p.add_argument("--usage-factor", type=float, default=1.0,
+                   help="the final usage chunk claims this many times the completion tokens streamed")
+    p.add_argument("--empty", action="store_true", help="streamed requests produce no tokens")
+    p.add_argument("--overlong", type=int, default=1, metavar="F",
+                   help="streamed requests produce F times the requested tokens")
+    p.add_argument("--lone-surrogate", action="store_true",
+                   help="the first chunk of each stream carries a lone UTF-16 surrogate (\\ud83d) in its text")
     p.add_argument("--slots", type=int, default=None,
                    help="queue: serve this many streamed requests at once, the rest wait in FIFO order (M/D/c)")
     p.add_argument("--service-ms", type=float, default=0.0,

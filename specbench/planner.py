@@ -1,0 +1,183 @@
+"""`specbench plan CONFIG`: before any launch, what a config will cost and what it can decide.
+
+Per variant: launches x (engine startup + repeats x the sweep's measuring time); the sweep's measuring
+time is, per window, waves x output_len / per-request speed (a closed loop keeps C requests in flight,
+so a wave lasts about one request). The expected speedup interval follows from the variance components
+(the hardware's pooled history first, else the config's `estimates`), and the cost-optimal launches x
+repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: config and history in, a
+`CostPlan` out; `render` turns it into text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .calibration import Calibration
+from .config import RunConfig
+from .metrics.decision import Components, Design, Estimate, Plan, component_interval, log_ratio_variance, \
+    optimal_design, t_quantile
+
+
+@dataclass(frozen=True)
+class Source:
+    value: float | None
+    source: str  # where the figure comes from ("history ...", "config estimates.x", "unknown")
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    name: str
+    variants: list[str]
+    points: int
+    design: Design
+    startup: Source
+    measuring_s: float | None  # one repeat of the sweep, per variant
+    rate_source: str
+    components: Components | None
+    components_source: str
+    half_width: float | None  # expected half-width of ln(speedup) at every point
+    indicative: bool  # no launch variance in the intervals (1 launch and no history)
+    optimal: Plan | None
+    min_speedup: float
+    sequential: tuple[int, int] | None = None  # (launches to start, max_launches) with until: decided
+
+    @property
+    def variant_s(self) -> float | None:
+        if self.measuring_s is None:
+            return None
+        return self.design.launches * ((self.startup.value or 0.0) + self.design.repeats * self.measuring_s)
+
+
+def _categories(cfg: RunConfig) -> int:
+    """Prompt categories the sweep will measure (read from the prompt sets; their declared lists when a
+    set cannot be read here)."""
+    from .prompts import load_prompts
+
+    try:
+        return len({p.category for p in load_prompts(cfg.sweep.prompts)})
+    except Exception:  # a set that needs a wheel or file this machine lacks: what the config names
+        return sum(len(s.categories or []) or 1 for s in cfg.sweep.prompts)
+
+
+def _rate(rates: float | dict[int, float], concurrency: int) -> float:
+    if not isinstance(rates, dict):
+        return rates
+    nearest = min(rates, key=lambda c: (abs(math.log(c) - math.log(concurrency)), c))
+    return rates[nearest]
+
+
+def _measuring(cfg: RunConfig, categories: int, history: Calibration | None) -> tuple[float | None, str]:
+    s = cfg.sweep
+    rates: float | dict[int, float] | None = cfg.estimates.per_request_tok_s
+    where = "config estimates.per_request_tok_s"
+    if history is not None and history.rates:
+        rates, where = {int(k): float(v) for k, v in history.rates.items()}, f"measured ({history.history})"
+    if rates is None:
+        return None, "unknown: set estimates.per_request_tok_s, or calibrate this hardware"
+    if s.load.open:  # one mixed point per rate: its arrivals span n / rate, then the last request drains
+        n = s.load.warmup_requests + s.load.requests_per_rate
+        per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
+        return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
+    per_point = [s.waves * o / _rate(rates, c) for o in s.output_lens for c in s.concurrency]
+    n_other = categories * len(s.input_lens or [None]) * len(s.temperatures)
+    return sum(per_point) * n_other, where
+
+
+def _components(cfg: RunConfig, history: Calibration | None) -> tuple[Components | None, str]:
+    if history is not None and history.repeat_df > 0:
+        return (Components(Estimate(history.rel_var, history.df), Estimate(history.repeat_rel_var, history.repeat_df)),
+                f"pooled history {history.history} (launch df {history.df:g}, repeat df {history.repeat_df:g})")
+    e = cfg.estimates
+    if e.launch_cv is not None and e.repeat_cv is not None:
+        return (Components(Estimate(e.launch_cv ** 2, math.inf), Estimate(e.repeat_cv ** 2, math.inf)),
+                "config estimates.launch_cv / repeat_cv (stated, not measured)")
+    return None, "unknown: no history for this hardware and no estimates.launch_cv / repeat_cv"
+
+
+def _half_width(comps: Components, design: Design, history: Calibration | None) -> tuple[float | None, bool]:
+    """(expected half-width of ln speedup, indicative). With 2+ launches the run estimates its own
+    launch variance (Welch df 2(n - 1)); with one launch only a history supplies it."""
+    if design.launches >= 2:
+        return t_quantile(2 * (design.launches - 1)) * math.sqrt(log_ratio_variance(comps, design, design)), False
+    if history is None:
+        return None, True
+    lo, hi, _ = component_interval(1.0, comps, design, design)
+    return (math.log(hi) if math.isfinite(hi) else None), False
+
+
+def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
+    s = cfg.sweep
+    categories = _categories(cfg)
+    per_length = len(s.load.rates or []) if s.load.open else categories * len(s.concurrency)
+    points = per_length * len(s.input_lens or [None]) * len(s.output_lens) * len(s.temperatures)
+    design = Design(s.launches, s.repeats if s.adaptive is None else s.adaptive.max_repeats)
+    if history is not None and history.startup_s > 0:
+        startup = Source(history.startup_s, f"measured ({history.history})")
+    elif cfg.estimates.startup_s is not None:
+        startup = Source(cfg.estimates.startup_s, "config estimates.startup_s")
+    else:
+        startup = Source(None, "unknown: set estimates.startup_s")
+    measuring, rate_source = _measuring(cfg, categories, history)
+    comps, comps_source = _components(cfg, history)
+    half, indicative = _half_width(comps, design, history) if comps is not None else (None, history is None)
+    optimal = None
+    if comps is not None and measuring is not None and startup.value is not None:
+        optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup)
+    return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
+                    startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
+                    components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,
+                    min_speedup=cfg.verdict.min_speedup,
+                    sequential=(s.launches, s.max_launches) if s.until == "decided" else None)
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def render(p: CostPlan) -> str:
+    d, n = p.design, len(p.variants)
+    lines = [f"plan: {p.name}: {n} variants x {p.points} points, {d.launches} launch(es) x {d.repeats} repeat(s) "
+             "per variant",
+             f"  engine startup: {_dur(p.startup.value)} per launch ({p.startup.source})",
+             f"  measuring one repeat of the sweep: {_dur(p.measuring_s)} per variant ({p.rate_source})"]
+    for v in p.variants:
+        lines.append(f"  {v}: {_dur(p.variant_s)}")
+    total = None if p.variant_s is None else n * p.variant_s
+    lines.append(f"  total: {_dur(total)} one after another on one node; {_dur(p.variant_s)} side by side "
+                 f"(--scheduler slurm, {n} nodes); {'unknown' if total is None else f'{total / 3600:.1f}'} "
+                 "node-hours")
+    if p.components is not None:
+        c = p.components
+        lines.append(f"  variance: between launches CV {100 * math.sqrt(c.launch.var):.1f}%, between repeats CV "
+                     f"{100 * math.sqrt(c.repeat.var):.1f}% ({p.components_source})")
+    else:
+        lines.append(f"  variance: {p.components_source}")
+    if p.half_width is not None:
+        lo, hi = math.exp(-p.half_width), math.exp(p.half_width)
+        target = math.log(p.min_speedup) / 2
+        lines.append(f"  expected 95% speedup interval at every point: estimate x [{lo:.3f}, {hi:.3f}] "
+                     f"(high/low {hi / lo:.3f}; half-width {p.half_width:.4f} on ln speedup, to decide at most "
+                     f"ln({p.min_speedup:g}) / 2 = {target:.4f})")
+    elif p.components is None:
+        lines.append("  expected interval: unknown without variance components")
+    elif p.indicative:
+        lines.append("  expected interval: none with launch variance (1 launch per variant and no history): the "
+                     "verdict will be indicative only; set sweep.launches >= 2 or run `specbench calibrate`")
+    if p.sequential is not None and p.measuring_s is not None:
+        first, most = p.sequential
+        per_launch = (p.startup.value or 0.0) + d.repeats * p.measuring_s
+        lines.append(f"  sequential (until: decided): {first} launches of every variant first ({_dur(first * per_launch)} "
+                     f"a variant), then rounds only for undecided points, at most {most} launches "
+                     f"({_dur(most * per_launch)} a variant if every point stayed undecided), or less within budget_h; "
+                     f"each look draws its intervals at 2.5% / {most - first + 1} per side, wider than the 95% above")
+    if p.optimal is not None:
+        o = p.optimal
+        lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
+                     f"{o.design.repeats} repeat(s) per variant, {_dur(o.cost)} per variant, "
+                     f"{n * o.cost / 3600:.1f} node-hours (expected half-width {o.half_width:.4f} on ln speedup)")
+    elif p.components is not None and p.measuring_s is not None and p.startup.value is not None:
+        lines.append(f"  cost-optimal design: none within 30 launches resolves min_speedup {p.min_speedup:g}")
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""The verdict's first lines: one word per drafter and concurrency (metrics/decision.py's outcomes), and
+how many more units would decide the points still undecided. RunData -> blocks and text."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..config import DEFAULT_MIN_SPEEDUP
+from ..metrics.decision import MIXED, WORD, MeasuredInterval, Outcome, classify, summary_word, units_to_decide
+from ..metrics.warnings import BLOCKING, decode_warnings
+from .document import Table
+from .load import RunData
+from .verdict import launch_basis
+
+BLOCKED = "blocked"  # a table cell whose adopting point a sanity gate overrules
+
+LEGEND = ("In the table: adopt = the speedup interval clears {m:g}; same = it lies inside [{lo:.3f}, {m:g}] (no "
+          "practical difference); slower = it lies below 1; undecided = anything else, no interval, or intervals "
+          "without the variance between launches (indicative only); mixed = the categories or output lengths "
+          "at that concurrency decided differently; blocked = it would adopt, but a sanity gate fired.")
+
+
+def _min_speedup(data: RunData) -> float:
+    return float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
+
+
+def point_outcomes(cells: pd.DataFrame, variant: str, min_speedup: float) -> pd.Series:
+    """The outcome of each valid cell of a variant, indexed like `cells`."""
+    mine = cells[(cells["variant"] == variant) & cells["valid"].astype(bool)]
+    return pd.Series([classify(float(lo), float(hi), min_speedup)
+                      for lo, hi in zip(mine["speedup_ci_low"], mine["speedup_ci_high"])], index=mine.index,
+                     dtype=object)
+
+
+def verdict_table(data: RunData) -> Table | None:
+    """Drafter x concurrency, one word per cell: the common outcome of the cell's points."""
+    c = data.cells
+    if not len(c) or not data.drafters:
+        return None
+    m = _min_speedup(data)
+    levels = sorted({int(x) for x in c["concurrency"].dropna()})
+    rows = []
+    for v in data.drafters:
+        outs = point_outcomes(c, v, m)
+        if launch_basis(c, v, data.baseline, data.history)[0]:  # no launch variance: nothing is decided
+            outs = outs.map(lambda _: Outcome.UNDECIDED)
+        conc = c.loc[outs.index, "concurrency"]
+        gated = c.loc[outs.index, "warnings"].map(_blocked) if "warnings" in c else pd.Series(False, outs.index)
+        rows.append([v] + [_word(outs[conc == lv], gated[conc == lv]) if (conc == lv).any() else "-"
+                           for lv in levels])
+    return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
+
+
+def _blocked(encoded: object) -> bool:
+    return bool({w["code"] for w in decode_warnings(encoded)} & BLOCKING)
+
+
+def _word(outs: pd.Series, gated: pd.Series) -> str:
+    """summary_word, except that a sanity gate that fired on an adopting point overrules it: "blocked"."""
+    if any(o is Outcome.ADOPT and g for o, g in zip(outs, gated)):
+        return BLOCKED
+    return summary_word(outs)
+
+
+def legend(data: RunData) -> str:
+    m = _min_speedup(data)
+    return LEGEND.format(m=m, lo=1 / m)
+
+
+def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
+    """For a variant's undecided points that have an interval: how many units per variant (launches when
+    launches are the units, else repeats) would decide them if their estimates and variance held."""
+    c = data.cells
+    if not len(c):
+        return ""
+    outs = point_outcomes(c, variant, min_speedup)
+    und = outs[outs == Outcome.UNDECIDED].index
+    rows = c.loc[und]
+    rows = rows[rows["speedup_ci_low"].notna() & rows["speedup_ci_high"].notna()]
+    if not len(rows):
+        return ""
+    needs: list[int] = []
+    beyond = 0
+    unit = "launches"
+    for _, r in rows.iterrows():
+        by_launch = float(r.get("launches", 1) or 1) >= 2
+        unit = "launches" if by_launch else "repeats"
+        have = int(r["launches"] if by_launch else r["repeats"])
+        df = float(r.get("speedup_ci_df", math.nan))
+        got = units_to_decide(MeasuredInterval(float(r["speedup_ci_low"]), float(r["speedup_ci_high"]),
+                                               df if df > 0 else max(1.0, 2.0 * (have - 1)), max(1, have)),
+                              min_speedup)
+        if got.units is None:
+            beyond += 1
+        else:
+            needs.append(got.units)
+    text = f"{len(rows)} point{'s' if len(rows) != 1 else ''} undecided"
+    if needs:
+        text += (f": {min(needs)}-{max(needs)} {unit} per variant would decide "
+                 f"{len(needs)} of them if their estimates and variance held" if min(needs) != max(needs) else
+                 f": {needs[0]} {unit} per variant would decide {len(needs)} of them if their estimates and "
+                 "variance held")
+    if beyond:
+        text += f"{';' if needs else ':'} {beyond} would need more than 50 (estimate too close to {min_speedup:g})"
+    return text
+
+
+__all__ = ["MIXED", "WORD", "legend", "point_outcomes", "undecided_advice", "verdict_table"]

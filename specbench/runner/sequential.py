@@ -1,0 +1,77 @@
+"""`sweep.until: decided`: after the configured launches, one more launch at a time, only where a point is
+still undecided, until every point is decided, `sweep.max_launches` is reached or `sweep.budget_h` would
+be exceeded. Each round launches the baseline (every still-undecided point) and then each drafter with
+undecided points (only those), the A B order `launch_order` uses. The decision at each look reads the
+always-valid intervals of metrics/sequential.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..metrics.sequential import always_valid, undecided_points
+from .scheduler import Execute, run_schedule
+from .state import RunState
+from .unit import LaunchUnit, RunContext
+
+
+@dataclass
+class Looks:
+    """What the loop needs from the run: its cells as measured so far, how to run a unit, when it began."""
+
+    cells: Callable[[], pd.DataFrame]
+    execute: Execute
+    started: float  # time.monotonic() at the start of the run
+    log: Callable[[str], None]
+
+
+def _round_cost(ctx: RunContext, state: RunState, launches: dict[str, int], todo: dict[str, frozenset[str]]) -> float:
+    """Seconds the next round should take: per variant, its startup plus its measuring time per launch so
+    far scaled by the share of points still to measure."""
+    n_points = len(ctx.plan.sweep.points) or 1
+    cost = 0.0
+    for v, points in todo.items():
+        vs = state.variants[v]
+        startup = vs.startup_s or 0.0
+        per_launch = (vs.wall_s or 0.0) / max(1, launches.get(v, 1))
+        cost += startup + max(0.0, per_launch - startup) * len(points) / n_points
+    return cost
+
+
+async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: Looks) -> None:
+    sweep = ctx.cfg.sweep
+    order = [vl.name for vl in ctx.plan.launches]
+    launches = {v: sweep.launches for v in order}
+    n = sweep.launches
+    while True:
+        open_points = undecided_points(always_valid(looks.cells(), sweep), sweep, ctx.cfg.verdict.min_speedup)
+        live = {v: pts for v, pts in open_points.items() if state.variants[v].status == "done"}
+        if not live:
+            looks.log(f"sequential: every point decided (or out of reach of max_launches) after {n} launches")
+            return
+        if n >= sweep.max_launches:
+            k = sum(map(len, live.values()))
+            looks.log(f"sequential: {k} point{'s' if k != 1 else ''} still undecided at max_launches {n}")
+            return
+        if state.variants[baseline].status != "done":
+            looks.log("sequential: the baseline failed; no more launches")
+            return
+        todo = {baseline: frozenset().union(*live.values()), **{v: frozenset(p) for v, p in live.items()}}
+        if sweep.budget_h is not None:
+            spent, cost = time.monotonic() - looks.started, _round_cost(ctx, state, launches, todo)
+            if spent + cost > sweep.budget_h * 3600:
+                looks.log(f"sequential: stopping after {n} launches: another round (about {cost / 60:.0f} min) "
+                          f"would exceed budget_h {sweep.budget_h:g}")
+                return
+        n += 1
+        names = [v for v in order if v in todo]
+        k = len(todo[baseline])
+        looks.log(f"sequential: launch {n} of {', '.join(names)} for {k} undecided point{'s' if k != 1 else ''}")
+        for v in names:
+            ctx.only[(v, n)] = todo[v]
+            launches[v] += 1
+        await run_schedule([LaunchUnit(v, n) for v in names], state, looks.execute,
+                           lambda u: bool(ctx.todo(u.variant, u.launch)), ctx.checkpoint)

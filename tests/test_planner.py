@@ -1,0 +1,65 @@
+"""`specbench plan`: works on every shipped config, agrees with docs/cluster.md on the K2.6 matrix, and
+uses the hardware's pooled history before the config's stated estimates."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from specbench.calibration import Calibration
+from specbench.cli import main
+from specbench.config import load_config
+from specbench.planner import make_plan, render
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_plan_works_on_every_shipped_config(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"plan: {load_config(path).name}: ") and "total: " in out
+
+
+def test_k26_plan_agrees_with_docs_cluster_md() -> None:
+    p = make_plan(load_config(CONFIGS[-1]), None)
+    assert CONFIGS[-1].name == "kimi-k2.6-tp8.yaml" and p.points == 90  # 5 categories x 3 lengths x 6 levels
+    # docs/cluster.md: measuring 11,520-11,870 s, one variant about 3.4-3.5 h, 10.3-10.5 h one after another
+    assert p.measuring_s is not None and 11_520 <= 3 * p.measuring_s <= 11_870
+    assert p.variant_s is not None and 3.4 <= p.variant_s / 3600 <= 3.5
+    assert 10.2 <= 3 * p.variant_s / 3600 <= 10.5
+    text = render(p)
+    assert "3.43 h" in text and "indicative only" in text  # one launch and no history
+
+
+def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
+    cfg = load_config(CONFIGS[-1])
+    hist = Calibration(rel_var=0.02 ** 2, df=8, launches=9, cells=90, hardware={}, engine="", model="", created="",
+                       source_run="r", repeat_rel_var=0.01 ** 2, repeat_df=40, history="h.json", startup_s=700.0,
+                       rates={"1": 25.0, "32": 25.0})
+    p = make_plan(cfg, hist)
+    assert p.startup.value == 700 and p.startup.source.startswith("measured")
+    assert p.half_width is not None and not p.indicative  # one launch, but the history supplies the components
+    assert p.optimal is not None and p.optimal.half_width <= math.log(1.05) / 2
+    # a launch costs 700 s against ~4,000 s a repeat, repeats vary less: one repeat per launch is cheapest
+    assert p.optimal.design.repeats == 1
+    assert "cost-optimal to resolve min_speedup 1.05" in render(p)
+
+
+def test_plan_of_a_sequential_config(tmp_path: Path) -> None:
+    path = tmp_path / "seq.yaml"
+    path.write_text(f"include: {CONFIGS[-1]}\nsweep: {{launches: 2, repeats: 1, until: decided, max_launches: 8}}\n")
+    text = render(make_plan(load_config(path), None))
+    assert "sequential (until: decided): 2 launches of every variant first" in text
+    assert "at most 8 launches" in text and "2.5% / 7 per side" in text
+
+
+def test_plan_of_an_open_loop(tmp_path: Path) -> None:
+    path = tmp_path / "slo.yaml"
+    path.write_text(f"include: {CONFIGS[0].parent / 'demo-cpu-slo.yaml'}\n"
+                    "estimates: {startup_s: 30, per_request_tok_s: 32}\n")
+    p = make_plan(load_config(path), None)
+    # 4 rates x 1 output length; each: (5 warmup + 40) requests / rate, plus one 64-token request to drain
+    assert p.points == 4 and p.measuring_s == pytest.approx(sum(45 / r + 2 for r in (1, 2, 3.5, 5)))
