@@ -171,7 +171,7 @@ def _cmd_history(a: argparse.Namespace) -> int:
 def _cmd_models(a: argparse.Namespace) -> int:
     from .models import prepare
 
-    print(prepare(a.name, force=a.force))
+    print(prepare(a.name, force=a.force, minutes=a.minutes))
     return 0
 
 
@@ -274,8 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("models", help="demo models built offline from PyPI wheels")
     msub = m.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mp = msub.add_parser("prepare", help="build a demo model folder (idempotent)")
-    mp.add_argument("name", help="smollm2 or smollm2-draft")
+    mp.add_argument("name", help="smollm2, smollm2-draft, smollm2-eagle3 or smollm2-dflash")
     mp.add_argument("--force", action="store_true")
+    mp.add_argument("--minutes", type=float, default=None,
+                    help="a trained head's build budget (default 6, sized for 2 cores); rebuilds")
     mp.set_defaults(fn=_cmd_models)
 
     d = sub.add_parser("drafters", help="list the drafter families found in drafters/")
