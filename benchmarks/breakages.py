@@ -97,6 +97,16 @@ BREAKAGES = [
     Breakage("--reuse copies a variant that failed in the source run", "specbench/reuse.py",
              'in ("done", "reused")', 'in ("done", "reused", "failed")',
              ("tests/test_reuse.py::test_a_variant_that_failed_in_the_source_run_is_measured_not_reused",)),
+    Breakage("stop signals left to the disposition specbench inherited", "specbench/runner/signals.py",
+             "        loop.add_signal_handler(sig, on_signal, sig)\n", "        continue\n",
+             ("tests/test_lifecycle.py::test_a_stop_signal_inherited_as_ignored_still_stops_the_run",)),
+    Breakage("no write check of the run directory before launch", "specbench/runner/matrix.py",
+             "        check_writable(o.out, o.resume)\n", "",
+             ("tests/test_storage_faults.py::test_read_only_output_directory",
+              "tests/test_storage_faults.py::test_out_under_a_regular_file")),
+    Breakage("a record torn by a full disk left in the file", "specbench/rundir.py",
+             "                os.ftruncate(self._fd, size)\n", "                pass\n",
+             ("tests/test_storage_faults.py::test_full_disk_mid_run_then_resume",)),
 ]
 
 

@@ -8,13 +8,15 @@ server's CLOCK_MONOTONIC time just before the write. For each concurrency C:
 
 - specbench: the runner's own code path in this process: a VariantSession on the stand-in and
   `specbench.runner.measure_window` (counter scrapes around the window; every record appended and fsynced
-  to <tmp>/specbench-c<C>/requests.jsonl as it completes, as in a real run);
+  to <tmp>/specbench-c<C>-p<N>/requests.jsonl as it completes, as in a real run); rows with 2 processes
+  use the sharded client (`client.processes: 2`), worker i pinned to CPU (1 + i) mod 2;
 - vLLM: `vllm bench serve` (vllm.benchmarks.serve, openai-chat backend) in a subprocess on the same CPU,
   the same requests (same extra body, so the server sends the same bytes), its `benchmark()` coroutine
   wrapped to read the CPU time it used.
 
-Reported: chunk rate (= token rate), client and server CPU use, client CPU microseconds per chunk (and
-the implied ceiling on one core), and the timing error = client timestamp of a chunk - server send time
+Reported: chunk rate (= token rate), client and server CPU use, client CPU microseconds per chunk (all
+client processes), the implied ceiling (chunks/s over the busiest client process's CPU share: where it
+would saturate its core), and the timing error = client timestamp of a chunk - server send time
 (p50/p99; it includes the loopback transfer and any queueing in the client's event loop).
 """
 
@@ -119,10 +121,11 @@ def lags_ms(client_times_s: list[float], text: str) -> list[float]:
 
 
 # -- specbench ------------------------------------------------------------------------------------------
-def specbench_cfg(tokens: int, c: int) -> RunConfig:
+def specbench_cfg(tokens: int, c: int, processes: int = 1) -> RunConfig:
     return parse_config({"model": {"path": "standin", "served_name": "standin"}, "engine": {"kind": "vllm"},
                          "variants": [{"name": "b", "drafter": "autoregressive", "baseline": True}],
-                         "sweep": {"output_lens": [tokens], "concurrency": [c]}}, "client_overhead")
+                         "sweep": {"output_lens": [tokens], "concurrency": [c]},
+                         "client": {"processes": processes}}, "client_overhead")
 
 
 def planned(n: int, tokens: int, c: int, repeat: int) -> list[PlannedRequest]:
@@ -137,25 +140,38 @@ def planned(n: int, tokens: int, c: int, repeat: int) -> list[PlannedRequest]:
     return out
 
 
-def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process, workdir: Path) -> dict:
-    cfg = specbench_cfg(tokens, c)
-    rd = RunDir(workdir / f"specbench-c{c}")
+def cpu_s(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process, workdir: Path,
+                  processes: int = 1) -> dict:
+    """The runner's own path; with processes > 1 the sharded client (client.processes), worker i pinned to
+    CPU (CLIENT_CPU + i) mod 2 (on 2 cores the second worker shares the stand-in's core)."""
+    cfg = specbench_cfg(tokens, c, processes)
+    rd = RunDir(workdir / f"specbench-c{c}-p{processes}")
     rd.path.mkdir(parents=True, exist_ok=True)
     session = VariantSession(cfg, attach(cfg, base_url), RecordSink.open(rd, run_id=NAME), rd.path)
 
     async def go() -> tuple:
         async with session:
+            pids = session.shards.pids if session.shards else []
+            for i, pid in enumerate(pids):
+                os.sched_setaffinity(pid, {(CLIENT_CPU + i) % (os.cpu_count() or 2)})
             warm = planned(1, 100, 1, 0)
             await measure_window(session, warm, warm[0].fields["window_id"])  # warm the code paths
             reqs = planned(n_requests(c), tokens, c, 1)
             wall0, perf0 = time.time(), time.perf_counter()
-            s0, c0, w0 = server.cpu_times(), time.process_time(), time.perf_counter()
+            w0 = [cpu_s(pid) for pid in pids]
+            s0, c0, t0 = server.cpu_times(), time.process_time(), time.perf_counter()
             await measure_window(session, reqs, reqs[0].fields["window_id"])
-            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-            return session.last_window, wall0, perf0, wall, cpu, s0, server.cpu_times()
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            workers = [cpu_s(pid) - w for pid, w in zip(pids, w0)]
+            return session.last_window, wall0, perf0, wall, [cpu, *workers], s0, server.cpu_times()
 
     try:
-        records, wall0, perf0, wall, cpu, s0, s1 = asyncio.run(go())
+        records, wall0, perf0, wall, cpus, s0, s1 = asyncio.run(go())
     finally:
         session.sink.close()
     lags: list[float] = []
@@ -167,7 +183,8 @@ def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process, wo
         lags += lags_ms([t0 + off for off in r.chunk_offsets_s], r.text or "")
         chunks += len(r.chunk_tokens)
     tokens_out = sum(r.output_tokens or 0 for r in records)
-    return summary("specbench", c, chunks, tokens_out, wall, cpu, (s1.user + s1.system) - (s0.user + s0.system), lags,
+    name = "specbench" if processes == 1 else f"specbench, {processes} processes"
+    return summary(name, c, chunks, tokens_out, wall, cpus, (s1.user + s1.system) - (s0.user + s0.system), lags,
                    [r.ttft_s for r in records])
 
 
@@ -193,16 +210,21 @@ def run_vllm(base_url: str, c: int, tokens: int, tokenizer: str, server: psutil.
         times = list(start + ttft + np.concatenate([[0.0], np.cumsum(itl)]))
         lags += lags_ms(times, text)
         chunks += len(times)
-    return summary("vLLM bench serve", c, chunks, res["total_output_tokens"], meas["wall_s"], meas["cpu_s"],
+    return summary("vLLM bench serve", c, chunks, res["total_output_tokens"], meas["wall_s"], [meas["cpu_s"]],
                    (s1.user + s1.system) - (s0.user + s0.system), lags, res["ttfts"])
 
 
-def summary(client: str, c: int, chunks: int, tokens: int, wall: float, cpu: float, server_cpu: float,
+def summary(client: str, c: int, chunks: int, tokens: int, wall: float, cpus: list[float], server_cpu: float,
             lags: list[float], ttfts: list[float]) -> dict:
+    """`cpus`: CPU seconds of each client process (the runner's, then its workers'). µs/chunk counts them
+    all; the ceiling is where the busiest process would reach one core: chunks/s / its CPU share."""
+    cpu = sum(cpus)
     us = 1e6 * cpu / chunks
     return {"client": client, "c": c, "chunks": chunks, "tokens": tokens, "wall_s": wall,
             "chunks_s": chunks / wall, "tokens_s": tokens / wall, "client_cpu_pct": 100 * cpu / wall,
-            "server_cpu_pct": 100 * server_cpu / wall, "us_per_chunk": us, "ceiling_chunks_s": 1e6 / us,
+            "busiest_cpu_pct": 100 * max(cpus) / wall, "processes": len(cpus),
+            "server_cpu_pct": 100 * server_cpu / wall, "us_per_chunk": us,
+            "ceiling_chunks_s": chunks / max(cpus),
             "lag_p50_ms": float(np.percentile(lags, 50)) if lags else float("nan"),
             "lag_p99_ms": float(np.percentile(lags, 99)) if lags else float("nan"),
             "lag_max_ms": float(np.max(lags)) if lags else float("nan"), "lag_n": len(lags),
@@ -210,12 +232,13 @@ def summary(client: str, c: int, chunks: int, tokens: int, wall: float, cpu: flo
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| client | C | chunks | chunks/s (= tok/s) | client CPU | server CPU | client µs/chunk | "
-             "ceiling chunks/s (1 core) | lag p50 ms | lag p99 ms | lag max ms | TTFT p50 ms |",
+    lines = ["| client | C | chunks | chunks/s (= tok/s) | client CPU (busiest process) | server CPU | "
+             "client µs/chunk | ceiling chunks/s | lag p50 ms | lag p99 ms | lag max ms | TTFT p50 ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['client']} | {r['c']} | {r['chunks']} | {r['chunks_s']:,.0f} | {r['client_cpu_pct']:.0f}% | "
-                     f"{r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.0f} | {r['ceiling_chunks_s']:,.0f} | "
+        busiest = f" ({r['busiest_cpu_pct']:.0f}%)" if r["processes"] > 1 else ""
+        lines.append(f"| {r['client']} | {r['c']} | {r['chunks']} | {r['chunks_s']:,.0f} | {r['client_cpu_pct']:.0f}%"
+                     f"{busiest} | {r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.1f} | {r['ceiling_chunks_s']:,.0f} | "
                      f"{r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | {r['lag_max_ms']:.1f} | {r['ttft_p50_ms']:.2f} |")
     return "\n".join(lines)
 
@@ -227,8 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=2000, help="output tokens (= chunks) per request")
     ap.add_argument("--tokenizer", help="tokenizer folder for vllm bench's dataset (default: the smollm2 demo model)")
     ap.add_argument("--paced-ms", type=float, default=1.0, help="stand-in delay per token in the paced runs")
-    ap.add_argument("--paced-concurrency", type=int, nargs="*", default=[1, 8, 32])
+    ap.add_argument("--paced-concurrency", type=int, nargs="*", default=[1, 8, 32, 256])
     ap.add_argument("--paced-tokens", type=int, default=1000)
+    ap.add_argument("--paced-tokens-max-chunks", type=int, default=64000,
+                    help="paced rows: fewer tokens per request where C x tokens would exceed this many chunks")
+    ap.add_argument("--processes", type=int, nargs="*", default=[1, 2],
+                    help="specbench client processes per row (client.processes)")
     ap.add_argument("--no-vllm", action="store_true", help="measure specbench's client only")
     args = ap.parse_args(argv)
     if (os.cpu_count() or 1) < 2:
@@ -253,10 +280,13 @@ def main(argv: list[str] | None = None) -> int:
         base_url = f"http://127.0.0.1:{port}"
         try:
             for c in concs:
-                out_rows.append(run_specbench(base_url, c, tokens, server, workdir))
-                print(table(out_rows[-1:]).splitlines()[-1], flush=True)
+                n_tok = tokens if ms == 0 else max(50, min(tokens, args.paced_tokens_max_chunks // n_requests(c)))
+                for procs in args.processes:
+                    if procs <= c:
+                        out_rows.append(run_specbench(base_url, c, n_tok, server, workdir, procs))
+                        print(table(out_rows[-1:]).splitlines()[-1], flush=True)
                 if not args.no_vllm:
-                    out_rows.append(run_vllm(base_url, c, tokens, args.tokenizer, server, workdir))
+                    out_rows.append(run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
                     print(table(out_rows[-1:]).splitlines()[-1], flush=True)
         finally:
             stop(proc)
@@ -278,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         "- Quiet machine: " + ("yes (no other process above 5% CPU before or after)" if not busy else
                                "NO: " + "; ".join(busy[:5])),
         f"- Stand-in on CPU {SERVER_CPU} (`--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`), client on CPU "
-        f"{CLIENT_CPU}; {args.tokens} tokens per request, max(C, 4) requests per C, one chunk per token",
+        f"{CLIENT_CPU} (with 2 processes the second worker on CPU {SERVER_CPU}); {args.tokens} tokens per request "
+        f"(paced: {args.paced_tokens}, fewer where C x tokens > {args.paced_tokens_max_chunks}), max(C, 4) requests "
+        "per C, one chunk per token",
         "",
         "## Zero delay (saturation)",
         "",

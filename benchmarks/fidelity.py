@@ -193,7 +193,7 @@ async def measure_server(args: argparse.Namespace, variant: str, spec: dict | No
                 print(f"{variant}: server pid {session.pid} ready in {session.startup_s:.0f}s", flush=True)
             # the same two requests before everything; outside every window
             for pr in planned_window(cfg, sweep, 1, 2, variant, 0):
-                res = await stream_request(session.engine, session.http, session.base_url, pr.spec, 600.0)
+                res = await stream_request(replace(session.endpoint, timeout_s=600.0), pr.spec)
                 if res.error:
                     raise RuntimeError(f"warmup request failed: {res.error}")
             for rnd in range(1, args.rounds + 1):

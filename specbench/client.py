@@ -3,6 +3,14 @@
 Timing points (defined in docs/metrics.md): t0 just before the request is sent; each SSE chunk that
 carries output tokens is time-stamped on arrival with how many tokens it carries (from the server's
 cumulative usage when available, else the token ids it lists); TTFT is the first such chunk.
+
+Nothing the server sends is taken on trust: the tokens received are counted and reconciled with the
+final usage, an empty or wrong-length output is an error (`check_output`), and text that is not valid
+Unicode (a lone UTF-16 surrogate) is stored escaped (`safe_text`), so every record can be written.
+
+The stream is read lean (specbench/sse_http.py): the response is parsed in the connection's data
+callback, SSE events are split from the raw bytes and each event's data is decoded once (`decode_json`)
+and handled at once (`_consume`), with the time its bytes arrived.
 """
 
 from __future__ import annotations
@@ -10,15 +18,37 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
+import msgspec
 from httpx_sse import SSEError, aconnect_sse
 
 from .engines.base import Engine, RequestSpec
 from .plan import PlannedRequest
 from .records import RequestRecord, SpecDetails
+from .sse_http import ABORT, CONTINUE, END, SSEClient, StreamError
+
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+_DONE = (b"[DONE]", "[DONE]")
+_DECODE = msgspec.json.Decoder().decode
+_ENCODE = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how requests are sent: the engine (bodies, chunk parsing), the pooled HTTP client, the
+    server's base URL, the per-request timeout (sweep.request_timeout_s) and the headers of every request."""
+
+    engine: Engine
+    http: httpx.AsyncClient
+    base_url: str
+    timeout_s: float
+    headers: Mapping[str, str] | None = None
+    sse: SSEClient | None = None  # the lean stream client; None: httpx (the reference path)
+    clock_base: float | None = None  # t_send = clock_base + perf_counter() (a sharded client's one clock)
 
 
 @dataclass
@@ -36,85 +66,212 @@ class StreamResult:
     error: str | None = None
 
 
-async def stream_request(engine: Engine, http: httpx.AsyncClient, base_url: str, req: RequestSpec,
-                         timeout_s: float, headers: dict[str, str] | None = None) -> StreamResult:
-    """Send one streaming request and time it. Never raises for request-level failures: the error
-    is recorded in the result, so one bad request cannot lose a window's other measurements."""
-    res = StreamResult()
-    body = engine.request_body(req)
-    url = base_url + engine.request_path(req)
-    ids: list[int] = []
-    texts: list[str] = []
-    seen_cumulative = 0
-    got_done = False
-    t0 = time.perf_counter()
+@dataclass
+class _Tally:
+    """What was received, as counted by the client (not as claimed by the server's usage)."""
+
+    ids: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    seen_cumulative: int = 0
+    ids_streamed: bool = False  # some chunk listed its token ids
+    exact: bool = True  # every chunk's token count came from usage deltas or ids (not the text fallback)
+    done: bool = False
+
+
+def safe_text(s: str) -> str:
+    """`s` as valid Unicode: a lone UTF-16 surrogate (JSON's "\\ud83d" without its pair) becomes the six
+    characters `\\ud83d`, so the record can be written as UTF-8 and read back; valid text is unchanged."""
     try:
-        async with asyncio.timeout(timeout_s):
-            async with aconnect_sse(http, "POST", url, json=body, headers=dict(headers or {})) as es:
-                if es.response.status_code != 200:
-                    detail = (await es.response.aread()).decode("utf-8", "replace")[:200]
-                    res.error = f"HTTP {es.response.status_code}: {' '.join(detail.split())}"
-                    return res
-                async for sse in es.aiter_sse():
-                    now = time.perf_counter() - t0
-                    if sse.data.strip() == "[DONE]":
-                        got_done = True
-                        break
-                    try:
-                        data = json.loads(sse.data)
-                    except json.JSONDecodeError:
-                        res.error = f"malformed SSE data: {sse.data[:80]!r}"
-                        return res
-                    if not isinstance(data, dict):
-                        res.error = f"malformed SSE data: {sse.data[:80]!r}"
-                        return res
-                    if "error" in data and not data.get("choices"):
-                        res.error = f"server error in stream: {str(data['error'])[:200]}"
-                        return res
-                    info = engine.parse_chunk(data)
-                    # tokens in this chunk: the cumulative usage delta is exact; token ids are next best
-                    if info.cumulative_completion_tokens is not None and info.completion_tokens is None:
-                        n = info.cumulative_completion_tokens - seen_cumulative
-                        seen_cumulative = info.cumulative_completion_tokens
-                    elif info.token_ids is not None:
-                        n = len(info.token_ids)
-                    else:
-                        n = 1 if info.text else 0
-                    if info.token_ids:
-                        ids.extend(info.token_ids)
-                    if info.text:
-                        texts.append(info.text)
-                    if n > 0:
-                        if res.ttft_s is None:
-                            res.ttft_s = now
-                        res.chunk_offsets_s.append(now)
-                        res.chunk_tokens.append(n)
-                    if info.finish_reason:
-                        res.finish_reason = info.finish_reason
-                    if info.prompt_tokens is not None:
-                        res.prompt_tokens = info.prompt_tokens
-                    if info.completion_tokens is not None:
-                        res.output_tokens = info.completion_tokens
-                    if info.spec is not None:
-                        res.spec = info.spec
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def safe_value(v: Any) -> Any:
+    """safe_text applied to every string of a JSON value (a chunk's raw payload kept in a record)."""
+    if isinstance(v, str):
+        return safe_text(v)
+    if isinstance(v, dict):
+        return {safe_text(str(k)): safe_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [safe_value(x) for x in v]
+    return v
+
+
+def decode_json(data: bytes | str) -> Any:
+    """One event's JSON (msgspec: about 4x faster than json.loads on a vLLM chunk; json.loads for what
+    msgspec refuses, e.g. a lone surrogate escape). Raises ValueError when it is not JSON."""
+    try:
+        return _DECODE(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
+
+
+async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
+    """Send one streaming request and time it. Never raises for request-level failures: the error
+    is recorded in the result, so one bad request cannot lose a window's other measurements.
+
+    With `ep.sse` the lean path (specbench/sse_http.py); without it httpx and httpx-sse (the reference
+    path, also used where a stream client is not set up). Both feed the same per-event code (`_consume`)."""
+    res = StreamResult()
+    body = ep.engine.request_body(req)
+    url = ep.base_url + ep.engine.request_path(req)
+    headers = {**SSE_HEADERS, **(ep.headers or {})}
+    tally = _Tally()
+    t0 = time.perf_counter()
+
+    def on_event(data: bytes | str, t: float) -> int:
+        if tally.done:
+            return END  # nothing counts after [DONE]
+        try:
+            res.error = _consume(ep.engine, res, tally, data, t - t0)
+        except Exception as exc:  # an engine's chunk parser on data it did not expect: a request error
+            res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
+        return ABORT if res.error is not None else END if tally.done else CONTINUE
+
+    try:
+        async with asyncio.timeout(ep.timeout_s):
+            if ep.sse is not None:
+                resp = await ep.sse.post(url, _ENCODE(body), headers, on_event)
+                status, ctype, detail = resp.status, resp.headers.get("content-type", ""), resp.body
+            else:
+                status, ctype, detail = await _httpx_stream(ep, url, body, headers, on_event)
+            if status != 200:
+                text = detail.decode("utf-8", "replace")[:200]
+                res.error = f"HTTP {status}: {' '.join(text.split())}"
+            elif "text/event-stream" not in ctype:
+                res.error = f"not an event stream: Content-Type {ctype!r}"
     except TimeoutError:
-        res.error = f"timed out after {timeout_s:g}s (sweep.request_timeout_s)"
-    except (httpx.HTTPError, SSEError) as exc:
+        res.error = f"timed out after {ep.timeout_s:g}s (sweep.request_timeout_s)"
+    except StreamError as exc:
+        res.error = str(exc)[:220]
+    except httpx.HTTPError as exc:
         res.error = f"{type(exc).__name__}: {str(exc)[:200] or 'connection failed'}"
-    res.e2e_s = time.perf_counter() - t0
-    res.text = "".join(texts)
-    res.token_ids = ids or None
-    if res.error is None and not got_done:
-        res.error = "stream ended before [DONE] (truncated)"
-    if res.output_tokens is None and res.chunk_tokens:
-        res.output_tokens = sum(res.chunk_tokens)
+    _finish(res, tally, t0)
+    if res.error is None:
+        res.error = check_output(res, tally, req.max_tokens if _ignores_eos(body) else None)
     return res
 
 
-async def run_closed_loop(engine: Engine, http: httpx.AsyncClient, base_url: str,
-                          requests: Sequence[PlannedRequest], concurrency: int, timeout_s: float,
-                          on_record: Callable[[RequestRecord], None],
-                          headers: dict[str, str] | None = None) -> list[RequestRecord]:
+async def _httpx_stream(ep: Endpoint, url: str, body: dict[str, Any], headers: dict[str, str],
+                        on_event: Callable[[bytes | str, float], int]) -> tuple[int, str, bytes]:
+    """The reference path: httpx + httpx-sse, each event's data to `on_event` with its arrival time."""
+    async with aconnect_sse(ep.http, "POST", url, json=body, headers=headers) as es:
+        r = es.response
+        if r.status_code != 200:
+            return r.status_code, r.headers.get("content-type", ""), await r.aread()
+        ctype = r.headers.get("content-type", "")
+        if "text/event-stream" not in ctype:
+            return r.status_code, ctype, b""
+        try:
+            async for sse in es.aiter_sse():
+                if on_event(sse.data, time.perf_counter()) != CONTINUE:
+                    break
+        except SSEError as exc:
+            raise httpx.RemoteProtocolError(str(exc)) from None
+        return r.status_code, ctype, b""
+
+
+def _consume(engine: Engine, res: StreamResult, tally: _Tally, data: bytes | str, now: float) -> str | None:
+    """One event's data into the result; returns an error, or None."""
+    if data in _DONE or data.strip() in _DONE:
+        tally.done = True
+        return None
+    try:
+        chunk = decode_json(data)
+    except ValueError:
+        chunk = None
+    if not isinstance(chunk, dict):
+        text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+        return f"malformed SSE data: {safe_text(text[:80])!r}"
+    if "error" in chunk and not chunk.get("choices"):
+        return f"server error in stream: {str(chunk['error'])[:200]}"
+    info = engine.parse_chunk(chunk)
+    # tokens in this chunk: the cumulative usage delta is exact; token ids are next best
+    if info.cumulative_completion_tokens is not None and info.completion_tokens is None:
+        n = info.cumulative_completion_tokens - tally.seen_cumulative
+        tally.seen_cumulative = info.cumulative_completion_tokens
+    elif info.token_ids is not None:
+        n = len(info.token_ids)
+    else:
+        n = 1 if info.text else 0
+        tally.exact = tally.exact and not info.text
+    if info.token_ids is not None:
+        tally.ids_streamed = True
+        tally.ids.extend(info.token_ids)
+    if info.text:
+        tally.texts.append(info.text)
+    if n > 0:
+        if res.ttft_s is None:
+            res.ttft_s = now
+        res.chunk_offsets_s.append(now)
+        res.chunk_tokens.append(n)
+    if info.finish_reason:
+        res.finish_reason = info.finish_reason
+    if info.prompt_tokens is not None:
+        res.prompt_tokens = info.prompt_tokens
+    if info.completion_tokens is not None:
+        res.output_tokens = info.completion_tokens
+    if info.spec is not None:
+        res.spec = info.spec
+    return None
+
+
+def _finish(res: StreamResult, tally: _Tally, t0: float) -> StreamResult:
+    res.e2e_s = time.perf_counter() - t0
+    res.text = safe_text("".join(tally.texts))
+    res.token_ids = tally.ids or None
+    if res.error is None and not tally.done:
+        res.error = "stream ended before [DONE] (truncated)"
+    if res.output_tokens is None and res.chunk_tokens:
+        res.output_tokens = sum(res.chunk_tokens)
+    if res.error is not None:
+        res.error = safe_text(res.error)
+    if res.finish_reason is not None:
+        res.finish_reason = safe_text(res.finish_reason)
+    if res.spec is not None and res.spec.raw is not None:
+        res.spec.raw = safe_value(res.spec.raw)
+    return res
+
+
+def _ignores_eos(body: Mapping[str, Any]) -> bool:
+    sampling = body.get("sampling_params")
+    return bool(body.get("ignore_eos") or (isinstance(sampling, dict) and sampling.get("ignore_eos")))
+
+
+def check_output(res: StreamResult, tally: _Tally, requested: int | None) -> str | None:
+    """The reason a completed stream cannot count, or None. The tokens received (token ids when the
+    server lists them, else the per-chunk counts) must agree with the final usage; an empty output is an
+    error; with ignore_eos sent (`requested` given) the output must have the requested length."""
+    counted = sum(res.chunk_tokens)
+    claimed = res.output_tokens
+    if tally.ids_streamed and len(tally.ids) != counted:
+        return f"token count mismatch: {len(tally.ids)} token ids streamed, usage deltas count {counted}"
+    received = len(tally.ids) if tally.ids_streamed else counted
+    if claimed is not None and (tally.ids_streamed or tally.exact) and claimed != received:
+        return f"token count mismatch: the final usage claims {claimed} completion tokens, {received} were streamed"
+    n = claimed if claimed is not None else received
+    if n == 0:
+        return "empty completion (0 tokens)"
+    if requested is not None and n != requested:
+        return f"output length {n} tokens, {requested} requested (ignore_eos is sent)"
+    return None
+
+
+async def stream_planned(ep: Endpoint, planned: PlannedRequest) -> RequestRecord:
+    """Stream one planned request and return its record (the one function every load loop calls)."""
+    t_send = time.time() if ep.clock_base is None else ep.clock_base + time.perf_counter()
+    res = await stream_request(ep, planned.spec)
+    return RequestRecord(
+        **planned.fields, t_send=t_send, ttft_s=res.ttft_s, e2e_s=res.e2e_s,
+        chunk_offsets_s=res.chunk_offsets_s, chunk_tokens=res.chunk_tokens,
+        prompt_tokens=res.prompt_tokens, output_tokens=res.output_tokens, token_ids=res.token_ids,
+        text=res.text, finish_reason=res.finish_reason, spec=res.spec, error=res.error)
+
+
+async def run_closed_loop(ep: Endpoint, requests: Sequence[PlannedRequest], concurrency: int,
+                          on_record: Callable[[RequestRecord], None]) -> list[RequestRecord]:
     """Keep exactly `concurrency` requests in flight until all are done (closed loop).
 
     `on_record` is called as each request finishes (the runner appends it to requests.jsonl at once).
@@ -130,13 +287,7 @@ async def run_closed_loop(engine: Engine, http: httpx.AsyncClient, base_url: str
                 planned = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            t_send = time.time()
-            res = await stream_request(engine, http, base_url, planned.spec, timeout_s, headers)
-            rec = RequestRecord(
-                **planned.fields, t_send=t_send, ttft_s=res.ttft_s, e2e_s=res.e2e_s,
-                chunk_offsets_s=res.chunk_offsets_s or [], chunk_tokens=res.chunk_tokens or [],
-                prompt_tokens=res.prompt_tokens, output_tokens=res.output_tokens, token_ids=res.token_ids,
-                text=res.text, finish_reason=res.finish_reason, spec=res.spec, error=res.error)
+            rec = await stream_planned(ep, planned)
             records.append(rec)
             on_record(rec)
 

@@ -110,7 +110,8 @@ def classify(a: Estimate, b: Estimate, threshold: float) -> tuple[Status, str]:
     return "within_noise", f"no interval; change under {threshold:.0%}"
 
 
-def _estimate(row: pd.Series | None, col: str) -> Estimate | None:
+def estimate(row: pd.Series | None, col: str) -> Estimate | None:
+    """A cells.csv figure with its 95% interval (`col`, `col_ci_low`, `col_ci_high`); None without a row."""
     if row is None:
         return None
     return Estimate(num(row.get(col)), num(row.get(f"{col}_ci_low")), num(row.get(f"{col}_ci_high")))
@@ -141,7 +142,8 @@ class Comparison:
         return comparison_markdown(self, max_noise_rows=max_noise_rows)
 
 
-def _load(run: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+def load_cells(run: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A finished run's cells.csv (typed) and run.json; RunDirError without cells.csv."""
     rd = RunDir(Path(run))
     if not rd.cells.exists():
         raise RunDirError(f"no cells.csv in {rd.path}: is it a finished run directory?")
@@ -172,8 +174,8 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
     """Per-cell change in speedup and acceptance length from run A (before) to run B (after)."""
     if not 0 <= threshold < 1:
         raise ValueError(f"threshold must be in [0, 1), got {threshold}")
-    cells_a, meta_a = _load(run_a)
-    cells_b, meta_b = _load(run_b)
+    cells_a, meta_a = load_cells(run_a)
+    cells_b, meta_b = load_cells(run_b)
     baselines = {str(m.get("baseline")) for m in (meta_a, meta_b) if m.get("baseline")}
     notes: list[str] = []
     hw_note = _hardware_note(Path(run_a), meta_a, Path(run_b), meta_b, allow_mixed_hardware)
@@ -187,7 +189,7 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
     changes = []
     for key in list(rows_a) + [k for k in rows_b if k not in rows_a]:
         a, b = rows_a.get(key), rows_b.get(key)
-        sa, sb = _estimate(a, "speedup"), _estimate(b, "speedup")
+        sa, sb = estimate(a, "speedup"), estimate(b, "speedup")
         if sa is None or sb is None:
             status: Status = "only_a" if sb is None else "only_b"
             reason = f"only in {'A' if sb is None else 'B'}"
@@ -197,8 +199,8 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
             if invalid:
                 reason += f"; invalid cell in {' and '.join(invalid)}"
         changes.append(CellChange(variant=key[0], point_id=key[1], status=status, reason=reason, speedup_a=sa,
-                                  speedup_b=sb, accept_a=_estimate(a, "acceptance_length"),
-                                  accept_b=_estimate(b, "acceptance_length")))
+                                  speedup_b=sb, accept_a=estimate(a, "acceptance_length"),
+                                  accept_b=estimate(b, "acceptance_length")))
     changes.sort(key=lambda c: STATUS_ORDER.index(c.status))  # stable: run order within a status
     return Comparison(run_a=Path(run_a), run_b=Path(run_b), threshold=threshold, changes=changes,
                       label_a=_label(Path(run_a), meta_a), label_b=_label(Path(run_b), meta_b), notes=tuple(notes))

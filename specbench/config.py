@@ -261,6 +261,22 @@ class SchedulerConfig(Strict):
     srun_args: list[str] = Field(default_factory=list)  # added to every srun step, e.g. [--gres=gpu:8]
 
 
+class ClientConfig(Strict):
+    """specbench's own load generator. `processes`: worker processes that share the streams of each window
+    (C in flight in total; `auto`: one per CPU specbench may use, at most 8); 1 = the runner's own process."""
+
+    processes: int | Literal["auto"] = Field(1)
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+            raise ValueError(f"must be a number of processes between 1 and 64, or auto (got {v!r})")
+        return v
+
+
 SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s")
 
 
@@ -331,6 +347,7 @@ class RunConfig(Strict):
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     tune: TuneConfig | None = None  # read by `specbench tune` only; `specbench run` ignores it
+    client: ClientConfig = Field(default_factory=ClientConfig)
     output_dir: str = "runs"
 
     @model_validator(mode="after")
@@ -416,6 +433,64 @@ def parse_config(data: Any, source: str | None = None) -> RunConfig:
         raise ConfigError(where, msg, source) from None
 
 
+# A config expands to a few thousand YAML nodes; aliases can make 15 lines expand to 10^8 (an "alias bomb"),
+# which PyYAML composes in microseconds (an alias is a reference) but every walk of the result then visits
+# one by one. Refused above this, before anything walks the tree.
+MAX_YAML_NODES = 1_000_000
+
+
+def expanded_size(node: yaml.Node, limit: int = MAX_YAML_NODES) -> int:
+    """The number of nodes of `node` with every alias expanded, counted over the composed graph (each node
+    once: its size is memoised), so the count costs the graph's size, not the expansion's. Stops as soon
+    as it passes `limit` (returns limit + 1); a recursive alias (a node inside itself) counts as infinite."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            return limit + 1  # the node contains itself: no finite expansion
+        total = 1
+        if isinstance(n, (yaml.SequenceNode, yaml.MappingNode)):
+            open_.add(key)
+            children = n.value if isinstance(n, yaml.SequenceNode) else [x for kv in n.value for x in kv]
+            for child in children:
+                total += size(child)
+                if total > limit:
+                    break
+            open_.discard(key)
+        sizes[key] = total = min(total, limit + 1)
+        return total
+
+    return size(node)
+
+
+class _TooLarge(Exception):
+    """The document expands past MAX_YAML_NODES."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a document whose aliases expand it past MAX_YAML_NODES, before construction."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if expanded_size(node) > MAX_YAML_NODES:
+            raise _TooLarge()
+        return super().construct_document(node)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """yaml.safe_load, but an alias bomb (or a recursive alias) is a one-line ConfigError."""
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader subclass)
+    except _TooLarge:
+        raise ConfigError("", f"refused: its aliases (&/*) expand it to more than {MAX_YAML_NODES:,} YAML nodes "
+                          "(an alias bomb, or an alias inside itself?); write the values out instead", source) from None
+    except RecursionError:
+        raise ConfigError("", "refused: nested too deeply for a config", source) from None
+
+
 def _read_yaml(p: Path) -> Any:
     try:
         text = p.read_text(encoding="utf-8")
@@ -427,7 +502,7 @@ def _read_yaml(p: Path) -> Any:
         raise ConfigError("", f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})",
                           str(p)) from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text, str(p))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark else ""

@@ -37,8 +37,16 @@ class EngineStartError(SpecbenchError):
     """The engine process exited or timed out before it could generate."""
 
 
+class ForeignListenerError(EngineStartError):
+    """Another process listens on the engine's port: its answers would be measured as this engine's."""
+
+
 class EngineDiedError(SpecbenchError):
     """The engine process went away in the middle of a sweep."""
+
+
+class ClientWorkerError(SpecbenchError):
+    """A client worker process (client.processes > 1) died or did not start: the window is not complete."""
 
 
 class ScrapeError(SpecbenchError):
@@ -49,7 +57,12 @@ class RunDirError(UsageError):
     """The run directory is in a state the requested operation must not touch."""
 
 
+class StorageError(SpecbenchError):
+    """Writing the run directory failed mid-run (a full disk, an I/O error): every engine was stopped, the
+    records written before it are kept, and the message says how to resume."""
+
+
 class Interrupted(SpecbenchError):
-    """SIGINT/SIGTERM: every engine was stopped and what was measured is kept."""
+    """SIGINT/SIGTERM/SIGHUP: every engine was stopped and what was measured is kept."""
 
     exit_code = 130

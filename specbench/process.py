@@ -130,6 +130,30 @@ def port_owner(port: int) -> str | None:
     return None
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def listening_pids(host: str, port: int) -> list[int | None] | None:
+    """The processes with a socket listening where host:port traffic goes (host itself or a wildcard
+    address); None for a socket whose process the OS does not show. None when sockets cannot be listed."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        return None
+    local = {host, f"::ffff:{host}", *WILDCARDS}
+    if host in ("localhost", "127.0.0.1", "::1"):
+        local |= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+    return [c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+            and c.laddr.ip in local]
+
+
+def describe_pid(pid: int) -> str:
+    try:
+        return f"PID {pid} ({' '.join(psutil.Process(pid).cmdline())[:120]})"
+    except psutil.Error:
+        return f"PID {pid}"
+
+
 class EngineProcess:
     """A launched engine. Use as a context manager, or call start()/stop() yourself."""
 
@@ -185,6 +209,20 @@ class EngineProcess:
         except psutil.Error:
             pass
 
+    def foreign_listener(self) -> str | None:
+        """Who else listens on the engine's port ('PID 123 (cmdline)'), or None when every listener belongs to
+        this engine's process tree (or none is visible yet). Another run's server on a shared port would
+        otherwise answer this engine's probes and requests, and the measurements would be of the wrong server."""
+        pids = listening_pids(self.host, self.port)
+        if not pids:
+            return None
+        self._remember_tree()
+        ours = {pid for pid, p in self._known.items() if _running(p)}
+        for pid in pids:
+            if pid is not None and pid not in ours:
+                return describe_pid(pid)
+        return None
+
     async def wait_ready(self, probe: Callable[[], Awaitable[object]], timeout_s: float,
                          on_wait: Callable[[float, str], None] | None = None) -> float:
         """Poll `probe` (a real generation) until it succeeds; returns the startup time in seconds.
@@ -216,6 +254,9 @@ class EngineProcess:
                 last = str(getattr(result, "detail", "") or last)
             if result:
                 return time.monotonic() - t0
+            if getattr(result, "fatal", False):  # e.g. it serves another model name: waiting cannot help
+                raise EngineStartError(f"{self.name}: engine answered but cannot be measured: {last}; "
+                                       f"log {self.log_path}")
             if on_wait:
                 on_wait(elapsed, last_log_line(self.log_path))
             await asyncio.sleep(min(1.0, max(0.0, timeout_s - (time.monotonic() - t0))))
@@ -245,6 +286,9 @@ class EngineProcess:
         self._dismiss_reaper()
         deadline = time.monotonic() + port_wait_s
         while port_in_use(self.host, self.port) and time.monotonic() < deadline:
+            pids = listening_pids(self.host, self.port)
+            if pids and all(pid not in self._known for pid in pids):
+                break  # another process's listener (ForeignListenerError): not ours to wait for
             time.sleep(0.2)
 
     def _dismiss_reaper(self) -> None:

@@ -32,7 +32,12 @@ class PlainReporter:
         self.t0 = time.monotonic()
 
     def _print(self, msg: str) -> None:
-        print(f"[{time.monotonic() - self.t0:7.1f}s] {msg}", file=self.stream, flush=True)
+        if self.stream is None:
+            return
+        try:
+            print(f"[{time.monotonic() - self.t0:7.1f}s] {msg}", file=self.stream, flush=True)
+        except (OSError, ValueError):  # the terminal has gone (SIGHUP): progress is not worth a failed run
+            self.stream = None
 
     def start(self, total_requests: int) -> None:
         self.total = total_requests
@@ -85,10 +90,16 @@ class RichReporter:
             self.progress.advance(self.task, n)
 
     def log(self, message: str) -> None:
-        self.progress.console.print(message, markup=False, highlight=False)
+        try:
+            self.progress.console.print(message, markup=False, highlight=False)
+        except (OSError, ValueError):  # the terminal has gone (SIGHUP)
+            self.console.quiet = True
 
     def close(self) -> None:
-        self.progress.stop()
+        try:
+            self.progress.stop()
+        except (OSError, ValueError):
+            self.console.quiet = True
 
 
 def make_reporter(quiet: bool = False) -> Reporter:

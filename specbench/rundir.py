@@ -10,6 +10,7 @@
     cells.csv            one row per variant x sweep point (derived; rewritten atomically)
     break_even.csv       one row per drafter x category x lengths (derived)
     report.md, report.html
+    columnar/            the measured requests again, one Parquet file per window (derived; store.py)
 
 Raw files are only ever appended; derived files are written to a temporary file and renamed.
 """
@@ -22,7 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ValidationError
@@ -77,7 +78,9 @@ class JsonlAppender:
     def __init__(self, path: Path):
         self.path = path
         self._repair_tail()
-        self._f: IO[str] = open(path, "a", encoding="utf-8")
+        # unbuffered: a failed append (a full disk) leaves no half-written line behind in a buffer that a
+        # later close would flush into the middle of the file
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _repair_tail(self) -> None:
         """Make the file end with a complete line before appending to it again (resume after a crash).
@@ -115,12 +118,29 @@ class JsonlAppender:
             os.fsync(f.fileno())
 
     def append(self, record: BaseModel) -> None:
-        self._f.write(record.model_dump_json() + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        """Write one record and its newline, then fsync. On an OSError (ENOSPC, EIO, EDQUOT) whatever part
+        of the line reached the file is cut off again, so the file still ends with a complete record, and
+        the error propagates: the caller stops the run (the records before it are all kept)."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: appended to after close")
+        data = (record.model_dump_json() + "\n").encode()
+        size = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+            os.fsync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError:
+                pass  # the torn tail is then repaired when the file is opened again (resume)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclass
@@ -233,9 +253,15 @@ def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame([r.model_dump() for r in records])
 
 
-def load_run(path: str | os.PathLike[str]) -> Run:
-    """Load a run directory into DataFrames: requests, windows (raw), cells and break_even (derived)."""
+def load_run(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> Run:
+    """Load a run directory into DataFrames: requests, windows (raw), cells and break_even (derived).
+
+    `requests` holds the measured requests (completed windows, no warmup), read from the columnar store
+    (built from requests.jsonl on first read); `columns` limits it to those fields (all by default), e.g.
+    without the per-chunk lists of a large run. RunDir.request_records() reads requests.jsonl itself."""
     import yaml
+
+    from .store import open_store
 
     rd = RunDir(Path(path))
     if not rd.path.is_dir():
@@ -248,7 +274,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     cells, be = csv(rd.cells), csv(rd.break_even)
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cfg = yaml.safe_load(rd.config.read_text()) if rd.config.exists() else {}
-    return Run(path=rd.path, requests=records_frame(rd.request_records()),
+    return Run(path=rd.path, requests=open_store(rd).frame(columns=columns),
                windows=records_frame(rd.window_records()), cells=cells, break_even=be,
                meta=rd.load_meta(), environment=env, config=cfg, open_loop=csv(rd.open_loop),
                capacity=csv(rd.capacity))

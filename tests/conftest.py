@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]  # the signal guard's own test runs a small suite through it
 STANDIN = REPO / "tests" / "standin" / "server.py"
 
 
@@ -53,6 +55,50 @@ def sglang_python() -> str:
         pytest.fail(f"SPECBENCH_SGLANG_PYTHON={py} cannot import sglang.srt.server_args: "
                     f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
     return py
+
+
+# -- signal dispositions -----------------------------------------------------------------------------------
+# A test that leaves this pytest process with a changed SIGINT/SIGTERM/SIGHUP (a handler, SIG_IGN, a blocked
+# mask) changes every later test's child processes too: they inherit ignored and blocked signals, and a
+# specbench started with SIGINT ignored used to run to the end on Ctrl-C. So each test is checked: its
+# dispositions are restored afterwards, and the test that changed them fails, by name.
+WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def signal_dispositions() -> dict[str, object]:
+    """Python's handlers, the blocked mask, and (Linux) what the kernel says is ignored: a C library can set
+    SIG_IGN behind Python's back, and a child inherits the kernel's view, not Python's."""
+    out: dict[str, object] = {s.name: signal.getsignal(s) for s in WATCHED_SIGNALS}
+    out["blocked"] = sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, []) if s in WATCHED_SIGNALS)
+    try:
+        ignored = int(next(ln for ln in Path("/proc/self/status").read_text().splitlines()
+                           if ln.startswith("SigIgn:")).split()[1], 16)
+        out["kernel_ignored"] = sorted(s.name for s in WATCHED_SIGNALS if ignored >> (s - 1) & 1)
+    except (OSError, StopIteration):
+        pass
+    return out
+
+
+def restore_dispositions(before: dict[str, object]) -> None:
+    for s in WATCHED_SIGNALS:
+        handler = before[s.name]
+        signal.signal(s, handler if handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
+    signal.pthread_sigmask(signal.SIG_SETMASK,
+                           (set(signal.pthread_sigmask(signal.SIG_BLOCK, [])) - set(WATCHED_SIGNALS))
+                           | {getattr(signal, n) for n in before["blocked"]})  # type: ignore[union-attr]
+
+
+@pytest.fixture(autouse=True)
+def signals_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = signal_dispositions()
+    yield
+    after = signal_dispositions()
+    if after != before:
+        restore_dispositions(before)
+        changed = {k: (before.get(k), after.get(k)) for k in after if after.get(k) != before.get(k)}
+        pytest.fail(f"{request.node.nodeid} changed this process's signal dispositions (before, after): "
+                    f"{changed}; they are restored now, but children started later would inherit them",
+                    pytrace=False)
 
 
 # -- ports ----------------------------------------------------------------------------------------------

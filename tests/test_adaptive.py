@@ -2,31 +2,64 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from itertools import cycle
+
+import pytest
+
 from conftest import standin_config
 from specbench.config import parse_config
+from specbench.metrics.common import MIN_REPEATS_FOR_INTERVAL
 from specbench.rundir import load_run
 from specbench.runner import RunOptions, run_matrix
+from specbench.runner import unit
 
 
 def repeats_per_cell(out) -> set[int]:
     return set(load_run(out).cells.repeats)
 
 
-def test_stops_when_the_interval_is_narrow(tmp_path, model_dir, port, no_survivors):
+@pytest.fixture
+def window_throughputs(monkeypatch) -> Callable[[list[float]], list[float]]:
+    """The stopping rule's input, forced: each window's measured throughput (computed by specbench from
+    its records, and required to be a real positive number) is replaced by the next of the given values,
+    so the rule sees known numbers rather than the shared machine's scheduling noise. Returns the list
+    of values the rule was given."""
+    given: list[float] = []
+
+    def force(values: list[float]) -> list[float]:
+        it: Iterator[float] = cycle(values)
+        real = unit.window_throughput
+
+        def forced(records):
+            measured = real(records)
+            assert measured is not None and measured > 0
+            given.append(next(it))
+            return given[-1]
+
+        monkeypatch.setattr(unit, "window_throughput", forced)
+        return given
+
+    return force
+
+
+def test_stops_when_the_interval_is_narrow(tmp_path, model_dir, port, window_throughputs, no_survivors):
     data = standin_config(model_dir, port, sweep={
         "concurrency": [1], "repeats": 1, "adaptive": {"target_rel_half_width": 0.5, "max_repeats": 6}})
-    # A service time of 20 ms per token (8 tokens: 160 ms a request) makes the window throughput the
-    # server's pace, not the shared machine's scheduling noise: repeats agree within a few percent, far
-    # inside the +-50% target, so the interval is narrow as soon as it exists.
-    data["engine"]["command"] += ["--ms-per-token", "20"]
+    # 100, 101, 99 tok/s: mean 100, t interval half-width 2.5%, far inside the +-50% target, so the interval
+    # is narrow as soon as it exists
+    given = window_throughputs([100.0, 101.0, 99.0])
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "r", skip_preflight=True))
+    assert MIN_REPEATS_FOR_INTERVAL == 3
     assert repeats_per_cell(tmp_path / "r") == {3}  # the first point at which an interval exists
+    assert given == [100.0, 101.0, 99.0, 100.0, 101.0, 99.0]  # both variants' 3 windows, and no 4th
     no_survivors()
 
 
-def test_goes_to_the_cap_when_it_never_narrows(tmp_path, model_dir, port, no_survivors):
+def test_goes_to_the_cap_when_it_never_narrows(tmp_path, model_dir, port, window_throughputs, no_survivors):
     data = standin_config(model_dir, port, sweep={
         "concurrency": [1], "repeats": 1, "adaptive": {"target_rel_half_width": 1e-9, "max_repeats": 4}})
+    window_throughputs([100.0, 120.0, 80.0, 110.0])  # a half-width of 1e-9 of the mean is never reached
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "r", skip_preflight=True))
     assert repeats_per_cell(tmp_path / "r") == {4}
     # a resume of the finished run has nothing left to measure

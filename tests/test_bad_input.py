@@ -9,14 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from specbench.cli import main
+from specbench.process import EngineProcess
 
 try:  # tests/ may or may not be a package
-    from .conftest import REPO, assert_no_survivors, free_port, make_model_dir, write_config
+    from .conftest import REPO, free_port, make_model_dir, survivors, write_config
 except ImportError:
-    from conftest import REPO, assert_no_survivors, free_port, make_model_dir, write_config
+    from conftest import REPO, free_port, make_model_dir, survivors, write_config
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
@@ -227,6 +229,9 @@ HOST_ONLY = {"missing-model-path", "missing-tokenizer", "api-key-env-unset"}
 @pytest.mark.parametrize("case_id,mutations,needles", CASES, ids=[c[0] for c in CASES])
 def test_bad_config(case_id, mutations, needles, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("SPECBENCH_TEST_UNSET_KEY", raising=False)
+    before = frozenset(p.pid for p in psutil.Process().children(recursive=True))
+    started: list[str] = []  # every engine launch, counted where it happens (nothing may start)
+    monkeypatch.setattr(EngineProcess, "start", lambda self: started.append(self.name))
     model = make_model_dir(tmp_path / "model")
     cfg = base_config(model)
     for m in mutations:
@@ -235,7 +240,8 @@ def test_bad_config(case_id, mutations, needles, tmp_path, monkeypatch, capsys):
     code, lines, raw = run_cli(["run", str(path), "--out", str(tmp_path / "run")], capsys)
     assert_one_line_error(code, lines, raw, *needles)
     assert not (tmp_path / "run" / "requests.jsonl").exists()  # nothing was measured
-    assert_no_survivors(within_s=2)
+    assert started == []
+    assert survivors(ignore=before) == []  # and no other child either (checks run to their end: no wait)
 
 
 @pytest.mark.parametrize("case_id,mutations,needles", [c for c in CASES if c[0] not in HOST_ONLY],
@@ -258,6 +264,14 @@ def test_validate_refuses_what_run_refuses(case_id, mutations, needles, tmp_path
 
 
 # -- files that are not configs ---------------------------------------------------------------------------
+def alias_bomb() -> str:
+    """11 lines: level a is a list of 10 scalars, each next level a list of 10 aliases of the one before;
+    `variants` names level i, which expands to more than 10^9 nodes."""
+    levels = ["a: &a [" + ", ".join(["lol"] * 10) + "]"]
+    levels += [f"{c}: &{c} [" + ", ".join([f"*{p}"] * 10) + "]" for p, c in zip("abcdefgh", "bcdefghi")]
+    return "\n".join([*levels, "model: {path: /m}", "variants: [*i]", ""])
+
+
 NOT_A_CONFIG = [
     ("model: {path: /m\nvariants: [", ["invalid YAML"]),
     ("name: a\n\tmodel: x\n", ["invalid YAML"]),
@@ -266,16 +280,44 @@ NOT_A_CONFIG = [
     ("", ["mapping"]),
     (b"name: caf\xe9\n", ["not UTF-8", "byte 9"]),
     (b"\xff\xfename: a\n", ["not UTF-8", "byte 0"]),
+    ("x: &x [*x]\n", ["refused", "alias"]),
+    (alias_bomb(), ["refused", "more than 1,000,000 YAML nodes"]),
 ]
 
 
 @pytest.mark.parametrize("text,needles", NOT_A_CONFIG, ids=["unclosed-flow", "tab-indent", "yaml-list",
-                                                             "yaml-scalar", "empty-file", "latin-1", "utf-16-bom"])
+                                                             "yaml-scalar", "empty-file", "latin-1", "utf-16-bom",
+                                                             "recursive-alias", "alias-bomb"])
 def test_not_a_config(text, needles, tmp_path, capsys):
     path = tmp_path / "c.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     code, lines, raw = run_cli(["run", str(path)], capsys)
     assert_one_line_error(code, lines, raw, str(path), *needles)
+
+
+ALIAS_BOMB = alias_bomb()
+
+
+def test_alias_bomb_is_refused_before_anything_walks_it(tmp_path, monkeypatch, capsys):
+    """The bomb's aliases expand it to 10^9 nodes; the loader counts its expansion over the composed graph
+    (each node once) and refuses it past the cap, before construction, validation or any other walk."""
+    import yaml
+
+    from specbench import config
+
+    assert len(ALIAS_BOMB.splitlines()) == 11
+    # the count itself, exactly: level a is a list of 10 scalars (11 nodes), each next level a list of 10
+    # aliases of the one before, so level i holds 1 + 10 * (level i-1): 111,111,111 nodes at level h
+    h = next(v for k, v in yaml.compose(ALIAS_BOMB).value if k.value == "h")
+    assert config.expanded_size(h, limit=10**12) == 111_111_111
+    assert config.expanded_size(h) == config.MAX_YAML_NODES + 1  # stops at the cap
+    monkeypatch.setattr(config, "parse_config", lambda *a, **k: pytest.fail("the bomb reached validation"))
+    monkeypatch.setattr(config._BoundedLoader, "construct_object",
+                        lambda *a, **k: pytest.fail("the bomb reached construction"))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    code, lines, raw = run_cli(["run", str(path)], capsys)
+    assert_one_line_error(code, lines, raw, str(path), f"more than {config.MAX_YAML_NODES:,} YAML nodes")
 
 
 def test_missing_config_file(tmp_path, capsys):

@@ -117,3 +117,18 @@ def test_mtp_refuses_auto_fill_without_explicit_path(tmp_path: Path) -> None:
 
 def test_autoregressive_adds_nothing() -> None:
     assert args("autoregressive", {}) == []
+
+
+def test_dflash_on_vllm_names_the_demo_head_and_its_block() -> None:
+    from specbench import models
+
+    vllm = LaunchContext(engine="vllm", engine_version=(0, 32), model_path="/m", check_paths=OFFLINE)
+    spec = args("dflash", {"draft_model_path": "smollm2-dflash", "block_size": 4}, vllm)
+    assert spec[0] == "--speculative-config"
+    assert json.loads(spec[1]) == {"method": "dflash", "model": str(models.cache_dir() / "models" / "smollm2-dflash"),
+                                   "num_speculative_tokens": 3}
+    assert problems("dflash", {"draft_model_path": "/d/dflash", "block_size": 4}, vllm) == []
+    # vLLM 0.32 exits at startup without num_speculative_tokens: the check says so before any launch
+    assert problems("dflash", {"draft_model_path": "/d/dflash"}, vllm) == [
+        "params.block_size: required on vLLM (it drafts block_size - 1 tokens per step; the demo head "
+        "smollm2-dflash is trained with 4)"]

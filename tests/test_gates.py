@@ -132,3 +132,69 @@ def test_gate_rules() -> None:
                                 {"gpu": [{"sm_clock_mhz": 1980, "temperature_c": 75}]}]})  # +15 C
     assert gates.gpu_drift(w, "base").keys() == {"y"}
     assert gates.gpu_drift(w.assign(extra=[{}, {}, {}]), "base") == {}
+
+
+def test_acceptance_below_one_is_a_gate_never_a_figure(tmp_path: Path, port: int, monkeypatch, no_survivors) -> None:
+    """Per-request data claiming more target steps than tokens (5 extra steps per request: 24 tokens in 29
+    steps, 0.83 tokens/step) is impossible: a blocking gate with its remedy, and no acceptance figure."""
+    fake_gpu(tmp_path, monkeypatch, drift=False)
+    cfg = config(tmp_path, port, [ngram("skewed", env={"STANDIN_ACCEPT_RATE": "0", "STANDIN_ARGS":
+                                                       "--per-request-spec-decode-metrics summary --spec-metrics-skew -5"})])
+    cfg["engine"]["version"] = "0.32.0"  # per-request acceptance (metrics.speculative_decoding)
+    out = tmp_path / "run"
+    result = run_matrix(parse_config(cfg), RunOptions(out=out, skip_preflight=True))
+    no_survivors()
+    assert set(result.status.values()) == {"done"}, result.status
+    cells = pd.read_csv(out / "cells.csv")
+    skewed = cells[cells["variant"] == "skewed"]
+    assert "impossible_acceptance" in codes(cells, "skewed") and "impossible_acceptance" in BLOCKING
+    from specbench.metrics.gates import ACCEPTANCE_FIGURES
+    assert skewed[list(ACCEPTANCE_FIGURES)].isna().all().all()
+    report = (out / "report.md").read_text()
+    assert "acceptance length below 1 token per target step" in report and "adopt **skewed**" not in report
+
+
+def test_impossible_acceptance_rule() -> None:
+    from specbench.metrics import gates
+
+    assert gates.impossible_acceptance({"acceptance_length": 0.83}) is not None
+    assert gates.impossible_acceptance({"acceptance_length": 1.0, "acceptance_length_request_p10": 0.99}) is not None
+    assert gates.impossible_acceptance({"acceptance_length": 1.0, "draft_acceptance_length": float("nan")}) is None
+    assert gates.impossible_acceptance({}) is None
+
+
+def test_saturated_client_is_a_blocking_gate(tmp_path: Path, port: int, monkeypatch, no_survivors) -> None:
+    """Every window records the client's CPU share (windows.jsonl extra.client); a window in which the client
+    was saturated puts `client_saturated` (blocking, with its remedy) on its cell. The self-check's clocks
+    are replaced so the drafter's windows read as saturated whatever the machine's load."""
+    from specbench.runner import selfcheck
+
+    real_stop = selfcheck.ClientCheck.stop
+
+    async def stop(self: selfcheck.ClientCheck) -> dict[str, float]:
+        out = await real_stop(self)
+        return {**out, "cpu_share": 0.97} if "fast" in self.label else out
+
+    monkeypatch.setattr(selfcheck.ClientCheck, "stop", stop)
+    fake_gpu(tmp_path, monkeypatch, drift=False)
+    cells, verdict = run(tmp_path, port, [ngram("fast")])
+    no_survivors()
+    assert "client_saturated" in codes(cells, "fast") and "client_saturated" in BLOCKING
+    assert "client_saturated" not in codes(cells, "base")
+    windows = [json.loads(line) for line in RunDir(tmp_path / "run").windows.read_text().splitlines()]
+    assert all(0 <= w["extra"]["client"]["cpu_share"] <= 1.5 and w["extra"]["client"]["wall_s"] > 0 for w in windows)
+    assert all(w["extra"]["client"]["loop_lag_max_ms"] >= w["extra"]["client"]["loop_lag_p99_ms"] >= 0
+               for w in windows if "loop_lag_max_ms" in w["extra"]["client"])
+    assert "adopt **fast**" not in verdict.replace("not adopted", "")
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "specbench's own client was saturated" in report and "client.processes" in report
+
+
+def test_client_saturated_rule() -> None:
+    from specbench.metrics import gates
+
+    w = pd.DataFrame({"cell_id": ["a", "a", "b", "c"], "window_id": ["a1", "a2", "b1", "c1"],
+                      "extra": [{"client": {"cpu_share": 0.5}}, {"client": {"cpu_share": 0.95}},
+                                {"client": {"cpu_share": 0.89}}, {}]})
+    out = gates.client_saturated(w)
+    assert out.keys() == {"a"} and "95%" in out["a"].detail and "a2" in out["a"].detail

@@ -136,26 +136,39 @@ def server_throughput(entries: list[dict[str, Any]]) -> float:
 
 
 def check_throughput_and_speedup(run: Path, windows: dict[str, dict[str, Any]], baseline: str) -> None:
+    """Throughput and speedup against the ledger, with no assumption about the machine's load: only the
+    order of events (a request is sent before the server receives it), token counts, the definition
+    (docs/metrics.md: a window's output tokens over first send to last token, averaged over the cell's
+    windows) and the service time the stand-in sleeps, which load can only lengthen. How close the
+    client's figure comes to the server's own is a benchmark (benchmarks/fidelity.py,
+    benchmarks/client_overhead.py), not a unit test's business: it depends on how busy the machine is."""
     cells = cells_of(run)
     base = cells[cells.variant == baseline].set_index("point_id")
+    recs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     for _, row in cells.iterrows():
         ws = cell_windows(windows, row.variant, row.point_id)
         c = int(row.concurrency)
-        server = sum(server_throughput(w["entries"]) for w in ws) / len(ws)
-        ceiling = sum(c * 1000 / MS_PER_STEP * truth(w["entries"])["tau"] for w in ws) / len(ws)
+        per_window = []
+        for w in ws:
+            mine = [r for r in recs if r["window_id"] == w["window"]["window_id"] and not r["warmup"]]
+            assert min(r["t_send"] for r in mine) <= min(e["t_recv"] for e in w["entries"])  # sent, then received
+            tokens = sum(r["output_tokens"] for r in mine)
+            assert tokens == truth(w["entries"])["tokens"]  # the client counts what the server generated
+            span = max(r["t_send"] + r["e2e_s"] for r in mine) - min(r["t_send"] for r in mine)
+            per_window.append(tokens / span)
         tp = row.output_throughput_tok_s
+        assert tp == pytest.approx(sum(per_window) / len(per_window), rel=1e-9)
         # The known service rate is a hard ceiling: every target step sleeps MS_PER_STEP, so no window can
         # deliver more than C * tau tokens per step time (2% allows for clock granularity).
-        assert tp <= 1.02 * ceiling
-        # The client's window (first send to last token) contains the server's (first arrival to last
-        # token sent), so its throughput is at most the server-side one; at least half of it: the gap is
-        # loopback and event-loop latency, generous for 2 cores shared with running engines.
-        assert 0.5 * server <= tp <= 1.02 * server
+        ceiling = sum(c * 1000 / MS_PER_STEP * truth(w["entries"])["tau"] for w in ws) / len(ws)
+        assert 0 < tp <= 1.02 * ceiling
         b = base.loc[row.point_id]
         assert math.isfinite(row.speedup)
         assert row.speedup == pytest.approx(tp / b.output_throughput_tok_s, rel=1e-9)
-        if row.variant != baseline:  # tau ~2.7 at the same service rate: clearly faster than the baseline
-            assert row.speedup > 1.2
+        if row.variant != baseline:  # the drafter does the same tokens in fewer target steps (ledger)
+            drafted = truth([e for w in ws for e in w["entries"]])
+            plain = truth([e for w in cell_windows(windows, baseline, row.point_id) for e in w["entries"]])
+            assert drafted["tokens"] == plain["tokens"] and drafted["steps"] < plain["steps"] / 1.2
 
 
 # -- runs --------------------------------------------------------------------------------------------------

@@ -12,15 +12,44 @@ import pytest
 
 from conftest import set_launch_faults, standin_config
 from specbench.config import parse_config
-from specbench.runner import RunOptions, run_matrix
+from specbench.rundir import RunDir, atomic_write
+from specbench.runner import RunOptions, finalize, run_matrix
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
 # ms per token by launch: 8 ms +- 25%. a2 happens to get the fast launches more often than a1.
 SHIFTS = {"a1": ["10", "6", "10"], "a2": ["6", "10", "6"]}
 
 
+REPEAT_JITTER = 0.002  # repeat r of a launch takes (1 + 0.002 r) times the launch's service time
+
+
 def verdict_of(run: Path) -> str:
     return (run / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
+
+
+def force_service_times(out: Path) -> None:
+    """Make every request's timing the stand-in's service time alone, so the statistics are known numbers
+    instead of the shared machine's scheduling noise: a request of n tokens in launch l of variant v takes
+    n * SHIFTS[v][l-1] ms (times 1 + REPEAT_JITTER * repeat), and a window of C in flight sends its
+    requests in waves of C, one wave after the other. Only the timings change; which request was measured
+    in which launch, window and repeat stays what the runner recorded."""
+    rd = RunDir(out)
+    recs = rd.request_records(superseded=True)
+    windows = {w.window_id: w for w in rd.window_records()}
+    t0 = 1.0e9
+    for wid, w in windows.items():
+        mine = sorted((r for r in recs if r.window_id == wid), key=lambda r: r.index)
+        ms = float(SHIFTS[w.variant][w.launch - 1]) * (1 + REPEAT_JITTER * w.repeat)
+        for i, r in enumerate(mine):
+            n = r.output_tokens or 0
+            d = n * ms / 1000
+            r.t_send = t0 + (i // r.concurrency) * d
+            r.e2e_s, r.ttft_s = d, d / n
+            r.chunk_offsets_s, r.chunk_tokens = [d * (k + 1) / n for k in range(n)], [1] * n
+        w.t_start, w.t_end = t0, max(r.t_send + (r.e2e_s or 0) for r in mine)
+        t0 = w.t_end + 1.0
+    atomic_write(rd.requests, "".join(r.model_dump_json() + "\n" for r in recs))
+    atomic_write(rd.windows, "".join(w.model_dump_json() + "\n" for w in windows.values()))
 
 
 def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: int) -> tuple[pd.DataFrame, str]:
@@ -32,6 +61,12 @@ def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: i
     out = tmp_path / f"run{launches}"
     result = run_matrix(parse_config(data), RunOptions(out=out, skip_preflight=True))
     assert set(result.status.values()) == {"done"}
+    # the runner interleaved the launches (a1 a2 a1 a2 ...), each launch a new engine process
+    order = [(w.variant, w.launch) for w in sorted(RunDir(out).window_records(), key=lambda w: w.t_start)]
+    assert list(dict.fromkeys(order)) == [(v, la) for la in range(1, launches + 1) for v in ("a1", "a2")]
+    assert all((model_dir.parent / "faults" / f"{v}.launches.count").read_text() == str(launches) for v in SHIFTS)
+    force_service_times(out)
+    finalize(RunDir(out))
     return pd.read_csv(out / "cells.csv"), verdict_of(out)
 
 

@@ -172,10 +172,24 @@ def slow_config(tmp_path: Path, port: int) -> Path:
     return write_config(tmp_path / "config.yaml", cfg)
 
 
-def start_run(args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
+# Starts specbench with known signal dispositions, whatever this pytest process has: SIGINT, SIGTERM and
+# SIGHUP at their defaults, none blocked, but those named in argv[1] ignored (as a shell starts a background
+# job with SIGINT ignored, or nohup with SIGHUP ignored). It execs specbench: same pid.
+WITH_DISPOSITIONS = """import os, signal, sys
+ignored = set(filter(None, sys.argv[1].split(",")))
+for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN if name in ignored else signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def start_run(args: list[str], tmp_path: Path, ignored: tuple[str, ...] = (),
+              **popen: object) -> subprocess.Popen[str]:
     err = open(tmp_path / "specbench.stderr", "w")
-    return subprocess.Popen([sys.executable, "-m", "specbench.cli", "run", *args], cwd=REPO, text=True,
-                            stdout=subprocess.DEVNULL, stderr=err)
+    kw: dict = {"stdout": subprocess.DEVNULL, "stderr": err, **popen}
+    return subprocess.Popen([sys.executable, "-c", WITH_DISPOSITIONS, ",".join(ignored),
+                             "-m", "specbench.cli", "run", *args], cwd=REPO, text=True, **kw)
 
 
 def n_lines(path: Path) -> int:
@@ -191,24 +205,28 @@ def engine_pid(out: Path) -> int | None:
     return running[0].get("pid") if running else None
 
 
-@needs_standin
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_sigint_sigterm_stop_every_engine(sig, tmp_path, port, no_survivors):
+def interrupt_run(sig: signal.Signals, tmp_path: Path, port: int, ignored: tuple[str, ...] = (),
+                  before_signal=lambda: None, **popen: object) -> tuple[int, int, Path]:
+    """Start a slow run, send `sig` once its first request record is on disk; (exit code, engine pid, out)."""
     cfg = slow_config(tmp_path, port)
     out = tmp_path / "run"
-    proc = start_run([str(cfg), "--out", str(out), "--skip-preflight"], tmp_path)
+    proc = start_run([str(cfg), "--out", str(out), "--skip-preflight"], tmp_path, ignored, **popen)
     try:
         wait_for(lambda: n_lines(out / "requests.jsonl") >= 1 and engine_pid(out), 40, "the first request record")
         epid = engine_pid(out)
+        assert epid is not None
+        before_signal()
         proc.send_signal(sig)
         code = proc.wait(timeout=60)  # a hang guard only: exit code 130 is what shows the signal was handled
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    stderr = (tmp_path / "specbench.stderr").read_text()
-    assert code == 130, stderr
-    assert "Traceback" not in stderr and "error: interrupted" in stderr
+    return code, epid, out
+
+
+def check_interrupted(out: Path, epid: int) -> None:
+    """The engine is gone, run.json says interrupted, and every window on disk has all its requests."""
     assert gone(epid)
     m = json.loads((out / "run.json").read_text())  # consistent and parseable
     assert m["interrupted"]
@@ -218,6 +236,70 @@ def test_sigint_sigterm_stop_every_engine(sig, tmp_path, port, no_survivors):
     assert recs  # the raw files parse, and what was measured before the signal is kept
     for w in rd.window_records():  # a window counts only with all its requests on disk
         assert sum(r.window_id == w.window_id for r in recs) == w.n_requests
+
+
+@needs_standin
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_sigint_sigterm_sighup_stop_every_engine(sig, tmp_path, port, no_survivors):
+    code, epid, out = interrupt_run(sig, tmp_path, port)
+    stderr = (tmp_path / "specbench.stderr").read_text()
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    (line,) = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith(f"error: interrupted by {sig.name}: every engine was stopped") and \
+        f"specbench run --resume {out}" in line
+    check_interrupted(out, epid)
+    no_survivors()
+
+
+@needs_standin
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_inherited_as_ignored_still_stops_the_run(sig, tmp_path, port, no_survivors):
+    """A shell starts a background job with SIGINT ignored (`specbench run ... &` in a script): Python then
+    installs no KeyboardInterrupt handler. specbench installs its own, so the signal still stops it."""
+    code, epid, out = interrupt_run(getattr(signal, sig), tmp_path, port, ignored=(sig,))
+    stderr = (tmp_path / "specbench.stderr").read_text()
+    assert code == 130, stderr
+    assert f"error: interrupted by {sig}" in stderr and "Traceback" not in stderr
+    check_interrupted(out, epid)
+    no_survivors()
+
+
+@needs_standin
+def test_sighup_from_a_closed_terminal(tmp_path, port, no_survivors):
+    """specbench's stdout and stderr are a terminal (a pty: the progress display is the rich one) that
+    closes, then SIGHUP arrives, as when an ssh session drops: every write to the terminal now fails (EIO),
+    yet the engine is stopped, run.json says interrupted and the exit code is 130, not a traceback's 1."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        # the terminal goes away (its master side closes: every later write to it fails), then SIGHUP
+        code, epid, out = interrupt_run(signal.SIGHUP, tmp_path, port, before_signal=lambda: os.close(master),
+                                        stdout=slave, stderr=slave)
+    finally:
+        os.close(slave)
+    assert code == 130
+    check_interrupted(out, epid)
+    no_survivors()
+
+
+@needs_standin
+def test_nohup_keeps_the_run_going_when_the_terminal_closes(tmp_path, port, no_survivors):
+    """A SIGHUP inherited as ignored is what `nohup specbench run` asks for: the run goes on to the end."""
+    cfg = slow_config(tmp_path, port)
+    out = tmp_path / "run"
+    proc = start_run([str(cfg), "--out", str(out), "--skip-preflight"], tmp_path, ignored=("SIGHUP",))
+    try:
+        wait_for(lambda: n_lines(out / "requests.jsonl") >= 1 and engine_pid(out), 40, "the first request record")
+        proc.send_signal(signal.SIGHUP)
+        code = proc.wait(timeout=120)  # a hang guard only
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, (tmp_path / "specbench.stderr").read_text()
+    assert {v["status"] for v in json.loads((out / "run.json").read_text())["variants"].values()} == {"done"}
     no_survivors()
 
 
@@ -257,6 +339,16 @@ def test_sigkill_specbench_reaper_then_resume(tmp_path, port, no_survivors):
     assert lost <= 2  # at most the in-flight window (C=2) was lost and measured again
     m = json.loads((out / "run.json").read_text())
     assert all(v["status"] == "done" for v in m["variants"].values())
+    # the columnar store: one file per completed window, written by the run itself (not rebuilt), holding
+    # exactly the measured records, the window finished before the kill included
+    from specbench.store import open_store, window_path
+
+    files = {w.window_id: window_path(rd, w.window_id).stat().st_mtime_ns for w in rd.window_records()}
+    store = open_store(rd)
+    assert {w: window_path(rd, w).stat().st_mtime_ns for w in files} == files  # nothing needed a rebuild
+    measured = sorted((r.window_id, r.index, r.t_send) for r in rd.request_records() if not r.warmup)
+    frame = store.frame(columns=["window_id", "index", "t_send"])
+    assert sorted(zip(frame.window_id, frame["index"], frame.t_send)) == measured
     no_survivors()
 
 
@@ -295,3 +387,47 @@ def test_config_values_never_reach_a_shell(tmp_path, port, no_survivors):
     line = (out / "variants" / "base" / "command.sh").read_text().strip()
     assert shlex.split(line)[-len(command["argv"]):] == command["argv"]  # the copy-paste line is quoted safely
     no_survivors()
+
+
+# -- the suite's own guard: no test leaves this process's signal dispositions changed ------------------------
+def test_dispositions_guard_sees_python_c_and_mask_changes():
+    """tests/conftest.py's guard compares Python's handlers, the blocked mask and the kernel's ignored set;
+    a C library setting SIG_IGN behind Python's back (libc signal()) shows in the last one only."""
+    import ctypes
+
+    try:
+        from .conftest import restore_dispositions, signal_dispositions
+    except ImportError:
+        from conftest import restore_dispositions, signal_dispositions
+
+    before = signal_dispositions()
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+        ctypes.CDLL(None).signal(signal.SIGHUP, ctypes.c_void_p(1))  # SIG_IGN, set from C
+        after = signal_dispositions()
+        assert after["SIGINT"] == signal.SIG_IGN and after["blocked"] == ["SIGTERM"]
+        assert after["SIGHUP"] == before["SIGHUP"]  # Python does not know ...
+        assert "SIGHUP" in after["kernel_ignored"]  # ... the kernel does, and a child would inherit it
+    finally:
+        restore_dispositions(before)
+    assert signal_dispositions() == before
+
+
+def test_dispositions_guard_fails_the_test_that_changed_them(pytester):
+    """A test that leaves SIGINT changed fails by name, and the next test finds the disposition restored."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makepyfile(test_culprit="""
+        import signal
+
+        AT_START = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN if pytest inherited it
+
+        def test_a_changes_sigint():
+            signal.signal(signal.SIGINT, lambda *_: None)
+
+        def test_b_finds_it_restored():
+            assert signal.getsignal(signal.SIGINT) is AT_START
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_culprit.py::test_a_changes_sigint changed this process's signal*"])

@@ -137,8 +137,8 @@ def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, ca
     monkeypatch.setattr(models, "build_from_gguf", lambda dest, progress: write_tiny_model(dest))
     calls = []
 
-    def build(base: Path, dest: Path, progress) -> None:
-        calls.append((base, dest))
+    def build(base: Path, dest: Path, options: models.BuildOptions) -> None:
+        calls.append((base, dest, options.minutes))
         dest.mkdir()
         (dest / "config.json").write_text("{}")
 
@@ -147,8 +147,12 @@ def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, ca
     out = models.prepare("head", progress=lambda _: None)
     assert calls and calls[0][0] == cache / "models" / "smollm2" and calls[0][1] != out
     assert models.is_built(out) and (out / "config.json").is_file()
+    assert calls[0][2] is None  # the recipe's default budget
+    assert models.prepare("head", progress=lambda _: None) == out and len(calls) == 1  # built: kept
+    models.prepare("head", progress=lambda _: None, minutes=12)  # a budget rebuilds, and reaches the builder
+    assert len(calls) == 2 and calls[1][2] == 12
 
-    def broken(base: Path, dest: Path, progress) -> None:
+    def broken(base: Path, dest: Path, options: models.BuildOptions) -> None:
         dest.mkdir()
         raise RuntimeError("killed")
 
@@ -158,8 +162,15 @@ def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, ca
     assert not (cache / "models" / "head2").exists() and not list((cache / "models").glob(".head2.tmp-*"))
 
 
+def test_minutes_only_for_trained_heads() -> None:
+    with pytest.raises(UsageError, match=r"^--minutes: smollm2-draft is not trained \(only smollm2-eagle3, smollm2-dflash are\)$"):
+        models.prepare("smollm2-draft", minutes=3)
+    with pytest.raises(UsageError, match=r"^--minutes: must be > 0, got 0"):
+        models.prepare("smollm2-eagle3", minutes=0)
+
+
 def test_unknown_demo_name() -> None:
-    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft, smollm2-eagle3\)$"):
+    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft, smollm2-eagle3, smollm2-dflash\)$"):
         models.prepare("gpt5")
 
 
@@ -204,4 +215,4 @@ def test_demo_models_in_a_config_include_demo_drafts() -> None:
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml")
     assert demo_models_in(cfg) == ["smollm2", "smollm2-eagle3"]
     full = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu-full.yaml")
-    assert demo_models_in(full) == ["smollm2", "smollm2-eagle3", "smollm2-draft"]
+    assert demo_models_in(full) == ["smollm2", "smollm2-eagle3", "smollm2-draft", "smollm2-dflash"]

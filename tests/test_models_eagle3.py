@@ -48,8 +48,17 @@ def test_learning_rate_schedule() -> None:
     assert lr_at(4, 100, r) == pytest.approx(1.0) and lr_at(100, 100, r) == pytest.approx(0.1)
 
 
-TINY = Eagle3Recipe(train_sequences=3, heldout_sequences=1, max_new_tokens=12, generation_batch=4,
-                    draft_vocab_size=512, epochs=2, pack_tokens=256, warmup_steps=1)
+TINY = Eagle3Recipe(train_sequences=3, regenerated_sequences=1, heldout_sequences=1, max_new_tokens=12,
+                    generation_batch=4, max_response_tokens=24, draft_vocab_size=512, epochs=2, pack_tokens=256,
+                    warmup_steps=1)
+
+
+def test_a_budget_scales_the_training_data() -> None:
+    base = Eagle3Recipe()
+    assert Eagle3Recipe.for_minutes(6) == base
+    double = Eagle3Recipe.for_minutes(12)
+    assert double.train_sequences == 2 * base.train_sequences and double.heldout_sequences == base.heldout_sequences
+    assert double.scan_conversations >= 8 * double.train_sequences
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +99,8 @@ def test_few_step_build_is_a_folder_vllm_loads(tiny_head: tuple[Path, dict]) -> 
     assert set(check["sets_checked"]) >= {"seed", "mtbench"}
     assert all(n == 0 for n in check["chosen_prompts_overlapping"].values())
     assert len(manifest["heldout"]["full_acc_per_position"]) == TINY.ttt_steps
+    seqs = manifest["data"]["sequences"]  # the dataset's responses, plus regenerated ones when asked
+    assert seqs == {"train": 4, "heldout": 1, "train_dataset_responses": 3, "train_regenerated": 1}
 
 
 @needs_build

@@ -110,3 +110,36 @@ def test_bad_probe_answers_fail_their_variant_within_the_startup_timeout(tmp_pat
     assert "not ready after 5s" in vm["stream"]["reason"]
     assert "HTTP 200 with a body that is not JSON" in vm["stream"]["reason"]
     no_survivors()
+
+
+@needs_standin
+def test_another_served_model_name_fails_at_once_with_the_servers_reason_and_names(tmp_path: Path, port: int,
+                                                                                   no_survivors) -> None:
+    """The engine runs but serves another model name: its probe answers 404. The variant fails with the
+    server's own reason and the names GET /v1/models lists, as soon as the server answered, not at
+    engine.startup_timeout_s (60 s: far beyond the stand-in's startup, so reaching it is a failure)."""
+    model = make_model_dir(tmp_path / "model")
+    cfg = standin_config(model, port, faults={"ngram": ["--served-model-name", "smollm2", "--strict-model"]},
+                         engine={"startup_timeout_s": 60})
+    out = tmp_path / "run"
+    res = run_matrix(parse_config(cfg), RunOptions(out=out, skip_preflight=True))
+    assert res.status == {"base": "done", "ngram": "failed"}
+    reason = json.loads((out / "run.json").read_text())["variants"]["ngram"]["reason"]
+    assert "the server serves 'smollm2', not 'standin' (model.served_name)" in reason, reason
+    assert "HTTP 404: The model `standin` does not exist." in reason, reason
+    assert "not ready after" not in reason  # failed on the answer, not on the startup timeout
+    no_survivors()
+
+
+def test_error_reason_reads_the_usual_error_bodies() -> None:
+    from specbench.engines.base import error_reason
+
+    def resp(body: Any, status: int = 404) -> httpx.Response:
+        return httpx.Response(status, content=body if isinstance(body, bytes) else json.dumps(body).encode())
+
+    assert error_reason(resp({"object": "error", "message": "The model `x` does not exist."})) == \
+        "The model `x` does not exist."  # vLLM
+    assert error_reason(resp({"error": {"message": "no such model", "type": "invalid_request_error"}})) == \
+        "no such model"  # OpenAI
+    assert error_reason(resp({"detail": "Not Found"})) == "Not Found"  # FastAPI
+    assert error_reason(resp(b"<html>\n  gone </html>")) == "<html> gone </html>"

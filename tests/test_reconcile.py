@@ -75,6 +75,20 @@ def test_acceptance_checks_skip_unusable_windows_and_sum_the_rest() -> None:
     assert cell_reconciliation(checks, [])["acceptance_windows_mismatched"] == 1
 
 
+def test_verify_steps_per_request_are_reconciled_with_a_verify_step_counter() -> None:
+    """A command-engine server (e.g. scripts/ddtree_server) reports verify steps per response and counts them
+    in a Prometheus counter: the two are checked against each other like vLLM's draft counters."""
+    reqs = [_req(1, 0, spec=None), _req(1, 1, spec=None), _req(2, 0, spec=None), _req(2, 1, spec=None)]
+    steps = [4, 6, 4, 6]
+    for r, n in zip(reqs, steps):
+        r["spec"] = {"verify_steps": n}
+    wins = pd.DataFrame([_win(1, verify_steps=10), _win(2, verify_steps=11)])  # r2: one step counted too many
+    checks = acceptance_checks(to_measured_requests(pd.DataFrame(reqs)), wins)
+    assert [(a.repeat, a.ok) for a in checks] == [(1, True), (2, False)]
+    assert checks[0].per_request == checks[0].counters == {"verify_steps": 10}
+    assert checks[1].differences == {"verify_steps": -1}
+
+
 def test_acceptance_warning_names_the_counts_or_the_requests_without_figures() -> None:
     reqs = [_req(1, 0, spec=TWO_SPECS[0]), _req(1, 1, spec=TWO_SPECS[1]),
             _req(2, 0, spec=(7, 12, 24)), _req(2, 1, spec=TWO_SPECS[1])]  # r2: one step and one token too many

@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from specbench.client import stream_request
+from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec, dist_version
 from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
@@ -76,7 +76,7 @@ REQ = RequestSpec(messages=[{"role": "user", "content": "Write a poem"}], prompt
 
 async def _stream(url: str, engine: SGLangEngine):
     async with httpx.AsyncClient() as http:
-        return await stream_request(engine, http, url, REQ, timeout_s=10)
+        return await stream_request(Endpoint(engine, http, url, 10), REQ)
 
 
 def test_openai_stream_carries_sglext_spec_details(standin) -> None:
@@ -120,14 +120,19 @@ def test_0_5_9_has_no_sglext_and_streaming_chat_rejects_token_ids(standin) -> No
     assert r.status_code == 400
 
 
-def test_readiness_and_flush(standin) -> None:
-    url = standin("sglang", "--startup-delay", "0.6")
+def test_readiness_and_flush(standin, tmp_path) -> None:
+    """Not ready while the server loads, ready once it has: the stand-in stays loading until the test
+    creates its --ready-file, and the test waits for the server to say it is ready (no clock involved)."""
+    ready_file = tmp_path / "loaded"
+    url = standin("sglang", "--ready-file", str(ready_file))
     eng = SGLangEngine(CFG.engine, sweep_facts(CFG), "/m", "standin")
 
     async def go() -> tuple[bool, bool]:
         async with httpx.AsyncClient() as http:
             first = await eng.probe_ready(http, url)
-            await asyncio.sleep(0.8)
+            ready_file.touch()
+            while not (await http.get(f"{url}/standin/stats")).json()["ready"]:
+                await asyncio.sleep(0.02)
             ready = await eng.probe_ready(http, url)
             await eng.between_cells(http, url)
             return bool(first), bool(ready)  # a Probe is truthy when ready

@@ -59,6 +59,7 @@ class Probe:
 
     ready: bool
     detail: str = ""
+    fatal: bool = False  # waiting cannot help (the server runs, but under another model name): fail now
 
     def __bool__(self) -> bool:
         return self.ready
@@ -123,7 +124,7 @@ class Engine(abc.ABC):
         except httpx.HTTPError as exc:
             return Probe(False, f"{path}: no answer ({type(exc).__name__})")
         if r.status_code != 200:
-            return Probe(False, f"{path}: HTTP {r.status_code}")
+            return await self._refusal(http, base_url, f"{path}: HTTP {r.status_code}", r)
         try:
             data = r.json()
         except ValueError:  # e.g. a wrapper that always streams: "data: {...}" lines
@@ -131,6 +132,22 @@ class Engine(abc.ABC):
         if not (isinstance(data, dict) and data.get("choices")):
             return Probe(False, f"{path}: HTTP 200 without choices ({r.text[:60]!r})")
         return Probe(True)
+
+    async def _refusal(self, http: httpx.AsyncClient, base_url: str, what: str, r: httpx.Response) -> Probe:
+        """A probe the server answered with an error: its reason, and on a 400/404 the models it serves
+        (GET /v1/models). A name missing from a list the server gives is fatal: waiting cannot fix it."""
+        detail = f"{what}: {error_reason(r)}" if error_reason(r) else what
+        if r.status_code not in (400, 404):
+            return Probe(False, detail)
+        try:
+            models = await http.get(f"{base_url}/v1/models", timeout=10.0)
+            ids = [str(m["id"]) for m in models.json()["data"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return Probe(False, detail)
+        if self.served_name in ids:
+            return Probe(False, detail)
+        return Probe(False, f"the server serves {', '.join(map(repr, ids)) or 'no model'}, not "
+                            f"{self.served_name!r} (model.served_name); {detail}", fatal=True)
 
     # -- requests ---------------------------------------------------------------------------------
     def request_path(self, req: RequestSpec) -> str:
@@ -206,6 +223,22 @@ def parse_version(v: str | None) -> tuple[int, ...] | None:
         return Version(v.strip()).release
     except InvalidVersion:
         return None
+
+
+def error_reason(r: httpx.Response, limit: int = 200) -> str:
+    """The reason an OpenAI-compatible server gives with an error status ({"error": {"message": ...}},
+    {"message": ...} or {"detail": ...}), else the start of the body; one line."""
+    try:
+        data = r.json()
+    except ValueError:
+        return " ".join(r.text.split())[:limit]
+    if isinstance(data, dict):
+        err = data.get("error")
+        reason = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+        reason = reason or data.get("message") or data.get("detail")
+        if reason:
+            return " ".join(str(reason).split())[:limit]
+    return " ".join(r.text.split())[:limit]
 
 
 @functools.lru_cache(maxsize=32)

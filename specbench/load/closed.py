@@ -17,5 +17,4 @@ class ClosedLoop:
 
     async def send(self, target: Target, planned: Sequence[PlannedRequest],
                    on_record: OnRecord) -> list[RequestRecord]:
-        return await run_closed_loop(target.engine, target.http, target.base_url, planned, self.concurrency,
-                                     target.timeout_s, on_record, target.headers)
+        return await run_closed_loop(target, planned, self.concurrency, on_record)

@@ -18,9 +18,10 @@ from .acceptance import cell_acceptance
 from .decision import Components, Design, Estimate, component_interval
 from .common import NAN, interval_or_nan, key_nan, safe_ratio
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
-from .lossless import cell_lossless
+from .lossless import cell_lossless, output_digest
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
-from .requests import MeasuredRequest, to_measured_requests, measured_requests, request_itls, request_tpot, window_throughput_arrays
+from .requests import MeasuredRequest, request_itls_array, request_tpot, to_measured_requests, window_throughput_arrays
+from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
 from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
 # rate: an open-loop point's offered requests/s (NaN in a closed loop, whose load is `concurrency`)
@@ -127,6 +128,7 @@ class _Cell:
     unit_per_user: list[float] = field(default_factory=list)  # per unit: mean per-user speed
     n_launches: int = 1
     reconciliation: list[CellWarning] = field(default_factory=list)  # from the window cross-checks
+    cell_id: str = ""
 
 
 def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: pd.DataFrame,
@@ -192,7 +194,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     unit_tpot = [stats.percentile([request_tpot(r.e2e, r.ttft, r.n_out) for r in u], 50) for u in by_unit]
     ci = stats.positive_mean_ci(unit_tpot, point=m, extra_log=launch_components(extra))
     row["tpot_p50_s_ci_low"], row["tpot_p50_s_ci_high"] = interval_or_nan(ci.bounds)
-    itl = [g for r in ok for g in request_itls(r.chunk_offsets, r.chunk_tokens)]
+    itl = np.concatenate([np.empty(0)] + [request_itls_array(r.chunk_offsets, r.chunk_tokens) for r in ok])
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
 
@@ -289,29 +291,77 @@ def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions)
     return out
 
 
-def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptions) -> pd.DataFrame:
-    """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md)."""
-    req = measured_requests(requests, windows)
-    if req.empty:
-        return pd.DataFrame(columns=CELL_COLUMNS)
+def _lengths(c: _Cell) -> tuple[Any, Any]:
+    return key_nan(c.row["input_len"]), c.row["output_len"]
 
+
+def _lossless(cells: list[_Cell], source: CellSource) -> dict[str, tuple[float, float, float]]:
+    """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
+    memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
+    prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
+    out: dict[str, tuple[float, float, float]] = {}
+    # a prompt belongs to one category (prompts.py), so a category's drafter cells need only that category's
+    # baseline outputs; if some prompt id shows up in two categories, the whole length group is read at once
+    categories: dict[str, set[Any]] = {}
+    for c in cells:
+        if c.row["is_baseline"]:
+            categories.setdefault(c.row["category"], set()).update(r.prompt_id for r in c.reqs)
+    by_category = sum(map(len, categories.values())) == len(set().union(*categories.values()))
+
+    def group_key(c: _Cell) -> tuple[Any, ...]:
+        return (*_lengths(c), c.row["category"] if by_category else None)
+
+    groups: dict[tuple[Any, ...], list[_Cell]] = {}
+    for c in cells:
+        if not c.row["is_baseline"] and c.row["temperature"] == 0:
+            groups.setdefault(group_key(c), []).append(c)
+    for gkey, group in groups.items():
+        lengths = gkey[:2]
+        bases = sorted((c for c in cells if c.row["is_baseline"] and c.row["temperature"] == 0
+                        and group_key(c) == gkey), key=lambda c: c.row["concurrency"])
+        base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
+        for c in bases:
+            for r in to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS)):
+                if r.ok:
+                    same = base_by_prompt.setdefault((r.prompt_id, *lengths), [])
+                    if same:  # only the first of a prompt is compared whole; the others only for equality
+                        r.digest, r.token_ids, r.text = output_digest(r.token_ids, r.text), None, None
+                    same.append(r)
+        base_cells = {c.row["point_id"]: c for c in bases}
+        for c in group:
+            reqs = to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS))
+            b = base_cells.get(c.row["point_id"])
+            base = to_measured_requests(source.cell_frame(b.cell_id, OUTPUT_COLUMNS)) if b else None
+            out[c.cell_id] = cell_lossless(reqs, lengths, base, base_by_prompt)
+    return out
+
+
+def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, opts: CellOptions) -> pd.DataFrame:
+    """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md).
+
+    `requests`: a records frame, or a CellSource (the columnar store) read one cell at a time: a cell's
+    per-chunk lists are let go once it is summarised, and outputs are read only to compare them."""
+    source = FrameSource(requests, windows) if isinstance(requests, pd.DataFrame) else requests
     cells: list[_Cell] = []
-    for cell_id, df in req.groupby("cell_id", sort=True):
+    for cell_id in source.cell_ids():
+        df = source.cell_frame(cell_id, SUMMARY_COLUMNS)
+        if df.empty:
+            continue
         first = df.iloc[0]
         key = {c: (key_nan(first[c]) if c in first else None) for c in KEY_COLUMNS}
         win = windows[windows["window_id"].isin(set(df["window_id"]))]
-        cells.append(_summarize_cell(key, to_measured_requests(df), win, opts))
+        cell = _summarize_cell(key, to_measured_requests(df), win, opts)
+        cell.cell_id = cell_id
+        for r in cell.reqs:
+            r.chunk_offsets = r.chunk_tokens = ()  # ITL is done; the rest reads scalars
+        cells.append(cell)
+    if not cells:
+        return pd.DataFrame(columns=CELL_COLUMNS)
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
-    base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
-    for c in sorted(base_cells.values(), key=lambda c: c.row["concurrency"]):
-        if c.row["temperature"] == 0:
-            for r in c.reqs:
-                if r.ok:
-                    same = (r.prompt_id, key_nan(c.row["input_len"]), c.row["output_len"])
-                    base_by_prompt.setdefault(same, []).append(r)
-
+    lossless = _lossless(cells, source)
     variant_gates = _variant_gates(cells, windows, opts)
+    saturated = gates.client_saturated(windows)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -321,13 +371,14 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
         elif has_base and row["valid"]:
             row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
             _mark_history_intervals(row)
-        if not row["is_baseline"] and row["temperature"] == 0:
-            (row["lossless_match_rate"], row["lossless_any_match_rate"],
-             row["lossless_prefix_mean"]) = cell_lossless(
-                 c.reqs, (key_nan(c.row["input_len"]), c.row["output_len"]), base.reqs if base else None,
-                 base_by_prompt)
+        if c.cell_id in lossless:
+            row["lossless_match_rate"], row["lossless_any_match_rate"], row["lossless_prefix_mean"] = lossless[c.cell_id]
         if not row["valid"]:
             for col in INVALID_BLANKED:
+                row[col] = NAN
+        impossible = gates.impossible_acceptance(row)  # a gate, never a figure
+        if impossible is not None:
+            for col in gates.ACCEPTANCE_FIGURES:
                 row[col] = NAN
         ws = cell_warnings(CellSummary(
             is_baseline=row["is_baseline"],
@@ -350,6 +401,10 @@ def compute_cells(requests: pd.DataFrame, windows: pd.DataFrame, opts: CellOptio
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
         )) + c.reconciliation + variant_gates.get(row["variant"], [])
+        if impossible is not None:
+            ws.append(impossible)
+        if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
+            ws.append(sat)
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .warnings import GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning, WarningCode
+from .warnings import (CLIENT_SATURATED_SHARE, GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning,
+                       WarningCode)
 
 # Launch flags that turn CUDA graphs off: vLLM, SGLang.
 EAGER_FLAGS = ("--enforce-eager", "--disable-cuda-graph")
@@ -33,6 +34,25 @@ def drafter_inactive(variant_acceptance: Iterable[tuple[float, float]]) -> CellW
         return None
     return CellWarning(WarningCode.DRAFTER_INACTIVE,
                        f"acceptance length {tau:.3f} tokens/step over all {len(pairs)} cells of the variant")
+
+
+# a cell's acceptance figures (tokens per target step); none can be below 1
+ACCEPTANCE_FIGURES = ("acceptance_length", "acceptance_length_ci_low", "acceptance_length_ci_high",
+                      "draft_acceptance_length", "acceptance_length_request_mean", "acceptance_length_request_p10",
+                      "acceptance_length_request_p90")
+
+
+def impossible_acceptance(row: Mapping[str, Any]) -> CellWarning | None:
+    """Fires when a cell's acceptance length (pooled, vLLM's draft figure, or its per-request mean or p10)
+    is below 1: every target step yields at least one token, so the data are not this engine's alone. The
+    caller blanks ACCEPTANCE_FIGURES: an impossible figure is never reported."""
+    bad = [f"{name} {float(row[name]):.3f}" for name in ("acceptance_length", "draft_acceptance_length",
+                                                          "acceptance_length_request_mean",
+                                                          "acceptance_length_request_p10")
+           if isinstance(row.get(name), (int, float)) and math.isfinite(row[name]) and row[name] < 1.0 - 1e-9]
+    if not bad:
+        return None
+    return CellWarning(WarningCode.IMPOSSIBLE_ACCEPTANCE, "; ".join(bad) + " tokens/step")
 
 
 def eager_engine(argv: Mapping[str, Sequence[str]], has_gpu: bool) -> dict[str, CellWarning]:
@@ -82,3 +102,20 @@ def gpu_drift(windows: pd.DataFrame, baseline: str) -> dict[str, CellWarning]:
         if parts:
             out[variant] = CellWarning(WarningCode.GPU_DRIFT, "; ".join(parts))
     return out
+
+
+def client_saturated(windows: pd.DataFrame) -> dict[str, CellWarning]:
+    """Cells (by cell_id) with a window whose busiest client process used at least CLIENT_SATURATED_SHARE of
+    the window's wall time in CPU (`windows.jsonl`, `extra.client.cpu_share`: the self-check every window
+    records). Silent for windows without the self-check."""
+    if windows.empty or "extra" not in windows:
+        return {}
+    worst: dict[str, tuple[float, str]] = {}
+    for cell_id, window_id, extra in zip(windows["cell_id"], windows["window_id"], windows["extra"]):
+        client = extra.get("client") if isinstance(extra, dict) else None
+        share = client.get("cpu_share") if isinstance(client, dict) else None
+        if isinstance(share, (int, float)) and math.isfinite(share) and share >= CLIENT_SATURATED_SHARE:
+            if share > worst.get(str(cell_id), (-1.0, ""))[0]:
+                worst[str(cell_id)] = (float(share), str(window_id))
+    return {cell: CellWarning(WarningCode.CLIENT_SATURATED, f"client CPU {100 * share:.0f}% of wall time in {wid}")
+            for cell, (share, wid) in worst.items()}

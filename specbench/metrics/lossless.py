@@ -3,12 +3,13 @@ cell's lossless match, any-match and prefix rates."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Sequence
 
 import numpy as np
 
 from .common import NAN
-from .requests import MeasuredRequest
+from .requests import MeasuredRequest, OutputDigest
 
 
 def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -20,20 +21,44 @@ def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 
 def compare_outputs(
-    ids: Sequence[int] | None, text: str | None, base_ids: Sequence[int] | None, base_text: str | None
+    ids: Sequence[int] | np.ndarray | None, text: str | None, base_ids: Sequence[int] | np.ndarray | None,
+    base_text: str | None
 ) -> tuple[bool, float] | None:
     """(exact match, common prefix / max(len)) comparing token ids, else text (characters); None if
     neither is available on both sides. Two empty outputs match with prefix fraction 1.0."""
     if ids is not None and base_ids is not None:
-        a: Sequence[Any] = list(ids)
-        b: Sequence[Any] = list(base_ids)
-    elif text is not None and base_text is not None:
-        a, b = text, base_text
-    else:
+        x, y = np.asarray(ids, dtype=np.int64), np.asarray(base_ids, dtype=np.int64)
+        n = min(x.size, y.size)
+        differ = np.flatnonzero(x[:n] != y[:n])
+        prefix = int(differ[0]) if differ.size else n
+        longest_ids = max(x.size, y.size)
+        return (x.size == y.size and prefix == n), (1.0 if longest_ids == 0 else prefix / longest_ids)
+    if text is None or base_text is None:
         return None
-    longest = max(len(a), len(b))
-    frac = 1.0 if longest == 0 else common_prefix_len(a, b) / longest  # prefix fraction of the output
-    return (list(a) == list(b)), frac
+    longest = max(len(text), len(base_text))
+    frac = 1.0 if longest == 0 else common_prefix_len(text, base_text) / longest  # prefix fraction of the output
+    return text == base_text, frac
+
+
+def output_digest(ids: Sequence[int] | np.ndarray | None, text: str | None) -> OutputDigest:
+    """Digests of an output's token ids and text: equal digests <=> equal outputs (compare_outputs' exact
+    match), so a baseline output that is only ever tested for equality need not be kept whole."""
+    def h(b: bytes) -> bytes:
+        return hashlib.blake2b(b, digest_size=16).digest()
+
+    return (None if ids is None else h(np.asarray(ids, dtype=np.int64).tobytes()),
+            None if text is None else h(text.encode("utf-8", "surrogatepass")))
+
+
+def _digest(r: MeasuredRequest) -> OutputDigest:
+    return r.digest if r.digest is not None else output_digest(r.token_ids, r.text)
+
+
+def same_output(a: OutputDigest, b: OutputDigest) -> bool:
+    """compare_outputs' exact match on digests: token ids when both sides have them, else text."""
+    if a[0] is not None and b[0] is not None:
+        return a[0] == b[0]
+    return a[1] is not None and b[1] is not None and a[1] == b[1]
 
 
 def cell_lossless(
@@ -43,8 +68,9 @@ def cell_lossless(
     """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
 
     `lengths` is the cell's (input_len, output_len). match: equal to the baseline's output for the same
-    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the baseline's output for the same prompt and lengths
-    at any concurrency (the baseline's own outputs can differ between batch shapes)."""
+    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the baseline's
+    output for the same prompt and lengths at any concurrency (the baseline's own outputs can differ between
+    batch shapes). Entries of `base_by_prompt` after the first of each prompt need only their `digest`."""
     exact = {(r.repeat, r.index): r for r in base if r.ok} if base else {}
     matches: list[bool] = []
     any_matches: list[bool] = []
@@ -63,8 +89,11 @@ def cell_lossless(
             continue
         matches.append(res[0])
         prefixes.append(res[1])
-        others = (compare_outputs(r.token_ids, r.text, o.token_ids, o.text) for o in same_prompt)
-        any_matches.append(res[0] or any(x is not None and x[0] for x in others))
+        if res[0]:
+            any_matches.append(True)
+        else:
+            mine = _digest(r)
+            any_matches.append(any(same_output(mine, _digest(o)) for o in same_prompt))
     if not matches:
         return NAN, NAN, NAN
     return float(np.mean(matches)), float(np.mean(any_matches)), float(np.mean(prefixes))

@@ -23,6 +23,9 @@ from .requests import MeasuredRequest, to_measured_requests, measured_requests
 # per-request SpecDetails field -> window counter it must add up to
 ACCEPTANCE_FIELDS = {"drafted_steps": "num_drafts", "accepted_drafts": "num_accepted_tokens",
                      "proposed_drafts": "num_draft_tokens"}
+# a command-engine server that counts verify steps (engine.acceptance_metric) next to a per-response field
+VERIFY_STEP_FIELDS = {"verify_steps": "verify_steps"}
+ACCEPTANCE_GROUPS = (ACCEPTANCE_FIELDS, VERIFY_STEP_FIELDS)  # the first whose counters a window has is checked
 TIMING_COUNTERS = ("ttft_sum_s", "ttft_count", "e2e_sum_s", "e2e_count")
 
 
@@ -109,18 +112,27 @@ def acceptance_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> lis
     per-request figures (none: the engine does not report them, nothing to check)."""
     out = []
     for w in _window_rows(windows):
-        counters = _counters(w, list(ACCEPTANCE_FIELDS.values()))
+        fields, counters = _acceptance_counters(w)
         rs = [r for r in reqs if r.window_id == str(w["window_id"])]
         if counters is None or not rs or not all(r.ok for r in rs):
             continue
-        with_fig = [r for r in rs if r.spec and all(r.spec.get(f) is not None for f in ACCEPTANCE_FIELDS)]
+        with_fig = [r for r in rs if r.spec and all(r.spec.get(f) is not None for f in fields)]
         if not with_fig:
             continue
-        sums = {c: float(sum(r.spec[f] for r in with_fig if r.spec)) for f, c in ACCEPTANCE_FIELDS.items()}
+        sums = {c: float(sum(r.spec[f] for r in with_fig if r.spec)) for f, c in fields.items()}
         out.append(AcceptanceCheck(window_id=str(w["window_id"]), repeat=int(w["repeat"]), requests=len(rs),
                                    missing=len(rs) - len(with_fig), per_request=sums, counters=counters,
                                    launch=_launch(w)))
     return out
+
+
+def _acceptance_counters(w: dict[str, Any]) -> tuple[dict[str, str], dict[str, float] | None]:
+    """The first field group whose counters the window has, with their deltas (None: no group)."""
+    for fields in ACCEPTANCE_GROUPS:
+        counters = _counters(w, list(fields.values()))
+        if counters is not None:
+            return fields, counters
+    return ACCEPTANCE_FIELDS, None
 
 
 def timing_checks(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> list[TimingCheck]:

@@ -14,7 +14,7 @@ from ..records import RequestRecord
 from .common import NAN, as_list, as_float, opt_list, opt_str, safe_ratio
 
 
-def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | None) -> float:
+def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | np.ndarray | None) -> float:
     """Output tokens from the server's usage; if usage is missing, the sum of tokens per chunk."""
     n = as_float(output_tokens)
     if math.isfinite(n):
@@ -36,16 +36,20 @@ def request_itls(chunk_offsets_s: Sequence[float], chunk_tokens: Sequence[int]) 
     contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none. A chunk without
     tokens is skipped: the next gap runs from the last chunk that carried tokens, so the ITLs still add up to
     (last chunk - TTFT)."""
-    out: list[float] = []
-    prev: float | None = None  # arrival of the last chunk that carried tokens
-    for t, n in zip(chunk_offsets_s, chunk_tokens):
-        k = int(n)
-        if k <= 0:
-            continue
-        if prev is not None:
-            out.extend([(float(t) - prev) / k] * k)
-        prev = float(t)
-    return out
+    return [float(g) for g in request_itls_array(chunk_offsets_s, chunk_tokens)]
+
+
+def request_itls_array(chunk_offsets_s: Sequence[float] | np.ndarray,
+                       chunk_tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    """request_itls as an array, computed with array operations (a run holds millions of chunks)."""
+    n = min(len(chunk_offsets_s), len(chunk_tokens))
+    t = np.asarray(chunk_offsets_s, dtype=float)[:n]
+    k = np.asarray(chunk_tokens, dtype=float)[:n].astype(np.int64)  # int(n) of each count, as before
+    carry = k > 0
+    t, k = t[carry], k[carry]
+    if t.size < 2:
+        return np.empty(0)
+    return np.repeat(np.diff(t) / k[1:], k[1:])
 
 
 def window_throughput_arrays(t_send: np.ndarray, e2e_s: np.ndarray, n_out: np.ndarray, ok: np.ndarray) -> float:
@@ -77,6 +81,9 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
     return tp if math.isfinite(tp) else None
 
 
+OutputDigest = tuple[bytes | None, bytes | None]  # (token ids, text) digests: lossless.output_digest
+
+
 @dataclass
 class MeasuredRequest:
     window_id: str  # the window it was measured in: the key of every join to a WindowRecord
@@ -89,11 +96,13 @@ class MeasuredRequest:
     e2e: float
     ttft: float
     t_send: float
-    chunk_offsets: list[float]
-    chunk_tokens: list[int]
-    token_ids: list[int] | None
+    chunk_offsets: Sequence[float] | np.ndarray  # arrays when read from the columnar store
+    chunk_tokens: Sequence[int] | np.ndarray
+    token_ids: Sequence[int] | np.ndarray | None
     text: str | None
     spec: dict[str, Any] | None
+
+    digest: OutputDigest | None = None  # set where the outputs themselves were let go
 
     @property
     def per_user(self) -> float:
@@ -101,10 +110,19 @@ class MeasuredRequest:
         return safe_ratio(self.n_out, self.e2e) if self.ok else NAN
 
 
+def _array(x: Any, dtype: Any) -> np.ndarray:
+    """A list field as an array (a list from JSON, an array from Parquet); missing -> empty."""
+    return np.asarray(as_list(x) if not isinstance(x, np.ndarray) else x, dtype=dtype)
+
+
+def _ids(x: Any) -> Sequence[int] | np.ndarray | None:
+    return x if isinstance(x, np.ndarray) else opt_list(x)
+
+
 def to_measured_requests(df: pd.DataFrame) -> list[MeasuredRequest]:
     out = []
     for r in df.to_dict("records"):
-        chunk_tokens = as_list(r.get("chunk_tokens"))
+        chunk_tokens = _array(r.get("chunk_tokens"), np.int64)
         spec = r.get("spec")
         out.append(
             MeasuredRequest(
@@ -118,9 +136,9 @@ def to_measured_requests(df: pd.DataFrame) -> list[MeasuredRequest]:
                 e2e=as_float(r.get("e2e_s")),
                 ttft=as_float(r.get("ttft_s")),
                 t_send=as_float(r.get("t_send")),
-                chunk_offsets=[float(x) for x in as_list(r.get("chunk_offsets_s"))],
-                chunk_tokens=[int(x) for x in chunk_tokens],
-                token_ids=opt_list(r.get("token_ids")),
+                chunk_offsets=_array(r.get("chunk_offsets_s"), float),
+                chunk_tokens=chunk_tokens,
+                token_ids=_ids(r.get("token_ids")),
                 text=opt_str(r.get("text")),
                 spec=spec if isinstance(spec, dict) else None,
             )

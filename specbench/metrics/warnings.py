@@ -25,6 +25,9 @@ INACTIVE_TOLERANCE = 0.01  # a drafter whose pooled acceptance length is within 
 DEGENERATE_FRACTION = 0.95  # verify steps that accepted every draft: at or above this the prompts are degenerate
 GPU_CLOCK_DRIFT = 0.05  # mean SM clock of a variant's windows vs the baseline's, relative
 GPU_TEMP_DRIFT_C = 10.0  # mean GPU temperature of a variant's windows vs the baseline's, degrees C
+# A client process whose CPU time over a window is at least this share of the window's wall time was
+# saturated: its event loop is one thread, so chunks waited for it and the timings measure the client.
+CLIENT_SATURATED_SHARE = 0.90
 # Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
 # mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
 # and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
@@ -57,11 +60,14 @@ class WarningCode(str, Enum):
     ACCEPTANCE_UNKNOWN = "acceptance_unknown"
     EAGER_ENGINE = "eager_engine"
     GPU_DRIFT = "gpu_drift"
+    IMPOSSIBLE_ACCEPTANCE = "impossible_acceptance"
+    CLIENT_SATURATED = "client_saturated"
 
 
 BLOCKING = frozenset(c.value for c in (WarningCode.DRAFTER_INACTIVE, WarningCode.DEGENERATE_WORKLOAD,
                                        WarningCode.ACCEPTANCE_UNKNOWN, WarningCode.EAGER_ENGINE,
-                                       WarningCode.GPU_DRIFT))
+                                       WarningCode.GPU_DRIFT, WarningCode.IMPOSSIBLE_ACCEPTANCE,
+                                       WarningCode.CLIENT_SATURATED))
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -133,6 +139,19 @@ REMEDY: dict[WarningCode, str] = {
         "GPU clocks or temperature differ between this variant's windows and the baseline's (from "
         "nvidia-smi, recorded per window): thermal or power throttling, or another tenant, changed the "
         "hardware between variants; lock clocks (nvidia-smi -lgc), let the GPU cool, and measure again"
+    ),
+    WarningCode.IMPOSSIBLE_ACCEPTANCE: (
+        "acceptance length below 1 token per target step, which no engine can produce (every step yields at "
+        "least its own token): the counters or tokens are not this engine's alone (another run's server on "
+        "the same port, a counter reset, a usage that does not match the stream), so no acceptance is "
+        "reported for the cell; give each run its own engine.port, make sure nothing restarted the engine, "
+        "and measure again"
+    ),
+    WarningCode.CLIENT_SATURATED: (
+        "specbench's own client was saturated in some window of this cell (its CPU time was at least 90% of "
+        "the window's wall time, per client process), so TTFT, ITL and throughput measure the client, not "
+        "the engine; set client.processes (more client processes, e.g. `auto`: one per free core) or run "
+        "specbench on a separate client host, and measure again"
     ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "

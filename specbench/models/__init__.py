@@ -5,7 +5,8 @@
 <cache>/models/<name>. A build writes into a temporary sibling folder, writes the completion marker last
 and then renames, so an interrupted build is never mistaken for a finished one.
 
-"smollm2-eagle3" is an EAGLE-3 draft head for smollm2, trained here (eagle3: with speculators).
+"smollm2-eagle3" and "smollm2-dflash" are EAGLE-3 and DFlash draft heads for smollm2, trained here with
+speculators (eagle3, dflash; `minutes` scales a head's build budget).
 Builders live in their own modules of this package (gguf: the GGUF-to-HF build and layer truncation);
 a new kind of demo model is a builder module plus an entry in DEMO_MODELS.
 """
@@ -26,9 +27,15 @@ from ..errors import UsageError
 from .gguf import (DTYPE, GGUF_FILE, GGUF_PACKAGE, MARKER, WEIGHTS, build_from_gguf, gguf_source, hf_config,
                    keep_tensor, truncate_model, write_json)
 
-__all__ = ["DEMO_MODELS", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel", "build_from_gguf",
+__all__ = ["DEMO_MODELS", "BuildOptions", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel", "build_from_gguf",
            "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source", "hf_config", "is_built",
-           "keep_tensor", "prepare", "prepare_all", "resolve_model", "truncate_model"]
+           "keep_tensor", "prepare", "prepare_all", "resolve_model", "trained_models", "truncate_model"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    progress: Callable[[str], None] = print
+    minutes: float | None = None  # a trained head's build budget; None: its recipe's default
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,7 @@ class DemoModel:
     description: str
     base: str | None = None  # built from this demo model
     num_layers: int | None = None  # decoder layers kept when truncating
-    build: Callable[[Path, Path, Callable[[str], None]], object] | None = None  # (base, dest, progress)
+    build: Callable[[Path, Path, BuildOptions], object] | None = None  # (base, dest, options): a trained head
 
 
 DEMO_MODELS: dict[str, DemoModel] = {
@@ -47,7 +54,9 @@ DEMO_MODELS: dict[str, DemoModel] = {
         DemoModel("smollm2-draft", "first 8 of smollm2's 30 decoder layers, a draft_model drafter",
                   base="smollm2", num_layers=8),
         DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
-                  base="smollm2", build=lambda base, dest, progress: _build_eagle3(base, dest, progress)),
+                  base="smollm2", build=lambda base, dest, o: _build_head("specbench.models.eagle3", base, dest, o)),
+        DemoModel("smollm2-dflash", "a DFlash draft head for smollm2, trained here with speculators",
+                  base="smollm2", build=lambda base, dest, o: _build_head("specbench.models.dflash", base, dest, o)),
     )
 }
 
@@ -72,10 +81,18 @@ def demo_model(name: str) -> DemoModel:
     return DEMO_MODELS[name]
 
 
-def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] = print) -> Path:
-    """Build demo model `name` unless it is already built; returns its folder."""
+def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] = print,
+            minutes: float | None = None) -> Path:
+    """Build demo model `name` unless it is already built; returns its folder. `minutes` (trained heads
+    only) sets the build budget and rebuilds."""
     spec = demo_model(name)
     dest = demo_model_path(name)
+    if minutes is not None:
+        if spec.build is None:
+            raise UsageError(f"--minutes: {name} is not trained (only {', '.join(trained_models())} are)")
+        if not minutes > 0:
+            raise UsageError(f"--minutes: must be > 0, got {minutes}")
+        force = True
     assert dest is not None
     if spec.base:
         prepare(spec.base, force=False, progress=progress)
@@ -94,7 +111,7 @@ def prepare(name: str, *, force: bool = False, progress: Callable[[str], None] =
             base = demo_model_path(spec.base) if spec.base else None
             if spec.build:
                 assert base is not None
-                spec.build(base, tmp, progress)
+                spec.build(base, tmp, BuildOptions(progress, minutes))
             elif base:
                 assert spec.num_layers is not None
                 truncate_model(base, tmp, num_layers=spec.num_layers, progress=progress)
@@ -139,10 +156,14 @@ def prepare_all(cfg: RunConfig, progress: Callable[[str], None] = print) -> None
         prepare(name, progress=progress)
 
 
-def _build_eagle3(base: Path, dest: Path, progress: Callable[[str], None]) -> object:
+def trained_models() -> list[str]:
+    return [m.name for m in DEMO_MODELS.values() if m.build is not None]
+
+
+def _build_head(module: str, base: Path, dest: Path, o: BuildOptions) -> object:
     from .eagle3 import build_in_subprocess  # torch, transformers, speculators: only to build
 
-    return build_in_subprocess(base, dest, progress=progress)
+    return build_in_subprocess(base, dest, progress=o.progress, minutes=o.minutes, module=module)
 
 
 def _write_marker(folder: Path, name: str) -> None:

@@ -70,12 +70,10 @@ def verdict_section(data: RunData) -> list[Block]:
         return [Heading("Verdict"), Paragraph(["No drafter variants in this run: nothing to decide."], "warn")]
     overall: Tone = "bad" if all(t == "bad" for t in tones) else "verdict"
     table = verdict_table(data)
-    more: list[Inline] = []
-    for v in data.drafters:
-        if advice := undecided_advice(data, v, _min_speedup(data)):
-            more += [Strong(v), f": {advice}. "]
+    more: list[list[Inline]] = [[Strong(v), f": {advice}."] for v in data.drafters
+                                 if (advice := undecided_advice(data, v, _min_speedup(data)))]
     return [Heading("Verdict"), *([table] if table is not None else []), Bullets(items, overall),
-            *([Paragraph(more, "note")] if more else []),
+            *([Bullets(more, "note")] if more else []),
             Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
                        f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter), as "
                        f"no practical difference when the interval lies inside [{1 / _min_speedup(data):.3f}, "
@@ -102,10 +100,14 @@ def _min_speedup(data: RunData) -> float:
 INTERVAL_METHODS = [  # (figure, method): each printed 95% interval and what produces it (stats.py)
     ("speedup, per-user speedup", "Welch t on the log ratio of the unit means (delta method), Welch-Satterthwaite "
                                   "df; variant and baseline are independent samples (no pairing)"),
-    ("output throughput", "Student t on the mean of the unit throughputs (n - 1 df)"),
-    ("per-user speed", "Student t on the unit means of per-request speed, centred on the mean over requests"),
-    ("TPOT p50", "Student t on the unit medians of per-request TPOT, centred on the median over requests"),
-    ("acceptance length", "ratio estimator sum(tokens) / sum(target steps) over units, t with n - 1 df"),
+    ("output throughput", "Student t on the log of the mean of the unit throughputs (delta method, n - 1 df), "
+                          "mapped back: always positive"),
+    ("per-user speed", "Student t on the log of the mean of the unit means of per-request speed, centred on the "
+                       "mean over requests"),
+    ("TPOT p50", "Student t on the log of the mean of the unit medians of per-request TPOT, centred on the median "
+                 "over requests"),
+    ("acceptance length", "ratio estimator sum(tokens) / sum(target steps) over units, t with n - 1 df on the log "
+                          "scale"),
 ]
 
 

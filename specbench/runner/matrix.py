@@ -15,15 +15,14 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 import pandas as pd
-import yaml
 
 from .. import calibration
-from ..config import RunConfig, parse_config
+from ..config import RunConfig, load_yaml, parse_config
 from ..environment import hardware_fingerprint
-from ..errors import ConfigError, Interrupted, PreflightError, RunDirError
+from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
@@ -35,13 +34,20 @@ from ..metrics.warnings import CellWarning
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
+from ..metrics.source import LIGHT_COLUMNS, CellSource
 from ..rundir import RunDir, atomic_write, records_frame
-from .prepare import Plan, check_run_dir, config_hash, default_run_path, open_run_dir, prepare_plan, write_side_files
+from ..store import open_store
+from .prepare import (Plan, check_run_dir, check_writable, config_hash, default_run_path, open_run_dir, prepare_plan,
+                      write_side_files)
 from .scheduler import launch_order, run_schedule
 from .sequential import Looks, until_decided
 from .session import RecordSink
+from .signals import describe, stop_on_signals
 from .state import RunState, VariantState
 from .unit import measure_launch, open_context
+
+if TYPE_CHECKING:
+    from ..slurm import Allocation
 
 
 @dataclass
@@ -71,6 +77,7 @@ class MatrixRun:
         self.reporter = opts.reporter or make_reporter()
         self.rd: RunDir | None = None
         self.state: RunState | None = None
+        self.started = 0.0  # time.monotonic() at the start of run() (sweep.until: decided budgets from it)
 
     def _start_state(self, rd: RunDir, plan: Plan) -> RunState:
         fingerprints = variant_fingerprints(self.cfg, plan.engine, plan.launches, plan.sweep)
@@ -91,9 +98,11 @@ class MatrixRun:
 
     async def run(self) -> RunResult:
         o = self.opts
-        started = time.monotonic()
-        if o.out is not None:
-            check_run_dir(o.out, o.resume, o.force)  # before model resolution and preflight
+        self.started = time.monotonic()
+        if o.out is None:
+            o.out = default_run_path(self.cfg)
+        check_run_dir(o.out, o.resume, o.force)  # before model resolution, preflight and any launch
+        check_writable(o.out, o.resume)
         alloc = None
         if self.cfg.engine.nodes > 1 and o.scheduler != "slurm":
             raise ConfigError("engine.nodes", f"{self.cfg.engine.nodes} nodes per variant need --scheduler slurm "
@@ -109,8 +118,6 @@ class MatrixRun:
             problems = preflight(self.cfg, plan.engine, plan.launches, self.cfg.engine.port)
             if problems:
                 raise PreflightError("; ".join(problems))
-        if o.out is None:
-            o.out = default_run_path(self.cfg)
         self.rd = rd = open_run_dir(o.out, o.resume, o.force)
         self.state = state = self._start_state(rd, plan)
         write_side_files(rd, plan)
@@ -124,37 +131,54 @@ class MatrixRun:
 
         sink = RecordSink.open(rd, state.run_id)  # opening repairs a torn tail (before --reuse appends too)
         try:
-            if self.cfg.sweep.until == "decided" and (alloc is not None or o.reuse):
-                raise ConfigError("sweep.until", "decided runs locally and measures every variant itself "
-                                  "(no --scheduler slurm, no --reuse)")
-            if o.reuse:
-                self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
-            placer = None
-            if alloc is not None:
-                from .cluster import SlurmPlacer
-
-                placer = SlurmPlacer(self.cfg, rd, state, sink, alloc, self.reporter.log)
-                placer.merge_all()  # what a previous head measured but did not merge (resume)
-            ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
-            ctx.checkpoint = lambda: state.save(rd)
-            names = [vl.name for vl in plan.launches]
-            units = launch_order(names, self.cfg.sweep.launches)
-            if placer is not None:  # Slurm: one launch per variant on its own node(s)
-                await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
-            else:
-                self.reporter.start(sum(ctx.requests_todo(n) for n in names))
-                execute = lambda u, vs: measure_launch(ctx, u, vs)  # noqa: E731
-                await run_schedule(units, state, execute, lambda u: bool(ctx.todo(u.variant, u.launch)),
-                                   ctx.checkpoint)
-                if self.cfg.sweep.until == "decided":
-                    await until_decided(ctx, state, self.cfg.baseline.name,
-                                        Looks(cells=lambda: derive_cells(rd, self.cfg), execute=execute,
-                                              started=started, log=self.reporter.log))
-        finally:
-            sink.close()
-            state.save(rd)
-            self.reporter.close()
+            await self._measure(plan, rd, state, sink, alloc)
+        except BaseException:
+            self._close(sink, rd, state, quiet=True)  # the error in flight is the one to report
+            raise
+        self._close(sink, rd, state, quiet=False)
         return RunResult(run_dir=rd.path, status=dict(state.statuses()))
+
+    def _close(self, sink: RecordSink, rd: RunDir, state: RunState, quiet: bool) -> None:
+        """Close the record files, save run.json, stop the progress display: each is tried even when an
+        earlier one fails (a full disk); unless `quiet`, the first failure is raised afterwards."""
+        first: OSError | None = None
+        for step in (sink.close, lambda: state.save(rd), self.reporter.close):
+            try:
+                step()
+            except OSError as exc:
+                first = first or exc
+        if first is not None and not quiet:
+            raise first
+
+    async def _measure(self, plan: Plan, rd: RunDir, state: RunState, sink: RecordSink, alloc: Allocation | None) -> None:
+        """--reuse, then every unit of the schedule (here, or on the Slurm allocation's nodes)."""
+        o = self.opts
+        if self.cfg.sweep.until == "decided" and (alloc is not None or o.reuse):
+            raise ConfigError("sweep.until", "decided runs locally and measures every variant itself "
+                              "(no --scheduler slurm, no --reuse)")
+        if o.reuse:
+            self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
+        placer = None
+        if alloc is not None:
+            from .cluster import SlurmPlacer
+
+            placer = SlurmPlacer(self.cfg, rd, state, sink, alloc, self.reporter.log)
+            placer.merge_all()  # what a previous head measured but did not merge (resume)
+        ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
+        ctx.checkpoint = lambda: state.save(rd)
+        names = [vl.name for vl in plan.launches]
+        units = launch_order(names, self.cfg.sweep.launches)
+        if placer is not None:  # Slurm: one launch per variant on its own node(s)
+            await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
+        else:
+            self.reporter.start(sum(ctx.requests_todo(n) for n in names))
+            execute = lambda u, vs: measure_launch(ctx, u, vs)  # noqa: E731
+            await run_schedule(units, state, execute, lambda u: bool(ctx.todo(u.variant, u.launch)),
+                               ctx.checkpoint)
+            if self.cfg.sweep.until == "decided":
+                await until_decided(ctx, state, self.cfg.baseline.name,
+                                    Looks(cells=lambda: derive_cells(rd, self.cfg), execute=execute,
+                                          started=self.started, log=self.reporter.log))
 
     def _reuse(self, source: Path, fingerprints: dict[str, str]) -> None:
         assert self.rd is not None and self.state is not None
@@ -169,36 +193,83 @@ class MatrixRun:
 
 
 def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
-    """Run (or resume) a matrix, then derive cells and the report. SIGINT/SIGTERM stop every engine."""
+    """Run (or resume) a matrix, then derive cells and the report. SIGINT, SIGTERM and SIGHUP stop every
+    engine and end in Interrupted; a write that fails mid-run (a full disk) ends in StorageError."""
     run = MatrixRun(cfg, opts)
+    received: list[signal.Signals] = []
 
     async def main() -> RunResult:
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        try:
-            return await run.run()
-        finally:
-            loop.remove_signal_handler(signal.SIGTERM)
+        with stop_on_signals(task) as got:
+            try:
+                result = await run.run()
+            except BaseException:
+                received.extend(got)
+                if got:  # whatever the signal caused on the way out (a write to a closed terminal), it wins
+                    raise asyncio.CancelledError from None
+                raise
+            received.extend(got)
+        if received:  # a cancellation swallowed on the way (it should not be): still an interruption
+            raise asyncio.CancelledError
+        return result
 
     try:
         result = asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        rd, state = run.rd, run.state
-        if rd is None or state is None:
-            raise Interrupted("interrupted before anything was measured") from None
-        state.mark_interrupted()
-        state.save(rd)
-        try:
-            finalize(rd, cfg)  # whatever was measured is still analysed and reported
-        except Exception as exc:  # never let the report hide the interruption
-            print(f"warning: could not analyse the partial run: {exc}", file=sys.stderr)
-        raise Interrupted(f"interrupted: every engine was stopped; measurements kept in {rd.path}; "
-                          f"finish with: specbench run --resume {rd.path}") from None
-    finalize(RunDir(result.run_dir), cfg)
+        _interrupted(run, cfg, received)
+    except OSError as exc:
+        _storage_failed(run, exc)
+    try:
+        finalize(RunDir(result.run_dir), cfg)
+    except OSError as exc:
+        raise StorageError(f"the measurements are complete and kept in {result.run_dir}, but writing the "
+                           f"analysis failed: {_problem(exc)}; once fixed: specbench report {result.run_dir}") from None
     _add_to_history(result.run_dir, cfg)
     return result
+
+
+def _interrupted(run: MatrixRun, cfg: RunConfig, received: list[signal.Signals]) -> NoReturn:
+    by = f" by {describe(received)}" if received else ""
+    rd, state = run.rd, run.state
+    if rd is None or state is None:
+        raise Interrupted(f"interrupted{by} before anything was measured") from None
+    state.mark_interrupted()
+    try:
+        state.save(rd)
+        finalize(rd, cfg)  # whatever was measured is still analysed and reported
+    except Exception as exc:  # never let the report hide the interruption
+        say(f"warning: could not analyse the partial run: {exc}")
+    raise Interrupted(f"interrupted{by}: every engine was stopped; measurements kept in {rd.path}; "
+                      f"finish with: specbench run --resume {rd.path}") from None
+
+
+def _storage_failed(run: MatrixRun, exc: OSError) -> NoReturn:
+    """A write into the run directory failed mid-run: the engines are already stopped (the session left
+    its `async with`), every record written before it is complete on disk; say so and how to resume."""
+    rd, state, problem = run.rd, run.state, _problem(exc)
+    if rd is None or state is None:
+        raise StorageError(f"{problem}; nothing was measured") from None
+    state.mark_interrupted()
+    try:
+        state.save(rd)
+    except OSError:
+        pass  # run.json keeps its last saved state; --resume reads it all the same
+    raise StorageError(f"writing {rd.path} failed: {problem}; every engine was stopped; the measurements "
+                       f"recorded before it are kept in {rd.path}; free space (or fix the disk), then finish "
+                       f"with: specbench run --resume {rd.path}") from None
+
+
+def _problem(exc: OSError) -> str:
+    return f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc.strerror or exc)
+
+
+def say(line: str) -> None:
+    """A line to stderr that never raises (stderr may be a terminal that has gone: SIGHUP)."""
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
 
 
 def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
@@ -209,11 +280,10 @@ def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
     try:
         got = calibration.record(run_dir, cfg, kind="run")
     except (OSError, ValueError, KeyError) as exc:
-        print(f"warning: the variance history was not updated: {exc}", file=sys.stderr)
+        say(f"warning: the variance history was not updated: {exc}")
         return
     if got is not None and not got[0].pooled:
-        print(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)",
-              file=sys.stderr)
+        say(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)")
 
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:
@@ -232,12 +302,13 @@ def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
 
 
-def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | None = None,
+def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
                  windows: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The cells table from the raw records: intervals with the pooled history where it applies, speedups
-    withheld across unlike hardware, always-valid intervals for a sequential run."""
+    """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
+    with the pooled history where it applies, speedups withheld across unlike hardware, always-valid
+    intervals for a sequential run."""
     if requests is None or windows is None:
-        requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
+        requests, windows = open_store(rd), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
                        plain=plain_variants(cfg))
@@ -260,12 +331,15 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (and for an open
     loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
     if cfg is None:
-        cfg = parse_config(yaml.safe_load(rd.config.read_text()), str(rd.config))
-    requests, windows = records_frame(rd.request_records()), records_frame(rd.window_records())
-    cells = derive_cells(rd, cfg, requests, windows)
+        cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    store, windows = open_store(rd), records_frame(rd.window_records())
+    cells = derive_cells(rd, cfg, store, windows)
     atomic_write(rd.cells, cells.to_csv(index=False))
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
     atomic_write(rd.break_even, break_even_table(closed).to_csv(index=False))
+    # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
+    # request's tokens per chunk summed (all that request_output_tokens asks of them)
+    requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))
     if cfg.sweep.load.open:
         slos = parse_slos(cfg.slo)
         points = open_loop_table(requests, windows, slos)

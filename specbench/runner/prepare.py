@@ -8,6 +8,8 @@ them is given, and --force sets earlier raw files aside (never deletes them).
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +21,7 @@ from ..engines.base import Engine
 from ..errors import ConfigError, RunDirError
 from ..launch import VariantLaunch, api_headers, make_engine, plan_launches
 from ..plan import Sweep, build_sweep
-from ..rundir import RunDir, atomic_write, write_json
+from ..rundir import RAW_FILES, RunDir, atomic_write, write_json
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
 
@@ -77,6 +79,29 @@ def check_run_dir(path: Path, resume: bool, force: bool) -> None:
     elif path.exists() and any(path.iterdir()) and not force:
         raise RunDirError(f"{path} already exists and is not empty: use --resume to finish it "
                           f"or --force to measure again into it (earlier data is kept aside)")
+
+
+def check_writable(path: Path, resume: bool) -> None:
+    """Refuse a run directory that cannot be written, before anything is launched. A real probe (a
+    temporary file created and removed), not os.access: root passes every permission check, yet a
+    read-only mount, an immutable folder or a path through a regular file still refuse it."""
+    flag = "--resume" if resume else "--out"
+    target = path
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    if not target.is_dir():
+        raise RunDirError(f"{flag}: cannot create {path}: {target} is a file, not a directory")
+    what = target
+    try:
+        fd, probe = tempfile.mkstemp(dir=target, prefix=".specbench-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+        if resume:  # the raw files a resume appends to
+            for what in (target / f for f in RAW_FILES):
+                if what.exists():
+                    os.close(os.open(what, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        raise RunDirError(f"{flag}: cannot write to {what}: {exc.strerror} (nothing was launched)") from None
 
 
 def open_run_dir(path: Path, resume: bool, force: bool) -> RunDir:

@@ -10,16 +10,20 @@ leaving stops the whole process tree and closes the client, on every exit path.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
-from ..client import make_http_client
+from ..client import Endpoint, make_http_client
+from ..client_shards import ShardedClient, WorkerSpec, resolve_processes
+from ..sse_http import SSEClient
 from ..config import RunConfig
 from ..engines.base import Engine
-from ..errors import EngineStartError
+from ..errors import EngineStartError, ForeignListenerError
 from ..launch import VariantLaunch, api_headers, redact_env
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
@@ -29,24 +33,44 @@ from ..process import EngineProcess, port_in_use, port_owner
 
 @dataclass
 class RecordSink:
-    """Where measurements go: raw request and window files, appended and fsynced record by record."""
+    """Where measurements go: raw request and window files, appended and fsynced record by record; with
+    `columnar`, each completed window's requests are then also written to the columnar store (store.py)."""
 
     requests: JsonlAppender
     windows: JsonlAppender
     run_id: str
+    columnar: RunDir | None = None
+    _open_windows: dict[str, list[RequestRecord]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, rd: RunDir, run_id: str) -> RecordSink:
         # opening repairs a torn tail left by a crash, before anything is appended again
-        return cls(JsonlAppender(rd.requests), JsonlAppender(rd.windows), run_id)
+        return cls(JsonlAppender(rd.requests), JsonlAppender(rd.windows), run_id, columnar=rd)
 
     def request(self, rec: RequestRecord) -> None:
         rec.run_id = self.run_id
         self.requests.append(rec)
+        if self.columnar is not None and not rec.warmup:
+            self._open_windows.setdefault(rec.window_id, []).append(rec)
 
     def window(self, rec: WindowRecord) -> None:
         rec.run_id = self.run_id
         self.windows.append(rec)
+        if self.columnar is not None:
+            self._write_columnar(self.columnar, rec, self._open_windows.pop(rec.window_id, []))
+
+    @staticmethod
+    def _write_columnar(rd: RunDir, rec: WindowRecord, records: list[RequestRecord]) -> None:
+        """The window's records are on disk already: a failed write here loses nothing (the file is rebuilt
+        from requests.jsonl on first read)."""
+        import pyarrow as pa
+
+        from ..store import write_window
+
+        try:
+            write_window(rd, rec, records)
+        except (OSError, ValueError, pa.ArrowException):  # disk full, unencodable value, ...
+            pass
 
     def close(self) -> None:
         self.requests.close()
@@ -72,6 +96,10 @@ class VariantSession:
         self.startup_s: float | None = None
         self.last_window: list[RequestRecord] = []  # request records of the last measured window
         self._http: httpx.AsyncClient | None = None
+        self._sse: SSEClient | None = None  # the lean client of the streamed requests
+        self.shards: ShardedClient | None = None  # client.processes > 1: the worker processes
+        # one thread appends the window's request records in order, off the event loop (measure_window)
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{launch.name}-records")
 
     @property
     def name(self) -> str:
@@ -92,19 +120,28 @@ class VariantSession:
         return self._http
 
     @property
+    def endpoint(self) -> Endpoint:
+        """What the load loops send through: engine, client, URL, timeout, headers."""
+        return Endpoint(self.engine, self.http, self.base_url, self.request_timeout_s, self.headers, self._sse)
+
+    @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     async def __aenter__(self) -> VariantSession:
         self._http = make_http_client(max(self.cfg.sweep.concurrency))
         self._http.headers.update(self.headers or {})
+        self._sse = None if behind_proxy(self.base_url) else SSEClient()
         try:
             if self.launch.spec is None:
                 self.reporter.phase(self.name, "checking endpoint")
-                if not await self.engine.probe_ready(self.http, self.base_url):
-                    raise EngineStartError(f"{self.name}: endpoint {self.base_url} does not generate")
+                probe = await self.engine.probe_ready(self.http, self.base_url)
+                if not probe:
+                    said = f": {probe.detail}" if getattr(probe, "detail", "") else ""
+                    raise EngineStartError(f"{self.name}: endpoint {self.base_url} does not generate{said}")
             else:
                 await self._start()
+            self._start_shards()
         except BaseException:
             await self.close()
             raise
@@ -131,19 +168,66 @@ class VariantSession:
         def on_wait(elapsed: float, line: str) -> None:
             self.reporter.phase(self.name, f"startup {elapsed:.0f}s | {line[-70:]}")
 
-        t = await self.proc.wait_ready(lambda: self.engine.probe_ready(self.http, self.base_url),
-                                       e.startup_timeout_s, on_wait)
+        async def probe() -> object:
+            self.check_port()  # a foreign server already there would answer the probe
+            ready = await self.engine.probe_ready(self.http, self.base_url)
+            if ready:
+                self.check_port()  # ... or one that bound the port while the probe ran
+            return ready
+
+        t = await self.proc.wait_ready(probe, e.startup_timeout_s, on_wait)
         self.startup_s = round(t, 2)
         self.reporter.log(f"{self.name}: engine ready in {self.startup_s:.1f}s")
 
+    def _start_shards(self) -> None:
+        n = resolve_processes(self.cfg.client.processes, max(self.cfg.sweep.concurrency))
+        if n < 2:
+            return
+        self.reporter.phase(self.name, f"starting {n} client processes")
+        spec = WorkerSpec(self.engine, self.base_url, self.request_timeout_s, dict(self.headers or {}),
+                          time.time() - time.perf_counter(), max(self.cfg.sweep.concurrency))
+        self.shards = ShardedClient(n, spec)
+
+    def check_port(self) -> None:
+        """Raise ForeignListenerError when a process outside the launched engine's tree listens on its port
+        (another run sharing engine.port). Skipped for an external endpoint, and where the engine's tree is
+        not local (engine.launch_prefix: srun, a container exec; engine.nodes > 1)."""
+        e = self.cfg.engine
+        if self.proc is None or e.launch_prefix or e.nodes > 1:
+            return
+        who = self.proc.foreign_listener()
+        if who is not None:
+            raise ForeignListenerError(
+                f"{self.name}: port {e.port} is served by {who}, not by the engine specbench launched "
+                f"(PID {self.proc.pid}): another run or server shares engine.port; give each run its own port")
+
     async def close(self) -> None:
-        """Stop the engine (its whole tree; returns when it is gone) and close the client."""
+        """Stop the client processes and the engine (its whole tree; returns when it is gone), close the client."""
+        if self.shards is not None:
+            self.shards.close()
+            self.shards = None
         if self.proc is not None:
             self.reporter.phase(self.name, "stopping engine")
             self.proc.stop(grace_s=self.cfg.engine.stop_timeout_s)
+        self.writer.shutdown(wait=True)  # records still queued (a window cut short) are written, never lost
+        if self._sse is not None:
+            self._sse.close()
+            self._sse = None
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+def behind_proxy(url: str) -> bool:
+    """True when the environment routes `url` through an HTTP proxy (HTTP_PROXY etc., not bypassed by
+    NO_PROXY): the lean stream client goes direct, so such an endpoint is streamed through httpx instead."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    u = urlsplit(url)
+    if not getproxies().get(u.scheme or "http"):
+        return False
+    return not proxy_bypass(u.hostname or "")
 
 
 def shell_line(argv: list[str], env: dict[str, str]) -> str:

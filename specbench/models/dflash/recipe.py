@@ -1,0 +1,18 @@
+"""What decides the DFlash head: the EAGLE-3 recipe's data and optimizer fields, plus DFlash's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..eagle3.recipe import Eagle3Recipe
+
+
+@dataclass(frozen=True)
+class DFlashRecipe(Eagle3Recipe):
+    """Stored in the manifest. ttt_steps and ttt_step_loss_decay are EAGLE-3's and unused here;
+    for_minutes (inherited) scales the training sequences the same way."""
+
+    block_size: int = 4  # anchor + 3 mask tokens: vLLM drafts block_size - 1 = 3 tokens per step
+    max_anchors: int = 96  # blocks per pack (sampled from the response positions, seeded)
+    gamma: float = 4.0  # speculators' per-position loss decay exp(-(k-1)/gamma)
+

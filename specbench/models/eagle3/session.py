@@ -1,0 +1,140 @@
+"""What every head build shares (EAGLE-3's and DFlash's): the quiet, seeded, fixed-thread set-up, the
+progress bar, the training data with its vocabulary mapping, and the manifest's common part."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import UsageError
+from .data import dataset_states, generate, training_prompts
+from .recipe import Eagle3Recipe, Sequence
+from .train import vocab_mapping
+
+INSTALL_HINT = "pip install --no-deps speculators==0.9.0 hs-connectors==0.9.0 && pip install datasets==5.1.0 loguru"
+Progress = Callable[[str], None]
+
+
+def require_speculators(name: str) -> None:
+    for mod in ("speculators", "datasets", "loguru"):
+        if importlib.util.find_spec(mod) is None:
+            raise UsageError(f"demo model {name} needs the {mod} package: {INSTALL_HINT}")
+
+
+@dataclass
+class Session:
+    """One build's clock, timings and progress bar."""
+
+    name: str  # the demo model's name, for messages
+    bar: Any
+    t0: float = field(default_factory=time.perf_counter)
+    cpu0: float = field(default_factory=time.process_time)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def lap(self, key: str) -> None:
+        """Record the time since the previous lap (or the start) under `key`."""
+        self.timings[key] = time.perf_counter() - self.t0 - sum(self.timings.values())
+
+    def task(self, description: str, total: int) -> Callable[[int], None]:
+        task = self.bar.add_task(f"{self.name}: {description}", total=total)
+        return lambda n: self.bar.advance(task, n)
+
+    def seconds(self) -> dict[str, Any]:
+        return {"build_seconds": {k: round(v, 1) for k, v in self.timings.items()}
+                | {"total": round(time.perf_counter() - self.t0, 1)},
+                "cpu_seconds": round(time.process_time() - self.cpu0, 1)}
+
+
+@contextlib.contextmanager
+def session(name: str, recipe: Eagle3Recipe) -> Iterator[Session]:
+    """Offline, seeded, on recipe.threads threads, libraries quiet, with a progress bar."""
+    require_speculators(name)
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from loguru import logger
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+    from transformers.utils import logging as hf_logging
+
+    logger.disable("speculators")  # its per-tensor loading notes; errors still raise
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(recipe.threads)
+    random.seed(recipe.seed)
+    torch.manual_seed(recipe.seed)
+    try:
+        with Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                 transient=False) as bar:
+            yield Session(name, bar)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@dataclass
+class Data:
+    """The training data of one head: sequences with hidden states, the vocabulary mapping, the record."""
+
+    tokenizer: Any
+    heldout: list[Sequence]
+    train: list[Sequence]
+    d2t: Any
+    t2d: Any
+    manifest: dict[str, Any]  # the manifest's "data" section and coverage
+
+
+def collect(target: Path, recipe: Eagle3Recipe, s: Session, progress: Progress) -> Data:
+    """Prompts (benchmark prompts excluded); greedy regenerations for the held-out split and any
+    regenerated training sequences; one forward pass over the dataset's own responses for the rest."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True)
+    n_regen = recipe.heldout_sequences + recipe.regenerated_sequences
+    progress(f"{s.name}: selecting ShareGPT prompts (benchmark prompts excluded)")
+    turns, info = training_prompts(recipe, tokenizer, n_regen + recipe.train_sequences)
+    s.lap("prompts_s")
+    # bfloat16, as vLLM serves it: the hidden states the head learns from are the ones it will be fed
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.bfloat16, local_files_only=True).eval()
+    regen = generate(model, tokenizer, [t.prompt for t in turns[:n_regen]], recipe,
+                     s.task("target regenerates held-out responses (greedy)", n_regen))
+    s.lap("generate_s")
+    read = dataset_states(model, tokenizer, turns[n_regen:], recipe,
+                          s.task("target reads the dataset's responses", recipe.train_sequences))
+    s.lap("forward_s")
+    del model
+    seqs = regen + read
+    heldout, train = seqs[:recipe.heldout_sequences], seqs[recipe.heldout_sequences:]
+    vocab = int(json.loads((target / "config.json").read_text())["vocab_size"])
+    d2t, t2d, coverage = vocab_mapping(train, recipe, vocab)
+    n_tokens = [len(x.input_ids) for x in seqs]
+    response = sum(len(x.input_ids) - x.prompt_len for x in seqs)
+    data = {**info, "sequences": {"train": len(train), "heldout": len(heldout), "train_dataset_responses": len(read),
+                                  "train_regenerated": len(regen) - len(heldout)},
+            "tokens": {"total": sum(n_tokens), "response": response,
+                       "train_response": sum(len(x.input_ids) - x.prompt_len for x in train)}}
+    return Data(tokenizer, heldout, train, d2t, t2d,
+                {"data": data, "draft_vocab_size": recipe.draft_vocab_size,
+                 "draft_vocab_response_coverage": round(coverage, 4)})
+
+
+def common_manifest(name: str, target: Path, recipe: Eagle3Recipe, model: Any, losses: list[float]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "target": str(target),
+        "recipe": asdict(recipe),
+        "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "steps": len(losses),
+        "train_losses": [round(x, 4) for x in losses],
+        "final_train_loss": round(sum(losses[-5:]) / len(losses[-5:]), 4),
+        "first_train_loss": round(losses[0], 4),
+        "torch_threads": recipe.threads,
+    }
