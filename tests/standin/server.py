@@ -110,6 +110,7 @@ class State:
     streams: int = 0  # streamed generation requests received
     requests: int = 0  # all generation requests
     in_flight: int = 0
+    decoding: int = 0  # requests between their first and last step (the batch a step of the roofline sees)
     max_in_flight: int = 0
     flushes: int = 0
     scrapes: int = 0  # /metrics requests received
@@ -308,7 +309,7 @@ class StandIn:
         if self.o.per_batch_size:
             k = 0
             for start, _end, rk in sorted(json.loads(self.o.per_batch_size)):
-                if start <= self.s.in_flight:
+                if start <= self.s.decoding:
                     k = min(int(rk), self.o.drafts_per_step)
         DRAFTS.set(k)
         return k
@@ -326,7 +327,7 @@ class StandIn:
         """The step just drafted: the roofline of --step-tokens, else --ms-per-token."""
         if not self.o.step_tokens:
             return self.o.ms_per_token
-        return self.o.ms_per_token * max(1.0, self.s.in_flight * (DRAFTS.get() + 1) / self.o.step_tokens)
+        return self.o.ms_per_token * max(1.0, self.s.decoding * (DRAFTS.get() + 1) / self.o.step_tokens)
 
     def _record(self, entry: dict[str, Any], stats: SpecStats | None) -> None:
         """Append the request's ground truth to the ledger: what the server did, computed here and not by
@@ -365,45 +366,49 @@ class StandIn:
         await stream.start()
         done = 0
         due = arrival
-        for j, k in enumerate(steps):
-            if o.stall_after is not None and j >= o.stall_after:
-                log(f"stalling stream {rid} after {j} chunks")
-                await asyncio.sleep(3600)
-            if o.truncate_after is not None and j >= o.truncate_after:
-                log(f"truncating stream {rid} after {j} chunks")
-                stream.abort()
-                return False
-            if o.malformed_sse_after is not None and j >= o.malformed_sse_after:
-                await stream.raw(b'data: {"choices": [{"delta": {"content": "x"\n\n')
-                await stream.raw(b"data: [DONE]\n\n")
-                await stream.end()
-                return False
-            if o.ms_per_token and o.paced and o.step_tokens:
-                due += self._step_ms() / 1000
-                await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            elif o.ms_per_token and o.paced:
-                await asyncio.sleep(max(0.0, arrival + (j + 1) * o.ms_per_token / 1000 - time.perf_counter()))
-            elif o.ms_per_token:
-                await asyncio.sleep(o.ms_per_token / 1000)
-            chunk_ids = ids[done:done + k]
-            if done == 0:
-                self._observe("ttft", time.perf_counter() - arrival)
-            done += k
-            last = done == len(ids)
-            if native:
-                await stream.event(self._native(ids[:done], body, prompt_tokens, finish if last else None,
-                                                stats if last else None, rid))
-                continue
-            event = self._chunk(path, body, rid, chunk_ids, finish if last else None,
-                                {"prompt_tokens": prompt_tokens, "completion_tokens": done,
-                                 "total_tokens": prompt_tokens + done} if usage_each else None)
-            if o.lone_surrogate and j == 0:  # json.dumps writes the escape \ud83d: a lone surrogate once decoded
-                choice = event["choices"][0]
-                if "delta" in choice:
-                    choice["delta"]["content"] += "\ud83d"
-                else:
-                    choice["text"] += "\ud83d"
-            await stream.event(event)
+        self.s.decoding += 1  # until the last step is sent: the client's next request never overlaps it
+        try:
+            for j, k in enumerate(steps):
+                if o.stall_after is not None and j >= o.stall_after:
+                    log(f"stalling stream {rid} after {j} chunks")
+                    await asyncio.sleep(3600)
+                if o.truncate_after is not None and j >= o.truncate_after:
+                    log(f"truncating stream {rid} after {j} chunks")
+                    stream.abort()
+                    return False
+                if o.malformed_sse_after is not None and j >= o.malformed_sse_after:
+                    await stream.raw(b'data: {"choices": [{"delta": {"content": "x"\n\n')
+                    await stream.raw(b"data: [DONE]\n\n")
+                    await stream.end()
+                    return False
+                if o.ms_per_token and o.paced and o.step_tokens:
+                    due += self._step_ms() / 1000
+                    await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                elif o.ms_per_token and o.paced:
+                    await asyncio.sleep(max(0.0, arrival + (j + 1) * o.ms_per_token / 1000 - time.perf_counter()))
+                elif o.ms_per_token:
+                    await asyncio.sleep(o.ms_per_token / 1000)
+                chunk_ids = ids[done:done + k]
+                if done == 0:
+                    self._observe("ttft", time.perf_counter() - arrival)
+                done += k
+                last = done == len(ids)
+                if native:
+                    await stream.event(self._native(ids[:done], body, prompt_tokens, finish if last else None,
+                                                    stats if last else None, rid))
+                    continue
+                event = self._chunk(path, body, rid, chunk_ids, finish if last else None,
+                                    {"prompt_tokens": prompt_tokens, "completion_tokens": done,
+                                     "total_tokens": prompt_tokens + done} if usage_each else None)
+                if o.lone_surrogate and j == 0:  # json.dumps writes the escape \ud83d: a lone surrogate once decoded
+                    choice = event["choices"][0]
+                    if "delta" in choice:
+                        choice["delta"]["content"] += "\ud83d"
+                    else:
+                        choice["text"] += "\ud83d"
+                await stream.event(event)
+        finally:
+            self.s.decoding -= 1
         if isinstance(steps, TableSteps):  # known once streamed: a request that never drafted has none
             stats = steps.final_stats()
         self._account(len(ids), stats)
