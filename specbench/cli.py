@@ -139,13 +139,6 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     opts = TuneOptions(out=out, resume=bool(a.resume), reuse=Path(a.reuse) if a.reuse else None,
                        scheduler=a.scheduler, budget_h=a.budget, skip_preflight=a.skip_preflight)
-    if not a.resume:
-        out.mkdir(parents=True, exist_ok=True)
-        if any(out.iterdir()):
-            raise UsageError(f"tune: {out} already exists and is not empty: use --resume {out} to finish it")
-        from .config import dump_config
-
-        (out / "tune-config.yaml").write_text(dump_config(cfg))
     res = run_tune(cfg, opts)
     print(f"tune: {res.tune_dir / 'tune.json'}, {res.tune_dir / 'tune.md'}")
     for tuned, lines in _tune_summary(res.tune_dir / "tune.json").items():

@@ -205,8 +205,13 @@ def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
     if cfg.engine.kind == "external":
         raise ConfigError("engine.kind", "tune launches one server per setting; an external endpoint serves what is "
                           "already running (use kind command with the server's argv template)")
-    if opts.out.exists() and any(opts.out.iterdir()) and not opts.resume:
-        raise RunDirError(f"{opts.out} already exists and is not empty: use --resume to finish that tune")
+    if not opts.resume:
+        if opts.out.exists() and any(opts.out.iterdir()):
+            raise RunDirError(f"{opts.out} already exists and is not empty: use --resume to finish that tune")
+        from ..config import dump_config
+
+        opts.out.mkdir(parents=True, exist_ok=True)
+        (opts.out / "tune-config.yaml").write_text(dump_config(cfg))
     res = Tune(cfg, opts).run()
     write_outputs(cfg, res)
     return res
