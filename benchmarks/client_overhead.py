@@ -35,6 +35,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -88,10 +89,16 @@ def n_requests(c: int) -> int:
 
 
 def start_standin(port: int, ms_per_token: float = 0.0) -> subprocess.Popen:
+    return spawn_standin(port, ["--ms-per-token", str(ms_per_token), "--tokens-per-chunk", "1", "--stamp-text"],
+                         preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+
+
+def spawn_standin(port: int, flags: list[str], preexec_fn: Any = None) -> subprocess.Popen:
+    """The stand-in (vLLM format, served as "standin") with `flags`, once it accepts connections."""
     argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", "vllm",
-            "--ms-per-token", str(ms_per_token), "--tokens-per-chunk", "1", "--stamp-text", "--served-model-name", "standin"]
+            "--served-model-name", "standin", *flags]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+                            start_new_session=True, preexec_fn=preexec_fn)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:

@@ -22,7 +22,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,7 +36,7 @@ from specbench.prompts import Prompt
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
-from .client_overhead import free_port, others_busy, stop
+from .client_overhead import free_port, others_busy, spawn_standin, stop
 from .common import REPO, BenchServe, attach, generated_header, write_generated
 
 NAME = "open_fidelity"
@@ -68,21 +67,7 @@ def mdc_ttft(send_s: list[float], slots: int, service_s: float) -> list[float]:
 
 
 def start_queue(port: int, slots: int, service_ms: float) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", "vllm",
-            "--slots", str(slots), "--service-ms", str(service_ms), "--served-model-name", "standin"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    import socket
-
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.1)
-    stop(proc)
-    raise SystemExit("stand-in did not start")
+    return spawn_standin(port, ["--slots", str(slots), "--service-ms", str(service_ms)])
 
 
 def summary(client: str, rate: float, send: list[float], finish: list[float], ttft: list[float],
