@@ -93,7 +93,13 @@ def _t_bounds(center: float, variance: float, df: float | None, confidence: floa
         return UNDEFINED_T
     half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
     lo, hi = center - half, center + half
-    return TInterval(math.exp(lo), math.exp(hi), df) if log else TInterval(lo, hi, df)
+    if not log:
+        return TInterval(lo, hi, df)
+    # a spread so wide that exp overflows (a near-zero unit next to normal ones) bounds nothing above
+    return TInterval(math.exp(lo), math.exp(hi) if hi < _MAX_EXP else math.inf, df)
+
+
+_MAX_EXP = math.log(sys.float_info.max)
 
 
 def _units(values: ArrayLike, min_units: int) -> np.ndarray | None:

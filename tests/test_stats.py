@@ -367,3 +367,10 @@ def test_variance_levels_undefined_levels_are_nan() -> None:
     # one window per launch: the launch variance is S1^2 alone (no within-launch part to subtract)
     one_each = variance_levels({(1, 1): 100.0, (2, 1): 120.0}, [])
     assert one_each == pytest.approx({**nan3, "launch_cv": math.sqrt(200) / 110}, nan_ok=True)
+
+
+def test_log_scale_interval_of_a_huge_spread_is_unbounded_above_not_an_overflow() -> None:
+    """A unit near zero next to ordinary ones (a killed step's partial launch) makes the log-scale
+    variance huge: exp(high) would overflow, so the high end is +inf (bounds nothing), the low end stays."""
+    ci = stats.positive_mean_ci([1e-3, 10.0, 10.0], point=1e-3)  # half-width about 14,000 on the log scale
+    assert ci.high == math.inf and ci.low == 0.0 and ci.df == 2
