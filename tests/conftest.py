@@ -323,3 +323,30 @@ def engine_kind_available(kind: str) -> bool:
 
 needs_standin = pytest.mark.skipif(not STANDIN.exists() or not engine_kind_available("command"),
                                    reason="tests/standin/server.py or engines/command.py missing")
+
+
+def force_service_times(out: Path, ms_per_token: Callable[[Any], float]) -> None:
+    """Make every request's timing a set service time, so the statistics are known numbers instead of
+    the shared machine's scheduling noise: a request of n tokens in window w takes n * ms_per_token(w) ms,
+    and a window of C in flight sends its requests in waves of C, one wave after the other. Only the
+    timings change; which request was measured in which launch, window and repeat, its tokens and its
+    acceptance stay what the runner recorded. Re-derive with specbench.runner.finalize afterwards."""
+    from specbench.rundir import RunDir, atomic_write
+
+    rd = RunDir(out)
+    recs = rd.request_records(superseded=True)
+    windows = {w.window_id: w for w in rd.window_records()}
+    t0 = 1.0e9
+    for wid, w in windows.items():
+        mine = sorted((r for r in recs if r.window_id == wid), key=lambda r: r.index)
+        ms = ms_per_token(w)
+        for i, r in enumerate(mine):
+            n = r.output_tokens or 0
+            d = n * ms / 1000
+            r.t_send = t0 + (i // r.concurrency) * d
+            r.e2e_s, r.ttft_s = d, d / n
+            r.chunk_offsets_s, r.chunk_tokens = [d * (k + 1) / n for k in range(n)], [1] * n
+        w.t_start, w.t_end = t0, max(r.t_send + (r.e2e_s or 0) for r in mine)
+        t0 = w.t_end + 1.0
+    atomic_write(rd.requests, "".join(r.model_dump_json() + "\n" for r in recs))
+    atomic_write(rd.windows, "".join(w.model_dump_json() + "\n" for w in windows.values()))

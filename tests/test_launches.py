@@ -10,9 +10,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from conftest import set_launch_faults, standin_config
+from conftest import force_service_times, set_launch_faults, standin_config
 from specbench.config import parse_config
-from specbench.rundir import RunDir, atomic_write
+from specbench.records import WindowRecord
+from specbench.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
@@ -27,29 +28,9 @@ def verdict_of(run: Path) -> str:
     return (run / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
 
 
-def force_service_times(out: Path) -> None:
-    """Make every request's timing the stand-in's service time alone, so the statistics are known numbers
-    instead of the shared machine's scheduling noise: a request of n tokens in launch l of variant v takes
-    n * SHIFTS[v][l-1] ms (times 1 + REPEAT_JITTER * repeat), and a window of C in flight sends its
-    requests in waves of C, one wave after the other. Only the timings change; which request was measured
-    in which launch, window and repeat stays what the runner recorded."""
-    rd = RunDir(out)
-    recs = rd.request_records(superseded=True)
-    windows = {w.window_id: w for w in rd.window_records()}
-    t0 = 1.0e9
-    for wid, w in windows.items():
-        mine = sorted((r for r in recs if r.window_id == wid), key=lambda r: r.index)
-        ms = float(SHIFTS[w.variant][w.launch - 1]) * (1 + REPEAT_JITTER * w.repeat)
-        for i, r in enumerate(mine):
-            n = r.output_tokens or 0
-            d = n * ms / 1000
-            r.t_send = t0 + (i // r.concurrency) * d
-            r.e2e_s, r.ttft_s = d, d / n
-            r.chunk_offsets_s, r.chunk_tokens = [d * (k + 1) / n for k in range(n)], [1] * n
-        w.t_start, w.t_end = t0, max(r.t_send + (r.e2e_s or 0) for r in mine)
-        t0 = w.t_end + 1.0
-    atomic_write(rd.requests, "".join(r.model_dump_json() + "\n" for r in recs))
-    atomic_write(rd.windows, "".join(w.model_dump_json() + "\n" for w in windows.values()))
+def shifted_ms(w: WindowRecord) -> float:
+    """Launch l of variant v serves a token in SHIFTS[v][l-1] ms (times 1 + REPEAT_JITTER * repeat)."""
+    return float(SHIFTS[w.variant][w.launch - 1]) * (1 + REPEAT_JITTER * w.repeat)
 
 
 def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: int) -> tuple[pd.DataFrame, str]:
@@ -65,7 +46,7 @@ def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: i
     order = [(w.variant, w.launch) for w in sorted(RunDir(out).window_records(), key=lambda w: w.t_start)]
     assert list(dict.fromkeys(order)) == [(v, la) for la in range(1, launches + 1) for v in ("a1", "a2")]
     assert all((model_dir.parent / "faults" / f"{v}.launches.count").read_text() == str(launches) for v in SHIFTS)
-    force_service_times(out)
+    force_service_times(out, shifted_ms)
     finalize(RunDir(out))
     return pd.read_csv(out / "cells.csv"), verdict_of(out)
 
