@@ -67,6 +67,11 @@ class Calibration:
         return math.sqrt(self.rel_var)
 
 
+def model_key(cfg: RunConfig) -> str:
+    """The model a history entry was measured on: its folder, or demo:<name>."""
+    return str(cfg.model.path or f"demo:{cfg.model.demo}")
+
+
 def hardware_key(hardware: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(hardware, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -238,7 +243,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     engine = env.get("engine") or {}
     facts: dict[str, Any] = dict(hardware=environment.hardware_fingerprint(),
                                  engine=f"{engine.get('kind')} {engine.get('version') or ''}".strip(),
-                                 model=str(cfg.model.path or f"demo:{cfg.model.demo}"), source_run=str(run_dir))
+                                 model=model_key(cfg), source_run=str(run_dir))
     cal = estimate(cells, cfg.baseline.name, **facts)
     if cal is None:
         cal = estimate_repeats(cells, cfg.baseline.name, **facts) if kind == "run" else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .calibration import Calibration
+from .calibration import Calibration, model_key
 from .config import RunConfig
 from .metrics.decision import Components, Design, Estimate, Plan, component_interval, log_ratio_variance, \
     optimal_design, t_quantile
@@ -106,12 +106,24 @@ def _half_width(comps: Components, design: Design, history: Calibration | None) 
     return (math.log(hi) if math.isfinite(hi) else None), False
 
 
+def _applicable(cfg: RunConfig, history: Calibration | None) -> tuple[Calibration | None, Calibration | None]:
+    """(the history for startup and speeds, the history for variance components). The history is kept
+    per hardware of the machine that runs `plan`: its startup and speeds belong to the model it measured,
+    so for another model (a GPU matrix planned on a CPU login node) the config's estimates price the run;
+    its variance components still stand in, unless the config states its own."""
+    if history is None or history.model == model_key(cfg):
+        return history, history
+    stated = cfg.estimates.launch_cv is not None and cfg.estimates.repeat_cv is not None
+    return None, None if stated else history
+
+
 def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     s = cfg.sweep
     categories = _categories(cfg)
     per_length = len(s.load.rates or []) if s.load.open else categories * len(s.concurrency)
     points = per_length * len(s.input_lens or [None]) * len(s.output_lens) * len(s.temperatures)
     design = Design(s.launches, s.repeats if s.adaptive is None else s.adaptive.max_repeats)
+    history, comps_history = _applicable(cfg, history)
     if history is not None and history.startup_s > 0:
         startup = Source(history.startup_s, f"measured ({history.history})")
     elif cfg.estimates.startup_s is not None:
@@ -119,8 +131,9 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     else:
         startup = Source(None, "unknown: set estimates.startup_s")
     measuring, rate_source = _measuring(cfg, categories, history)
-    comps, comps_source = _components(cfg, history)
-    half, indicative = _half_width(comps, design, history) if comps is not None else (None, history is None)
+    comps, comps_source = _components(cfg, comps_history)
+    half, indicative = (_half_width(comps, design, comps_history) if comps is not None
+                        else (None, comps_history is None))
     optimal = None
     if comps is not None and measuring is not None and startup.value is not None:
         optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.calibration import Calibration
+from specbench.calibration import Calibration, model_key
 from specbench.cli import main
 from specbench.config import load_config
 from specbench.planner import make_plan, render
@@ -37,7 +37,8 @@ def test_k26_plan_agrees_with_docs_cluster_md() -> None:
 
 def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
     cfg = load_config(K26)
-    hist = Calibration(rel_var=0.02 ** 2, df=8, launches=9, cells=90, hardware={}, engine="", model="", created="",
+    hist = Calibration(rel_var=0.02 ** 2, df=8, launches=9, cells=90, hardware={}, engine="", model=model_key(cfg),
+                       created="",
                        source_run="r", repeat_rel_var=0.01 ** 2, repeat_df=40, history="h.json", startup_s=700.0,
                        rates={"1": 25.0, "32": 25.0})
     p = make_plan(cfg, hist)
@@ -47,6 +48,20 @@ def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
     # a launch costs 700 s against ~4,000 s a repeat, repeats vary less: one repeat per launch is cheapest
     assert p.optimal.design.repeats == 1
     assert "cost-optimal to resolve min_speedup 1.05" in render(p)
+
+
+def test_a_history_of_another_model_does_not_price_this_one() -> None:
+    """The history is per hardware of the machine running `plan`: a CPU demo's calibration there must not
+    price the K2.6 matrix (its startup and speeds are SmolLM2's); the config's estimates do."""
+    cfg = load_config(K26)
+    cpu = Calibration(rel_var=0.07 ** 2, df=2, launches=3, cells=12, hardware={}, engine="vllm 0.32.0",
+                      model="demo:smollm2", created="", source_run="r", repeat_rel_var=0.06 ** 2, repeat_df=6,
+                      history="h.json", startup_s=35.0, rates={"1": 57.0, "16": 25.0})
+    p = make_plan(cfg, cpu)
+    assert p.startup.source == "config estimates.startup_s" and p.startup.value != 35.0
+    assert p.rate_source == "config estimates.per_request_tok_s"
+    assert p.variant_s is not None and 3.4 <= p.variant_s / 3600 <= 3.5  # docs/cluster.md, as without a history
+    assert p.components_source.startswith("config estimates.launch_cv")  # the config states its own
 
 
 def test_plan_of_a_sequential_config(tmp_path: Path) -> None:
@@ -63,4 +78,4 @@ def test_plan_of_an_open_loop(tmp_path: Path) -> None:
                     "estimates: {startup_s: 30, per_request_tok_s: 32}\n")
     p = make_plan(load_config(path), None)
     # 4 rates x 1 output length; each: (5 warmup + 40) requests / rate, plus one 64-token request to drain
-    assert p.points == 4 and p.measuring_s == pytest.approx(sum(45 / r + 2 for r in (1, 2, 3.5, 5)))
+    assert p.points == 4 and p.measuring_s == pytest.approx(sum(45 / r + 2 for r in (1, 2.5, 5, 8)))
