@@ -48,3 +48,12 @@ def test_undecided_advice_counts_the_launches_that_would_decide() -> None:
         "2 points undecided: 4 launches per variant would decide 1 of them if their estimates and variance held; "
         "1 would need more than 50 (estimate too close to 1.05)")
     assert undecided_advice(run_data(curve_rows((WIN, WIN))), "spec", 1.05) == ""
+
+
+def test_undecided_advice_names_launches_when_the_launch_variance_comes_from_the_history() -> None:
+    """One launch, its launch component from the variance history: more repeats inside that launch would
+    not shrink it, so the advice counts launches (one per variant now)."""
+    rows = curve_rows(((1.2, 1.02, 1.41),), levels=(1,), speedup_ci_df=4.0, launches=1, repeats=1,
+                      interval_unit="history")
+    advice = undecided_advice(run_data(rows), "spec", 1.05)
+    assert "launches per variant would decide 1 of them" in advice and "repeats" not in advice

@@ -69,6 +69,9 @@ def legend(data: RunData) -> str:
     return LEGEND.format(m=m, lo=1 / m)
 
 
+LAUNCH_FROM_HISTORY = ("history", "repeat+calibration")  # interval units that carry a launch component
+
+
 def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
     """For a variant's undecided points that have an interval: how many units per variant (launches when
     launches are the units, else repeats) would decide them if their estimates and variance held."""
@@ -85,7 +88,9 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
     beyond = 0
     unit = "launches"
     for _, r in rows.iterrows():
-        by_launch = float(r.get("launches", 1) or 1) >= 2
+        # launches decide when launches are the units, or when the interval holds a launch component from
+        # the variance history or a calibration: more repeats inside one launch do not shrink that one
+        by_launch = float(r.get("launches", 1) or 1) >= 2 or r.get("interval_unit") in LAUNCH_FROM_HISTORY
         unit = "launches" if by_launch else "repeats"
         have = int(r["launches"] if by_launch else r["repeats"])
         df = float(r.get("speedup_ci_df", math.nan))
