@@ -11,7 +11,7 @@ import pytest
 
 from specbench import models
 from specbench.models.eagle3 import MANIFEST, Eagle3Recipe
-from specbench.models.eagle3.data import aux_layer_ids, overlaps
+from specbench.models.eagle3.data import aux_layer_ids, overlaps, shuffled_blocks, training_prompts
 from specbench.models.eagle3.recipe import Sequence
 from specbench.models.eagle3.train import lr_at, pack
 
@@ -62,7 +62,31 @@ def test_a_budget_scales_the_training_data() -> None:
     assert Eagle3Recipe.for_minutes(6) == base
     double = Eagle3Recipe.for_minutes(12)
     assert double.train_sequences == 2 * base.train_sequences and double.heldout_sequences == base.heldout_sequences
-    assert double.scan_conversations >= 8 * double.train_sequences
+    assert double.regenerated_sequences == 2 * base.regenerated_sequences  # both kinds of training data
+    assert double.scan_conversations >= 8 * (double.train_sequences + double.regenerated_sequences)
+    tiny = Eagle3Recipe.for_minutes(0.001)
+    assert tiny.train_sequences + tiny.regenerated_sequences == 1
+
+
+def test_scanning_more_conversations_only_appends_candidates() -> None:
+    first = [("b", "1"), ("a", "2"), ("c", "3"), ("a", "4"), ("d", "5")]
+    base = shuffled_blocks([first], 0)
+    grown = shuffled_blocks([first, [("e", "6"), ("a", "7"), ("f", "8")]], 0)
+    assert grown[:len(base)] == base and sorted(t for t, _ in base) == ["a", "b", "c", "d"]
+    assert sorted(grown[len(base):]) == [("e", "6"), ("f", "8")]  # "a" was already a candidate
+    assert shuffled_blocks([first], 1) != base or shuffled_blocks([first], 2) != base  # the seed shuffles
+
+
+@needs_build
+def test_held_out_prompts_do_not_depend_on_the_budget() -> None:
+    """A longer build scans more conversations; its first prompts (the held-out set) are the default's,
+    so heads of every budget are scored on the same sequences."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(target(), local_files_only=True)
+    small, _ = training_prompts(Eagle3Recipe(scan_conversations=4000), tok, 24)
+    large, _ = training_prompts(Eagle3Recipe(scan_conversations=8000), tok, 24)
+    assert small == large
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,24 @@ def overlaps(prompt: str, bench: set[str]) -> bool:
     return any(p == b or (len(p) >= 40 and p in b) or (len(b) >= 40 and b in p) for b in bench)
 
 
+SCAN_BLOCK = 4000  # conversations per block of the candidate order (see shuffled_blocks)
+
+
+def shuffled_blocks(blocks: list[list[tuple[str, str]]], seed: int) -> list[tuple[str, str]]:
+    """The candidate order: each block of SCAN_BLOCK conversations shuffled with the seed, the blocks in
+    file order, so scanning more conversations only appends candidates and the first ones (the held-out
+    prompts) stay the same for every budget. Within a block file order and duplicates do not matter; a
+    prompt asked twice keeps one reply, and a prompt seen in an earlier block is not repeated."""
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for i, block in enumerate(blocks):
+        items = sorted({t: r for t, r in sorted(set(block), reverse=True) if t not in seen}.items())
+        random.Random(seed if i == 0 else f"{seed}:{i}").shuffle(items)
+        seen.update(t for t, _ in items)
+        out += items
+    return out
+
+
 def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple[list[Turn], dict[str, Any]]:
     """`needed` ShareGPT first turns (prompt, the dataset's response): shuffled with the seed, benchmark
     prompts and padding-source conversations excluded, chat-templated prompt length <= max_prompt_tokens."""
@@ -62,9 +80,11 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     # the first N conversations are plenty, and parsing all 125 MB costs seconds and gigabytes
     convs = list(islice(sharegpt_conversations(path), recipe.scan_conversations))
-    candidates = []
+    blocks: list[list[tuple[str, str]]] = []
     skipped_padding = 0
-    for conv in convs:
+    for i, conv in enumerate(convs):
+        if i % SCAN_BLOCK == 0:
+            blocks.append([])
         turns = conv.get("conversations") or []
         if not turns or turns[0].get("from") != "human":
             continue
@@ -74,11 +94,8 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
         text = turns[0].get("value", "").strip()
         reply = turns[1].get("value", "").strip() if len(turns) > 1 and turns[1].get("from") == "gpt" else ""
         if len(text) >= recipe.min_prompt_chars and text.isascii() and reply.isascii():
-            candidates.append((text, reply))
-    # file order and duplicates do not matter; a prompt asked twice keeps one reply
-    candidates = list({t: r for t, r in sorted(set(candidates), reverse=True)}.items())
-    candidates.sort()
-    random.Random(recipe.seed).shuffle(candidates)
+            blocks[-1].append((text, reply))
+    candidates = shuffled_blocks(blocks, recipe.seed)
     bench, missing = benchmark_prompts()
     all_bench = set().union(*bench.values()) if bench else set()
     chosen: list[Turn] = []
@@ -160,23 +177,17 @@ def captured_states(model: Any, recipe: Eagle3Recipe) -> Iterator[Callable[[], t
             h.remove()
 
 
-def dataset_states(model: Any, tokenizer: Any, turns: list[Turn], recipe: Eagle3Recipe,
+def teacher_forced(model: Any, pad: int, pairs: list[tuple[list[int], list[int]]], recipe: Eagle3Recipe,
                    tick: Callable[[int], None]) -> list[Sequence]:
-    """The dataset's own responses, teacher-forced: one forward pass of the target over each chat-templated
-    (prompt, response), truncated to max_response_tokens, records the hidden states the head learns from.
-    The targets are still the target's distributions (from its last hidden state), not the dataset's
-    tokens, so the head learns the target's next-token choices on text it did not write."""
+    """One forward pass of the target over each (prompt ids, response ids), in right-padded batches of
+    forward_batch, records the hidden states the head learns from: the same pass for the dataset's
+    responses and the target's own, so both are fed exactly as vLLM's prefill would be."""
     import torch
 
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     out: list[Sequence] = []
     with captured_states(model, recipe) as take:
-        for start in range(0, len(turns), recipe.forward_batch):
-            batch = []
-            for t in turns[start:start + recipe.forward_batch]:
-                prompt = chat_ids(tokenizer, t.prompt)
-                reply = tokenizer(t.response, add_special_tokens=False)["input_ids"][:recipe.max_response_tokens]
-                batch.append((prompt, prompt + reply))
+        for start in range(0, len(pairs), recipe.forward_batch):
+            batch = [(prompt, prompt + reply) for prompt, reply in pairs[start:start + recipe.forward_batch]]
             width = max(len(ids) for _, ids in batch)
             input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for _, ids in batch])  # right padding
             mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for _, ids in batch])
@@ -190,32 +201,42 @@ def dataset_states(model: Any, tokenizer: Any, turns: list[Turn], recipe: Eagle3
     return out
 
 
+def pad_id(tokenizer: Any) -> int:
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+
+
+def dataset_pairs(tokenizer: Any, turns: list[Turn], recipe: Eagle3Recipe) -> list[tuple[list[int], list[int]]]:
+    """The dataset's own responses as (chat-templated prompt, response cut at max_response_tokens). The
+    loss's targets are still the target's distributions (from its last hidden state), not the dataset's
+    tokens, so on these the head learns the target's next-token choices on text it did not write."""
+    return [(chat_ids(tokenizer, t.prompt),
+             tokenizer(t.response, add_special_tokens=False)["input_ids"][:recipe.max_response_tokens])
+            for t in turns]
+
+
 def generate(model: Any, tokenizer: Any, prompts: list[str], recipe: Eagle3Recipe,
-             tick: Callable[[int], None]) -> list[Sequence]:
-    """Greedy responses in left-padded batches; forward hooks record the hidden states on the way."""
+             tick: Callable[[int], None]) -> list[tuple[list[int], list[int]]]:
+    """The target's own greedy responses as (prompt ids, response ids), in left-padded batches of
+    generation_batch with the KV cache. Only the tokens are kept: the hidden states come from
+    teacher_forced, as for the dataset's responses. The response stops before its last token (the end
+    of sequence, or the max_new_tokens-th token): that token is a target, never an input."""
     import torch
 
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     eos = model.generation_config.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [tokenizer.eos_token_id])
-    out: list[Sequence] = []
-    with captured_states(model, recipe) as take:
-        for start in range(0, len(prompts), recipe.generation_batch):
-            batch = [chat_ids(tokenizer, p) for p in prompts[start:start + recipe.generation_batch]]
-            width = max(len(b) for b in batch)
-            input_ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch])
-            mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch])
-            with torch.no_grad():
-                gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=False,
-                                     max_new_tokens=recipe.max_new_tokens, pad_token_id=pad)
-            aux, last = take()  # [B, width + steps - 1, ...]
-            for row, prompt in enumerate(batch):
-                new = gen[row, width:].tolist()
-                n_new = next((j + 1 for j, t in enumerate(new) if t in eos_ids), len(new))
-                # the last generated token never went through the model: keep tokens up to the one before
-                keep = width + n_new - 1
-                lo = width - len(prompt)
-                seq_ids = torch.tensor(prompt + new[:n_new - 1])
-                out.append(Sequence(seq_ids, len(prompt), aux[row, lo:keep].clone(), last[row, lo:keep].clone()))
-            tick(len(batch))
+    out: list[tuple[list[int], list[int]]] = []
+    for start in range(0, len(prompts), recipe.generation_batch):
+        batch = [chat_ids(tokenizer, p) for p in prompts[start:start + recipe.generation_batch]]
+        width = max(len(b) for b in batch)
+        input_ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch])
+        mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch])
+        with torch.no_grad():
+            gen = model.generate(input_ids=input_ids, attention_mask=mask, do_sample=False,
+                                 max_new_tokens=recipe.max_new_tokens, pad_token_id=pad)
+        for row, prompt in enumerate(batch):
+            new = gen[row, width:].tolist()
+            n_new = next((j + 1 for j, t in enumerate(new) if t in eos_ids), len(new))
+            out.append((prompt, new[:n_new - 1]))
+        tick(len(batch))
     return out

@@ -35,12 +35,15 @@ class Eagle3Recipe:
 
     @classmethod
     def for_minutes(cls, minutes: float) -> Self:
-        """The default recipe scaled to a build budget: training sequences (and so the data pass and the
-        training steps) grow in proportion; the held-out set stays the same, so heads compare."""
+        """The default recipe scaled to a build budget: training sequences of both kinds (and so the generation,
+        the data pass and the training steps) grow in proportion; the held-out set stays the same, so heads compare."""
         base = cls()
         scale = minutes / DEFAULT_MINUTES
-        n = max(1, round(base.train_sequences * scale))
-        return replace(base, train_sequences=n, scan_conversations=max(base.scan_conversations, 8 * n))
+        own, read = round(base.regenerated_sequences * scale), round(base.train_sequences * scale)
+        if own + read == 0:
+            own, read = (1, 0) if base.regenerated_sequences else (0, 1)
+        return replace(base, train_sequences=read, regenerated_sequences=own,
+                       scan_conversations=max(base.scan_conversations, 8 * (own + read)))
 
 
 DEFAULT_MINUTES = 6.0  # what the default recipe is sized for (2 cores, quiet machine)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
-from .data import dataset_states, generate, training_prompts
+from .data import dataset_pairs, generate, pad_id, teacher_forced, training_prompts
 from .recipe import Eagle3Recipe, Sequence
 from .train import vocab_mapping
 
@@ -92,8 +92,9 @@ class Data:
 
 
 def collect(target: Path, recipe: Eagle3Recipe, s: Session, progress: Progress) -> Data:
-    """Prompts (benchmark prompts excluded); greedy regenerations for the held-out split and any
-    regenerated training sequences; one forward pass over the dataset's own responses for the rest."""
+    """Prompts (benchmark prompts excluded); the target's greedy responses for the held-out split and the
+    regenerated training sequences, the dataset's own responses for the rest; one forward pass over all
+    of them for the hidden states."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -104,21 +105,21 @@ def collect(target: Path, recipe: Eagle3Recipe, s: Session, progress: Progress) 
     s.lap("prompts_s")
     # bfloat16, as vLLM serves it: the hidden states the head learns from are the ones it will be fed
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.bfloat16, local_files_only=True).eval()
-    regen = generate(model, tokenizer, [t.prompt for t in turns[:n_regen]], recipe,
-                     s.task("target regenerates held-out responses (greedy)", n_regen))
+    own = generate(model, tokenizer, [t.prompt for t in turns[:n_regen]], recipe,
+                   s.task("target answers the held-out and regenerated prompts (greedy)", n_regen))
     s.lap("generate_s")
-    read = dataset_states(model, tokenizer, turns[n_regen:], recipe,
-                          s.task("target reads the dataset's responses", recipe.train_sequences))
+    pairs = own + dataset_pairs(tokenizer, turns[n_regen:], recipe)
+    seqs = teacher_forced(model, pad_id(tokenizer), pairs, recipe,
+                          s.task("target reads its own and the dataset's responses", len(pairs)))
     s.lap("forward_s")
     del model
-    seqs = regen + read
     heldout, train = seqs[:recipe.heldout_sequences], seqs[recipe.heldout_sequences:]
     vocab = int(json.loads((target / "config.json").read_text())["vocab_size"])
     d2t, t2d, coverage = vocab_mapping(train, recipe, vocab)
     n_tokens = [len(x.input_ids) for x in seqs]
     response = sum(len(x.input_ids) - x.prompt_len for x in seqs)
-    data = {**info, "sequences": {"train": len(train), "heldout": len(heldout), "train_dataset_responses": len(read),
-                                  "train_regenerated": len(regen) - len(heldout)},
+    data = {**info, "sequences": {"train": len(train), "heldout": len(heldout), "train_dataset_responses": len(turns) - n_regen,
+                                  "train_regenerated": recipe.regenerated_sequences},
             "tokens": {"total": sum(n_tokens), "response": response,
                        "train_response": sum(len(x.input_ids) - x.prompt_len for x in train)}}
     return Data(tokenizer, heldout, train, d2t, t2d,
