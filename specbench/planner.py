@@ -185,7 +185,7 @@ def render(p: CostPlan) -> str:
         else:
             lines.append(f"  {v}: {_dur(p.cost_of(v))}")
     total = p.total_s
-    longest = max((c for v in p.variants if (c := p.cost_of(v)) is not None), default=None)
+    longest = max((cost for v in p.variants if (cost := p.cost_of(v)) is not None), default=None)
     lines.append(f"  total: {_dur(total)} one after another on one node; {_dur(longest)} side by side "
                  f"(--scheduler slurm, {n} nodes); {'unknown' if total is None else f'{total / 3600:.1f}'} "
                  "node-hours")
