@@ -274,6 +274,8 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     if any(o.varies for o in outcomes.values()):
         parts.append(" (where output lengths disagree, the most conservative result; see the break-even table)")
     parts.append(f" ({basis})")
+    if (cap := data.caps.get(variant)) is not None:
+        parts.append(f"; not measured above C={cap} (max_concurrency: its server runs at most {cap} at once)")
     kinds = {o.kind for o in outcomes.values()}
     blocked = any(o.blocked for o in outcomes.values())
     tone: Tone = "good" if kinds <= {"adopt_all", "adopt_upto"} and not blocked and not indicative else "warn"
