@@ -117,7 +117,8 @@ def variant_points(cfg: RunConfig, sweep: Sweep, variant: str) -> list[SweepPoin
 def capped_variants(cfg: RunConfig) -> dict[str, int]:
     """Variant -> its max_concurrency, for the variants whose cap leaves some sweep concurrency unmeasured."""
     top = max(cfg.sweep.concurrency)
-    return {v.name: v.max_concurrency for v in cfg.variants if v.max_concurrency is not None and v.max_concurrency < top}
+    return {v.name: v.max_concurrency for v in cfg.variants
+            if v.max_concurrency is not None and v.max_concurrency < top}
 
 
 def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None) -> Sweep:
