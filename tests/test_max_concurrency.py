@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import standin_config
+from test_verdict import LOSE, WIN, curve_rows, verdict
 from specbench.compare import compare
 from specbench.config import parse_config
 from specbench.launch import make_engine, plan_launches
@@ -60,7 +61,10 @@ def test_capped_variant_measures_only_its_points_and_reports_the_rest_not_measur
     assert "not measured above C=1 (max_concurrency" in md  # the capped drafter's verdict line
     speedups = md.split("### capped")[1].split("###")[0]
     assert "| n/m |" in speedups
-    assert "up to C=1, its max_concurrency: not measured above" in md  # break-even, not "beyond the sweep"
+    # break-even: whatever the stand-in's noisy speedup decides, the capped row says where it stops measuring
+    be = pd.read_csv(tmp_path / "a" / "break_even.csv").set_index("variant")["verdict"]
+    assert "C=1" in be["capped"] and "max_concurrency" in be["capped"] and "beyond the sweep" not in be["capped"]
+    assert "max_concurrency" not in be["ngram"]
     assert "capped (max_concurrency): capped at concurrency \\<= 1 only" in md  # fairness audit
     assert "n/m" in (tmp_path / "a" / "report.html").read_text()
     fairness = json.loads((tmp_path / "a" / "fairness.json").read_text())
@@ -170,3 +174,36 @@ def test_a_cap_is_kept_in_the_resolved_config():
     again = parse_config(load_yaml(dump_config(parse_config(data)), "config.yaml"))
     assert again.variant("ngram").max_concurrency == 1 and again.variant("base").max_concurrency is None
     assert "max_concurrency" not in dump_config(parse_config(FP_CONFIG))  # unset: not written
+
+
+CAPPED_CONFIG = {"sweep": {"concurrency": [1, 2, 4, 8]},
+                 "variants": [{"name": "base", "baseline": True}, {"name": "spec", "max_concurrency": 2}]}
+CAP_WORDS = "; not measured above C=2 (max_concurrency: its server runs at most 2 at once)"
+
+
+@pytest.mark.parametrize("calls,start", [((LOSE, LOSE), "**spec** never pays"),
+                                         ((WIN, WIN), "adopt **spec** at every measured concurrency (up to 2)")])
+def test_the_verdict_line_of_a_capped_variant_says_where_it_stops(calls, start):
+    text, _ = verdict(curve_rows(calls, levels=(1, 2)), config=CAPPED_CONFIG)
+    assert text.startswith(start) and text.endswith(CAP_WORDS)
+    uncapped, _ = verdict(curve_rows(calls, levels=(1, 2)), config={"sweep": {"concurrency": [1, 2, 4, 8]}})
+    assert "max_concurrency" not in uncapped
+
+
+def test_verdict_table_tells_not_measured_from_missing():
+    from specbench.report.decisions import legend, verdict_table
+    from specbench.report.load import RunData
+
+    rows = (curve_rows((WIN, WIN)) + curve_rows((WIN, WIN, WIN), variant="other")
+            + curve_rows(((1.0, 1.0, 1.0),) * 4, variant="base"))
+    config = {**CAPPED_CONFIG, "variants": [*CAPPED_CONFIG["variants"], {"name": "other"}]}
+    data = RunData(path=Path("."), meta={"baseline": "base", "variants": {v: {"status": "done"} for v in
+                                                                          ("base", "spec", "other")}},
+                   environment={}, config=config, fairness=None, cells=pd.DataFrame(rows), break_even=pd.DataFrame())
+    table = verdict_table(data)
+    assert table is not None
+    by = {r[0]: r[1:] for r in table.rows}
+    assert by["spec"] == ["adopt", "adopt", "n/m", "n/m"]  # above its cap: not measured, by design
+    assert by["other"] == ["adopt", "adopt", "adopt", "-"]  # no cell at C=8 and no cap: missing
+    assert legend(data).endswith("n/m = not measured: the variant's server runs at most max_concurrency requests at "
+                                 "once (spec 2), so the points above it were not measured for it (not a failure).")
