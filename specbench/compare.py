@@ -30,7 +30,7 @@ from .errors import RunDirError, UsageError
 from .hardware import describe, differences, variant_fingerprints
 from .report.document import Table
 from .report.fmt import UNDEFINED, fmt, fmt_interval, num
-from .report.load import normalize_cells, read_json
+from .report.load import config_caps, normalize_cells, read_config, read_json
 from .report.markdown import code_span, escape, table
 from .rundir import RunDir
 
@@ -184,6 +184,7 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
     if len(baselines) > 1:
         notes.append(f"the runs name different baselines ({', '.join(sorted(baselines))}); "
                      "each speedup is against its own run's baseline")
+    caps_a, caps_b = (config_caps(read_config(RunDir(Path(r)))) for r in (run_a, run_b))
     rows_a = {(r["variant"], r["point_id"]): r for _, r in cells_a.iterrows() if r["variant"] not in baselines}
     rows_b = {(r["variant"], r["point_id"]): r for _, r in cells_b.iterrows() if r["variant"] not in baselines}
     changes = []
@@ -193,6 +194,10 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
         if sa is None or sb is None:
             status: Status = "only_a" if sb is None else "only_b"
             reason = f"only in {'A' if sb is None else 'B'}"
+            row, other = (a, caps_b) if sb is None else (b, caps_a)
+            cap = other.get(str(key[0]))
+            if row is not None and cap is not None and num(row["concurrency"]) > cap:
+                reason += f" (not measured in {'B' if sb is None else 'A'}: max_concurrency {cap})"
         else:
             status, reason = classify(sa, sb, threshold)
             invalid = [n for n, r in (("A", a), ("B", b)) if r is not None and not r["valid"]]

@@ -85,6 +85,9 @@ class VariantConfig(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     command: list[str] | None = None  # overrides engine.command for this variant (kind=command)
     url: str | None = None  # kind=external: this variant's endpoint, when not engine.url
+    # The variant's server runs at most this many requests at once (e.g. a batch-1 reference server): sweep
+    # points above it are not measured for this variant (closed loop only). None: every point.
+    max_concurrency: int | None = Field(None, ge=1)
 
 
 class PromptSource(Strict):
@@ -360,6 +363,7 @@ class RunConfig(Strict):
         if len(baselines) != 1:
             found = ", ".join(baselines) if baselines else "none"
             raise ValueError(f"variants: exactly one variant must have baseline: true (found {found})")
+        _check_caps(self)
         if self.slo and not self.sweep.load.open:
             raise ValueError("slo: needs sweep.load.kind open (an SLO is met at an offered rate)")
         if self.capacity.search and not self.slo:
@@ -382,6 +386,22 @@ class RunConfig(Strict):
 
     def variant(self, name: str) -> VariantConfig:
         return next(v for v in self.variants if v.name == name)
+
+
+def _check_caps(cfg: "RunConfig") -> None:
+    """variants[i].max_concurrency: a closed loop only, below nothing it would leave unmeasured, not the baseline."""
+    for i, v in enumerate(cfg.variants):
+        if v.max_concurrency is None:
+            continue
+        where = f"variants[{i}].max_concurrency"
+        if cfg.sweep.load.open:
+            raise ValueError(f"{where}: needs a closed loop (an open loop offers rates, not a concurrency)")
+        if v.baseline:
+            raise ValueError(f"{where}: the baseline measures every point (each speedup needs it); cap a drafter's "
+                             "variant")
+        if v.max_concurrency < min(cfg.sweep.concurrency):
+            raise ValueError(f"{where}: {v.max_concurrency} is below every sweep.concurrency "
+                             f"({', '.join(map(str, cfg.sweep.concurrency))}): nothing would be measured")
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:

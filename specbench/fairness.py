@@ -82,6 +82,7 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
     names = [la.name for la in launches]
     base = next((la for la in launches if la.variant.baseline), launches[0])
     result = FairnessAudit(variants=names, baseline=base.name)
+    result.notes += _capped_note(launches)
     launched = [la for la in launches if la.spec is not None]
     if not launched:
         return result
@@ -106,6 +107,18 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
     _compare(result, env_settings)  # environment: every launched variant
     result.notes += _per_request_metrics_note(launched, base)
     return result
+
+
+def _capped_note(launches: list["VariantLaunch"]) -> list[str]:
+    """Variants with max_concurrency: measured at that concurrency and below only (a server that runs that
+    many requests at once would only queue the rest)."""
+    capped = {la.name: la.variant.max_concurrency for la in launches if la.variant.max_concurrency is not None}
+    if not capped:
+        return []
+    which = ", ".join(f"{n} at concurrency <= {c}" for n, c in capped.items())
+    return [f"capped (max_concurrency): {which} only. Their servers run at most that many requests at once, so "
+            "the sweep's higher concurrencies are not measured for them (n/m in the tables, not failures), and "
+            "their speedups exist only where they and the baseline were both measured."]
 
 
 def _per_request_metrics_note(launched: list["VariantLaunch"], base: "VariantLaunch") -> list[str]:

@@ -35,7 +35,9 @@ class VariantLaunch:
         """Hash of what determines this variant's launch (for reuse across runs)."""
         blob = json.dumps({"drafter": self.drafter.name, "params": self.params.model_dump(mode="json"),
                            "argv": self.spec.argv if self.spec else None,
-                           "env": self.spec.env if self.spec else None, "url": self.base_url},
+                           "env": self.spec.env if self.spec else None, "url": self.base_url,
+                           # only when set, so a variant without it keeps the fingerprint earlier runs recorded
+                           **({"max_concurrency": cap} if (cap := self.variant.max_concurrency) is not None else {})},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

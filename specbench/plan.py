@@ -102,6 +102,25 @@ class Sweep:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def measured(cfg: RunConfig, variant: str, point: SweepPoint) -> bool:
+    """Whether `variant` measures `point`: False above its `max_concurrency` (its server serves at most that
+    many requests at once, so those cells are "not measured", never failures). docs/metrics.md, "Cells"."""
+    cap = cfg.variant(variant).max_concurrency
+    return cap is None or point.concurrency <= cap
+
+
+def variant_points(cfg: RunConfig, sweep: Sweep, variant: str) -> list[SweepPoint]:
+    """The sweep's points that `variant` measures, in the sweep's order."""
+    return [p for p in sweep.points if measured(cfg, variant, p)]
+
+
+def capped_variants(cfg: RunConfig) -> dict[str, int]:
+    """Variant -> its max_concurrency, for the variants whose cap leaves some sweep concurrency unmeasured."""
+    top = max(cfg.sweep.concurrency)
+    return {v.name: v.max_concurrency for v in cfg.variants
+            if v.max_concurrency is not None and v.max_concurrency < top}
+
+
 def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None) -> Sweep:
     """`pad(text, n_tokens) -> text` builds long prompts for the input-length axis (None: no axis)."""
     by_cat: dict[str, list[Prompt]] = defaultdict(list)

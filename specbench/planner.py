@@ -11,10 +11,11 @@ repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: conf
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .calibration import Calibration, model_key
 from .config import RunConfig
+from .plan import capped_variants
 from .metrics.decision import Components, Design, Estimate, Plan, component_interval, log_ratio_variance, \
     optimal_design, t_quantile
 
@@ -41,12 +42,27 @@ class CostPlan:
     optimal: Plan | None
     min_speedup: float
     sequential: tuple[int, int] | None = None  # (launches to start, max_launches) with until: decided
+    # variant -> (its max_concurrency, its points, one repeat of its sweep) for a variant that measures fewer
+    capped: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
 
     @property
     def variant_s(self) -> float | None:
-        if self.measuring_s is None:
+        """One uncapped variant: its launches x (startup + repeats x one repeat of the sweep)."""
+        return self._cost(self.measuring_s)
+
+    def cost_of(self, variant: str) -> float | None:
+        """One variant's cost (a capped variant measures only its points)."""
+        return self._cost(self.capped[variant][2] if variant in self.capped else self.measuring_s)
+
+    @property
+    def total_s(self) -> float | None:
+        costs = [self.cost_of(v) for v in self.variants]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    def _cost(self, measuring: float | None) -> float | None:
+        if measuring is None:
             return None
-        return self.design.launches * ((self.startup.value or 0.0) + self.design.repeats * self.measuring_s)
+        return self.design.launches * ((self.startup.value or 0.0) + self.design.repeats * measuring)
 
 
 def _categories(cfg: RunConfig) -> int:
@@ -67,7 +83,9 @@ def _rate(rates: float | dict[int, float], concurrency: int) -> float:
     return rates[nearest]
 
 
-def _measuring(cfg: RunConfig, categories: int, history: Calibration | None) -> tuple[float | None, str]:
+def _measuring(cfg: RunConfig, categories: int, history: Calibration | None,
+               cap: int | None = None) -> tuple[float | None, str]:
+    """One repeat of the sweep's measuring time (for a variant capped at `cap`: its points only)."""
     s = cfg.sweep
     rates: float | dict[int, float] | None = cfg.estimates.per_request_tok_s
     where = "config estimates.per_request_tok_s"
@@ -79,7 +97,8 @@ def _measuring(cfg: RunConfig, categories: int, history: Calibration | None) -> 
         n = s.load.warmup_requests + s.load.requests_per_rate
         per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
-    per_point = [s.waves * o / _rate(rates, c) for o in s.output_lens for c in s.concurrency]
+    per_point = [s.waves * o / _rate(rates, c) for o in s.output_lens for c in s.concurrency
+                 if cap is None or c <= cap]
     n_other = categories * len(s.input_lens or [None]) * len(s.temperatures)
     return sum(per_point) * n_other, where
 
@@ -137,11 +156,13 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     optimal = None
     if comps is not None and measuring is not None and startup.value is not None:
         optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup)
+    capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
+                     _measuring(cfg, categories, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,
                     min_speedup=cfg.verdict.min_speedup,
-                    sequential=(s.launches, s.max_launches) if s.until == "decided" else None)
+                    sequential=(s.launches, s.max_launches) if s.until == "decided" else None, capped=capped)
 
 
 def _dur(seconds: float | None) -> str:
@@ -157,9 +178,15 @@ def render(p: CostPlan) -> str:
              f"  engine startup: {_dur(p.startup.value)} per launch ({p.startup.source})",
              f"  measuring one repeat of the sweep: {_dur(p.measuring_s)} per variant ({p.rate_source})"]
     for v in p.variants:
-        lines.append(f"  {v}: {_dur(p.variant_s)}")
-    total = None if p.variant_s is None else n * p.variant_s
-    lines.append(f"  total: {_dur(total)} one after another on one node; {_dur(p.variant_s)} side by side "
+        if v in p.capped:
+            cap, points, _ = p.capped[v]
+            lines.append(f"  {v}: {_dur(p.cost_of(v))} ({points} points: max_concurrency {cap}, the points above "
+                         "it are not measured)")
+        else:
+            lines.append(f"  {v}: {_dur(p.cost_of(v))}")
+    total = p.total_s
+    longest = max((cost for v in p.variants if (cost := p.cost_of(v)) is not None), default=None)
+    lines.append(f"  total: {_dur(total)} one after another on one node; {_dur(longest)} side by side "
                  f"(--scheduler slurm, {n} nodes); {'unknown' if total is None else f'{total / 3600:.1f}'} "
                  "node-hours")
     if p.components is not None:

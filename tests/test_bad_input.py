@@ -220,6 +220,17 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any], Path], None]], list[str]]]
     ("open-loop-trace-missing", [delp("sweep.concurrency"),
                                  setp("sweep.load", {"kind": "open", "trace": "/nonexistent/traffic.jsonl"})],
      ["sweep.load.trace", "cannot read trace"]),
+    ("zero-max-concurrency", [setp("variants[1].max_concurrency", 0)],
+     ["variants[1].max_concurrency", "greater than or equal to 1"]),
+    ("negative-max-concurrency", [setp("variants[1].max_concurrency", -2)],
+     ["variants[1].max_concurrency", "greater than or equal to 1"]),
+    ("max-concurrency-below-the-sweep", [setp("sweep.concurrency", [4, 8]), setp("variants[1].max_concurrency", 2)],
+     ["variants[1].max_concurrency", "below every sweep.concurrency", "nothing would be measured"]),
+    ("max-concurrency-on-the-baseline", [setp("variants[0].max_concurrency", 1)],
+     ["variants[0].max_concurrency", "the baseline measures every point"]),
+    ("max-concurrency-on-an-open-loop", [delp("sweep.concurrency"), setp("sweep.load", {"kind": "open", "rates": [1]}),
+                                         setp("variants[1].max_concurrency", 1)],
+     ["variants[1].max_concurrency", "needs a closed loop"]),
 ]
 
 # Problems of this machine, not of the config: run refuses them, validate lists them without failing.

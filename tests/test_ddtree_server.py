@@ -58,6 +58,44 @@ def test_follow_accepts_the_longest_matching_path_plus_the_bonus():
     assert follow(t, [1, 9, 9, 7, 9]) == ([0, 3], 7)  # a sibling branch
 
 
+def test_keep_path_keeps_the_accepted_entries_in_order_and_drops_the_rest():
+    """A path that skips tree nodes (moves) and one that is the tree's first nodes (a plain cut)."""
+    import torch
+    from transformers import DynamicCache
+
+    from dd_generate import keep_path
+
+    for keep in ([0, 2, 5], [0, 1, 2]):
+        cache = DynamicCache()
+        keys = torch.arange(2 * 9 * 3, dtype=torch.float32).reshape(1, 2, 9, 3)  # 3 past + a 6-node tree
+        for layer in range(2):
+            cache.update(keys.clone() + layer, -keys.clone() - layer, layer)
+        keep_path(cache, 3, keep)
+        rows = [0, 1, 2] + [3 + k for k in keep]
+        for layer in range(2):
+            assert torch.equal(cache.layers[layer].keys, keys[..., rows, :] + layer)
+            assert torch.equal(cache.layers[layer].values, -keys[..., rows, :] - layer)
+        assert cache.get_seq_length() == 3 + len(keep)
+        cache.update(keys[..., :1, :], keys[..., :1, :], 0)  # the next verify appends after the path
+        assert torch.equal(cache.layers[0].keys[..., -1, :], keys[..., 0, :])
+
+
+def test_lazy_greedy_reads_only_the_rows_the_walk_asks_for():
+    import torch
+
+    from dd_generate import LazyGreedy
+
+    calls = []
+
+    def head(h):
+        calls.append(h.shape[0])
+        return h @ torch.eye(3)
+
+    hidden = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [5.0, 0.0, 0.0]])
+    g = LazyGreedy(head, hidden)
+    assert (g[0], g[2], g[0]) == (1, 0, 1) and calls == [1, 1]  # row 1 never computed, row 0 once
+
+
 # -- (b) losslessness, in process -----------------------------------------------------------------
 needs_models = pytest.mark.skipif(importlib.util.find_spec("speculators") is None,
                                   reason="speculators not installed")

@@ -213,3 +213,63 @@ def test_validate_checks_every_setting(tmp_path, model_dir, capsys) -> None:
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     assert "tune: ngram: 4 settings" in out and "variant ngram-num_tokens-8" in out
+
+
+# -- resume and reuse ----------------------------------------------------------------------------------
+def quick_tune_config(model_dir: Path, port: int, num_tokens: list[int]) -> dict:
+    """The known answer's stand-in, one launch per setting at C=1 and 4: enough to exercise the rounds'
+    bookkeeping (the choices come from the search rounds, which resume and reuse must not re-measure)."""
+    data = tune_config(model_dir, port)
+    data["sweep"].update({"concurrency": [1, 4], "launches": 1, "waves": 1})
+    data["tune"]["variants"]["ngram"]["num_tokens"] = num_tokens
+    return data
+
+
+def statuses(round_dir: Path) -> dict[str, str]:
+    state = json.loads((round_dir / "run.json").read_text())
+    return {name: v["status"] for name, v in state["variants"].items()}
+
+
+def choices(out: Path) -> dict[str, object]:
+    """Per concurrency, the setting the search chose (its confirmed verdict aside: one launch decides little)."""
+    levels = json.loads((out / "tune.json").read_text())["variants"]["ngram"]["concurrency"]
+    return {c: e["candidate"]["params"] for c, e in levels.items()}
+
+
+def test_resume_finishes_an_interrupted_tune_without_measuring_its_finished_rounds(tmp_path, model_dir, port,
+                                                                                  no_survivors) -> None:
+    cfg = parse_config(quick_tune_config(model_dir, port, [1, 2, 4, 8]))
+    out = tmp_path / "tune"
+    run_tune(cfg, TuneOptions(out=out, skip_preflight=True))
+    first, searched = choices(out), (out / "search-1" / "requests.jsonl").read_bytes()
+    # a crash during search-2: that round's directory holds part of it, the confirmation never started
+    import shutil
+
+    shutil.rmtree(out / "confirm")
+    for f in ("tune.json", "tune.md", "tune.png"):
+        (out / f).unlink()
+    state = json.loads((out / "search-2" / "run.json").read_text())
+    last = sorted(state["variants"])[-1]
+    state["variants"][last]["status"] = "running"  # killed while measuring its last setting
+    (out / "search-2" / "run.json").write_text(json.dumps(state))
+    with pytest.raises(Exception, match="--resume"):
+        run_tune(cfg, TuneOptions(out=out, skip_preflight=True))  # a fresh tune refuses the directory
+    run_tune(cfg, TuneOptions(out=out, resume=True, skip_preflight=True))
+    no_survivors()
+    assert (out / "search-1" / "requests.jsonl").read_bytes() == searched  # not measured again
+    assert set(statuses(out / "search-2").values()) <= {"done"} and set(statuses(out / "confirm").values()) <= {"done"}
+    assert choices(out) == first
+
+
+def test_reuse_takes_unchanged_settings_from_an_earlier_tune_and_measures_only_new_ones(tmp_path, model_dir, port,
+                                                                                       no_survivors) -> None:
+    earlier, later = tmp_path / "earlier", tmp_path / "later"
+    run_tune(parse_config(quick_tune_config(model_dir, port, [1, 2, 4])), TuneOptions(out=earlier, skip_preflight=True))
+    # the grid gains k = 8: search-1 measures only it; the baseline and k = 1, 2, 4 come from `earlier`
+    run_tune(parse_config(quick_tune_config(model_dir, port, [1, 2, 4, 8])),
+             TuneOptions(out=later, reuse=earlier, skip_preflight=True))
+    no_survivors()
+    got = statuses(later / "search-1")
+    assert got == {"base": "reused", "ngram-num_tokens-1": "reused", "ngram-num_tokens-2": "reused",
+                   "ngram-num_tokens-4": "reused", "ngram-num_tokens-8": "done"}
+    assert choices(later) == choices(earlier) and choices(later)["1"] == {"num_tokens": 4}

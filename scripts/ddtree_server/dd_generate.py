@@ -51,15 +51,40 @@ def tree_inputs(tree: DraftTree, root: int, past: int, dtype: torch.dtype) -> tu
 
 
 def keep_path(cache: DynamicCache, past: int, keep: list[int]) -> None:
-    """Keep the cache entries of positions `past + keep[i]` (the accepted path), in order, drop the rest."""
-    idx = None
+    """Keep the cache entries of positions `past + keep[i]` (the accepted path), in order, drop the rest.
+
+    In place: only the path entries not already at their final position move (none when the path is the
+    tree's first nodes, always so for plain decoding), then the cache is cut; the `past` entries before the
+    tree are never copied. Path nodes ascend (a parent precedes its children), and the gathered right-hand
+    side is a copy, so a move never reads an entry already overwritten."""
+    moves = [(past + i, past + k) for i, k in enumerate(keep) if k != i]
+    end = past + len(keep)
     for layer in cache.layers:
         if layer.keys is None or layer.keys.numel() == 0:
             continue
-        if idx is None or idx.device != layer.keys.device:
-            idx = torch.tensor(keep, dtype=torch.long, device=layer.keys.device) + past
-        layer.keys = torch.cat([layer.keys[..., :past, :], layer.keys.index_select(-2, idx)], dim=-2)
-        layer.values = torch.cat([layer.values[..., :past, :], layer.values.index_select(-2, idx)], dim=-2)
+        if moves:
+            dst = torch.tensor([d for d, _ in moves], dtype=torch.long, device=layer.keys.device)
+            src = torch.tensor([s for _, s in moves], dtype=torch.long, device=layer.keys.device)
+            layer.keys[..., dst, :] = layer.keys[..., src, :]
+            layer.values[..., dst, :] = layer.values[..., src, :]
+        layer.keys = layer.keys[..., :end, :]
+        layer.values = layer.values[..., :end, :]
+
+
+class LazyGreedy:
+    """The target's greedy token at each verified node, computed when the walk reads it: `follow` reads only
+    the accepted path's nodes (a few of up to budget + 1), so the LM head (on SmolLM2-135M a fifth of the
+    per-position FLOPs) runs on those rows alone, one row at a time as in the greedy reference."""
+
+    def __init__(self, lm_head: Any, hidden: torch.Tensor):
+        self.lm_head = lm_head
+        self.hidden = hidden  # [positions, hidden]: the body's final (normed) hidden states
+        self.known: dict[int, int] = {}
+
+    def __getitem__(self, i: int) -> int:
+        if i not in self.known:
+            self.known[i] = int(self.lm_head(self.hidden[i:i + 1]).argmax(dim=-1))
+        return self.known[i]
 
 
 class Generator:
@@ -71,6 +96,10 @@ class Generator:
         self.tree_budget = tree_budget if head is not None else 0
         self.device = next(target.parameters()).device
         self.dtype = next(target.parameters()).dtype
+        # the body and LM head apart, so a verify computes logits on the accepted path only (LazyGreedy);
+        # a model without them computes every node's logits
+        body, head_w = target.get_decoder(), target.get_output_embeddings()
+        self.split = (body, head_w) if body is not None and head_w is not None and body is not target else None
 
     @torch.inference_mode()
     def run(self, req: GenRequest) -> Iterator[Step]:
@@ -93,11 +122,13 @@ class Generator:
             past = cache.get_seq_length()
             tree = build_tree(head.block_log_probs(root), self.tree_budget, head.token_map) if head else DraftTree()
             tokens, positions, mask = tree_inputs(tree, root, past, self.dtype)
-            out = self.target(input_ids=torch.tensor([tokens], device=self.device),
-                              position_ids=torch.tensor([positions], device=self.device),
-                              attention_mask=mask.to(self.device), past_key_values=cache, use_cache=True,
-                              output_hidden_states=need_hidden)
-            greedy = out.logits[0].argmax(dim=-1).tolist()
+            out = (self.split[0] if self.split else self.target)(
+                input_ids=torch.tensor([tokens], device=self.device),
+                position_ids=torch.tensor([positions], device=self.device),
+                attention_mask=mask.to(self.device), past_key_values=cache, use_cache=True,
+                output_hidden_states=need_hidden)
+            greedy = LazyGreedy(self.split[1], out.last_hidden_state[0]) if self.split else \
+                out.logits[0].argmax(dim=-1).tolist()
             path, bonus = follow(tree, greedy)
             keep_path(cache, past, path)
             if head is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -80,7 +81,13 @@ def build_tree(log_probs: np.ndarray, budget: int, token_map: np.ndarray | None 
     return tree
 
 
-def follow(tree: DraftTree, greedy: list[int]) -> tuple[list[int], int]:
+class Greedy(Protocol):
+    """greedy[i]: the target's argmax at node i (a list, or computed when read: dd_generate.LazyGreedy)."""
+
+    def __getitem__(self, i: int, /) -> int: ...
+
+
+def follow(tree: DraftTree, greedy: Greedy) -> tuple[list[int], int]:
     """Walk from the root while the target's greedy token (greedy[i]: its argmax at node i) is a child.
 
     Returns the accepted nodes (root first) and the bonus token: the target's choice after the last one.

@@ -11,6 +11,7 @@ from ..config import DEFAULT_MIN_SPEEDUP
 from ..metrics.decision import MIXED, WORD, MeasuredInterval, Outcome, classify, summary_word, units_to_decide
 from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Table
+from .fmt import NOT_MEASURED, caps_note
 from .load import RunData
 from .verdict import launch_basis
 
@@ -48,8 +49,8 @@ def verdict_table(data: RunData) -> Table | None:
             outs = outs.map(lambda _: Outcome.UNDECIDED)
         conc = c.loc[outs.index, "concurrency"]
         gated = c.loc[outs.index, "warnings"].map(_blocked) if "warnings" in c else pd.Series(False, outs.index)
-        rows.append([v] + [_word(outs[conc == lv], gated[conc == lv]) if (conc == lv).any() else "-"
-                           for lv in levels])
+        rows.append([v] + [_word(outs[conc == lv], gated[conc == lv]) if (conc == lv).any()
+                           else NOT_MEASURED if data.not_measured(v, lv) else "-" for lv in levels])
     return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
 
 
@@ -66,7 +67,8 @@ def _word(outs: pd.Series, gated: pd.Series) -> str:
 
 def legend(data: RunData) -> str:
     m = _min_speedup(data)
-    return LEGEND.format(m=m, lo=1 / m)
+    note = caps_note(data.caps)
+    return LEGEND.format(m=m, lo=1 / m) + (f" {note}" if note else "")
 
 
 LAUNCH_FROM_HISTORY = ("history", "repeat+calibration")  # interval units that carry a launch component

@@ -6,6 +6,16 @@ import math
 from typing import Any
 
 UNDEFINED = "—"
+NOT_MEASURED = "n/m"  # a cell above its variant's max_concurrency: not measured by design, never a failure
+
+
+def caps_note(caps: dict[str, int]) -> str:
+    """Explains NOT_MEASURED once: which variants serve at most how many requests at once ("" when none)."""
+    if not caps:
+        return ""
+    which = ", ".join(f"{v} {n}" for v, n in caps.items())
+    return (f"{NOT_MEASURED} = not measured: the variant's server runs at most max_concurrency requests at once "
+            f"({which}), so the points above it were not measured for it (not a failure).")
 
 
 def num(x: Any) -> float:

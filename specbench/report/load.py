@@ -106,6 +106,33 @@ class RunData:
     def drafters(self) -> list[str]:
         return [v for v in self.variants if v != self.baseline]
 
+    @property
+    def caps(self) -> dict[str, int]:
+        """Variant -> its max_concurrency, for the variants it leaves unmeasured at some sweep concurrency."""
+        return config_caps(self.config)
+
+    def not_measured(self, variant: str, concurrency: float) -> bool:
+        """Whether `variant` does not measure `concurrency` by design (above its max_concurrency)."""
+        cap = self.caps.get(variant)
+        return cap is not None and concurrency > cap
+
+
+def config_caps(config: dict[str, Any]) -> dict[str, int]:
+    """plan.capped_variants on a run's config.yaml as read (a dict): variant -> max_concurrency, for the
+    variants that leave some sweep concurrency unmeasured."""
+    levels = [int(c) for c in (config.get("sweep") or {}).get("concurrency") or []]
+    return {str(v["name"]): int(v["max_concurrency"]) for v in config.get("variants") or []
+            if v.get("max_concurrency") is not None and levels and int(v["max_concurrency"]) < max(levels)}
+
+
+def read_config(rd: RunDir) -> dict[str, Any]:
+    """A run's config.yaml as a dict ({} when it has none)."""
+    if not rd.config.exists():
+        return {}
+    import yaml
+
+    return yaml.safe_load(rd.config.read_text()) or {}
+
 
 def read_json(path: Path) -> Any:
     """A JSON file's content; None when the file is missing."""
@@ -123,11 +150,7 @@ def load_report_data(run_dir: str | Path) -> RunData:
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():
         raise RunDirError(f"not a run directory (no run.json): {rd.path}")
-    config: dict[str, Any] = {}
-    if rd.config.exists():
-        import yaml
-
-        config = yaml.safe_load(rd.config.read_text()) or {}
+    config = read_config(rd)
     return RunData(path=rd.path, meta=read_json(rd.meta) or {}, environment=read_json(rd.environment) or {},
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
                    break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),

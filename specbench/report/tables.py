@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
-from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp
+from .fmt import NOT_MEASURED, UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp
 from .load import RunData
 
 
@@ -43,12 +43,16 @@ def speedup_tables(data: RunData) -> list[Block]:
     vary = [k for k in keys if k == "category" or c[k].nunique(dropna=False) > 1]
     out: list[Block] = [Heading("Speedup by concurrency"),
                         Paragraph(["Aggregate output-throughput speedup over the baseline, ", Code("value [95% interval]"),
-                                   "; † marks an invalid cell (too many request errors)."], "note")]
+                                   "; † marks an invalid cell (too many request errors).",
+                                   *([f" {NOT_MEASURED}: not measured, above the variant's max_concurrency (see the "
+                                      "Verdict note)."] if data.caps else [])], "note")]
     for variant, vc in c.groupby("variant", sort=False):
         rows = []
         for _, curve in vc.groupby(keys, dropna=False, sort=True):
             by_c = {int(r["concurrency"]): r for _, r in curve.iterrows()}
-            rows.append(_curve_label(curve.iloc[0], vary) + [_speedup_cell(by_c.get(lv)) for lv in levels])
+            rows.append(_curve_label(curve.iloc[0], vary) + [
+                NOT_MEASURED if lv not in by_c and data.not_measured(str(variant), lv) else _speedup_cell(by_c.get(lv))
+                for lv in levels])
         cols = [k.replace("_", " ") for k in vary] + [f"c={lv}" for lv in levels]
         out += [Heading(str(variant), 3),
                 Table(cols, rows, numeric=frozenset(range(len(vary), len(cols))))]

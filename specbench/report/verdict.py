@@ -260,8 +260,10 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
         span = Strong(fmt_span(allc.speedup_min, allc.speedup_max))
         below = f", below 1.0 at {_count(allc.n_losses, allc.n_points)} measured points"
         if indicative:
-            return [Strong(variant), " looks slower: speedup ", span, f"{below} ({basis})"], "warn"
-        return [Strong(variant), " never pays: speedup ", span, f"{below}; do not adopt ({basis})"], "bad"
+            return [Strong(variant), " looks slower: speedup ", span, f"{below} ({basis})",
+                    *_capped(data, variant)], "warn"
+        return [Strong(variant), " never pays: speedup ", span, f"{below}; do not adopt ({basis})",
+                *_capped(data, variant)], "bad"
     groups: dict[tuple[Any, ...], list[str]] = {}
     for cat, o in outcomes.items():
         groups.setdefault((o.kind, o.limit, o.beaten_above, o.varies, o.blocked, o.n_points, o.n_wins,
@@ -274,7 +276,15 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     if any(o.varies for o in outcomes.values()):
         parts.append(" (where output lengths disagree, the most conservative result; see the break-even table)")
     parts.append(f" ({basis})")
+    parts.extend(_capped(data, variant))
     kinds = {o.kind for o in outcomes.values()}
     blocked = any(o.blocked for o in outcomes.values())
     tone: Tone = "good" if kinds <= {"adopt_all", "adopt_upto"} and not blocked and not indicative else "warn"
     return parts, tone
+
+
+def _capped(data: RunData, variant: str) -> list[Inline]:
+    """The verdict's last words for a variant with max_concurrency below the sweep's top (else none)."""
+    cap = data.caps.get(variant)
+    return [] if cap is None else [f"; not measured above C={cap} (max_concurrency: its server runs at most {cap} "
+                                   "at once)"]

@@ -31,6 +31,7 @@ from ..metrics.sequential import always_valid
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
 from ..metrics.slo import parse_slos
 from ..metrics.warnings import CellWarning
+from ..plan import capped_variants
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
@@ -336,7 +337,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     cells = derive_cells(rd, cfg, store, windows)
     atomic_write(rd.cells, cells.to_csv(index=False))
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
-    atomic_write(rd.break_even, break_even_table(closed).to_csv(index=False))
+    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
     # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
     # request's tokens per chunk summed (all that request_output_tokens asks of them)
     requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))

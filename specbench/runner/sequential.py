@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..metrics.sequential import always_valid, undecided_points
+from ..plan import variant_points
 from .scheduler import Execute, run_schedule
 from .state import RunState
 from .unit import LaunchUnit, RunContext
@@ -31,9 +32,9 @@ class Looks:
 def _round_cost(ctx: RunContext, state: RunState, launches: dict[str, int], todo: dict[str, frozenset[str]]) -> float:
     """Seconds the next round should take: per variant, its startup plus its measuring time per launch so
     far scaled by the share of points still to measure."""
-    n_points = len(ctx.plan.sweep.points) or 1
     cost = 0.0
     for v, points in todo.items():
+        n_points = len(variant_points(ctx.cfg, ctx.plan.sweep, v)) or 1  # a capped variant measures fewer
         vs = state.variants[v]
         startup = vs.startup_s or 0.0
         per_launch = (vs.wall_s or 0.0) / max(1, launches.get(v, 1))

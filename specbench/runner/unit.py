@@ -23,7 +23,7 @@ from ..client import run_closed_loop
 from ..config import RunConfig, load_config
 from ..errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from ..metrics import window_throughput
-from ..plan import SweepPoint, point_requests, warmup_requests, window_requests
+from ..plan import SweepPoint, measured, point_requests, warmup_requests, window_requests
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord
 from ..rundir import RunDir
@@ -67,6 +67,8 @@ class RunContext:
         return self.plan.cfg
 
     def wanted(self, variant: str, launch: int, point: SweepPoint) -> bool:
+        if not measured(self.cfg, variant, point):  # above the variant's max_concurrency
+            return False
         allowed = self.only.get((variant, launch))
         return allowed is None or point.key(variant).point_id in allowed
 
