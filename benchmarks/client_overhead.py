@@ -1,6 +1,7 @@
 """Client overhead: how many stream chunks per second specbench's client can time on one core, and how late.
 
     python -m benchmarks.client_overhead [--out docs/client-overhead.md] [--concurrency 1 8 64] [--tokens 2000]
+    python -m benchmarks.client_overhead --lag-check
 
 A zero-delay stand-in server (tests/standin, `--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`) is
 pinned to CPU 0; the client is pinned to CPU 1. Every chunk carries one token and, in its text, the
@@ -12,7 +13,14 @@ server's CLOCK_MONOTONIC time just before the write. For each concurrency C:
   use the sharded client (`client.processes: 2`), worker i pinned to CPU (1 + i) mod 2;
 - vLLM: `vllm bench serve` (vllm.benchmarks.serve, openai-chat backend) in a subprocess on the same CPU,
   the same requests (same extra body, so the server sends the same bytes), its `benchmark()` coroutine
-  wrapped to read the CPU time it used.
+  wrapped to read the CPU time it used;
+- floor: the same streams read by an asyncio Protocol that drops the bytes (benchmarks/client_floor.py): what
+  the loop, the reads and the kernel cost before any parsing.
+
+A third section streams from the pre-rendered stand-in (tests/standin/blaster.py, 2 processes on one port):
+the server costs ~nothing per chunk, so the client is the limit, and the 2-process row's measured rate can be
+compared with the 1-process one. `--lag-check` runs only the paced C=32 row (specbench, 1 process) and prints
+whether its p99 lag is <= 1 ms.
 
 Reported: chunk rate (= token rate), client and server CPU use, client CPU microseconds per chunk (all
 client processes), the implied ceiling (chunks/s over the busiest client process's CPU share: where it
@@ -327,7 +335,7 @@ def measure_section(sec: Section, args: argparse.Namespace, workdir: Path) -> li
             runs = [lambda p=p: run_specbench(base_url, c, n_tok, server, workdir, p) for p in args.processes if p <= c]
             if not args.no_floor:
                 runs.append(lambda: run_floor(base_url, c, n_tok, server))
-            if not args.no_vllm:
+            if not args.no_vllm and sec.server != "blaster":  # there vLLM's client counts reads, not events
                 runs.append(lambda: run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
             for run in runs:
                 rows.append(run())
