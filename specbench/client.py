@@ -27,6 +27,7 @@ import msgspec
 from httpx_sse import SSEError, aconnect_sse
 
 from .engines.base import Engine, RequestSpec
+from .engines.fastchunk import FastChunk, chunk_reader
 from .plan import PlannedRequest
 from .records import RequestRecord, SpecDetails
 from .sse_http import ABORT, CONTINUE, END, SSEClient, StreamError
@@ -120,15 +121,9 @@ async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
     headers = {**SSE_HEADERS, **(ep.headers or {})}
     tally = _Tally()
     t0 = time.perf_counter()
-
-    def on_event(data: bytes | str, t: float) -> int:
-        if tally.done:
-            return END  # nothing counts after [DONE]
-        try:
-            res.error = _consume(ep.engine, res, tally, data, t - t0)
-        except Exception as exc:  # an engine's chunk parser on data it did not expect: a request error
-            res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
-        return ABORT if res.error is not None else END if tally.done else CONTINUE
+    # the lean path reads plain chunks with the fast decoder; the reference path reads every chunk as a dict
+    reader = _Reader(ep.engine, chunk_reader(ep.engine) if ep.sse is not None else None, res, tally, t0)
+    on_event = reader.on_event
 
     try:
         async with asyncio.timeout(ep.timeout_s):
@@ -173,21 +168,48 @@ async def _httpx_stream(ep: Endpoint, url: str, body: dict[str, Any], headers: d
         return r.status_code, ctype, b""
 
 
-def _consume(engine: Engine, res: StreamResult, tally: _Tally, data: bytes | str, now: float) -> str | None:
+@dataclass(slots=True)
+class _Reader:
+    """One request's stream as events arrive: each event's data into its result (both paths)."""
+
+    engine: Engine
+    fast: FastChunk | None  # engines/fastchunk.py, or None: every chunk through engine.parse_chunk
+    res: StreamResult
+    tally: _Tally
+    t0: float
+
+    def on_event(self, data: bytes | str, t: float) -> int:
+        tally, res = self.tally, self.res
+        if tally.done:
+            return END  # nothing counts after [DONE]
+        try:
+            res.error = _consume(self, data, t - self.t0)
+        except Exception as exc:  # an engine's chunk parser on data it did not expect: a request error
+            res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
+        return ABORT if res.error is not None else END if tally.done else CONTINUE
+
+
+def _consume(reader: _Reader, data: bytes | str, now: float) -> str | None:
     """One event's data into the result; returns an error, or None."""
-    if data in _DONE or data.strip() in _DONE:
+    res, tally = reader.res, reader.tally
+    if data in _DONE:
         tally.done = True
         return None
-    try:
-        chunk = decode_json(data)
-    except ValueError:
-        chunk = None
-    if not isinstance(chunk, dict):
-        text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-        return f"malformed SSE data: {safe_text(text[:80])!r}"
-    if "error" in chunk and not chunk.get("choices"):
-        return f"server error in stream: {str(chunk['error'])[:200]}"
-    info = engine.parse_chunk(chunk)
+    info = reader.fast(data) if reader.fast is not None and isinstance(data, bytes) else None
+    if info is None:
+        if data.strip() in _DONE:
+            tally.done = True
+            return None
+        try:
+            chunk = decode_json(data)
+        except ValueError:
+            chunk = None
+        if not isinstance(chunk, dict):
+            text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+            return f"malformed SSE data: {safe_text(text[:80])!r}"
+        if "error" in chunk and not chunk.get("choices"):
+            return f"server error in stream: {str(chunk['error'])[:200]}"
+        info = reader.engine.parse_chunk(chunk)
     # tokens in this chunk: the cumulative usage delta is exact; token ids are next best
     if info.cumulative_completion_tokens is not None and info.completion_tokens is None:
         n = info.cumulative_completion_tokens - tally.seen_cumulative

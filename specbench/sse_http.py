@@ -28,6 +28,7 @@ CONTINUE, END, ABORT = 0, 1, 2
 OnEvent = Callable[[bytes, float], int]
 
 MAX_ERROR_BODY = 64_000
+_clock = time.perf_counter
 
 
 class StreamError(Exception):
@@ -54,8 +55,8 @@ class _Exchange:
     head: bytes = b""
     response: Response | None = None
     mode: str = "head"  # head -> chunked | length | close -> end
-    left: int = 0  # length mode: body bytes still due; chunked: bytes of the current chunk still due
-    in_chunk: bool = False
+    left: int = 0  # length mode: body bytes still due; chunked: bytes of the current chunk still due (-2: its CRLF)
+    sse_ok: bool = False  # a 200 response whose events are still read (the fast path's condition)
     buf: bytes = b""  # framing bytes not yet consumed
     line: bytes = b""  # SSE: the incomplete last line
     data: list[bytes] = field(default_factory=list)  # SSE: data lines of the event being read
@@ -66,6 +67,9 @@ class _Exchange:
 
     # -- framing ------------------------------------------------------------------------------------
     def feed(self, raw: bytes, now: float) -> None:
+        if self.mode == "chunked":  # the stream's body (first: the one test per read)
+            self._chunked(raw, now)
+            return
         self.got_bytes = True
         if self.mode == "head":
             self.head += raw
@@ -100,6 +104,7 @@ class _Exchange:
             k, _, v = ln.partition(":")
             headers[k.strip().lower()] = v.strip()
         self.response = Response(int(parts[1]), headers)
+        self.sse_ok = self.response.status == 200
         self.reusable = headers.get("connection", "").lower() != "close" and parts[0] != "HTTP/1.0"
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self.mode = "chunked"
@@ -112,19 +117,19 @@ class _Exchange:
 
     def _chunked(self, raw: bytes, now: float) -> None:
         buf = self.buf + raw if self.buf else raw
-        pos = 0
-        while pos < len(buf):
-            if self.in_chunk:
-                take = buf[pos:pos + self.left]
+        pos, n = 0, len(buf)
+        while pos < n:
+            left = self.left
+            if left > 0:  # inside a chunk whose data came in pieces
+                take = buf[pos:pos + left]
                 pos += len(take)
-                self.left -= len(take)
+                self.left = left - len(take)
                 self._payload(take, now)
                 if self.left == 0:
-                    self.in_chunk = False
                     self.left = -2  # the CRLF after the chunk's data
                 continue
-            if self.left == -2:
-                if len(buf) - pos < 2:
+            if left == -2:
+                if n - pos < 2:
                     break
                 pos += 2
                 self.left = 0
@@ -132,19 +137,57 @@ class _Exchange:
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
                 break
-            size_text = buf[pos:eol].split(b";", 1)[0].strip()
-            pos = eol + 2
             try:
-                size = int(size_text, 16)
+                size = int(buf[pos:eol], 16)
             except ValueError:
-                self.fail(StreamError("RemoteProtocolError", f"bad chunk size {size_text[:20]!r}"))
+                size = -1
+            if size < 0:
+                size = self._chunk_size(buf[pos:eol])
+            if size <= 0:
+                if size == 0:  # the last chunk (trailers, if any, are not read: the connection is not reused)
+                    if n - eol < 4:  # its final CRLF is still to come
+                        break
+                    self.reusable = self.reusable and buf[eol + 2:eol + 4] == b"\r\n"
+                    self._end()
                 return
-            if size == 0:  # the last chunk (trailers, if any, are not read: the connection is not reused)
-                self.reusable = self.reusable and buf[pos:pos + 2] == b"\r\n"
-                self._end()
-                return
-            self.in_chunk, self.left = True, size
-        self.buf = buf[pos:]
+            start = eol + 2
+            end = start + size
+            if end + 2 <= n and self.sse_ok and not self.line and not self.data:
+                # the whole chunk is here and holds one whole SSE event, "data: <data>\n\n" (a vLLM chunk):
+                # hand <data> over at once; anything else (more lines, CRLF endings, ...) takes _payload
+                if (buf.startswith(b"data: ", start, end) and buf.find(b"\n", start, end) == end - 2
+                        and buf[end - 1] == 10 and buf[end - 3] != 13):
+                    pos = end + 2
+                    self._event(buf[start + 6:end - 2], now)  # after END the rest is drained (not read)
+                    continue
+                self._payload(buf[start:end], now)
+                pos = end + 2
+                continue
+            pos, self.left = start, size
+        self.buf = buf[pos:] if pos < n else b""
+
+    def _chunk_size(self, line: bytes) -> int:
+        """A chunk-size line with an extension ("1a;name=value"); -1 after failing the exchange."""
+        text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(text, 16)
+        except ValueError:
+            size = -1
+        if size < 0:
+            self.fail(StreamError("RemoteProtocolError", f"bad chunk size {text[:20]!r}"))
+        return size
+
+    def _event(self, data: bytes, now: float) -> bool:
+        """One SSE event's data to on_event; True when the exchange stops reading events."""
+        verdict = self.on_event(data, now)
+        if verdict == CONTINUE:
+            return False
+        self.stopped, self.sse_ok = True, False
+        if verdict == ABORT:
+            self.fail(StreamError("Aborted", "stream abandoned"), keep_result=True)
+        else:
+            self._complete()
+        return True
 
     def _payload(self, raw: bytes, now: float) -> None:
         resp = self.response
@@ -163,13 +206,7 @@ class _Exchange:
             if not line:
                 if self.data:
                     data, self.data = b"\n".join(self.data), []
-                    verdict = self.on_event(data, now)
-                    if verdict != CONTINUE:
-                        self.stopped = True
-                        if verdict == ABORT:
-                            self.fail(StreamError("Aborted", "stream abandoned"), keep_result=True)
-                        else:
-                            self._complete()
+                    if self._event(data, now):
                         return
             elif line[:5] == b"data:":
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
@@ -224,11 +261,12 @@ class _Conn(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
-        if self.exchange is None:  # bytes nobody asked for: the connection cannot be trusted
+        now = _clock()
+        exchange = self.exchange
+        if exchange is None:  # bytes nobody asked for: the connection cannot be trusted
             self.close()
             return
-        self.exchange.feed(data, now)
+        exchange.feed(data, now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -194,6 +194,12 @@ class Engine(abc.ABC):
         """Per-request acceptance fields carried in a response chunk, when the engine has them."""
         return None
 
+    def spec_keys(self) -> tuple[str, ...] | None:
+        """The top-level chunk keys `parse_spec` reads: a chunk with none of them carries no SpecDetails, so
+        the fast chunk decoder (engines/fastchunk.py) may read it. None: every chunk takes the dict path. An
+        engine that overrides parse_spec or parse_chunk overrides this too (else fastchunk ignores it)."""
+        return ()
+
     # -- acceptance windows and cells ---------------------------------------------------------------
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, float] | None:
         """Server-wide acceptance counters now (diffed around each window). None: engine has none."""

@@ -76,6 +76,13 @@ class CommandEngine(Engine):
         steps = round(completion / value) if isinstance(completion, int) and value > 0 else None
         return SpecDetails(verify_steps=steps, reported_accept_length=float(value))
 
+    def spec_keys(self) -> tuple[str, ...] | None:
+        field = self.config.acceptance_field
+        head = field.split(".", 1)[0] if field else None
+        if head in ("choices", "usage"):  # fields every token chunk has: each chunk is read as a dict
+            return None
+        return (head,) if head else ()
+
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
         metric = self.config.acceptance_metric
         if not metric:

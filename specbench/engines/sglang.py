@@ -80,6 +80,9 @@ class SGLangEngine(Engine):
     def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
         return parse_sglang_spec(data)
 
+    def spec_keys(self) -> tuple[str, ...] | None:
+        return ("sglext", "meta_info")  # spec_fields
+
     # -- cells and counters -----------------------------------------------------------------------
     async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:
         """Clear the prefix cache so one cell's prompts do not warm the next cell's."""

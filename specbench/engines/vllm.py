@@ -74,6 +74,9 @@ class VLLMEngine(Engine):
     def parse_spec(self, data: dict[str, Any]) -> SpecDetails | None:
         return parse_vllm_spec(data)
 
+    def spec_keys(self) -> tuple[str, ...] | None:
+        return ("metrics",)
+
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, Any] | None:
         samples = await scrape(http, metrics_url, prefix="vllm:")
         # A counter this server does not expose stays None (absent from the window's delta), never 0:

@@ -97,7 +97,7 @@ def _write_response(writer: asyncio.StreamWriter, resp: Response) -> None:
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + resp.body)
 
 
-async def serve(host: str, port: int, handler: Handler) -> asyncio.AbstractServer:
+async def serve(host: str, port: int, handler: Handler, reuse_port: bool = False) -> asyncio.AbstractServer:
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -118,4 +118,4 @@ async def serve(host: str, port: int, handler: Handler) -> asyncio.AbstractServe
             if not writer.transport.is_closing():
                 writer.close()
 
-    return await asyncio.start_server(on_client, host, port, reuse_address=True)
+    return await asyncio.start_server(on_client, host, port, reuse_address=True, reuse_port=reuse_port or None)
