@@ -20,6 +20,7 @@ parsing the rest, and pandas reads it back with the dtypes records_frame gives.
 
 from __future__ import annotations
 
+import array
 import hashlib
 import io
 import json
@@ -63,6 +64,16 @@ def _arrow_type(annotation: Any) -> tuple[pa.DataType, bool]:
 _TYPES = {name: _arrow_type(f.annotation) for name, f in RequestRecord.model_fields.items()}
 SCHEMA = pa.schema([pa.field(name, t) for name, (t, _) in _TYPES.items()])
 JSON_FIELDS = frozenset(name for name, (_, as_json) in _TYPES.items() if as_json)
+_TEXT_FIELDS = tuple(n for n in FIELDS if SCHEMA.field(n).type == pa.string() and n not in JSON_FIELDS)
+_FIELD_LIST = ",".join(FIELDS)
+# Parquet dictionary encoding for every column but the per-chunk arrival times and the token ids: their
+# values hardly repeat, so the dictionary pyarrow builds for them by default overflows and is thrown away:
+# that was two thirds of the write (10.7 -> 3.6 ms for 64 records of 2000 chunks, AMD EPYC). Encoding only:
+# the values, types and metadata read back are the same. A list column's leaf is `<column>.list.element`.
+_DISTINCT = ("chunk_offsets_s", "token_ids")
+_INT_LISTS = tuple(n for n in FIELDS if SCHEMA.field(n).type == pa.list_(pa.int64()))
+_DICTIONARY = [f"{n}.list.element" if pa.types.is_list(SCHEMA.field(n).type) else n
+               for n in FIELDS if n not in _DISTINCT]
 
 
 def window_path(rd: RunDir, window_id: str) -> Path:
@@ -78,28 +89,39 @@ def _measured(window: WindowRecord, records: Iterable[RequestRecord]) -> list[Re
 def write_window(rd: RunDir, window: WindowRecord, records: Iterable[RequestRecord]) -> Path:
     """Write the completed window's requests (those that count) to its Parquet file, atomically."""
     rows = _measured(window, records)
-    cols: dict[str, list[Any]] = {name: [] for name in FIELDS}
-    for rec in rows:
-        for name in FIELDS:
-            v = getattr(rec, name)
-            if name in JSON_FIELDS and v is not None:
-                v = json.dumps(v.model_dump() if hasattr(v, "model_dump") else v)
-            cols[name].append(v)
+    cols: dict[str, list[Any]] = {name: [getattr(r, name) for r in rows] for name in FIELDS}
+    ints = {name: _int_lists(cols[name]) for name in _INT_LISTS}
+    for name in JSON_FIELDS:
+        cols[name] = [None if v is None else json.dumps(v.model_dump() if hasattr(v, "model_dump") else v)
+                      for v in cols[name]]
     # Parquet strings are UTF-8: a column holding a lone surrogate (a model's broken output) is kept as the
     # JSON of each value instead (ASCII, exact round trip), and the file says which columns those are
-    escaped = [n for n in FIELDS if SCHEMA.field(n).type == pa.string() and n not in JSON_FIELDS
-               and any(isinstance(v, str) and not _utf8(v) for v in cols[n])]
+    escaped = [n for n in _TEXT_FIELDS if any(isinstance(v, str) and not _utf8(v) for v in cols[n])]
     for name in escaped:
         cols[name] = [None if v is None else json.dumps(v) for v in cols[name]]
     meta = {"specbench.version": VERSION, "specbench.window_id": window.window_id,
-            "specbench.t_start": repr(window.t_start), "specbench.fields": ",".join(FIELDS),
+            "specbench.t_start": repr(window.t_start), "specbench.fields": _FIELD_LIST,
             "specbench.escaped": ",".join(escaped)}
-    table = pa.table(cols, schema=SCHEMA.with_metadata(meta))
+    table = pa.table({**cols, **ints}, schema=SCHEMA.with_metadata(meta))
     buf = io.BytesIO()
-    pq.write_table(table, buf)
+    pq.write_table(table, buf, use_dictionary=_DICTIONARY)
     path = window_path(rd, window.window_id)
     atomic_write(path, buf.getvalue())
     return path
+
+
+def _int_lists(rows: list[list[int] | None]) -> pa.Array:
+    """A list<int64> column from the records' lists, through one array.array: it converts Python ints in
+    10 ns each where pa.array takes 17 (AMD EPYC); a huge int raises OverflowError in both."""
+    flat: list[int] = []
+    ends = [0]
+    for r in rows:
+        if r:
+            flat.extend(r)
+        ends.append(len(flat))
+    values = pa.array(np.frombuffer(array.array("q", flat), dtype=np.int64))
+    mask = pa.array([r is None for r in rows], type=pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(ends, type=pa.int32()), values, mask=mask)
 
 
 def _utf8(v: str) -> bool:

@@ -78,6 +78,40 @@ def test_appender_keeps_a_complete_last_record_missing_only_its_newline(tmp_path
     assert not (tmp_path / "requests.jsonl.torn").exists()
 
 
+def test_appended_lines_are_model_dump_json_byte_for_byte(tmp_path):
+    """The appender writes the serializer's bytes without the str round trip (issue 21): every line must
+    stay exactly `model_dump_json()` + newline, for text, floats and payloads of every kind."""
+    from specbench.records import SpecDetails
+
+    spec = SpecDetails(verify_steps=3, accepted_drafts=1, proposed_drafts=6, accept_histogram=[1, 1, 0],
+                       reported_accept_length=1.5, source="vllm", raw={"ü": [1.0, None, "✓\n"], "n": 1e16})
+    records = [
+        rec(0).model_copy(update={"text": "héllo \"wörld\" ✓ \u2028 \x1f </script> 🙂", "ttft_s": 1e-05,
+                                  "chunk_offsets_s": [1e-07, 0.1, 1e16, 1e22, 123456789.123, 5e-324, -0.0],
+                                  "chunk_tokens": [1, 2, 3], "token_ids": [0, 2**40, 151_000], "spec": spec}),
+        rec(1).model_copy(update={"token_ids": None, "text": None, "error": "HTTP 500: \u00e9", "rate": 2.5}),
+        WindowRecord(window_id="w|r1", variant="v", cell_id="c", point_id="p", repeat=1, t_start=1.5, t_end=2.0,
+                     n_requests=2, counters={"a": float("inf")}, extra={"client": {"cpu": 0.5}}),
+    ]
+    path = tmp_path / "requests.jsonl"
+    app = JsonlAppender(path)
+    for r in records:
+        app.append(r)
+    app.close()
+    assert path.read_bytes() == b"".join((r.model_dump_json() + "\n").encode() for r in records)
+
+
+def test_a_record_that_cannot_be_encoded_is_not_written(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    app = JsonlAppender(path)
+    app.append(rec(0))
+    with pytest.raises(ValueError):  # a lone surrogate has no UTF-8 form (the client escapes them before)
+        app.append(rec(1).model_copy(update={"text": "a\ud800"}))
+    app.append(rec(2))
+    app.close()
+    assert [r.index for r in read_jsonl(path, RequestRecord)] == [0, 2]
+
+
 # -- atomic derived files --------------------------------------------------------------------------------------
 def test_atomic_write_leaves_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
     path = tmp_path / "cells.csv"
