@@ -1,15 +1,22 @@
-"""The floor of any asyncio client: C streams whose bytes are read and dropped (benchmarks/client_overhead.py).
+"""The floor of a Python client: C streams whose bytes are read and dropped (benchmarks/client_overhead.py).
 
 The same requests as specbench's rows (the vLLM engine's body, sent as one raw HTTP/1.1 write per stream), each
-response read by an asyncio Protocol whose data_received only looks for the body's end. Its CPU per chunk is what
-the event loop, the socket reads and the kernel's TCP work cost before a client parses anything: no client on
-this loop and machine can cost less per chunk for the same arrival pattern.
+response read and dropped, only looking for the body's end, two ways:
+
+- `measure`: by an asyncio Protocol (data_received). Its CPU per chunk is what the event loop, the socket reads
+  and the kernel's TCP work cost before a client parses anything: no asyncio client on this machine can cost
+  less per chunk for the same arrival pattern.
+- `measure_epoll`: by a bare `select.epoll` loop with `recv_into` one reused buffer, no event loop at all: the
+  floor of any client written in Python, whatever its I/O layer (what is left is the interpreter's few
+  operations per read and the kernel's work: the wakeup, the copy, loopback TCP with its ACKs).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import select
+import socket
 import time
 from dataclasses import dataclass
 
@@ -65,3 +72,34 @@ async def measure(run: FloorRun) -> tuple[float, float]:
     for transport, _, _ in conns:
         transport.close()
     return cpu, wall
+
+
+def measure_epoll(run: FloorRun) -> tuple[float, float]:
+    """C streams at once on a bare epoll loop, read and dropped: (CPU seconds, wall seconds) as `measure`."""
+    ep = select.epoll()
+    socks: dict[int, socket.socket] = {}
+    try:
+        for i in range(run.concurrency):
+            s = socket.create_connection((run.host, run.port))
+            s.setblocking(False)
+            socks[s.fileno()] = s
+        reqs = [request_bytes(run, i) for i in range(run.concurrency)]
+        buf = bytearray(256 * 1024)  # asyncio's read size
+        c0, w0 = time.process_time(), time.perf_counter()
+        for (fd, s), req in zip(socks.items(), reqs):
+            s.sendall(req)
+            ep.register(fd, select.EPOLLIN)
+        left = len(socks)
+        while left:
+            for fd, _ in ep.poll():
+                n = socks[fd].recv_into(buf)
+                if n == 0:
+                    raise ConnectionError("closed before the body's end")
+                if buf[n - 5:n] == b"0\r\n\r\n":  # the chunked body's last chunk
+                    ep.unregister(fd)
+                    left -= 1
+        return time.process_time() - c0, time.perf_counter() - w0
+    finally:
+        ep.close()
+        for s in socks.values():
+            s.close()

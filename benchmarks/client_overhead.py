@@ -15,7 +15,8 @@ server's CLOCK_MONOTONIC time just before the write. For each concurrency C:
   the same requests (same extra body, so the server sends the same bytes), its `benchmark()` coroutine
   wrapped to read the CPU time it used;
 - floor: the same streams read by an asyncio Protocol that drops the bytes (benchmarks/client_floor.py): what
-  the loop, the reads and the kernel cost before any parsing.
+  the loop, the reads and the kernel cost before any parsing; and read by a bare epoll loop (no event loop):
+  the floor of any client written in Python.
 
 A third section streams from the pre-rendered stand-in (tests/standin/blaster.py, 2 processes on one port):
 the server costs ~nothing per chunk, so the client is the limit, and the 2-process row's measured rate can be
@@ -59,6 +60,7 @@ from specbench.runner import RecordSink, VariantSession, measure_window
 
 from .client_floor import FloorRun
 from .client_floor import measure as floor_measure
+from .client_floor import measure_epoll as floor_measure_epoll
 from .common import REPO, BenchServe, attach, command_line, generated_header, write_generated
 
 NAME = "client_overhead"
@@ -217,15 +219,19 @@ def run_specbench(base_url: str, c: int, tokens: int, server: psutil.Process, wo
                    [r.ttft_s for r in records])
 
 
-def run_floor(base_url: str, c: int, tokens: int, server: psutil.Process) -> dict:
-    """The floor row (benchmarks/client_floor.py): the same C streams, bytes read and dropped."""
+FLOOR_ASYNCIO, FLOOR_EPOLL = "floor: bytes read and dropped", "floor: bare epoll, bytes dropped"
+
+
+def run_floor(base_url: str, c: int, tokens: int, server: psutil.Process, epoll: bool = False) -> dict:
+    """A floor row (benchmarks/client_floor.py): the same C streams, bytes read and dropped by an asyncio
+    Protocol, or (epoll) by a bare epoll loop."""
     host, port = base_url.rsplit("//", 1)[1].rsplit(":", 1)
     cfg = specbench_cfg(tokens, c)
     run = FloorRun(host, int(port), make_engine(cfg, "standin", "standin"), c, tokens)
     s0 = server.cpu_times()
-    cpu, wall = asyncio.run(floor_measure(run))
+    cpu, wall = floor_measure_epoll(run) if epoll else asyncio.run(floor_measure(run))
     s1 = server.cpu_times()
-    return summary("floor: bytes read and dropped", c, c * tokens, c * tokens, wall, [cpu],
+    return summary(FLOOR_EPOLL if epoll else FLOOR_ASYNCIO, c, c * tokens, c * tokens, wall, [cpu],
                    (s1.user + s1.system) - (s0.user + s0.system), [], [])
 
 
@@ -335,6 +341,7 @@ def measure_section(sec: Section, args: argparse.Namespace, workdir: Path) -> li
             runs = [lambda p=p: run_specbench(base_url, c, n_tok, server, workdir, p) for p in args.processes if p <= c]
             if not args.no_floor:
                 runs.append(lambda: run_floor(base_url, c, n_tok, server))
+                runs.append(lambda: run_floor(base_url, c, n_tok, server, epoll=True))
             if not args.no_vllm and sec.server != "blaster":  # there vLLM's client counts reads, not events
                 runs.append(lambda: run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
             for run in runs:
@@ -355,6 +362,26 @@ def ceiling_note(rows: list[dict]) -> str:
                        f"{r['chunks_s'] / one[r['c']]['chunks_s']:.2f}x the 1-process rate "
                        f"({one[r['c']]['chunks_s']:,.0f} chunks/s, its process at {one[r['c']]['busiest_cpu_pct']:.0f}% CPU)")
     return "Measured: " + "; ".join(out) if out else ""
+
+
+def ratio_note(sec: Section, rows: list[dict]) -> list[str]:
+    """Issue 21's target (a), per C: specbench (1 process) over vLLM's client in µs/chunk, next to the same ratio
+    for the floors (no client of that kind can go below its floor's ratio), and specbench's cost above the
+    asyncio floor over vLLM's client's cost above it (what each client's own parsing and recording cost)."""
+    out = []
+    for c in sec.concurrency:
+        by = {r["client"]: r["us_per_chunk"] for r in rows if r["c"] == c}
+        spec, vllm, floor = by.get("specbench"), by.get("vLLM bench serve"), by.get(FLOOR_ASYNCIO)
+        if spec is None or vllm is None or floor is None:
+            continue
+        bare = by.get(FLOOR_EPOLL)
+        above = (spec - floor) / (vllm - floor) if vllm > floor else float("nan")
+        out.append(f"| {c} | {spec / vllm:.2f} | {'yes' if spec <= vllm / 2 else 'no'} | {floor / vllm:.2f} | "
+                   f"{_f(bare / vllm, '.2f') if bare is not None else '-'} | {_f(above, '.2f')} |")
+    if not out:
+        return []
+    return ["| C | specbench / vLLM | <= 0.5 | asyncio floor / vLLM | bare epoll floor / vLLM | "
+            "above the asyncio floor: specbench / vLLM |", "|---|---|---|---|---|---|", *out, ""]
 
 
 def lag_check(args: argparse.Namespace, workdir: Path) -> int:
@@ -397,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     body: list[str] = []
     for sec, rows in results:
         body += [f"## {sec.title}", "", table(rows), ""]
+        if ratio_note(sec, rows):
+            body += ["Client µs/chunk over vLLM's client's, this section (issue 21's target (a): specbench <= 0.5):", "",
+                     *ratio_note(sec, rows)]
         if sec.server == "blaster" and ceiling_note(rows):
             body += [ceiling_note(rows), ""]
     print("\n" + "\n".join(body))

@@ -9,8 +9,8 @@ final usage, an empty or wrong-length output is an error (`check_output`), and t
 Unicode (a lone UTF-16 surrogate) is stored escaped (`safe_text`), so every record can be written.
 
 The stream is read lean (specbench/sse_http.py): the response is parsed in the connection's data
-callback, SSE events are split from the raw bytes and each event's data is decoded once (`decode_json`)
-and handled at once (`_consume`), with the time its bytes arrived.
+callback, SSE events are split from the raw bytes and time-stamped as they arrive, and handed over in
+batches; each event's data is decoded once and counted (`_consume`), with the time its bytes arrived.
 """
 
 from __future__ import annotations
@@ -123,15 +123,14 @@ async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
     t0 = time.perf_counter()
     # the lean path reads plain chunks with the fast decoder; the reference path reads every chunk as a dict
     reader = _Reader(ep.engine, chunk_reader(ep.engine) if ep.sse is not None else None, res, tally, t0)
-    on_event = reader.on_event
 
     try:
         async with asyncio.timeout(ep.timeout_s):
             if ep.sse is not None:
-                resp = await ep.sse.post(url, _ENCODE(body), headers, on_event)
+                resp = await ep.sse.post(url, _ENCODE(body), headers, reader.on_events)
                 status, ctype, detail = resp.status, resp.headers.get("content-type", ""), resp.body
             else:
-                status, ctype, detail = await _httpx_stream(ep, url, body, headers, on_event)
+                status, ctype, detail = await _httpx_stream(ep, url, body, headers, reader.on_event)
             if status != 200:
                 text = detail.decode("utf-8", "replace")[:200]
                 res.error = f"HTTP {status}: {' '.join(text.split())}"
@@ -178,65 +177,68 @@ class _Reader:
     tally: _Tally
     t0: float
 
-    def on_event(self, data: bytes | str, t: float) -> int:
+    def on_events(self, datas: Sequence[bytes | str], times: Sequence[float]) -> int:
+        """Events in order, each with its arrival time: CONTINUE, END after [DONE], ABORT on an error."""
         tally, res = self.tally, self.res
         if tally.done:
             return END  # nothing counts after [DONE]
         try:
-            res.error = _consume(self, data, t - self.t0)
+            res.error = _consume(self, datas, times)
         except Exception as exc:  # an engine's chunk parser on data it did not expect: a request error
             res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
         return ABORT if res.error is not None else END if tally.done else CONTINUE
 
+    def on_event(self, data: bytes | str, t: float) -> int:
+        return self.on_events((data,), (t,))
 
-def _consume(reader: _Reader, data: bytes | str, now: float) -> str | None:
-    """One event's data into the result; returns an error, or None."""
-    res, tally = reader.res, reader.tally
-    if data in _DONE:
-        tally.done = True
-        return None
-    info = reader.fast(data) if reader.fast is not None and isinstance(data, bytes) else None
-    if info is None:
-        if data.strip() in _DONE:
-            tally.done = True
-            return None
-        try:
-            chunk = decode_json(data)
-        except ValueError:
-            chunk = None
-        if not isinstance(chunk, dict):
-            text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-            return f"malformed SSE data: {safe_text(text[:80])!r}"
-        if "error" in chunk and not chunk.get("choices"):
-            return f"server error in stream: {str(chunk['error'])[:200]}"
-        info = reader.engine.parse_chunk(chunk)
-    # tokens in this chunk: the cumulative usage delta is exact; token ids are next best
-    if info.cumulative_completion_tokens is not None and info.completion_tokens is None:
-        n = info.cumulative_completion_tokens - tally.seen_cumulative
-        tally.seen_cumulative = info.cumulative_completion_tokens
-    elif info.token_ids is not None:
-        n = len(info.token_ids)
-    else:
-        n = 1 if info.text else 0
-        tally.exact = tally.exact and not info.text
-    if info.token_ids is not None:
-        tally.ids_streamed = True
-        tally.ids.extend(info.token_ids)
-    if info.text:
-        tally.texts.append(info.text)
-    if n > 0:
-        if res.ttft_s is None:
-            res.ttft_s = now
-        res.chunk_offsets_s.append(now)
-        res.chunk_tokens.append(n)
-    if info.finish_reason:
-        res.finish_reason = info.finish_reason
-    if info.prompt_tokens is not None:
-        res.prompt_tokens = info.prompt_tokens
-    if info.completion_tokens is not None:
-        res.output_tokens = info.completion_tokens
-    if info.spec is not None:
-        res.spec = info.spec
+
+def _consume(reader: _Reader, datas: Sequence[bytes | str], times: Sequence[float]) -> str | None:
+    """Events' data into the result, in order, until [DONE]; returns an error (the rest is not read), or None."""
+    res, tally, fast, t0 = reader.res, reader.tally, reader.fast, reader.t0
+    offsets, counts = res.chunk_offsets_s, res.chunk_tokens
+    for data, t in zip(datas, times):
+        info = fast(data) if fast is not None and data.__class__ is bytes else None
+        if info is None:
+            if data in _DONE or data.strip() in _DONE:
+                tally.done = True
+                return None
+            try:
+                chunk = decode_json(data)
+            except ValueError:
+                chunk = None
+            if not isinstance(chunk, dict):
+                text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+                return f"malformed SSE data: {safe_text(text[:80])!r}"
+            if "error" in chunk and not chunk.get("choices"):
+                return f"server error in stream: {str(chunk['error'])[:200]}"
+            info = reader.engine.parse_chunk(chunk)
+        # tokens in this chunk: the cumulative usage delta is exact; token ids are next best
+        if info.cumulative_completion_tokens is not None and info.completion_tokens is None:
+            n = info.cumulative_completion_tokens - tally.seen_cumulative
+            tally.seen_cumulative = info.cumulative_completion_tokens
+        elif info.token_ids is not None:
+            n = len(info.token_ids)
+        else:
+            n = 1 if info.text else 0
+            tally.exact = tally.exact and not info.text
+        if info.token_ids is not None:
+            tally.ids_streamed = True
+            tally.ids.extend(info.token_ids)
+        if info.text:
+            tally.texts.append(info.text)
+        if n > 0:
+            if res.ttft_s is None:
+                res.ttft_s = t - t0
+            offsets.append(t - t0)
+            counts.append(n)
+        if info.finish_reason:
+            res.finish_reason = info.finish_reason
+        if info.prompt_tokens is not None:
+            res.prompt_tokens = info.prompt_tokens
+        if info.completion_tokens is not None:
+            res.output_tokens = info.completion_tokens
+        if info.spec is not None:
+            res.spec = info.spec
     return None
 
 

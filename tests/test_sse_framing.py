@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from specbench.sse_http import CONTINUE, END, _Exchange
+from specbench.sse_http import ABORT, BATCH, CONTINUE, END, _Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 EVENTS = [b'data: {"a": 1}\n\n', b'data: {"a": 2}\r\n\r\n', b"data: line1\ndata: line2\n\n", b": a comment\n\n",
@@ -32,11 +32,14 @@ def parse(raw: bytes, read: int) -> tuple[list[bytes], _Exchange]:
     try:
         got: list[bytes] = []
 
-        def on_event(data: bytes, t: float) -> int:
-            got.append(data)
-            return END if data == b"[DONE]" else CONTINUE
+        def on_events(datas: list[bytes], times: list[float]) -> int:
+            for data in datas:
+                got.append(data)
+                if data == b"[DONE]":
+                    return END
+            return CONTINUE
 
-        ex = _Exchange(on_event, loop.create_future())
+        ex = _Exchange(on_events, loop.create_future())
         for i in range(0, len(raw), read):
             ex.feed(raw[i:i + read], 0.0)
         return got, ex
@@ -63,3 +66,71 @@ def test_a_bad_chunk_size_fails_the_exchange(size):
     raw = HEAD + size + b"\r\ndata: x\n\n\r\n0\r\n\r\n"
     got, ex = parse(raw, 1 << 20)
     assert got == [] and ex.done.done() and "bad chunk size" in str(ex.done.exception())
+
+
+def test_events_are_handed_over_in_batches_in_order_with_each_ones_arrival_time():
+    """Every BATCH events, then the rest at [DONE] at once (the exchange completes then, not at the body's end)."""
+    loop = asyncio.new_event_loop()
+    try:
+        calls: list[tuple[list[bytes], list[float]]] = []
+
+        def on_events(datas: list[bytes], times: list[float]) -> int:
+            calls.append((datas, times))
+            return END if datas[-1] == b"[DONE]" else CONTINUE
+
+        ex = _Exchange(on_events, loop.create_future())
+        n = BATCH + 5
+        ex.feed(HEAD, 0.0)
+        for i in range(n):
+            ex.feed(b"%x\r\n%s\r\n" % (len(e := b"data: %d\n\n" % i), e), float(i))
+        assert [len(d) for d, _ in calls] == [BATCH] and not ex.done.done()
+        ex.feed(b"e\r\ndata: [DONE]\n\n\r\n", float(n))
+        assert [len(d) for d, _ in calls] == [BATCH, 6] and ex.done.done()  # before the body's last chunk
+        assert [x for d, _ in calls for x in d] == [b"%d" % i for i in range(n)] + [b"[DONE]"]
+        assert [x for _, t in calls for x in t] == [float(i) for i in range(n + 1)]
+        ex.feed(b"0\r\n\r\n", 0.0)
+        assert ex.mode == "end" and ex.reusable
+    finally:
+        loop.close()
+
+
+def test_an_abort_in_a_batch_stops_the_later_events_and_keeps_the_response():
+    loop = asyncio.new_event_loop()
+    try:
+        calls: list[list[bytes]] = []
+
+        def on_events(datas: list[bytes], times: list[float]) -> int:
+            calls.append(datas)
+            return ABORT
+
+        ex = _Exchange(on_events, loop.create_future())
+        ex.feed(frame([b"data: %d\n\n" % i for i in range(2 * BATCH)], "per event"), 0.0)
+        assert len(calls) == 1 and len(calls[0]) == BATCH  # the second batch was never handed over
+        assert ex.done.result().status == 200 and not ex.reusable
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("end", ["truncated", "flush"])
+def test_events_read_before_a_failure_or_a_cancellation_are_handed_over(end):
+    """A body cut short (StreamError) and a cancelled post (a timeout: SSEClient.post calls flush) both hand
+    over what arrived, so the record keeps the chunks measured before it."""
+    loop = asyncio.new_event_loop()
+    try:
+        got: list[bytes] = []
+
+        def on_events(datas: list[bytes], times: list[float]) -> int:
+            got.extend(datas)
+            return CONTINUE
+
+        ex = _Exchange(on_events, loop.create_future())
+        ex.feed(frame([b"data: a\n\n", b"data: b\n\n"], "per event")[:-5], 0.0)  # without the last chunk
+        assert got == []
+        if end == "truncated":
+            ex.lost()
+            assert "truncated" in str(ex.done.exception())
+        else:
+            ex.flush()
+        assert got == [b"a", b"b"]
+    finally:
+        loop.close()

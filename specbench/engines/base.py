@@ -27,7 +27,7 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class ChunkInfo:
     """What one streamed chunk tells us."""
 

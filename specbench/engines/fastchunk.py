@@ -23,18 +23,18 @@ from .base import ChunkInfo, Engine
 _UNSET = msgspec.UNSET
 
 
-class _Delta(msgspec.Struct):
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     delta: _Delta | None = None
     text: str | None = None
     token_ids: list[int] | None = None
     finish_reason: str | None = None
 
 
-class _Usage(msgspec.Struct):
+class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
@@ -45,13 +45,15 @@ FastChunk = Callable[[bytes], "ChunkInfo | None"]
 @functools.lru_cache(maxsize=16)
 def fast_decoder(spec_keys: tuple[str, ...]) -> FastChunk:
     """A decoder for chunks of an engine whose parse_spec reads only the top-level keys `spec_keys`."""
-    # the keys that send a chunk down the dict path: present (even null) -> not UNSET
+    # the keys that send a chunk down the dict path: typed UnsetType, no JSON value fits them, so a chunk that
+    # has one (even null) fails validation and takes the dict path, at no cost to the chunks without them
     guards = ("error", *spec_keys)
     names = [f"k{i}" for i in range(len(guards))]
     fields: list[tuple[str, object, object]] = [
         ("choices", list[_Choice] | None, None), ("usage", _Usage | None, None),
-        *((n, msgspec.Raw | msgspec.UnsetType, _UNSET) for n in names)]
-    chunk_type = msgspec.defstruct("Chunk", fields, rename=dict(zip(names, guards)))
+        *((n, msgspec.UnsetType, _UNSET) for n in names)]
+    # gc=False: no reference cycles are possible in these, and untracked instances are cheaper to make
+    chunk_type = msgspec.defstruct("Chunk", fields, rename=dict(zip(names, guards)), gc=False)
     decode = msgspec.json.Decoder(chunk_type).decode
 
     def parse(data: bytes) -> ChunkInfo | None:
@@ -59,20 +61,18 @@ def fast_decoder(spec_keys: tuple[str, ...]) -> FastChunk:
             c = decode(data)
         except msgspec.DecodeError:  # not this shape (ValidationError is a DecodeError): the dict path decides
             return None
-        for n in names:
-            if getattr(c, n) is not _UNSET:
-                return None
         choices, usage = c.choices, c.usage  # type: ignore[attr-defined]
-        text, ids, finish = "", None, None
         if choices:
             ch = choices[0]
             d = ch.delta
             text = (d.content or "") if d is not None else (ch.text or "")
-            ids, finish = ch.token_ids, ch.finish_reason
+            if usage is None:
+                return ChunkInfo(text, ch.token_ids, None, None, None, ch.finish_reason)
+            return ChunkInfo(text, ch.token_ids, usage.completion_tokens, usage.prompt_tokens, None, ch.finish_reason)
         if usage is None:
-            return ChunkInfo(text, ids, None, None, None, finish)
-        done = usage.completion_tokens if not choices else None  # the final usage-only chunk
-        return ChunkInfo(text, ids, usage.completion_tokens, usage.prompt_tokens, done, finish)
+            return ChunkInfo("", None, None, None, None, None)
+        # the final usage-only chunk
+        return ChunkInfo("", None, usage.completion_tokens, usage.prompt_tokens, usage.completion_tokens, None)
 
     return parse
 
