@@ -36,6 +36,7 @@ SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _DONE = (b"[DONE]", "[DONE]")
 _DECODE = msgspec.json.Decoder().decode
 _ENCODE = msgspec.json.Encoder().encode
+INT64 = (-(2**63), 2**63 - 1)  # what the columnar store (store.py) holds per token id
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,9 @@ def _finish(res: StreamResult, tally: _Tally, t0: float) -> StreamResult:
     res.e2e_s = time.perf_counter() - t0
     res.text = safe_text("".join(tally.texts))
     res.token_ids = tally.ids or None
+    if res.token_ids and not (INT64[0] <= min(res.token_ids) and max(res.token_ids) <= INT64[1]):
+        res.token_ids = None  # the columnar store holds int64 ids: the record keeps the error, not the ids
+        res.error = res.error or "a streamed token id is outside the 64-bit range (not a token id)"
     if res.error is None and not tally.done:
         res.error = "stream ended before [DONE] (truncated)"
     if res.output_tokens is None and res.chunk_tokens:

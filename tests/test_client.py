@@ -140,6 +140,25 @@ def eight(final: dict = FINAL8) -> bytes:
 
 
 @PATHS
+def test_a_token_id_beyond_64_bits_is_a_request_error_and_the_record_can_be_stored(path, tmp_path):
+    """The columnar store holds int64 ids: such an id (a broken server) makes the request an error without
+    its ids, and the window's Parquet file is written."""
+    from specbench.records import RequestRecord, WindowRecord
+    from specbench.rundir import RunDir
+    from specbench.store import write_window
+
+    r = run(sse(*(chunk([2**63 if i == 3 else i], i) for i in range(1, 9)), FINAL8, "[DONE]"), path=path)
+    assert r.error is not None and "64-bit" in r.error and r.token_ids is None
+    rec = RequestRecord(variant="b", cell_id="c", point_id="p", window_id="w", category="c", prompt_id="p0",
+                        output_len=8, concurrency=1, repeat=1, index=0, t_send=1.0, token_ids=r.token_ids,
+                        chunk_offsets_s=r.chunk_offsets_s, chunk_tokens=r.chunk_tokens, error=r.error)
+    (tmp_path / "columnar").mkdir()
+    window = WindowRecord(window_id="w", variant="b", cell_id="c", point_id="p", repeat=1, t_start=0.0, t_end=2.0,
+                          n_requests=1)
+    assert write_window(RunDir(tmp_path), window, [rec]).exists()
+
+
+@PATHS
 @pytest.mark.parametrize("piece", [1, 3, 4096])
 def test_a_healthy_stream_passes_every_check_however_it_is_split(path, piece):
     r = run(eight(), path=path, piece=piece)
