@@ -1,9 +1,9 @@
 """A lean HTTP/1.1 client for streamed generation requests: one asyncio Protocol per connection, the
 response parsed in its `data_received` callback (status line, headers, chunked framing, SSE lines split
 from the raw bytes). Each event is time-stamped as its bytes arrive and kept; the kept events are handed to a
-plain function in batches (every BATCH events, at the latest FLUSH_S after the batch's first, at the stream's
-end marker, at the body's end, on failure or cancellation), so the per-event work done as bytes arrive is one
-slice and two appends.
+plain function in batches (every BATCH events, with the first event that arrives FLUSH_S or more after the
+batch's first, at the stream's end marker, at the body's end, on failure or cancellation, or by a timer when a
+stream stalls), so the per-event work done as bytes arrive is one slice, two appends and two comparisons.
 
 Why not httpx for these: every chunk then passes through h11, anyio and httpx-sse's async iterators, a
 task switch and several objects per event (docs/client-overhead.md measured 19-156 µs per chunk). Here a
@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 CONTINUE, END, ABORT = 0, 1, 2
 OnEvents = Callable[[list[bytes], list[float]], int]
 BATCH = 64  # events kept before they are handed over ...
-FLUSH_S = 0.05  # ... or this long after the first of them: an error event is seen within 50 ms, stream or not
+FLUSH_S = 0.05  # ... or once the first of them is this old: the chunks' accounting is at most ~50 ms behind ...
+STALL_S = 0.1  # ... and at most this when no more bytes come (a timer, which a flushing stream cancels unfired)
 END_MARK = b"[DONE]"  # an OpenAI stream's last event: handed over at once, so the exchange completes at once
 
 MAX_ERROR_BODY = 64_000
@@ -71,7 +72,7 @@ class _Exchange:
     data: list[bytes] = field(default_factory=list)  # SSE: data lines of the event being read
     events: list[bytes] = field(default_factory=list)  # events read and not yet handed over ...
     times: list[float] = field(default_factory=list)  # ... and when each one's bytes arrived
-    timer: asyncio.TimerHandle | None = None  # hands them over FLUSH_S after the first one
+    timer: asyncio.TimerHandle | None = None  # hands them over STALL_S after the first one, if nothing else did
     stopped: bool = False  # on_events said END or ABORT: later events are not read
     got_bytes: bool = False
     reusable: bool = True
@@ -171,13 +172,7 @@ class _Exchange:
                         and buf[end - 1] == 10 and buf[end - 3] != 13):
                     pos = end + 2
                     data = buf[start + 6:end - 2]
-                    events = self.events
-                    events.append(data)
-                    self.times.append(now)
-                    if data == END_MARK or len(events) >= BATCH:
-                        self.flush()  # after END the rest is drained (not read)
-                    elif self.timer is None:
-                        self.timer = self.done.get_loop().call_later(FLUSH_S, self.flush)
+                    self._event(data, now)  # after END the rest is drained (not read)
                     continue
                 self._payload(buf[start:end], now)
                 pos = end + 2
@@ -198,12 +193,13 @@ class _Exchange:
 
     def _event(self, data: bytes, now: float) -> bool:
         """Keep one SSE event; True when the exchange stops reading events (a hand-over said END or ABORT)."""
-        self.events.append(data)
-        self.times.append(now)
-        if data == END_MARK or len(self.events) >= BATCH:
+        events, times = self.events, self.times
+        events.append(data)
+        times.append(now)
+        if data == END_MARK or len(events) >= BATCH or now - times[0] >= FLUSH_S:
             return self.flush()
-        if self.timer is None:
-            self.timer = self.done.get_loop().call_later(FLUSH_S, self.flush)
+        if self.timer is None:  # (a cancelled timer never wakes the loop: asyncio drops it unfired)
+            self.timer = self.done.get_loop().call_later(STALL_S, self.flush)
         return False
 
     def flush(self) -> bool:

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from specbench.sse_http import ABORT, BATCH, CONTINUE, END, _Exchange
+from specbench.sse_http import ABORT, BATCH, CONTINUE, END, FLUSH_S, STALL_S, _Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 EVENTS = [b'data: {"a": 1}\n\n', b'data: {"a": 2}\r\n\r\n', b"data: line1\ndata: line2\n\n", b": a comment\n\n",
@@ -81,13 +81,14 @@ def test_events_are_handed_over_in_batches_in_order_with_each_ones_arrival_time(
         ex = _Exchange(on_events, loop.create_future())
         n = BATCH + 5
         ex.feed(HEAD, 0.0)
+        step = FLUSH_S / (2 * n)  # all of them within FLUSH_S: only the count and [DONE] hand them over
         for i in range(n):
-            ex.feed(b"%x\r\n%s\r\n" % (len(e := b"data: %d\n\n" % i), e), float(i))
+            ex.feed(b"%x\r\n%s\r\n" % (len(e := b"data: %d\n\n" % i), e), i * step)
         assert [len(d) for d, _ in calls] == [BATCH] and not ex.done.done()
-        ex.feed(b"e\r\ndata: [DONE]\n\n\r\n", float(n))
+        ex.feed(b"e\r\ndata: [DONE]\n\n\r\n", n * step)
         assert [len(d) for d, _ in calls] == [BATCH, 6] and ex.done.done()  # before the body's last chunk
         assert [x for d, _ in calls for x in d] == [b"%d" % i for i in range(n)] + [b"[DONE]"]
-        assert [x for _, t in calls for x in t] == [float(i) for i in range(n + 1)]
+        assert [x for _, t in calls for x in t] == [i * step for i in range(n + 1)]
         ex.feed(b"0\r\n\r\n", 0.0)
         assert ex.mode == "end" and ex.reusable
     finally:
@@ -132,5 +133,28 @@ def test_events_read_before_a_failure_or_a_cancellation_are_handed_over(end):
         else:
             ex.flush()
         assert got == [b"a", b"b"]
+    finally:
+        loop.close()
+
+
+def test_a_batch_is_handed_over_once_its_first_event_is_flush_s_old_or_by_a_timer_when_the_stream_stalls():
+    loop = asyncio.new_event_loop()
+    try:
+        calls: list[list[bytes]] = []
+
+        def on_events(datas: list[bytes], times: list[float]) -> int:
+            calls.append(datas)
+            return CONTINUE
+
+        ex = _Exchange(on_events, loop.create_future())
+        ex.feed(HEAD, 0.0)
+        for i, t in enumerate([0.0, FLUSH_S / 2, FLUSH_S]):  # the third arrives FLUSH_S after the first
+            ex.feed(b"%x\r\n%s\r\n" % (len(e := b"data: %d\n\n" % i), e), t)
+        assert calls == [[b"0", b"1", b"2"]] and ex.timer is None  # no timer left behind by that batch
+        ex.feed(b"a\r\ndata: 3\n\n\r\n", 1.0)  # then nothing more: the stall timer hands it over
+        assert ex.timer is not None and ex.timer.when() - loop.time() <= STALL_S
+        loop.call_later(STALL_S, loop.stop)
+        loop.run_forever()  # runs the timers due by then: the stall timer's first
+        assert calls == [[b"0", b"1", b"2"], [b"3"]] and ex.timer is None
     finally:
         loop.close()
