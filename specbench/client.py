@@ -9,8 +9,8 @@ final usage, an empty or wrong-length output is an error (`check_output`), and t
 Unicode (a lone UTF-16 surrogate) is stored escaped (`safe_text`), so every record can be written.
 
 The stream is read lean (specbench/sse_http.py): the response is parsed in the connection's data
-callback, SSE events are split from the raw bytes and time-stamped as they arrive, and handed over in
-batches; each event's data is decoded once and counted (`_consume`), with the time its bytes arrived.
+callback, SSE events are split from the raw bytes, and the events of each read are handed over at once,
+with the time the read arrived; each event's data is decoded once and counted (`_consume`).
 """
 
 from __future__ import annotations
@@ -178,26 +178,26 @@ class _Reader:
     tally: _Tally
     t0: float
 
-    def on_events(self, datas: Sequence[bytes | str], times: Sequence[float]) -> int:
-        """Events in order, each with its arrival time: CONTINUE, END after [DONE], ABORT on an error."""
+    def on_events(self, datas: Sequence[bytes | str], t: float) -> int:
+        """Events in order, all arrived at `t`: CONTINUE, END after [DONE], ABORT on an error."""
         tally, res = self.tally, self.res
         if tally.done:
             return END  # nothing counts after [DONE]
         try:
-            res.error = _consume(self, datas, times)
+            res.error = _consume(self, datas, t - self.t0)
         except Exception as exc:  # an engine's chunk parser on data it did not expect: a request error
             res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
         return ABORT if res.error is not None else END if tally.done else CONTINUE
 
     def on_event(self, data: bytes | str, t: float) -> int:
-        return self.on_events((data,), (t,))
+        return self.on_events((data,), t)
 
 
-def _consume(reader: _Reader, datas: Sequence[bytes | str], times: Sequence[float]) -> str | None:
-    """Events' data into the result, in order, until [DONE]; returns an error (the rest is not read), or None."""
-    res, tally, fast, t0 = reader.res, reader.tally, reader.fast, reader.t0
-    offsets, counts = res.chunk_offsets_s, res.chunk_tokens
-    for data, t in zip(datas, times):
+def _consume(reader: _Reader, datas: Sequence[bytes | str], now: float) -> str | None:
+    """Events' data into the result, in order, until [DONE] (`now`: their arrival, from the send); returns an
+    error (the rest is not read), or None."""
+    res, tally, fast = reader.res, reader.tally, reader.fast
+    for data in datas:
         info = fast(data) if fast is not None and data.__class__ is bytes else None
         if info is None:
             if data in _DONE or data.strip() in _DONE:
@@ -229,9 +229,9 @@ def _consume(reader: _Reader, datas: Sequence[bytes | str], times: Sequence[floa
             tally.texts.append(info.text)
         if n > 0:
             if res.ttft_s is None:
-                res.ttft_s = t - t0
-            offsets.append(t - t0)
-            counts.append(n)
+                res.ttft_s = now
+            res.chunk_offsets_s.append(now)
+            res.chunk_tokens.append(n)
         if info.finish_reason:
             res.finish_reason = info.finish_reason
         if info.prompt_tokens is not None:

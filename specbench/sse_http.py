@@ -1,15 +1,13 @@
 """A lean HTTP/1.1 client for streamed generation requests: one asyncio Protocol per connection, the
 response parsed in its `data_received` callback (status line, headers, chunked framing, SSE lines split
-from the raw bytes). Each event is time-stamped as its bytes arrive and kept; the kept events are handed to a
-plain function in batches (every BATCH events, with the first event that arrives FLUSH_S or more after the
-batch's first, at the stream's end marker, at the body's end, on failure or cancellation, or by a timer when a
-stream stalls), so the per-event work done as bytes arrive is one slice, two appends and two comparisons.
+from the raw bytes), the events of each read handed to a plain function at once, in one call, with the time
+the read's bytes arrived.
 
 Why not httpx for these: every chunk then passes through h11, anyio and httpx-sse's async iterators, a
 task switch and several objects per event (docs/client-overhead.md measured 19-156 µs per chunk). Here a
-chunk costs a few bytes operations as it arrives and one JSON decode in its batch. Why batches: the events'
-decoding then runs as one tight loop instead of interleaved with the kernel's and the event loop's work per
-read, and the timestamps do not depend on it (each is taken when its bytes arrive). Probes, scrapes and every other
+chunk costs a few bytes operations and one JSON decode. Why one call per read and not later, in larger
+batches: deferred work bunches up when many streams move in step (a batched version measured p99 timing lag
+0.9-3 ms instead of 0.05 ms at 64-256 paced streams, docs/client-overhead.md) for ~5% less CPU. Probes, scrapes and every other
 request still use httpx. What this client does not do: HTTP proxies (an endpoint the environment routes
 through a proxy is streamed through httpx instead: runner/session.behind_proxy), redirects, compression
 (it asks for none), HTTP/2.
@@ -26,16 +24,13 @@ from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import urlsplit
 
-# on_events(data, t): SSE events' data, in order, and perf_counter() when each one's bytes arrived. Returns
-# CONTINUE, END (the stream's last event was read, e.g. [DONE]: the exchange is complete at once, and the rest
-# of the body is drained in the background so the connection can be reused) or ABORT (an error: the
-# connection is closed). After END or ABORT no later event is handed over.
+# on_events(data, t): the SSE events of one read, in order, and perf_counter() when the read's bytes arrived.
+# Returns CONTINUE, END (the stream's last event was read, e.g. [DONE]: the exchange is complete at once, and
+# the rest of the body is drained in the background so the connection can be reused; events after it in the
+# same call are the callee's to ignore) or ABORT (an error: the connection is closed). After END or ABORT no
+# later event is handed over.
 CONTINUE, END, ABORT = 0, 1, 2
-OnEvents = Callable[[list[bytes], list[float]], int]
-BATCH = 64  # events kept before they are handed over ...
-FLUSH_S = 0.05  # ... or once the first of them is this old: the chunks' accounting is at most ~50 ms behind ...
-STALL_S = 0.1  # ... and at most this when no more bytes come (a timer, which a flushing stream cancels unfired)
-END_MARK = b"[DONE]"  # an OpenAI stream's last event: handed over at once, so the exchange completes at once
+OnEvents = Callable[[list[bytes], float], int]
 
 MAX_ERROR_BODY = 64_000
 _clock = time.perf_counter
@@ -70,9 +65,8 @@ class _Exchange:
     buf: bytes = b""  # framing bytes not yet consumed
     line: bytes = b""  # SSE: the incomplete last line
     data: list[bytes] = field(default_factory=list)  # SSE: data lines of the event being read
-    events: list[bytes] = field(default_factory=list)  # events read and not yet handed over ...
-    times: list[float] = field(default_factory=list)  # ... and when each one's bytes arrived
-    timer: asyncio.TimerHandle | None = None  # hands them over STALL_S after the first one, if nothing else did
+    events: list[bytes] = field(default_factory=list)  # the events of the read being parsed ...
+    now: float = 0.0  # ... and when its bytes arrived
     stopped: bool = False  # on_events said END or ABORT: later events are not read
     got_bytes: bool = False
     reusable: bool = True
@@ -80,9 +74,16 @@ class _Exchange:
 
     # -- framing ------------------------------------------------------------------------------------
     def feed(self, raw: bytes, now: float) -> None:
+        """One read's bytes; its events are handed over before this returns."""
+        self.now = now
         if self.mode == "chunked":  # the stream's body (first: the one test per read)
-            self._chunked(raw, now)
-            return
+            self._chunked(raw)
+        else:
+            self._feed(raw)
+        if self.events:
+            self.flush()
+
+    def _feed(self, raw: bytes) -> None:
         self.got_bytes = True
         if self.mode == "head":
             self.head += raw
@@ -96,15 +97,15 @@ class _Exchange:
             if self.mode == "end":
                 return
         if self.mode == "chunked":
-            self._chunked(raw, now)
+            self._chunked(raw)
         elif self.mode == "length":
             take = raw[:self.left]
             self.left -= len(take)
-            self._payload(take, now)
+            self._payload(take)
             if self.left <= 0:
                 self._end()
         elif self.mode == "close":
-            self._payload(raw, now)
+            self._payload(raw)
 
     def _parse_head(self) -> None:
         lines = self.head.decode("latin-1").split("\r\n")
@@ -128,7 +129,7 @@ class _Exchange:
         else:
             self.mode, self.reusable = "close", False
 
-    def _chunked(self, raw: bytes, now: float) -> None:
+    def _chunked(self, raw: bytes) -> None:
         buf = self.buf + raw if self.buf else raw
         pos, n = 0, len(buf)
         while pos < n:
@@ -137,7 +138,7 @@ class _Exchange:
                 take = buf[pos:pos + left]
                 pos += len(take)
                 self.left = left - len(take)
-                self._payload(take, now)
+                self._payload(take)
                 if self.left == 0:
                     self.left = -2  # the CRLF after the chunk's data
                 continue
@@ -171,10 +172,9 @@ class _Exchange:
                 if (buf.startswith(b"data: ", start, end) and buf.find(b"\n", start, end) == end - 2
                         and buf[end - 1] == 10 and buf[end - 3] != 13):
                     pos = end + 2
-                    data = buf[start + 6:end - 2]
-                    self._event(data, now)  # after END the rest is drained (not read)
+                    self.events.append(buf[start + 6:end - 2])  # after END the rest is drained (not read)
                     continue
-                self._payload(buf[start:end], now)
+                self._payload(buf[start:end])
                 pos = end + 2
                 continue
             pos, self.left = start, size
@@ -191,29 +191,15 @@ class _Exchange:
             self.fail(StreamError("RemoteProtocolError", f"bad chunk size {text[:20]!r}"))
         return size
 
-    def _event(self, data: bytes, now: float) -> bool:
-        """Keep one SSE event; True when the exchange stops reading events (a hand-over said END or ABORT)."""
-        events, times = self.events, self.times
-        events.append(data)
-        times.append(now)
-        if data == END_MARK or len(events) >= BATCH or now - times[0] >= FLUSH_S:
-            return self.flush()
-        if self.timer is None:  # (a cancelled timer never wakes the loop: asyncio drops it unfired)
-            self.timer = self.done.get_loop().call_later(STALL_S, self.flush)
-        return False
-
     def flush(self) -> bool:
-        """Hand the kept events over; True when the exchange stops reading events."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        """Hand the read's events over; True when the exchange stops reading events."""
         if self.stopped:
+            self.events = []
             return True
         if not self.events:
             return False
-        events, times = self.events, self.times
-        self.events, self.times = [], []
-        verdict = self.on_events(events, times)
+        events, self.events = self.events, []
+        verdict = self.on_events(events, self.now)
         if verdict == CONTINUE:
             return False
         self.stopped, self.sse_ok = True, False
@@ -223,7 +209,7 @@ class _Exchange:
             self._complete()
         return True
 
-    def _payload(self, raw: bytes, now: float) -> None:
+    def _payload(self, raw: bytes) -> None:
         resp = self.response
         assert resp is not None
         if resp.status != 200:
@@ -239,9 +225,8 @@ class _Exchange:
                 line = line[:-1]
             if not line:
                 if self.data:
-                    data, self.data = b"\n".join(self.data), []
-                    if self._event(data, now):
-                        return
+                    self.events.append(b"\n".join(self.data))
+                    self.data = []
             elif line[:5] == b"data:":
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
 
@@ -252,7 +237,7 @@ class _Exchange:
             if line[:5] == b"data:":  # a last event without its blank line still counts (as in httpx-sse)
                 self.data.append(line[6:] if line[5:6] == b" " else line[5:])
             if self.data:
-                self._event(b"\n".join(self.data), time.perf_counter())
+                self.events.append(b"\n".join(self.data))
             self.flush()
         self._complete()
         if self.on_end is not None:
@@ -279,6 +264,7 @@ class _Exchange:
     def lost(self) -> None:
         """The connection closed: the end of a read-until-close body, else a truncated response."""
         if self.mode == "close":
+            self.now = time.perf_counter()  # the body's end: a last event without its blank line arrives now
             self._end()
         elif self.mode != "end":
             what = "before the response head" if self.mode == "head" else "before the response ended"
@@ -337,10 +323,9 @@ class SSEClient:
         return conn
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str], on_events: OnEvents) -> Response:
-        """POST `body` (JSON) and hand the SSE events of a 200 response to `on_events`, each with the time its
-        bytes arrived. Returns when the response has ended (the body of a non-200 response is in
-        `Response.body`). Raises StreamError below HTTP; cancellation (a timeout) hands over the events read
-        so far and closes the connection."""
+        """POST `body` (JSON) and hand the SSE events of a 200 response to `on_events`, read by read, with the
+        time each read's bytes arrived. Returns when the response has ended (the body of a non-200 response is
+        in `Response.body`). Raises StreamError below HTTP; cancellation (a timeout) closes the connection."""
         u = urlsplit(url)
         scheme = u.scheme or "http"
         port = u.port or (443 if scheme == "https" else 80)
@@ -369,7 +354,6 @@ class SSEClient:
                     continue
                 raise
             except BaseException:
-                exchange.flush()  # what arrived before a timeout counts, as with any failure
                 conn.close()
                 raise
             if exchange.mode == "end":

@@ -228,8 +228,7 @@ def test_an_endpoint_behind_a_proxy_is_streamed_through_httpx(monkeypatch):
 @PATHS
 def test_a_stream_complete_at_done_does_not_wait_for_the_body_end(path):
     """[DONE] completes the request even if the server never ends the HTTP body (the 5 s timeout would
-    otherwise be the error), and an error mid-stream ends it without waiting for the timeout (its batch is
-    handed over at most sse_http.STALL_S after it arrived)."""
+    otherwise be the error), and an error mid-stream ends it at once."""
     assert run(eight(), path=path, terminate=False).error is None
     r = run(sse(chunk([1], 1), "{not json", chunk([2], 2)), path=path, terminate=False)
     assert r.error is not None and "malformed" in r.error

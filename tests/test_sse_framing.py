@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from specbench.sse_http import ABORT, BATCH, CONTINUE, END, FLUSH_S, STALL_S, _Exchange
+from specbench.sse_http import ABORT, CONTINUE, END, _Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 EVENTS = [b'data: {"a": 1}\n\n', b'data: {"a": 2}\r\n\r\n', b"data: line1\ndata: line2\n\n", b": a comment\n\n",
@@ -32,7 +32,7 @@ def parse(raw: bytes, read: int) -> tuple[list[bytes], _Exchange]:
     try:
         got: list[bytes] = []
 
-        def on_events(datas: list[bytes], times: list[float]) -> int:
+        def on_events(datas: list[bytes], t: float) -> int:
             for data in datas:
                 got.append(data)
                 if data == b"[DONE]":
@@ -68,93 +68,49 @@ def test_a_bad_chunk_size_fails_the_exchange(size):
     assert got == [] and ex.done.done() and "bad chunk size" in str(ex.done.exception())
 
 
-def test_events_are_handed_over_in_batches_in_order_with_each_ones_arrival_time():
-    """Every BATCH events, then the rest at [DONE] at once (the exchange completes then, not at the body's end)."""
+
+def test_the_events_of_each_read_are_handed_over_in_one_call_with_its_time():
+    """Each read's complete events at once, in order, with that read's arrival time; an event split across reads
+    comes with the read that completes it; [DONE] completes the exchange before the body's last chunk."""
     loop = asyncio.new_event_loop()
     try:
-        calls: list[tuple[list[bytes], list[float]]] = []
+        calls: list[tuple[list[bytes], float]] = []
 
-        def on_events(datas: list[bytes], times: list[float]) -> int:
-            calls.append((datas, times))
-            return END if datas[-1] == b"[DONE]" else CONTINUE
+        def on_events(datas: list[bytes], t: float) -> int:
+            calls.append((datas, t))
+            return END if b"[DONE]" in datas else CONTINUE
 
         ex = _Exchange(on_events, loop.create_future())
-        n = BATCH + 5
         ex.feed(HEAD, 0.0)
-        step = FLUSH_S / (2 * n)  # all of them within FLUSH_S: only the count and [DONE] hand them over
-        for i in range(n):
-            ex.feed(b"%x\r\n%s\r\n" % (len(e := b"data: %d\n\n" % i), e), i * step)
-        assert [len(d) for d, _ in calls] == [BATCH] and not ex.done.done()
-        ex.feed(b"e\r\ndata: [DONE]\n\n\r\n", n * step)
-        assert [len(d) for d, _ in calls] == [BATCH, 6] and ex.done.done()  # before the body's last chunk
-        assert [x for d, _ in calls for x in d] == [b"%d" % i for i in range(n)] + [b"[DONE]"]
-        assert [x for _, t in calls for x in t] == [i * step for i in range(n + 1)]
-        ex.feed(b"0\r\n\r\n", 0.0)
-        assert ex.mode == "end" and ex.reusable
+        body = frame([b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n", b"data: [DONE]\n\n"], "per event")
+        first, rest = body[len(HEAD):len(HEAD) + 35], body[len(HEAD) + 35:]  # two events and half the third
+        ex.feed(first, 1.0)
+        ex.feed(rest[:-5], 2.0)  # all but the body's last chunk
+        assert calls == [([b"1", b"2"], 1.0), ([b"3", b"[DONE]"], 2.0)] and ex.done.done()
+        ex.feed(rest[-5:], 3.0)
+        assert len(calls) == 2 and ex.mode == "end" and ex.reusable
     finally:
         loop.close()
 
 
-def test_an_abort_in_a_batch_stops_the_later_events_and_keeps_the_response():
+def test_after_an_abort_no_later_read_is_handed_over_and_the_response_is_kept():
     loop = asyncio.new_event_loop()
     try:
         calls: list[list[bytes]] = []
 
-        def on_events(datas: list[bytes], times: list[float]) -> int:
+        def on_events(datas: list[bytes], t: float) -> int:
             calls.append(datas)
             return ABORT
 
         ex = _Exchange(on_events, loop.create_future())
-        ex.feed(frame([b"data: %d\n\n" % i for i in range(2 * BATCH)], "per event"), 0.0)
-        assert len(calls) == 1 and len(calls[0]) == BATCH  # the second batch was never handed over
-        assert ex.done.result().status == 200 and not ex.reusable
+        raw = frame([b"data: a\n\n", b"data: b\n\n"], "per event")
+        ex.feed(raw[:len(HEAD) + 14], 0.0)  # the head and the first event
+        ex.feed(raw[len(HEAD) + 14:], 0.0)
+        assert calls == [[b"a"]] and ex.done.result().status == 200 and not ex.reusable
     finally:
         loop.close()
 
 
-@pytest.mark.parametrize("end", ["truncated", "flush"])
-def test_events_read_before_a_failure_or_a_cancellation_are_handed_over(end):
-    """A body cut short (StreamError) and a cancelled post (a timeout: SSEClient.post calls flush) both hand
-    over what arrived, so the record keeps the chunks measured before it."""
-    loop = asyncio.new_event_loop()
-    try:
-        got: list[bytes] = []
-
-        def on_events(datas: list[bytes], times: list[float]) -> int:
-            got.extend(datas)
-            return CONTINUE
-
-        ex = _Exchange(on_events, loop.create_future())
-        ex.feed(frame([b"data: a\n\n", b"data: b\n\n"], "per event")[:-5], 0.0)  # without the last chunk
-        assert got == []
-        if end == "truncated":
-            ex.lost()
-            assert "truncated" in str(ex.done.exception())
-        else:
-            ex.flush()
-        assert got == [b"a", b"b"]
-    finally:
-        loop.close()
-
-
-def test_a_batch_is_handed_over_once_its_first_event_is_flush_s_old_or_by_a_timer_when_the_stream_stalls():
-    loop = asyncio.new_event_loop()
-    try:
-        calls: list[list[bytes]] = []
-
-        def on_events(datas: list[bytes], times: list[float]) -> int:
-            calls.append(datas)
-            return CONTINUE
-
-        ex = _Exchange(on_events, loop.create_future())
-        ex.feed(HEAD, 0.0)
-        for i, t in enumerate([0.0, FLUSH_S / 2, FLUSH_S]):  # the third arrives FLUSH_S after the first
-            ex.feed(b"%x\r\n%s\r\n" % (len(e := b"data: %d\n\n" % i), e), t)
-        assert calls == [[b"0", b"1", b"2"]] and ex.timer is None  # no timer left behind by that batch
-        ex.feed(b"a\r\ndata: 3\n\n\r\n", 1.0)  # then nothing more: the stall timer hands it over
-        assert ex.timer is not None and ex.timer.when() - loop.time() <= STALL_S
-        loop.call_later(STALL_S, loop.stop)
-        loop.run_forever()  # runs the timers due by then: the stall timer's first
-        assert calls == [[b"0", b"1", b"2"], [b"3"]] and ex.timer is None
-    finally:
-        loop.close()
+def test_the_events_before_a_framing_error_in_the_same_read_are_handed_over_first():
+    got, ex = parse(HEAD + b"9\r\ndata: a\n\n\r\nzz\r\n", 1 << 20)
+    assert got == [b"a"] and "bad chunk size" in str(ex.done.exception())
