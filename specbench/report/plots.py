@@ -202,7 +202,9 @@ def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
         mean, lo, hi = g.mean().reindex(cats), g.min().reindex(cats), g.max().reindex(cats)
         x = np.arange(len(cats)) + i * width - 0.4 + width / 2
         err = [np.clip(np.nan_to_num(e.to_numpy(float)), 0, None) for e in (mean - lo, hi - mean)]
-        ax1.bar(x, mean, width, label=label(d), yerr=err, capsize=2, color=colors[str(d)])
+        # yerr as lists: matplotlib tests a row of a 2 x 1 array with math.isfinite (a NumPy DeprecationWarning)
+        ax1.bar(x, mean.to_numpy(float), width, label=label(d), yerr=[e.tolist() for e in err], capsize=2,
+                color=colors[str(d)])
     ax1.set_xticks(np.arange(len(cats)))
     ax1.set_xticklabels([label(c) for c in cats], rotation=20, ha="right", fontsize=8)
     ax1.set_ylabel("acceptance length (tokens/step)")
