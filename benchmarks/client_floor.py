@@ -25,12 +25,17 @@ from specbench.engines.base import Engine, RequestSpec
 PROMPT = "Write a long story about a lighthouse keeper."
 
 
+END = b"0\r\n\r\n"  # a chunked body's last chunk (the stand-in writes no trailers)
+
+
 class _Drop(asyncio.Protocol):
     def __init__(self, done: asyncio.Future[None]):
         self.done = done
+        self.tail = b""  # the last bytes read: the end may come split across reads
 
     def data_received(self, data: bytes) -> None:
-        if data.endswith(b"0\r\n\r\n") and not self.done.done():  # the chunked body's last chunk
+        self.tail = (self.tail + data[-5:])[-5:]
+        if self.tail == END and not self.done.done():
             self.done.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -90,12 +95,14 @@ def measure_epoll(run: FloorRun) -> tuple[float, float]:
             s.sendall(req)
             ep.register(fd, select.EPOLLIN)
         left = len(socks)
+        tails = dict.fromkeys(socks, b"")  # the last bytes read per stream: the end may come split across reads
         while left:
             for fd, _ in ep.poll():
                 n = socks[fd].recv_into(buf)
                 if n == 0:
                     raise ConnectionError("closed before the body's end")
-                if buf[n - 5:n] == b"0\r\n\r\n":  # the chunked body's last chunk
+                tails[fd] = tail = (tails[fd] + buf[max(0, n - 5):n])[-5:]
+                if tail == END:
                     ep.unregister(fd)
                     left -= 1
         return time.process_time() - c0, time.perf_counter() - w0

@@ -7,10 +7,10 @@ Why not httpx for these: every chunk then passes through h11, anyio and httpx-ss
 task switch and several objects per event (docs/client-overhead.md measured 19-156 µs per chunk). Here a
 chunk costs a few bytes operations and one JSON decode. Why one call per read and not later, in larger
 batches: deferred work bunches up when many streams move in step (a batched version measured p99 timing lag
-0.9-3 ms instead of 0.05 ms at 64-256 paced streams, docs/client-overhead.md) for ~5% less CPU. Probes, scrapes and every other
-request still use httpx. What this client does not do: HTTP proxies (an endpoint the environment routes
-through a proxy is streamed through httpx instead: runner/session.behind_proxy), redirects, compression
-(it asks for none), HTTP/2.
+0.7-3 ms at 64-256 paced streams, this one 0.04-1.4 ms; docs/client-overhead.md) for ~5% less CPU. Probes,
+scrapes and every other request still use httpx. What this client does not do: HTTP proxies (an endpoint
+the environment routes through a proxy is streamed through httpx instead: runner/session.behind_proxy),
+redirects, compression (it asks for none), HTTP/2.
 """
 
 from __future__ import annotations
