@@ -118,7 +118,8 @@ def collect(target: Path, recipe: Eagle3Recipe, s: Session, progress: Progress) 
     d2t, t2d, coverage = vocab_mapping(train, recipe, vocab)
     n_tokens = [len(x.input_ids) for x in seqs]
     response = sum(len(x.input_ids) - x.prompt_len for x in seqs)
-    data = {**info, "sequences": {"train": len(train), "heldout": len(heldout), "train_dataset_responses": len(turns) - n_regen,
+    data = {**info, "sequences": {"train": len(train), "heldout": len(heldout),
+                                  "train_dataset_responses": len(turns) - n_regen,
                                   "train_regenerated": recipe.regenerated_sequences},
             "tokens": {"total": sum(n_tokens), "response": response,
                        "train_response": sum(len(x.input_ids) - x.prompt_len for x in train)}}
