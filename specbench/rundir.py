@@ -10,7 +10,7 @@
     cells.csv            one row per variant x sweep point (derived; rewritten atomically)
     break_even.csv       one row per drafter x category x lengths (derived)
     report.md, report.html
-    columnar/            the measured requests again, one Parquet file per window (derived; store.py)
+    columnar/            the measured requests again, one Parquet file per window (derived; store/)
 
 Raw files are only ever appended; derived files are written to a temporary file and renamed.
 """
@@ -21,7 +21,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -235,48 +235,5 @@ class RunDir:
         return read_jsonl(self.windows, WindowRecord)
 
 
-@dataclass
-class Run:
-    """A run directory loaded for analysis (`specbench.load_run`)."""
-
-    path: Path
-    requests: pd.DataFrame
-    windows: pd.DataFrame
-    cells: pd.DataFrame
-    break_even: pd.DataFrame
-    meta: dict[str, Any]
-    environment: dict[str, Any]
-    config: dict[str, Any]
-    open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x rate (open loop only)
-    capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (open loop only)
-
-
 def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame([r.model_dump() for r in records])
-
-
-def load_run(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> Run:
-    """Load a run directory into DataFrames: requests, windows (raw), cells and break_even (derived).
-
-    `requests` holds the measured requests (completed windows, no warmup), read from the columnar store
-    (built from requests.jsonl on first read); `columns` limits it to those fields (all by default), e.g.
-    without the per-chunk lists of a large run. RunDir.request_records() reads requests.jsonl itself."""
-    import yaml
-
-    from .store import open_store
-
-    rd = RunDir(Path(path))
-    if not rd.path.is_dir():
-        raise RunDirError(f"not a run directory: {rd.path}")
-    if not rd.meta.exists():
-        raise RunDirError(f"not a run directory (no run.json): {rd.path}")
-    def csv(p: Path) -> pd.DataFrame:
-        return pd.read_csv(p) if p.exists() and p.stat().st_size else pd.DataFrame()
-
-    cells, be = csv(rd.cells), csv(rd.break_even)
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
-    cfg = yaml.safe_load(rd.config.read_text()) if rd.config.exists() else {}
-    return Run(path=rd.path, requests=open_store(rd).frame(columns=columns),
-               windows=records_frame(rd.window_records()), cells=cells, break_even=be,
-               meta=rd.load_meta(), environment=env, config=cfg, open_loop=csv(rd.open_loop),
-               capacity=csv(rd.capacity))

@@ -19,7 +19,7 @@ from specbench.engines.vllm import parse_vllm_spec
 from specbench.launch import sweep_facts
 from specbench.metrics import CellOptions, compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
-from specbench.rundir import load_run
+from specbench.store import load_run
 from specbench.runner import RunOptions, run_matrix
 from specbench.metrics.warnings import WarningCode, decode_warnings
 

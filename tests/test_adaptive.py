@@ -10,7 +10,7 @@ import pytest
 from conftest import standin_config
 from specbench.config import parse_config
 from specbench.metrics.common import MIN_REPEATS_FOR_INTERVAL
-from specbench.rundir import load_run
+from specbench.store import load_run
 from specbench.runner import RunOptions, run_matrix
 from specbench.runner import unit
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, assert_no_survivors, free_port
 
 from specbench.config import parse_config
-from specbench.rundir import load_run
+from specbench.store import load_run
 from specbench.runner import RunOptions, run_matrix
 
 pytestmark = [pytest.mark.engine,

@@ -15,7 +15,7 @@ from conftest import free_port
 
 from specbench.config import parse_config
 from specbench.metrics.warnings import decode_warnings
-from specbench.rundir import load_run
+from specbench.store import load_run
 from specbench.runner import RunOptions, run_matrix
 
 pytestmark = [pytest.mark.engine,

@@ -14,7 +14,7 @@ import pytest
 from conftest import make_model_dir, set_faults, standin_config
 from specbench.cli import main
 from specbench.config import parse_config
-from specbench.rundir import load_run
+from specbench.store import load_run
 from specbench.runner import RunOptions, run_matrix
 
 

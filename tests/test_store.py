@@ -1,4 +1,4 @@
-"""The columnar raw store (specbench/store.py): written per completed window by the runner's sink, rebuilt
+"""The columnar raw store (specbench/store/columnar.py): written per completed window by the runner's sink, rebuilt
 from requests.jsonl when missing or stale, and read one cell at a time with only the columns asked for."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from ..process import EngineProcess, port_in_use, port_owner
 @dataclass
 class RecordSink:
     """Where measurements go: raw request and window files, appended and fsynced record by record; with
-    `columnar`, each completed window's requests are then also written to the columnar store (store.py)."""
+    `columnar`, each completed window's requests are then also written to the columnar store (store/)."""
 
     requests: JsonlAppender
     windows: JsonlAppender

@@ -6,5 +6,6 @@ A driver on top of the matrix runner, never a branch inside it:
                the printed plan (launches, time) from planner.py
     search     successive halving per concurrency through run_matrix, then the confirmation
     schedule   the choice per concurrency as ranges: vLLM's dynamic speculative_config, SGLang flag sets
+    result     what the search measured (rounds, scores, the settings standing), shared by search and output
     output     tune.json, tune.md (the report section), tune.png
 """

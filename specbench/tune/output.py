@@ -19,7 +19,7 @@ import yaml
 from ..config import RunConfig
 from ..rundir import atomic_write
 from .schedule import Range, flag_sets, ranges, vllm_schedule
-from .search import TuneResult, _param_names, launch_argv, score, search_score, spec_k
+from .result import TuneResult, launch_argv, param_names, score, search_score, spec_k
 
 DYNAMIC_NOTE = ("vLLM dynamic speculative decoding (num_speculative_tokens_per_batch_size): one launch switches "
                 "k by the number of scheduled requests")
@@ -103,7 +103,7 @@ def schedule_entry(cfg: RunConfig, tuned: str, rs: list[Range], argv: dict[str, 
             variant: dict[str, Any] = {"name": f"{tuned}-tuned", "drafter": base.drafter,
                                        "params": {**base.params, **top.params}}
             if len(rs) > 1 or None in {r.choice for r in rs}:
-                if "per_batch_size" not in _param_names(base.drafter):
+                if "per_batch_size" not in param_names(base.drafter):
                     return {"kind": "vllm", "note": DYNAMIC_NOTE, "speculative_config": spec}, None
                 variant["params"]["per_batch_size"] = spec["num_speculative_tokens_per_batch_size"]
             return {"kind": "vllm", "note": DYNAMIC_NOTE, "speculative_config": spec}, variant

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pandas as pd
 
 from ..config import RunConfig
 from ..errors import ConfigError, RunDirError
 from ..progress import Reporter, make_reporter
-from .plan import RoundSpec, Setting, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
+from .plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
+from .result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
 
 
 @dataclass
@@ -33,34 +34,6 @@ class TuneOptions:
     budget_h: float | None = None  # refuse to start a round past this wall time
     skip_preflight: bool = False
     reporter: Reporter | None = None
-
-
-@dataclass
-class Round:
-    label: str
-    run_dir: Path
-    cells: pd.DataFrame
-
-
-@dataclass
-class TuneResult:
-    tune_dir: Path
-    grid: dict[str, list[Setting]]
-    rounds: list[Round] = field(default_factory=list)
-    # (tuned variant, concurrency) -> [(round label, setting name, score)] of every measurement
-    scores: dict[tuple[str, int], list[tuple[str, str, float]]] = field(default_factory=dict)
-    final: dict[tuple[str, int], str] = field(default_factory=dict)  # the last setting standing
-    confirm: Round | None = None
-    dynamic: dict[str, str] = field(default_factory=dict)  # tuned variant -> its dynamic variant's name
-    dynamic_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def score(cells: pd.DataFrame, variant: str, concurrency: int) -> float:
-    """Geometric mean of a variant's valid speedups at one concurrency (NaN when none)."""
-    c = cells[(cells["variant"] == variant) & (cells["concurrency"] == concurrency) & cells["valid"].astype(bool)]
-    s = pd.to_numeric(c["speedup"], errors="coerce").dropna()
-    s = s[s > 0]
-    return float(math.exp(s.map(math.log).mean())) if len(s) else math.nan
 
 
 def halve(ranked: list[tuple[str, float]]) -> list[str]:
@@ -151,7 +124,7 @@ class Tune:
                                                   for c in cfg.sweep.concurrency}
                 base = next(v for v in cfg.variants if v.name == tuned)
                 dyn, _ = vllm_schedule(ranges(choices), argv)
-                if dyn is None or len(set(choices.values())) < 2 or "per_batch_size" not in _param_names(base.drafter):
+                if dyn is None or len(set(choices.values())) < 2 or "per_batch_size" not in param_names(base.drafter):
                     continue  # nothing to switch between, or a drafter that cannot take a schedule
                 top = max((by_name[n] for n in set(choices.values()) if n), key=lambda s: spec_k(argv[s.name]))
                 params = {**base.params, **top.params, "per_batch_size": dyn["num_speculative_tokens_per_batch_size"]}
@@ -161,37 +134,6 @@ class Tune:
         spec = RoundSpec(label="confirm", variants=variants, concurrency=list(cfg.sweep.concurrency),
                          repeats=cfg.sweep.repeats, launches=cfg.sweep.launches, prompts_file=prompts_file)
         return self._run(spec)
-
-
-def search_score(res: TuneResult, tuned: str, concurrency: int) -> float:
-    """The final setting's speedup in the last search round that measured it (the search-split estimate)."""
-    final = res.final[(tuned, concurrency)]
-    got = [sc for _, n, sc in res.scores.get((tuned, concurrency), []) if n == final]
-    return got[-1] if got else math.nan
-
-
-def _param_names(drafter: str) -> set[str]:
-    from ..drafter import get_drafter
-
-    return set(get_drafter(drafter).Params.model_fields)
-
-
-def launch_argv(rounds: list[Round]) -> dict[str, list[str]]:
-    """Each measured setting's launch argv, from its round's variants/<name>/command.json."""
-    import json
-
-    out: dict[str, list[str]] = {}
-    for r in rounds:
-        for cmd in sorted(r.run_dir.glob("variants/*/command.json")):
-            out.setdefault(cmd.parent.name, list(json.loads(cmd.read_text()).get("argv") or []))
-    return out
-
-
-def spec_k(argv: list[str]) -> int:
-    from .schedule import spec_config
-
-    c = spec_config(argv) or {}
-    return int(c.get("num_speculative_tokens") or 0)
 
 
 def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
