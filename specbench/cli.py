@@ -194,7 +194,7 @@ def _cmd_report(a: argparse.Namespace) -> int:
 
 
 def _cmd_compare(a: argparse.Namespace) -> int:
-    from .compare import compare
+    from .report.compare import compare
 
     cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
                   allow_mixed_hardware=a.allow_mixed_hardware)
@@ -207,7 +207,7 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 
 def _cmd_history(a: argparse.Namespace) -> int:
-    from .history import history, plot, to_markdown
+    from .report.history import history, plot, to_markdown
 
     h = history([Path(r) for r in a.run_dirs], variant=a.variant, threshold=a.threshold,
                 allow_mixed_hardware=a.allow_mixed_hardware)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from .config import EngineConfig, RunConfig, VariantConfig
 from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from .engines import ENGINES, Engine, LaunchSpec
-from .engines.base import SweepFacts, parse_version
+from .engines.base import parse_version
 from .errors import ConfigError, PreflightError, UsageError
+from .specs import SweepFacts
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 

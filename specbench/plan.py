@@ -16,9 +16,9 @@ from typing import NotRequired, TypedDict
 from .arrivals import Trace, arrival_offsets, load_trace
 from .config import RunConfig
 from .errors import ConfigError
-from .engines.base import RequestSpec
 from .prompts import Prompt
 from .records import CellKey
+from .specs import RequestSpec
 
 
 class RequestIdentity(TypedDict):

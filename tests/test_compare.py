@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from fixtures_report import make_run
-from specbench.compare import Estimate, classify, compare
+from specbench.report.compare import Estimate, classify, compare
 from specbench.errors import RunDirError
 
 

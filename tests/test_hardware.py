@@ -12,7 +12,7 @@ import yaml
 
 from conftest import standin_config
 from specbench.cli import main
-from specbench.compare import compare
+from specbench.report.compare import compare
 from specbench.config import parse_config
 from specbench.environment import cuda_version, topology
 from specbench.errors import UsageError

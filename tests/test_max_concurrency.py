@@ -14,7 +14,7 @@ import pytest
 
 from conftest import standin_config
 from test_verdict import LOSE, WIN, curve_rows, verdict
-from specbench.compare import compare
+from specbench.report.compare import compare
 from specbench.config import parse_config
 from specbench.launch import make_engine, plan_launches
 from specbench.metrics.breakeven import capped_verdict

@@ -10,13 +10,14 @@ import abc
 import functools
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import httpx
 from packaging.version import InvalidVersion, Version
 
 from ..config import EngineConfig, VariantConfig
 from ..records import SpecDetails
+from ..specs import RequestSpec, SweepFacts
 
 
 @dataclass(frozen=True)
@@ -40,19 +41,6 @@ class ChunkInfo:
     spec: SpecDetails | None = None
 
 
-@dataclass
-class RequestSpec:
-    """Everything that defines one request; identical across variants for the same sweep point."""
-
-    messages: list[dict[str, str]]
-    prompt_text: str  # for the completions endpoint: the user text (no chat template)
-    max_tokens: int
-    temperature: float
-    seed: int
-    endpoint: str = "chat"
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class Probe:
     """One readiness probe: ready or not, and what the endpoint answered (for the timeout message)."""
@@ -63,15 +51,6 @@ class Probe:
 
     def __bool__(self) -> bool:
         return self.ready
-
-
-@dataclass(frozen=True)
-class SweepFacts:
-    """What an engine needs from the sweep: the endpoint its readiness probe generates on, and the largest
-    concurrency (the fairness pins size the engine's batch by it)."""
-
-    endpoint: Literal["chat", "completions"]
-    max_concurrency: int
 
 
 class Engine(abc.ABC):

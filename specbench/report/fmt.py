@@ -1,4 +1,4 @@
-"""Numbers as text, shared by the report, its plots and compare.py. `—` stands for an undefined value."""
+"""Numbers as text, shared by the report, its plots, compare and history. `—` stands for an undefined value."""
 
 from __future__ import annotations
 

@@ -25,14 +25,14 @@ from typing import Any
 
 import pandas as pd
 
-from . import calibration
+from .. import calibration
 from .compare import CellChange, Comparison, Estimate, Status, classify, compare, estimate, load_cells
-from .errors import UsageError
-from .report.fmt import UNDEFINED
-from .report.load import read_json
-from .report.document import Table
-from .report.markdown import code_span, escape, table
-from .rundir import RunDir
+from ..errors import UsageError
+from .fmt import UNDEFINED
+from .load import read_json
+from .document import Table
+from .markdown import code_span, escape, table
+from ..rundir import RunDir
 
 
 @dataclass(frozen=True)
