@@ -114,3 +114,23 @@ def test_after_an_abort_no_later_read_is_handed_over_and_the_response_is_kept():
 def test_the_events_before_a_framing_error_in_the_same_read_are_handed_over_first():
     got, ex = parse(HEAD + b"9\r\ndata: a\n\n\r\nzz\r\n", 1 << 20)
     assert got == [b"a"] and "malformed HTTP response: Invalid character in chunk size" in str(ex.done.exception())
+
+
+def test_the_sse_rules_hold_however_the_bytes_are_split():
+    """Every SSE case of tests/test_transports.py, fed to the lean splitter one byte at a time and in two pieces
+    at every position: a CR, a CRLF or a BOM split across reads reads the same."""
+    from specbench.sse import SSEParser
+
+    try:
+        from .test_transports import SSE_CASES
+    except ImportError:
+        from test_transports import SSE_CASES
+
+    for parts, expected in SSE_CASES.values():
+        raw = b"".join(parts)
+        splits = [[raw[i:i + 1] for i in range(len(raw))]] + [[raw[:i], raw[i:]] for i in range(1, len(raw))]
+        for pieces in splits:
+            p, out = SSEParser(), []
+            for piece in pieces:
+                p.feed(piece, out)
+            assert [e.decode() for e in out] == expected, (raw, pieces)
