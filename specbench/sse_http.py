@@ -39,7 +39,9 @@ from .transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response,
 
 __all__ = ["ABORT", "CONTINUE", "END", "SSEClient", "StreamError", "Response"]
 
-MAX_STALL = 65536  # response bytes without progress (an over-long head, chunk-size line or trailer): an error
+# response bytes without progress (an over-long head, chunk-size line or trailer) that fail the exchange; counted
+# over whole reads (llhttp streams and never buffers them: the limit is against a response that never ends)
+MAX_STALL = 65536
 _clock = time.perf_counter
 _HEAD, _BODY, _END = 0, 1, 2
 
