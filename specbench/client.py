@@ -8,9 +8,11 @@ Nothing the server sends is taken on trust: the tokens received are counted and 
 final usage, an empty or wrong-length output is an error (`check_output`), and text that is not valid
 Unicode (a lone UTF-16 surrogate) is stored escaped (`safe_text`), so every record can be written.
 
-The stream is read lean (specbench/sse_http.py): the response is parsed in the connection's data
-callback, SSE events are split from the raw bytes, and the events of each read are handed over at once,
-with the time the read arrived; each event's data is decoded once and counted (`_consume`).
+The stream goes through a StreamTransport (specbench/transport.py): the lean one (specbench/sse_http.py:
+the response is parsed in the connection's data callback, SSE events are split from the raw bytes, the events
+of each read are handed over at once, with the time the read arrived) or httpx (the reference path, and
+endpoints behind a proxy); each event's data is decoded once and counted (`_consume`). The request's end
+(e2e_s) is the arrival of the read that held [DONE], on the same clock as the chunks.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from typing import Any
 
 import httpx
 import msgspec
-from httpx_sse import SSEError, aconnect_sse
 
 from .engines.base import Engine, RequestSpec
 from .engines.fastchunk import FastChunk, chunk_reader
+from .httpx_transport import HttpxTransport
 from .plan import PlannedRequest
 from .records import RequestRecord, SpecDetails
-from .sse_http import ABORT, CONTINUE, END, SSEClient, StreamError
+from .sse_http import SSEClient
+from .transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
 
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _DONE = (b"[DONE]", "[DONE]")
@@ -41,15 +44,15 @@ INT64 = (-(2**63), 2**63 - 1)  # what the columnar store (store.py) holds per to
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where and how requests are sent: the engine (bodies, chunk parsing), the pooled HTTP client, the
-    server's base URL, the per-request timeout (sweep.request_timeout_s) and the headers of every request."""
+    """Where and how requests are sent: the engine (bodies, chunk parsing), the stream transport
+    (make_transport), the server's base URL, the per-request timeout (sweep.request_timeout_s) and the
+    headers of every request."""
 
     engine: Engine
-    http: httpx.AsyncClient
+    transport: StreamTransport
     base_url: str
     timeout_s: float
     headers: Mapping[str, str] | None = None
-    sse: SSEClient | None = None  # the lean stream client; None: httpx (the reference path)
     clock_base: float | None = None  # t_send = clock_base + perf_counter() (a sharded client's one clock)
 
 
@@ -78,6 +81,13 @@ class _Tally:
     ids_streamed: bool = False  # some chunk listed its token ids
     exact: bool = True  # every chunk's token count came from usage deltas or ids (not the text fallback)
     done: bool = False
+    done_s: float = 0.0  # when the read holding [DONE] arrived, from the send
+
+
+def make_transport(base_url: str, http: httpx.AsyncClient) -> StreamTransport:
+    """The lean stream transport, or httpx (`http`, not closed by the transport) for an endpoint the environment
+    routes through a proxy (the lean one connects directly)."""
+    return HttpxTransport(http) if behind_proxy(base_url) else SSEClient()
 
 
 def safe_text(s: str) -> str:
@@ -114,26 +124,22 @@ async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
     """Send one streaming request and time it. Never raises for request-level failures: the error
     is recorded in the result, so one bad request cannot lose a window's other measurements.
 
-    With `ep.sse` the lean path (specbench/sse_http.py); without it httpx and httpx-sse (the reference
-    path, also used where a stream client is not set up). Both feed the same per-event code (`_consume`)."""
+    Both transports feed the same per-event code (`_consume`): bytes (the lean transport) through the fast
+    chunk decoder, str (httpx, the reference path) as a dict through `Engine.parse_chunk`."""
     res = StreamResult()
     body = ep.engine.request_body(req)
     url = ep.base_url + ep.engine.request_path(req)
     headers = {**SSE_HEADERS, **(ep.headers or {})}
     tally = _Tally()
     t0 = time.perf_counter()
-    # the lean path reads plain chunks with the fast decoder; the reference path reads every chunk as a dict
-    reader = _Reader(ep.engine, chunk_reader(ep.engine) if ep.sse is not None else None, res, tally, t0)
+    reader = _Reader(ep.engine, chunk_reader(ep.engine), res, tally, t0)
 
     try:
         async with asyncio.timeout(ep.timeout_s):
-            if ep.sse is not None:
-                resp = await ep.sse.post(url, _ENCODE(body), headers, reader.on_events)
-                status, ctype, detail = resp.status, resp.headers.get("content-type", ""), resp.body
-            else:
-                status, ctype, detail = await _httpx_stream(ep, url, body, headers, reader.on_event)
+            resp = await ep.transport.post(url, _ENCODE(body), headers, reader.on_events)
+            status, ctype = resp.status, resp.headers.get("content-type", "")
             if status != 200:
-                text = detail.decode("utf-8", "replace")[:200]
+                text = resp.body.decode("utf-8", "replace")[:200]
                 res.error = f"HTTP {status}: {' '.join(text.split())}"
             elif "text/event-stream" not in ctype:
                 res.error = f"not an event stream: Content-Type {ctype!r}"
@@ -141,31 +147,10 @@ async def stream_request(ep: Endpoint, req: RequestSpec) -> StreamResult:
         res.error = f"timed out after {ep.timeout_s:g}s (sweep.request_timeout_s)"
     except StreamError as exc:
         res.error = str(exc)[:220]
-    except httpx.HTTPError as exc:
-        res.error = f"{type(exc).__name__}: {str(exc)[:200] or 'connection failed'}"
     _finish(res, tally, t0)
     if res.error is None:
         res.error = check_output(res, tally, req.max_tokens if _ignores_eos(body) else None)
     return res
-
-
-async def _httpx_stream(ep: Endpoint, url: str, body: dict[str, Any], headers: dict[str, str],
-                        on_event: Callable[[bytes | str, float], int]) -> tuple[int, str, bytes]:
-    """The reference path: httpx + httpx-sse, each event's data to `on_event` with its arrival time."""
-    async with aconnect_sse(ep.http, "POST", url, json=body, headers=headers) as es:
-        r = es.response
-        if r.status_code != 200:
-            return r.status_code, r.headers.get("content-type", ""), await r.aread()
-        ctype = r.headers.get("content-type", "")
-        if "text/event-stream" not in ctype:
-            return r.status_code, ctype, b""
-        try:
-            async for sse in es.aiter_sse():
-                if on_event(sse.data, time.perf_counter()) != CONTINUE:
-                    break
-        except SSEError as exc:
-            raise httpx.RemoteProtocolError(str(exc)) from None
-        return r.status_code, ctype, b""
 
 
 @dataclass(slots=True)
@@ -173,7 +158,7 @@ class _Reader:
     """One request's stream as events arrive: each event's data into its result (both paths)."""
 
     engine: Engine
-    fast: FastChunk | None  # engines/fastchunk.py, or None: every chunk through engine.parse_chunk
+    fast: FastChunk | None  # engines/fastchunk.py (bytes events), or None: every chunk through engine.parse_chunk
     res: StreamResult
     tally: _Tally
     t0: float
@@ -189,9 +174,6 @@ class _Reader:
             res.error = f"unreadable chunk ({type(exc).__name__}: {exc})"[:200]
         return ABORT if res.error is not None else END if tally.done else CONTINUE
 
-    def on_event(self, data: bytes | str, t: float) -> int:
-        return self.on_events((data,), t)
-
 
 def _consume(reader: _Reader, datas: Sequence[bytes | str], now: float) -> str | None:
     """Events' data into the result, in order, until [DONE] (`now`: their arrival, from the send); returns an
@@ -201,7 +183,7 @@ def _consume(reader: _Reader, datas: Sequence[bytes | str], now: float) -> str |
         info = fast(data) if fast is not None and data.__class__ is bytes else None
         if info is None:
             if data in _DONE or data.strip() in _DONE:
-                tally.done = True
+                tally.done, tally.done_s = True, now
                 return None
             try:
                 chunk = decode_json(data)
@@ -244,7 +226,8 @@ def _consume(reader: _Reader, datas: Sequence[bytes | str], now: float) -> str |
 
 
 def _finish(res: StreamResult, tally: _Tally, t0: float) -> StreamResult:
-    res.e2e_s = time.perf_counter() - t0
+    # the end: [DONE]'s arrival (the chunks' clock), not when this task woke; without [DONE] (an error), now
+    res.e2e_s = tally.done_s if tally.done else time.perf_counter() - t0
     res.text = safe_text("".join(tally.texts))
     res.token_ids = tally.ids or None
     if res.token_ids and not (INT64[0] <= min(res.token_ids) and max(res.token_ids) <= INT64[1]):

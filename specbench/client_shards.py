@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .client import Endpoint, make_http_client, stream_planned
+from .client import Endpoint, make_http_client, make_transport, stream_planned
 from .engines.base import Engine
 from .errors import ClientWorkerError
 from .plan import PlannedRequest
 from .records import RequestRecord
-from .sse_http import SSEClient
 
 MAX_AUTO = 8
 
@@ -75,8 +74,9 @@ def worker_main(fd: int) -> None:
 
 async def _worker(conn: Connection, spec: WorkerSpec) -> None:
     loop = asyncio.get_running_loop()
-    http, sse = make_http_client(spec.max_connections), SSEClient()
-    ep = Endpoint(spec.engine, http, spec.base_url, spec.timeout_s, spec.headers, sse, spec.clock_base)
+    http = make_http_client(spec.max_connections)
+    transport = make_transport(spec.base_url, http)
+    ep = Endpoint(spec.engine, transport, spec.base_url, spec.timeout_s, spec.headers, spec.clock_base)
     stop = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
 
@@ -105,7 +105,7 @@ async def _worker(conn: Connection, spec: WorkerSpec) -> None:
         loop.remove_reader(conn.fileno())
         for t in tasks:
             t.cancel()
-        sse.close()
+        await transport.close()
         await http.aclose()
 
 

@@ -1,196 +1,166 @@
-"""A lean HTTP/1.1 client for streamed generation requests: one asyncio Protocol per connection, the
-response parsed in its `data_received` callback (status line, headers, chunked framing, SSE lines split
-from the raw bytes), the events of each read handed to a plain function at once, in one call, with the time
-the read's bytes arrived.
+"""The lean stream transport: HTTP/1.1 for streamed generation requests, one asyncio Protocol per connection,
+the response framed by llhttp (httptools, Node's parser, uvicorn's) in the connection's `data_received`
+callback, SSE events split from the body's bytes (specbench/sse.py), and the events of each read handed to
+a plain function at once, in one call, with the time the read's bytes arrived.
 
-Why not httpx for these: every chunk then passes through h11, anyio and httpx-sse's async iterators, a
-task switch and several objects per event (docs/client-overhead.md measured 19-156 µs per chunk). Here a
-chunk costs a few bytes operations and one JSON decode. Why one call per read and not later, in larger
-batches: deferred work bunches up when many streams move in step (a batched version measured p99 timing lag
-0.7-3 ms at 64-256 paced streams, this one 0.04-1.4 ms; docs/client-overhead.md) for ~5% less CPU. Probes,
-scrapes and every other request still use httpx. What this client does not do: HTTP proxies (an endpoint
-the environment routes through a proxy is streamed through httpx instead: runner/session.behind_proxy),
-redirects, compression (it asks for none), HTTP/2.
+Why not httpx for these: every chunk then passes through h11, anyio and httpx-sse's async iterators, a task
+switch and several objects per event (docs/client-overhead.md measured 19-156 µs per chunk). Here a chunk
+costs llhttp's C code, a few bytes operations and one JSON decode. Why one call per read and not later, in
+larger batches: deferred work bunches up when many streams move in step (a batched version measured p99
+timing lag 0.7-3 ms at 64-256 paced streams, this one 0.04-1.4 ms; docs/client-overhead.md) for ~5% less CPU.
+
+Strict where a lenient reading could count a wrong stream: llhttp refuses a malformed Content-Length, chunk
+size (`0x9`, `+9`, `9_0`) or chunk end; a Transfer-Encoding other than plain `chunked` and any
+Content-Encoding but identity (it asks for none) fail the request; 1xx interim responses are skipped; a head
+or chunk-size line over 64 KiB fails it; `Connection` is read as a token list. A POST is never sent twice: a
+kept-alive connection is checked before it is reused (closed, or readable while idle: the server closed it),
+and one that fails after the request was written fails the request (a retry could duplicate a generation).
+
+Probes, scrapes and every other request still use httpx. What this client does not do: HTTP proxies (an
+endpoint the environment routes through a proxy is streamed through httpx: transport.behind_proxy),
+redirects, compression, HTTP/2.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import urlsplit
 
-# on_events(data, t): the SSE events of one read, in order, and perf_counter() when the read's bytes arrived.
-# Returns CONTINUE, END (the stream's last event was read, e.g. [DONE]: the exchange is complete at once, and
-# the rest of the body is drained in the background so the connection can be reused; events after it in the
-# same call are the callee's to ignore) or ABORT (an error: the connection is closed). After END or ABORT no
-# later event is handed over.
-CONTINUE, END, ABORT = 0, 1, 2
-OnEvents = Callable[[list[bytes], float], int]
+import httptools
 
-MAX_ERROR_BODY = 64_000
+from .sse import SSEParser
+from .transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
+
+__all__ = ["ABORT", "CONTINUE", "END", "SSEClient", "StreamError", "Response"]
+
+# response bytes without progress (an over-long head, chunk-size line or trailer) that fail the exchange; counted
+# over whole reads (llhttp streams and never buffers them: the limit is against a response that never ends)
+MAX_STALL = 65536
 _clock = time.perf_counter
+_HEAD, _BODY, _END = 0, 1, 2
 
 
-class StreamError(Exception):
-    """The exchange failed below HTTP (connect, connection lost, a response that is not HTTP/1.1)."""
-
-    def __init__(self, kind: str, detail: str):
-        self.kind = kind
-        super().__init__(f"{kind}: {detail}")
+def _tokens(value: str) -> list[str]:
+    return [t.strip().lower() for t in value.split(",") if t.strip()]
 
 
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes = b""  # non-200 responses only (up to MAX_ERROR_BODY)
+def _protocol_error(detail: str) -> StreamError:
+    return StreamError("RemoteProtocolError", detail)
 
 
-@dataclass
 class _Exchange:
-    """One request's response, parsed as bytes arrive."""
+    """One request's response, framed by llhttp as bytes arrive (its callbacks are this object's on_*)."""
 
-    on_events: OnEvents
-    done: asyncio.Future[Response]
-    head: bytes = b""
-    response: Response | None = None
-    mode: str = "head"  # head -> chunked | length | close -> end
-    left: int = 0  # length mode: body bytes still due; chunked: bytes of the current chunk still due (-2: its CRLF)
-    sse_ok: bool = False  # a 200 response whose events are still read (the fast path's condition)
-    buf: bytes = b""  # framing bytes not yet consumed
-    line: bytes = b""  # SSE: the incomplete last line
-    data: list[bytes] = field(default_factory=list)  # SSE: data lines of the event being read
-    events: list[bytes] = field(default_factory=list)  # the events of the read being parsed ...
-    now: float = 0.0  # ... and when its bytes arrived
-    stopped: bool = False  # on_events said END or ABORT: later events are not read
-    got_bytes: bool = False
-    reusable: bool = True
-    on_end: Callable[[], None] | None = None  # called when a drained body ends (the connection goes back)
+    __slots__ = ("on_events", "done", "parser", "sse", "events", "now", "state", "status", "headers",
+                 "response", "sse_ok", "stopped", "got_bytes", "reusable", "until_close", "stalled", "extra",
+                 "on_end")
 
-    # -- framing ------------------------------------------------------------------------------------
+    def __init__(self, on_events: OnEvents, done: asyncio.Future[Response]):
+        self.on_events = on_events
+        self.done = done
+        self.parser = httptools.HttpResponseParser(self)
+        self.sse = SSEParser()
+        self.events: list[bytes] = []  # the events of the read being parsed ...
+        self.now = 0.0  # ... and when its bytes arrived
+        self.state = _HEAD
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.response: Response | None = None
+        self.sse_ok = False  # a 200 response whose events are still read
+        self.stopped = False  # on_events said END or ABORT: later events are not read
+        self.got_bytes = False
+        self.reusable = False
+        self.until_close = False  # the body ends when the connection closes (no length, not chunked)
+        self.stalled = 0  # bytes fed since the parser last made progress
+        self.extra = False  # bytes after the response's end: the connection cannot be trusted
+        self.on_end: Callable[[], None] | None = None  # a drained body ended (the connection goes back)
+
     def feed(self, raw: bytes, now: float) -> None:
         """One read's bytes; its events are handed over before this returns."""
         self.now = now
-        if self.mode == "chunked":  # the stream's body (first: the one test per read)
-            self._chunked(raw)
+        self.got_bytes = True
+        self.stalled += len(raw)
+        try:
+            self.parser.feed_data(raw)
+        except httptools.HttpParserCallbackError as exc:  # a check in a callback below
+            ctx = exc.__context__
+            self.fail(ctx if isinstance(ctx, StreamError) else _protocol_error(f"{type(ctx).__name__}: {ctx}"))
+        except httptools.HttpParserUpgrade:
+            self.fail(_protocol_error(f"unexpected protocol switch (HTTP {self.status})"))
+        except httptools.HttpParserError as exc:
+            self.fail(_protocol_error(f"malformed HTTP response: {exc}"))
         else:
-            self._feed(raw)
+            if self.stalled > MAX_STALL and self.state != _END:
+                what = "response head" if self.state == _HEAD else "chunk-size line or trailer section"
+                self.fail(_protocol_error(f"{what} over {MAX_STALL // 1024} KiB"))
         if self.events:
             self.flush()
 
-    def _feed(self, raw: bytes) -> None:
-        self.got_bytes = True
-        if self.mode == "head":
-            self.head += raw
-            end = self.head.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.head) > 65536:
-                    self.fail(StreamError("RemoteProtocolError", "response head over 64 KiB"))
-                return
-            raw, self.head = self.head[end + 4:], self.head[:end]
-            self._parse_head()
-            if self.mode == "end":
-                return
-        if self.mode == "chunked":
-            self._chunked(raw)
-        elif self.mode == "length":
-            take = raw[:self.left]
-            self.left -= len(take)
-            self._payload(take)
-            if self.left <= 0:
-                self._end()
-        elif self.mode == "close":
-            self._payload(raw)
+    # -- llhttp's callbacks ---------------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self.state == _END:  # a second response nobody asked for
+            self.extra, self.reusable = True, False
 
-    def _parse_head(self) -> None:
-        lines = self.head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            self.fail(StreamError("RemoteProtocolError", f"not an HTTP/1.1 response: {lines[0][:80]!r}"))
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.state == _END:
             return
-        headers: dict[str, str] = {}
-        for ln in lines[1:]:
-            k, _, v = ln.partition(":")
-            headers[k.strip().lower()] = v.strip()
-        self.response = Response(int(parts[1]), headers)
-        self.sse_ok = self.response.status == 200
-        self.reusable = headers.get("connection", "").lower() != "close" and parts[0] != "HTTP/1.0"
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self.mode = "chunked"
-        elif "content-length" in headers:
-            self.mode, self.left = "length", int(headers["content-length"] or 0)
-            if self.left == 0:
-                self._end()
-        else:
-            self.mode, self.reusable = "close", False
+        k, v = name.decode("latin-1").lower(), value.decode("latin-1")
+        self.headers[k] = f"{self.headers[k]}, {v}" if k in self.headers else v
 
-    def _chunked(self, raw: bytes) -> None:
-        buf = self.buf + raw if self.buf else raw
-        pos, n = 0, len(buf)
-        while pos < n:
-            left = self.left
-            if left > 0:  # inside a chunk whose data came in pieces
-                take = buf[pos:pos + left]
-                pos += len(take)
-                self.left = left - len(take)
-                self._payload(take)
-                if self.left == 0:
-                    self.left = -2  # the CRLF after the chunk's data
-                continue
-            if left == -2:
-                if n - pos < 2:
-                    break
-                pos += 2
-                self.left = 0
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            try:
-                size = int(buf[pos:eol], 16)
-            except ValueError:
-                size = -1
-            if size < 0:
-                size = self._chunk_size(buf[pos:eol])
-            if size <= 0:
-                if size == 0:  # the last chunk (trailers, if any, are not read: the connection is not reused)
-                    if n - eol < 4:  # its final CRLF is still to come
-                        break
-                    self.reusable = self.reusable and buf[eol + 2:eol + 4] == b"\r\n"
-                    self._end()
-                return
-            start = eol + 2
-            end = start + size
-            if end + 2 <= n and self.sse_ok and not self.line and not self.data:
-                # the whole chunk is here and holds one whole SSE event, "data: <data>\n\n" (a vLLM chunk):
-                # hand <data> over at once; anything else (more lines, CRLF endings, ...) takes _payload
-                if (buf.startswith(b"data: ", start, end) and buf.find(b"\n", start, end) == end - 2
-                        and buf[end - 1] == 10 and buf[end - 3] != 13):
-                    pos = end + 2
-                    self.events.append(buf[start + 6:end - 2])  # after END the rest is drained (not read)
-                    continue
-                self._payload(buf[start:end])
-                pos = end + 2
-                continue
-            pos, self.left = start, size
-        self.buf = buf[pos:] if pos < n else b""
+    def on_headers_complete(self) -> None:
+        if self.state == _END:
+            return
+        p = self.parser
+        status = self.status = p.get_status_code()
+        if 100 <= status < 200 and status != 101:  # an interim response (100 Continue, 103 Early Hints)
+            self.headers = {}
+            return
+        if p.get_http_version() not in ("1.1", "1.0"):
+            raise _protocol_error(f"not an HTTP/1.1 response (version {p.get_http_version()})")
+        h = self.headers
+        te, ce = h.get("transfer-encoding"), h.get("content-encoding")
+        if te is not None and _tokens(te) != ["chunked"]:
+            raise _protocol_error(f"unsupported Transfer-Encoding {te!r} (HTTP {status}; only chunked is read)")
+        if ce is not None and any(t != "identity" for t in _tokens(ce)):
+            raise _protocol_error(f"unsupported Content-Encoding {ce!r} (HTTP {status}; identity was asked for)")
+        if status == 101:
+            raise _protocol_error("unexpected protocol switch (HTTP 101)")
+        self.response = Response(status, h)
+        self.sse_ok = status == 200
+        self.reusable = p.should_keep_alive()
+        self.until_close = te is None and "content-length" not in h and status not in (204, 304)
+        self.state, self.stalled = _BODY, 0
 
-    def _chunk_size(self, line: bytes) -> int:
-        """A chunk-size line with an extension ("1a;name=value"); -1 after failing the exchange."""
-        text = line.split(b";", 1)[0].strip()
-        try:
-            size = int(text, 16)
-        except ValueError:
-            size = -1
-        if size < 0:
-            self.fail(StreamError("RemoteProtocolError", f"bad chunk size {text[:20]!r}"))
-        return size
+    def on_body(self, body: bytes) -> None:
+        self.stalled = 0
+        if self.sse_ok:
+            sse = self.sse
+            # the piece is one whole SSE event, "data: <data>\n\n" (a vLLM chunk): <data> at once
+            if (sse.clean and body.startswith(b"data: ") and body.find(b"\n") == len(body) - 2
+                    and body.endswith(b"\n\n") and b"\r" not in body):
+                self.events.append(body[6:-2])
+            else:
+                sse.feed(body, self.events)
+        elif self.state == _BODY and self.status != 200:
+            resp = self.response
+            assert resp is not None
+            if len(resp.body) < MAX_ERROR_BODY:
+                resp.body += body[:MAX_ERROR_BODY - len(resp.body)]
 
+    def on_message_complete(self) -> None:
+        if self.state == _HEAD:  # the end of an interim response: the final one follows
+            return
+        if self.state == _BODY:
+            self.reusable = self.reusable and self.parser.should_keep_alive()
+            self._end()
+
+    # -- the exchange's end ---------------------------------------------------------------------------
     def flush(self) -> bool:
         """Hand the read's events over; True when the exchange stops reading events."""
         if self.stopped:
@@ -209,35 +179,10 @@ class _Exchange:
             self._complete()
         return True
 
-    def _payload(self, raw: bytes) -> None:
-        resp = self.response
-        assert resp is not None
-        if resp.status != 200:
-            if len(resp.body) < MAX_ERROR_BODY:
-                resp.body += raw[:MAX_ERROR_BODY - len(resp.body)]
-            return
-        if self.stopped or not raw:
-            return
-        # SSE: lines end in LF or CRLF; an event's data lines are joined by LF and dispatched on a blank line
-        *lines, self.line = (self.line + raw).split(b"\n")
-        for line in lines:
-            if line[-1:] == b"\r":
-                line = line[:-1]
-            if not line:
-                if self.data:
-                    self.events.append(b"\n".join(self.data))
-                    self.data = []
-            elif line[:5] == b"data:":
-                self.data.append(line[6:] if line[5:6] == b" " else line[5:])
-
     def _end(self) -> None:
-        self.mode = "end"
-        if self.response is not None and self.response.status == 200 and not self.stopped:
-            line = self.line[:-1] if self.line[-1:] == b"\r" else self.line
-            if line[:5] == b"data:":  # a last event without its blank line still counts (as in httpx-sse)
-                self.data.append(line[6:] if line[5:6] == b" " else line[5:])
-            if self.data:
-                self.events.append(b"\n".join(self.data))
+        """The response ended (an event without its blank line is discarded, as the SSE rules say)."""
+        self.state = _END
+        if self.events:
             self.flush()
         self._complete()
         if self.on_end is not None:
@@ -252,7 +197,7 @@ class _Exchange:
         far is the result (an ABORT by on_events: the caller has what it needs). The events read before it
         are handed over first."""
         self.flush()
-        self.mode, self.reusable = "end", False
+        self.state, self.reusable, self.sse_ok = _END, False, False
         if not self.done.done():
             if keep_result and self.response is not None:
                 self.done.set_result(self.response)
@@ -263,12 +208,12 @@ class _Exchange:
 
     def lost(self) -> None:
         """The connection closed: the end of a read-until-close body, else a truncated response."""
-        if self.mode == "close":
-            self.now = time.perf_counter()  # the body's end: a last event without its blank line arrives now
+        if self.state == _BODY and self.until_close:
+            self.now = _clock()
             self._end()
-        elif self.mode != "end":
-            what = "before the response head" if self.mode == "head" else "before the response ended"
-            self.fail(StreamError("RemoteProtocolError", f"peer closed the connection {what} (truncated)"))
+        elif self.state != _END:
+            what = "before the response head" if self.state == _HEAD else "before the response ended"
+            self.fail(_protocol_error(f"peer closed the connection {what} (truncated)"))
 
 
 class _Conn(asyncio.Protocol):
@@ -290,11 +235,25 @@ class _Conn(asyncio.Protocol):
             self.close()
             return
         exchange.feed(data, now)
+        if exchange.extra:
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.exchange is not None:
             self.exchange.lost()
+
+    def reusable(self) -> bool:
+        """Idle and still open: not closed, and nothing to read (a readable idle socket is the server's close,
+        or bytes nobody asked for, not yet seen by the event loop)."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return True
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLIN)
+        return not poll.poll(0)
 
     def close(self) -> None:
         self.closed = True
@@ -303,7 +262,8 @@ class _Conn(asyncio.Protocol):
 
 
 class SSEClient:
-    """A keep-alive pool of lean connections, per event loop (use one per loop; close() at the end)."""
+    """The lean StreamTransport: a keep-alive pool of lean connections, per event loop (one per loop; close()
+    at the end)."""
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
@@ -322,10 +282,18 @@ class SSEClient:
             raise StreamError("ConnectError", str(exc) or type(exc).__name__) from None
         return conn
 
+    def _take_idle(self, key: tuple[str, str, int]) -> _Conn | None:
+        """A kept-alive connection known to be open, or None; those found dead are closed (never written to)."""
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if conn.reusable():
+                return conn
+            conn.close()
+        return None
+
     async def post(self, url: str, body: bytes, headers: Mapping[str, str], on_events: OnEvents) -> Response:
-        """POST `body` (JSON) and hand the SSE events of a 200 response to `on_events`, read by read, with the
-        time each read's bytes arrived. Returns when the response has ended (the body of a non-200 response is
-        in `Response.body`). Raises StreamError below HTTP; cancellation (a timeout) closes the connection."""
+        """StreamTransport.post (see transport.py); the body of a non-200 response is in `Response.body`."""
         u = urlsplit(url)
         scheme = u.scheme or "http"
         port = u.port or (443 if scheme == "https" else 80)
@@ -335,34 +303,31 @@ class SSEClient:
                 f"Content-Length: {len(body)}", "Accept-Encoding: identity",
                 *(f"{k}: {v}" for k, v in headers.items())]
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-        for attempt in (1, 2):
-            idle = self._idle.get(key) or []
-            while idle and idle[-1].closed:
-                idle.pop()
-            reused = bool(idle)
-            conn = idle.pop() if idle else await self._connect(key)
-            exchange = _Exchange(on_events, asyncio.get_running_loop().create_future())
-            conn.exchange = exchange
-            assert conn.transport is not None
-            try:
-                conn.transport.write(request)
-                resp = await exchange.done
-            except StreamError:
-                conn.close()
-                # a kept-alive connection the server had already closed: send once more on a fresh one
-                if reused and attempt == 1 and not exchange.got_bytes:
-                    continue
-                raise
-            except BaseException:
-                conn.close()
-                raise
-            if exchange.mode == "end":
-                self._release(key, conn, exchange)
-            else:  # complete at its last event: the connection returns once the body's end is read
-                self._draining.add(conn)
-                exchange.on_end = lambda: self._release(key, conn, exchange)
-            return resp
-        raise AssertionError("unreachable")
+        conn = self._take_idle(key)
+        reused = conn is not None
+        if conn is None:
+            conn = await self._connect(key)
+        exchange = _Exchange(on_events, asyncio.get_running_loop().create_future())
+        conn.exchange = exchange
+        assert conn.transport is not None
+        try:
+            conn.transport.write(request)
+            resp = await exchange.done
+        except StreamError as exc:
+            conn.close()
+            if reused and not exchange.got_bytes:  # the request may have reached the server: not sent again
+                raise StreamError(exc.kind, f"{str(exc)[len(exc.kind) + 2:]} on a kept-alive connection; a POST "
+                                            "is not sent twice (it could duplicate a generation)") from None
+            raise
+        except BaseException:
+            conn.close()
+            raise
+        if exchange.state == _END:
+            self._release(key, conn, exchange)
+        else:  # complete at its last event: the connection returns once the body's end is read
+            self._draining.add(conn)
+            exchange.on_end = lambda: self._release(key, conn, exchange)
+        return resp
 
     def _release(self, key: tuple[str, str, int], conn: _Conn, exchange: _Exchange) -> None:
         exchange.on_end = None
@@ -374,7 +339,7 @@ class SSEClient:
         else:
             conn.close()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._open = False
         for c in list(self._draining):
             c.close()

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from specbench.client import Endpoint, stream_request
+from specbench.httpx_transport import HttpxTransport
 from specbench.sse_http import SSEClient
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec
@@ -67,16 +68,17 @@ def run(body: bytes, status: int = 200, timeout: float = 5.0, path: str = "lean"
         seen: list[dict] = []
         server = await _serve(body, status, seen, piece, terminate=terminate)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        sse = SSEClient() if path == "lean" else None
         try:
             async with httpx.AsyncClient() as http:
+                transport = SSEClient() if path == "lean" else HttpxTransport(http)
                 eng = VLLMEngine(CFG.engine, sweep_facts(CFG), "/m", "m")
                 req = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi",
                                   max_tokens=max_tokens, temperature=0.0, seed=0)
-                return await stream_request(Endpoint(eng, http, url, timeout, sse=sse), req)
+                try:
+                    return await stream_request(Endpoint(eng, transport, url, timeout), req)
+                finally:
+                    await transport.close()
         finally:
-            if sse is not None:
-                sse.close()
             server.close()
             assert seen and all(s["stream"] is True and s["ignore_eos"] is True and s["return_token_ids"] is True
                                 for s in seen)
@@ -190,31 +192,8 @@ def test_lone_surrogate_is_stored_escaped(path):
     assert r.error is None and r.text.startswith("a\\ud83d") and r.text.encode("utf-8")
 
 
-def test_a_stale_kept_alive_connection_is_retried_once():
-    """The server closes idle keep-alive connections (uvicorn after 5 s): the next request on it is sent
-    again on a fresh connection, not recorded as an error."""
-    async def go():
-        seen: list[dict] = []
-        server = await _serve(eight(), 200, seen, 4096, keep_alive=False)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        sse_client = SSEClient()
-        try:
-            async with httpx.AsyncClient() as http:
-                ep = Endpoint(VLLMEngine(CFG.engine, sweep_facts(CFG), "/m", "m"), http, url, 5.0, sse=sse_client)
-                req = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi", max_tokens=8,
-                                  temperature=0.0, seed=0)
-                first = await stream_request(ep, req)
-                return first, await stream_request(ep, req), len(seen)
-        finally:
-            sse_client.close()
-            server.close()
-
-    first, second, n = asyncio.run(go())
-    assert first.error is None and second.error is None and n == 2
-
-
 def test_an_endpoint_behind_a_proxy_is_streamed_through_httpx(monkeypatch):
-    from specbench.runner.session import behind_proxy
+    from specbench.transport import behind_proxy
 
     for k in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(k, raising=False)

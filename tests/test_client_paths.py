@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from specbench.config import parse_config
+from specbench.httpx_transport import HttpxTransport
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package
@@ -51,8 +52,8 @@ def records(out: Path) -> list[dict[str, Any]]:
 def test_lean_and_reference_paths_write_the_same_records(tmp_path, port, monkeypatch, no_survivors):
     runs = {}
     for path in ("lean", "reference"):
-        if path == "reference":  # no stream client: every streamed request goes through httpx + httpx-sse
-            monkeypatch.setattr("specbench.runner.session.SSEClient", lambda: None)
+        if path == "reference":  # every streamed request goes through httpx + httpx-sse
+            monkeypatch.setattr("specbench.runner.session.make_transport", lambda url, http: HttpxTransport(http))
         out = tmp_path / f"run-{path}"
         res = run_matrix(parse_config(config(tmp_path / path, port)), RunOptions(out=out, skip_preflight=True))
         assert set(res.status.values()) == {"done"}, res.status

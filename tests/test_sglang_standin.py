@@ -21,6 +21,7 @@ from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec, dist_version
 from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
+from specbench.httpx_transport import HttpxTransport
 from specbench.launch import sweep_facts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ REQ = RequestSpec(messages=[{"role": "user", "content": "Write a poem"}], prompt
 
 async def _stream(url: str, engine: SGLangEngine):
     async with httpx.AsyncClient() as http:
-        return await stream_request(Endpoint(engine, http, url, 10), REQ)
+        return await stream_request(Endpoint(engine, HttpxTransport(http), url, 10), REQ)
 
 
 def test_openai_stream_carries_sglext_spec_details(standin) -> None:

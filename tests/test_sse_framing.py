@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from specbench.sse_http import ABORT, CONTINUE, END, _Exchange
+from specbench.sse_http import _END, ABORT, CONTINUE, END, _Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 EVENTS = [b'data: {"a": 1}\n\n', b'data: {"a": 2}\r\n\r\n', b"data: line1\ndata: line2\n\n", b": a comment\n\n",
@@ -53,19 +53,19 @@ def test_the_same_events_however_the_body_is_framed_and_read(how, read):
     got, ex = parse(frame(EVENTS, how), read)
     assert got == EXPECTED
     assert ex.done.done() and ex.done.result().status == 200
-    assert ex.mode == "end" and ex.reusable  # the body was drained to its end: the connection can be reused
+    assert ex.state == _END and ex.reusable  # the body was drained to its end: the connection can be reused
 
 
 def test_nothing_after_done_is_read_and_the_body_is_still_drained():
     got, ex = parse(frame([b"data: [DONE]\n\n", b'data: {"late": 1}\n\n'], "per event"), 1 << 20)
-    assert got == [b"[DONE]"] and ex.mode == "end" and ex.reusable
+    assert got == [b"[DONE]"] and ex.state == _END and ex.reusable
 
 
 @pytest.mark.parametrize("size", [b"-1", b"zz", b"1x;e"])
 def test_a_bad_chunk_size_fails_the_exchange(size):
     raw = HEAD + size + b"\r\ndata: x\n\n\r\n0\r\n\r\n"
     got, ex = parse(raw, 1 << 20)
-    assert got == [] and ex.done.done() and "bad chunk size" in str(ex.done.exception())
+    assert got == [] and ex.done.done() and "malformed HTTP response: Invalid character in chunk size" in str(ex.done.exception())
 
 
 
@@ -88,7 +88,7 @@ def test_the_events_of_each_read_are_handed_over_in_one_call_with_its_time():
         ex.feed(rest[:-5], 2.0)  # all but the body's last chunk
         assert calls == [([b"1", b"2"], 1.0), ([b"3", b"[DONE]"], 2.0)] and ex.done.done()
         ex.feed(rest[-5:], 3.0)
-        assert len(calls) == 2 and ex.mode == "end" and ex.reusable
+        assert len(calls) == 2 and ex.state == _END and ex.reusable
     finally:
         loop.close()
 
@@ -113,4 +113,24 @@ def test_after_an_abort_no_later_read_is_handed_over_and_the_response_is_kept():
 
 def test_the_events_before_a_framing_error_in_the_same_read_are_handed_over_first():
     got, ex = parse(HEAD + b"9\r\ndata: a\n\n\r\nzz\r\n", 1 << 20)
-    assert got == [b"a"] and "bad chunk size" in str(ex.done.exception())
+    assert got == [b"a"] and "malformed HTTP response: Invalid character in chunk size" in str(ex.done.exception())
+
+
+def test_the_sse_rules_hold_however_the_bytes_are_split():
+    """Every SSE case of tests/test_transports.py, fed to the lean splitter one byte at a time and in two pieces
+    at every position: a CR, a CRLF or a BOM split across reads reads the same."""
+    from specbench.sse import SSEParser
+
+    try:
+        from .test_transports import SSE_CASES
+    except ImportError:
+        from test_transports import SSE_CASES
+
+    for parts, expected in SSE_CASES.values():
+        raw = b"".join(parts)
+        splits = [[raw[i:i + 1] for i in range(len(raw))]] + [[raw[:i], raw[i:]] for i in range(1, len(raw))]
+        for pieces in splits:
+            p, out = SSEParser(), []
+            for piece in pieces:
+                p.feed(piece, out)
+            assert [e.decode() for e in out] == expected, (raw, pieces)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
-
 from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec
@@ -31,16 +29,15 @@ def test_the_blaster_streams_complete_records():
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         sse = SSEClient()
         try:
-            async with httpx.AsyncClient() as http:
-                ep = Endpoint(VLLMEngine(CFG.engine, sweep_facts(CFG), "/m", "m"), http, url, 10.0, sse=sse)
-                out = []
-                for n in (3, 5000):  # 5000 tokens: the body spans several 64 KiB writes
-                    req = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi", max_tokens=n,
-                                      temperature=0.0, seed=0)
-                    out.append(await stream_request(ep, req))
-                return out
+            ep = Endpoint(VLLMEngine(CFG.engine, sweep_facts(CFG), "/m", "m"), sse, url, 10.0)
+            out = []
+            for n in (3, 5000):  # 5000 tokens: the body spans several 64 KiB writes
+                req = RequestSpec(messages=[{"role": "user", "content": "hi"}], prompt_text="hi", max_tokens=n,
+                                  temperature=0.0, seed=0)
+                out.append(await stream_request(ep, req))
+            return out
         finally:
-            sse.close()
+            await sse.close()
             server.close()
 
     small, big = asyncio.run(go())

@@ -18,15 +18,15 @@ from types import TracebackType
 
 import httpx
 
-from ..client import Endpoint, make_http_client
+from ..client import Endpoint, make_http_client, make_transport
 from ..client_shards import ShardedClient, WorkerSpec, resolve_processes
-from ..sse_http import SSEClient
 from ..config import RunConfig
 from ..engines.base import Engine
 from ..errors import EngineStartError, ForeignListenerError
 from ..launch import VariantLaunch, api_headers, redact_env
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
+from ..transport import StreamTransport
 from ..rundir import JsonlAppender, RunDir, atomic_write, write_json
 from ..process import EngineProcess, port_in_use, port_owner
 
@@ -96,7 +96,7 @@ class VariantSession:
         self.startup_s: float | None = None
         self.last_window: list[RequestRecord] = []  # request records of the last measured window
         self._http: httpx.AsyncClient | None = None
-        self._sse: SSEClient | None = None  # the lean client of the streamed requests
+        self._transport: StreamTransport | None = None  # what the streamed requests go through
         self.shards: ShardedClient | None = None  # client.processes > 1: the worker processes
         # one thread appends the window's request records in order, off the event loop (measure_window)
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{launch.name}-records")
@@ -121,8 +121,10 @@ class VariantSession:
 
     @property
     def endpoint(self) -> Endpoint:
-        """What the load loops send through: engine, client, URL, timeout, headers."""
-        return Endpoint(self.engine, self.http, self.base_url, self.request_timeout_s, self.headers, self._sse)
+        """What the load loops send through: engine, stream transport, URL, timeout, headers."""
+        if self._transport is None:
+            raise RuntimeError("VariantSession used outside `async with`")
+        return Endpoint(self.engine, self._transport, self.base_url, self.request_timeout_s, self.headers)
 
     @property
     def pid(self) -> int | None:
@@ -131,7 +133,7 @@ class VariantSession:
     async def __aenter__(self) -> VariantSession:
         self._http = make_http_client(max(self.cfg.sweep.concurrency))
         self._http.headers.update(self.headers or {})
-        self._sse = None if behind_proxy(self.base_url) else SSEClient()
+        self._transport = make_transport(self.base_url, self._http)
         try:
             if self.launch.spec is None:
                 self.reporter.phase(self.name, "checking endpoint")
@@ -210,24 +212,12 @@ class VariantSession:
             self.reporter.phase(self.name, "stopping engine")
             self.proc.stop(grace_s=self.cfg.engine.stop_timeout_s)
         self.writer.shutdown(wait=True)  # records still queued (a window cut short) are written, never lost
-        if self._sse is not None:
-            self._sse.close()
-            self._sse = None
+        if self._transport is not None:
+            await self._transport.close()
+            self._transport = None
         if self._http is not None:
             await self._http.aclose()
             self._http = None
-
-
-def behind_proxy(url: str) -> bool:
-    """True when the environment routes `url` through an HTTP proxy (HTTP_PROXY etc., not bypassed by
-    NO_PROXY): the lean stream client goes direct, so such an endpoint is streamed through httpx instead."""
-    from urllib.parse import urlsplit
-    from urllib.request import getproxies, proxy_bypass
-
-    u = urlsplit(url)
-    if not getproxies().get(u.scheme or "http"):
-        return False
-    return not proxy_bypass(u.hostname or "")
 
 
 def shell_line(argv: list[str], env: dict[str, str]) -> str:
