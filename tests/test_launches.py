@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -14,6 +15,7 @@ from conftest import force_service_times, set_launch_faults, standin_config
 from specbench.config import parse_config
 from specbench.records import WindowRecord
 from specbench.rundir import RunDir
+from specbench.setupkey import hardware_key
 from specbench.runner import RunOptions, finalize, run_matrix
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
@@ -113,10 +115,11 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     assert calibration.estimate(cells.assign(launches=1), "b", hardware={}, engine="", model="",
                                 source_run="") is None
     path = calibration.store_path({"cpu": "c"}, tmp_path)
-    assert calibration.add(cal, path).pooled
-    assert calibration.attach(tmp_path / "run", {"cpu": "other"}, tmp_path) is None  # another machine
+    assert calibration.add(replace(cal, setup=SETUP), path).pooled
+    other = dict(SETUP, hardware=hardware_key({"cpu": "other"}))
+    assert calibration.attach(tmp_path / "run", other, tmp_path).pooled is None  # another machine
     (tmp_path / "run").mkdir()
-    attached = calibration.attach(tmp_path / "run", {"cpu": "c"}, tmp_path)
+    attached = calibration.attach(tmp_path / "run", SETUP, tmp_path).pooled
     assert attached is not None and (attached.rel_var, attached.df, attached.entries) == (cal.rel_var, 2, 1)
     assert attached.history == str(path)
     copied = calibration.load(tmp_path / "run" / calibration.FILE)
@@ -125,12 +128,18 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     assert launch_components(cal.variance("x"), n_variants=2) == [(2 * cal.rel_var, 2.0)]
 
 
-def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0)) -> Any:
+SETUP = {"hardware": hardware_key({"cpu": "c"}), "engine": "vllm 0.11.2", "launch": "l1", "model": "m1",
+         "parallelism": "nodes=1"}
+
+
+def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0),
+           setup: dict[str, str] | None = None) -> Any:
     from specbench import calibration
 
     return calibration.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
                                    engine="vllm", model="m", created="t", source_run=run,
-                                   repeat_rel_var=repeat[0], repeat_df=repeat[1])
+                                   repeat_rel_var=repeat[0], repeat_df=repeat[1],
+                                   setup=SETUP if setup is None else setup)
 
 
 def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -> None:
@@ -183,4 +192,4 @@ def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
     assert calibration.inconsistency(cells, "b", hist) is None
     # a launch CV of 40% (F = 100 on 2 and 4 df): this run's intervals keep to its own launches
     reason = calibration.inconsistency(cells.assign(launch_cv=0.4), "b", hist)
-    assert reason is not None and reason.startswith("this run's between-launch CV 40.0% (df 2) is inconsistent")
+    assert reason is not None and reason.startswith("b's between-launch CV 40.0% (df 2) is inconsistent")

@@ -72,8 +72,9 @@ def verdict_section(data: RunData) -> list[Block]:
     table = verdict_table(data)
     more: list[list[Inline]] = [[Strong(v), f": {advice}."] for v in data.drafters
                                  if (advice := undecided_advice(data, v, _min_speedup(data)))]
+    history: list[list[Inline]] = [[note] for note in data.history_notes]
     return [Heading("Verdict"), *([table] if table is not None else []), Bullets(items, overall),
-            *([Bullets(more, "note")] if more else []),
+            *([Bullets(more, "note")] if more else []), *([Bullets(history, "warn")] if history else []),
             Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
                        f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter), as "
                        f"no practical difference when the interval lies inside [{1 / _min_speedup(data):.3f}, "
