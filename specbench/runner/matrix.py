@@ -26,6 +26,7 @@ from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, Stor
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
+from ..metrics.drift import launch_effects
 from ..metrics.gates import eager_engine
 from ..metrics.sequential import always_valid
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from ..slurm import Allocation
 
 VARIANCE_HISTORY = "variance_history.json"  # what the intervals took from the variance history, and why
+LAUNCH_DRIFT = "launch_drift.csv"  # the baseline's launch means against time (metrics.drift)
 
 
 @dataclass
@@ -90,6 +92,8 @@ class MatrixRun:
             if state.config_hash not in (None, config_hash(self.cfg)):
                 raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
             state.note_resume()
+        else:
+            state.launch_order = "abba"
         state.name, state.baseline, state.config_hash = self.cfg.name, self.cfg.baseline.name, config_hash(self.cfg)
         if self.cfg.sweep.input_lens:
             from ..prompts import padding_document
@@ -180,7 +184,7 @@ class MatrixRun:
         ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
         ctx.checkpoint = lambda: state.save(rd)
         names = [vl.name for vl in plan.launches]
-        units = launch_order(names, self.cfg.sweep.launches)
+        units = launch_order(names, self.cfg.sweep.launches, state.launch_order or "interleaved")
         if placer is not None:  # Slurm: one launch per variant on its own node(s)
             await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
         else:
@@ -376,6 +380,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         points = open_loop_table(requests, windows, slos)
         atomic_write(rd.open_loop, points.to_csv(index=False))
         atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
+    atomic_write(rd.path / LAUNCH_DRIFT, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)

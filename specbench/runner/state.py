@@ -65,6 +65,7 @@ class RunState(BaseModel):
     variants: dict[str, VariantState] = {}
     # the variance history at the start: setup, history file, candidate entries, the others and why (calibration.Lookup)
     variance_history: dict[str, Any] | None = None
+    launch_order: str | None = None  # scheduler.ORDERS; unset in runs started before it: "interleaved"
 
     @classmethod
     def new(cls) -> RunState:
