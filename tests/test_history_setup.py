@@ -9,12 +9,15 @@ Now the entry is a near match: named in the report, with what differs, and never
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
+import scipy.stats
 
 from conftest import make_model_dir, standin_config
 from specbench import calibration
@@ -121,3 +124,54 @@ def test_a_history_from_another_setup_no_longer_adopts_at_the_boundary() -> None
     assert mis.adopt_before >= 0.15 and mis.adopt_now <= 0.07 and mis.refused > 0.05
     same = simulate(400, 1, HISTORY_CV)
     assert same.adopt_now <= 0.035 and same.refused <= 0.08
+
+
+def _cells(rows: list[tuple[str, int, int, float, float, float]]) -> pd.DataFrame:
+    """(variant, launches, repeats, launch_cv, repeat_cv, throughput) rows of one point each."""
+    return pd.DataFrame([{"variant": v, "valid": True, "launches": la, "repeats": r, "launch_cv": lcv,
+                          "repeat_cv": rcv, "point_id": f"p{i}", "output_throughput_tok_s": tp}
+                         for i, (v, la, r, lcv, rcv, tp) in enumerate(rows)])
+
+
+def _history(rel_var: float = 0.0004, repeat_var: float = 0.0001, speed: float = 100.0) -> calibration.Calibration:
+    entry = calibration.Calibration(rel_var=rel_var, df=2, launches=3, cells=2, hardware={}, engine="", model="",
+                                    created="", source_run="/runs/cal", repeat_rel_var=repeat_var, repeat_df=6,
+                                    speeds={"p0": speed, "p1": speed}, repeats=3)
+    pooled = calibration.pooled([entry], "h.json")
+    assert pooled is not None
+    return pooled
+
+
+def test_every_variant_is_checked_and_one_launch_runs_through_their_repeats() -> None:
+    """One launch x 3 repeats: no launch component of its own, but its repeat components are F-tested, the
+    drafter's as well as the baseline's; a drafter whose repeats vary far more refuses the history."""
+    steady = _cells([("base", 1, 3, math.nan, 0.01, 100.0), ("ngram", 1, 3, math.nan, 0.012, 130.0)])
+    use = calibration.check_run(steady, ["base", "ngram"], _history(), launches=1)
+    assert use.used is not None and use.pooled == ["/runs/cal"] and use.bounded
+    lv = use.variance("x")
+    assert lv is not None and lv.df == math.inf and lv.rel_var == pytest.approx(2 * 0.0004 / scipy.stats.chi2.ppf(0.05, 2))
+    shaky = steady.assign(repeat_cv=[0.01, 0.15])  # F = 225 on (2, 6) df
+    use = calibration.check_run(shaky, ["base", "ngram"], _history(), launches=1)
+    assert use.used is None and use.variance("x") is None
+    assert use.refused[0]["reason"].startswith("ngram's between-repeat CV 15.0% (df 2) is inconsistent")
+
+
+def test_an_entry_far_from_the_run_s_baseline_speed_is_refused() -> None:
+    """Baseline at 100 tok/s in the history (launch CV 2%, df 2: bound 8.8%): 105 passes, 160 (+60%) is
+    another setup whatever its variances say; with 2 launches (whose F test has df 1) too."""
+    near = _cells([("base", 2, 4, 0.02, 0.01, 105.0), ("base", 2, 4, 0.02, 0.01, 105.0)])
+    assert calibration.speed_refusal(_history(), near, "base") is None
+    far = near.assign(output_throughput_tok_s=160.0)
+    why = calibration.speed_refusal(_history(), far, "base")
+    assert why is not None and why.startswith("baseline speed +60% against cal's at 2 shared points")
+    use = calibration.check_run(far, ["base"], _history(), launches=2)
+    assert use.used is None and use.refused == [{"source_run": "/runs/cal", "reason": why}]
+
+
+def test_variance_bound_known_answers() -> None:
+    from specbench.metrics.decision import Estimate, variance_bound
+
+    b = variance_bound(Estimate(0.01, 2))
+    assert b.df == math.inf and b.var == pytest.approx(0.01 * 2 / 0.102587, rel=1e-4)  # chi2_{0.05}(2)
+    assert variance_bound(Estimate(0.01, 29)).var == pytest.approx(0.01 * 29 / 17.708, rel=1e-3)
+    assert variance_bound(Estimate(0.01, 30)) == Estimate(0.01, 30)  # enough df: the estimate on its df
