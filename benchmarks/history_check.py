@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from specbench import calibration, stats
+from specbench.metrics.common import interval_or_nan
 from specbench.metrics.decision import ALPHA, Outcome, classify
 from specbench.metrics.intervals import LaunchVariance, launch_components, variance_levels
 
@@ -87,7 +88,8 @@ def simulate(trials: int, seed: int, true_cv: float, speedup: float = M) -> Rate
                 refused += 1
                 continue
             ci = stats.ratio_ci(v, b, confidence=1 - 2 * ALPHA, extra_log=launch_components(lv, n_variants=2))
-            if classify(ci.low, ci.high, M) == Outcome.ADOPT:
+            low, high = interval_or_nan(ci.bounds)  # as metrics.cells reads it
+            if classify(low, high, M) == Outcome.ADOPT:
                 before += counter == "before"
                 now += counter == "now"
     return Rates(before / trials, now / trials, refused / trials)
