@@ -324,7 +324,8 @@ def inconsistency(cells: pd.DataFrame, variants: str | list[str], history: Calib
             if new is not None and not (test := consistent(new, old)).ok:
                 assert old is not None
                 notes.append(f"{variant}'s {name} CV {100 * math.sqrt(new.var):.1f}% (df {new.df:g}) is inconsistent "
-                             f"with the history's {100 * math.sqrt(old.var):.1f}% (df {old.df:g}; F test p = {test.p:.3g})")
+                             f"with the history's {100 * math.sqrt(old.var):.1f}% (df {old.df:g}; "
+                             f"F test p = {test.p:.3g})")
     return "; ".join(notes) or None
 
 

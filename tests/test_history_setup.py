@@ -149,7 +149,8 @@ def test_every_variant_is_checked_and_one_launch_runs_through_their_repeats() ->
     use = calibration.check_run(steady, ["base", "ngram"], _history(), launches=1)
     assert use.used is not None and use.pooled == ["/runs/cal"] and use.bounded
     lv = use.variance("x")
-    assert lv is not None and lv.df == math.inf and lv.rel_var == pytest.approx(2 * 0.0004 / scipy.stats.chi2.ppf(0.05, 2))
+    assert lv is not None and lv.df == math.inf
+    assert lv.rel_var == pytest.approx(2 * 0.0004 / scipy.stats.chi2.ppf(0.05, 2))  # the 95% upper bound
     shaky = steady.assign(repeat_cv=[0.01, 0.15])  # F = 225 on (2, 6) df
     use = calibration.check_run(shaky, ["base", "ngram"], _history(), launches=1)
     assert use.used is None and use.variance("x") is None

@@ -145,7 +145,8 @@ class MatrixRun:
     def _attach_history(self, plan: Plan, rd: RunDir, state: RunState) -> None:
         """Copy this setup's pooled variance history into the run (calibration.json) and record in run.json
         (`variance_history`) the setup, the entries that may be pooled and why the others are not."""
-        setup = setup_of(hardware_fingerprint(), plan.engine, plan.launch(self.cfg.baseline.name), self.cfg.engine.nodes)
+        baseline = plan.launch(self.cfg.baseline.name)
+        setup = setup_of(hardware_fingerprint(), plan.engine, baseline, self.cfg.engine.nodes)
         found = calibration.attach(rd.path, setup, calibration.history_dir(self.cfg.verdict.history_dir))
         state.variance_history = found.to_dict()
         for note in found.notes:
