@@ -17,7 +17,7 @@ from .calibration import Calibration, model_key
 from .config import RunConfig
 from .plan import capped_variants
 from .metrics.decision import Components, Design, Estimate, Plan, component_interval, log_ratio_variance, \
-    optimal_design, t_quantile
+    optimal_design, t_quantile, variance_bound
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,14 @@ def _components(cfg: RunConfig, history: Calibration | None) -> tuple[Components
 
 def _half_width(comps: Components, design: Design, history: Calibration | None) -> tuple[float | None, bool]:
     """(expected half-width of ln speedup, indicative). With 2+ launches the run estimates its own
-    launch variance (Welch df 2(n - 1)); with one launch only a history supplies it."""
+    launch variance (Welch df 2(n - 1)); with one launch only a history supplies it, at the upper bounds a
+    run launched once adds (decision.variance_bound)."""
     if design.launches >= 2:
         return t_quantile(2 * (design.launches - 1)) * math.sqrt(log_ratio_variance(comps, design, design)), False
     if history is None:
         return None, True
-    lo, hi, _ = component_interval(1.0, comps, design, design)
+    bounded = Components(variance_bound(comps.launch), variance_bound(comps.repeat))
+    lo, hi, _ = component_interval(1.0, bounded, design, design)
     return (math.log(hi) if math.isfinite(hi) else None), False
 
 

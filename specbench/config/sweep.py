@@ -80,7 +80,8 @@ class SweepConfig(Strict):
     temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     waves: int = Field(1, ge=1)  # requests per cell and repeat = waves x concurrency
     repeats: int = Field(1, ge=1)  # windows per cell in each launch
-    # engine launches per variant, interleaved (A B A B ...): launches are a level of variation of their own
+    # engine launches per variant, counterbalanced (A B B A ...: runner.scheduler.round_order):
+    # launches are a level of variation of their own
     launches: int = Field(1, ge=1)
     adaptive: AdaptiveConfig | None = None
     warmup_requests: int = Field(2, ge=0)
