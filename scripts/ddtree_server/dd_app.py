@@ -196,6 +196,10 @@ def create_app(st: ServerState) -> FastAPI:
                         if continuous:
                             chunk["usage"] = usage(req, n)
                         yield sse(chunk)
+                        # a client gone mid-stream frees the server before the next step (Starlette also
+                        # cancels the stream on an ASGI 2.3 server's disconnect; this holds on any server)
+                        if await request.is_disconnected():
+                            return
             finally:
                 count(steps)  # the target ran these forwards even when the client went away
             yield sse({"id": rid, "object": obj + ".chunk", "created": created, "model": st.served_name,
