@@ -5,8 +5,9 @@ worker thread, so /health and /metrics answer while a request generates.
 Per response (the last streamed chunk, the one carrying `usage`; or the non-streamed body):
     "ddtree": {"verify_steps": S, "accepted_tokens": A, "acceptance_length": n / S, "tree_budget": B}
 S counts the target forwards that produced the response's n tokens (the prompt's prefill, which yields the
-first token, included), A the accepted draft tokens (n = S + A). The same S feeds the Prometheus counter
-`ddtree_verify_steps_total`.
+first token, included), A the accepted draft tokens, A = n - S (each step's tokens but one: a step cut
+inside its drafts, or at a stop token that is a draft, counts its last draft as the bonus). The same S
+feeds the Prometheus counter `ddtree_verify_steps_total`.
 """
 
 from __future__ import annotations
