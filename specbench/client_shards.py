@@ -167,7 +167,8 @@ class Channel:
             (n,) = _HEAD.unpack_from(self._in)
             if len(self._in) < _HEAD.size + n:
                 break
-            msg = pickle.loads(memoryview(self._in)[_HEAD.size:_HEAD.size + n])
+            with memoryview(self._in) as view:  # released before the buffer is cut
+                msg = pickle.loads(view[_HEAD.size:_HEAD.size + n])
             del self._in[:_HEAD.size + n]
             self.on_message(msg)
             if self._loop is None:  # detached by the handler
@@ -299,6 +300,8 @@ class ShardedClient:
         names the window in a worker-death error. Each worker times its own event loop over the window
         (`last_lags_s`, for the self-check). An exception raised while a worker streamed a request fails
         the window with that exception, as it does in one process."""
+        if not self.workers:
+            raise ClientWorkerError(f"the client worker processes were stopped before {label}")
         loop = asyncio.get_running_loop()
         queue = list(reversed(requests))
         records: list[RequestRecord] = []
