@@ -1,32 +1,39 @@
 """The closed loop sharded across worker processes (`client.processes: N | auto`).
 
-Each worker is a Python process (subprocess, talking over a socket pair with multiprocessing's
-Connection framing) with its own event loop and lean stream client; it streams the planned
-requests the parent hands it (client.stream_planned, the same function as in one process) and sends each
-record back as it completes. The parent keeps the closed loop: C requests in flight in total, worker i
-holding at most its share c_i (C split as evenly as possible), and a freed slot gets the next request of
-the window, so the loop drains exactly as in one process. The parent alone writes records.
+Each worker is a Python process (subprocess, talking over a socket pair: pickled messages, `Channel`) with
+its own event loop and lean stream client; it streams the planned requests the parent hands it
+(client.stream_planned, the same function as in one process) and sends each record back as it completes. The
+parent keeps the closed loop: C requests in flight in total, worker i holding at most its share c_i (C split
+as evenly as possible), and a freed slot gets the next request of the window, so the loop drains exactly as
+in one process. The parent alone writes records. Chosen by load/ (load/sharded.py) like any load shape.
 
-One clock: every worker stamps t_send as the parent's clock base (time.time() - perf_counter() in the
-parent) + its own perf_counter(), which is CLOCK_MONOTONIC, shared by every process of the host; chunk
-offsets and TTFTs are perf_counter differences within one request.
+Both sides send without blocking (the loop writes as the peer reads): a long prompt one way and a long record
+the other can neither deadlock the two nor stall a worker's other streams.
 
-A worker that dies fails the window (ClientWorkerError, one line naming it); the pool is then stopped, so
+One clock: every worker stamps t_send on the session's clock (runner/session.py: its wall-clock base +
+perf_counter(), which is CLOCK_MONOTONIC, shared by every process of the host), as the parent stamps a
+window's edges; chunk offsets and TTFTs are perf_counter differences within one request. Each worker times
+its own loop's lag over the window (looplag.py), which the self-check reports.
+
+A worker that dies fails the window (ClientWorkerError, one line naming it), and so does an exception raised
+while a worker streamed a request (the exception itself, as in one process); the pool is then stopped, so
 nothing is left running. The parent also stops every worker when the session ends, on every exit path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import pickle
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
 from .client import Endpoint, make_http_client, make_transport, stream_planned
@@ -34,6 +41,7 @@ from .engines.base import Engine
 from .errors import ClientWorkerError
 from .plan import PlannedRequest
 from .records import RequestRecord
+from .looplag import LagTimer
 
 MAX_AUTO = 8
 
@@ -63,57 +71,200 @@ class WorkerSpec:
     max_connections: int
 
 
+class Channel:
+    """Pickled messages over a non-blocking socket, in both directions, driven by the running event loop:
+    `send` queues the frame and never blocks (the loop writes it as the peer reads), and each complete
+    message that arrives goes to `on_message`. Neither side ever waits on the other inside its loop, so a
+    megabyte prompt going one way and a megabyte record the other cannot deadlock, nor stall the other
+    streams' timestamps. `send_now`/`recv_now` (blocking, with a timeout) are for the start-up handshake,
+    before any loop is attached."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._out = bytearray()
+        self._in = bytearray()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writing = False
+        self.on_message: Callable[[Any], None] = lambda msg: None
+        self.on_eof: Callable[[], None] = lambda: None
+
+    # -- blocking (the handshake)
+    def send_now(self, obj: Any, timeout_s: float) -> None:
+        self.sock.settimeout(timeout_s)
+        self.sock.sendall(_frame(obj))
+
+    def recv_now(self, timeout_s: float) -> Any:
+        self.sock.settimeout(timeout_s)
+        head = self._recv_exactly(_HEAD.size)
+        return pickle.loads(self._recv_exactly(_HEAD.unpack(head)[0]))
+
+    def _recv_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            part = self.sock.recv(n - len(buf))
+            if not part:
+                raise EOFError("the peer closed the connection")
+            buf += part
+        return bytes(buf)
+
+    # -- on the event loop
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock.setblocking(False)
+        self._loop = loop
+        loop.add_reader(self.sock.fileno(), self._readable)
+        if self._out:
+            self._want_write()
+
+    def detach(self) -> None:
+        """Stop reading and writing on the loop (what is queued stays queued for the next attach)."""
+        if self._loop is not None:
+            for remove in (self._loop.remove_reader, self._loop.remove_writer):
+                try:
+                    remove(self.sock.fileno())
+                except (ValueError, OSError):
+                    pass
+            self._loop, self._writing = None, False
+
+    def send(self, obj: Any) -> None:
+        self._out += _frame(obj)
+        if self._loop is not None and not self._writing:
+            self._flush()
+
+    def _want_write(self) -> None:
+        if self._loop is not None and not self._writing:
+            self._writing = True
+            self._loop.add_writer(self.sock.fileno(), self._flush)
+
+    def _flush(self) -> None:
+        try:
+            n = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError:  # the peer is gone: its reader sees the end, and so do we
+            self._out.clear()
+            n = 0
+        del self._out[:n]
+        if self._out:
+            self._want_write()
+        elif self._writing and self._loop is not None:
+            self._loop.remove_writer(self.sock.fileno())
+            self._writing = False
+
+    def _readable(self) -> None:
+        try:
+            data = self.sock.recv(READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.detach()
+            self.on_eof()
+            return
+        self._in += data
+        while len(self._in) >= _HEAD.size:
+            (n,) = _HEAD.unpack_from(self._in)
+            if len(self._in) < _HEAD.size + n:
+                break
+            with memoryview(self._in) as view:  # released before the buffer is cut
+                msg = pickle.loads(view[_HEAD.size:_HEAD.size + n])
+            del self._in[:_HEAD.size + n]
+            self.on_message(msg)
+            if self._loop is None:  # detached by the handler
+                return
+
+    def close(self) -> None:
+        self.detach()
+        self.sock.close()
+
+
+_HEAD = struct.Struct("!Q")
+READ_BYTES = 1 << 20
+
+
+def _frame(obj: Any) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEAD.pack(len(data)) + data
+
+
 def worker_main(fd: int) -> None:
     """A worker's entry point: its end of the socket pair; the first message is its WorkerSpec. Ctrl-C goes
     to the whole process group: the parent handles it and stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn = Connection(fd)
-    spec = conn.recv()
-    asyncio.run(_worker(conn, spec))
+    chan = Channel(socket.socket(fileno=fd))
+    spec = chan.recv_now(60)
+    asyncio.run(_worker(chan, spec))
 
 
-async def _worker(conn: Connection, spec: WorkerSpec) -> None:
+async def _worker(chan: Channel, spec: WorkerSpec) -> None:
+    """Messages in: a PlannedRequest (stream it), LAG_START / LAG_STOP (the window's loop-lag timer), None
+    (stop). Out: ("record", RequestRecord), ("error", exception) when streaming raised, ("lags", [s, ...])."""
     loop = asyncio.get_running_loop()
     http = make_http_client(spec.max_connections)
     transport = make_transport(spec.base_url, http)
     ep = Endpoint(spec.engine, transport, spec.base_url, spec.timeout_s, spec.headers, spec.clock_base)
     stop = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
+    lag: LagTimer | None = None
 
     async def one(planned: PlannedRequest) -> None:
-        rec = await stream_planned(ep, planned)
-        conn.send(rec)
-
-    def on_message() -> None:
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            msg = None
-        if msg is None:  # the parent said stop, or is gone
+            rec = await stream_planned(ep, planned)
+        except Exception as exc:  # in one process this fails the window: here too, with its reason
+            chan.send(("error", _portable(exc)))
+            return
+        chan.send(("record", rec))
+
+    def on_message(msg: Any) -> None:
+        nonlocal lag
+        if msg is None:
             if not stop.done():
                 stop.set_result(None)
-            return
-        task = loop.create_task(one(msg))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        elif msg == LAG_START:
+            if lag is not None:
+                lag.cancel()
+            lag = LagTimer.start()
+        elif msg == LAG_STOP:
+            chan.send(("lags", lag.stop() if lag is not None else []))
+            lag = None
+        else:
+            task = loop.create_task(one(msg))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
-    loop.add_reader(conn.fileno(), on_message)
-    conn.send("ready")
+    chan.on_message = on_message
+    chan.on_eof = lambda: None if stop.done() else stop.set_result(None)  # the parent is gone
+    chan.send("ready")
+    chan.attach(loop)
     try:
         await stop
     finally:
-        loop.remove_reader(conn.fileno())
+        chan.detach()
         for t in tasks:
             t.cancel()
         await transport.close()
         await http.aclose()
 
 
+def _portable(exc: Exception) -> Exception:
+    """The exception itself when it crosses a pipe intact (pickled and read back), else a RuntimeError
+    with its type and message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+LAG_START, LAG_STOP = "lag-start", "lag-stop"
+
+
 class ShardedClient:
     """N worker processes for one session; `run_closed_loop` per window, `close` at the end."""
 
     def __init__(self, n: int, spec: WorkerSpec):
-        self.workers: list[tuple[subprocess.Popen[bytes], Connection]] = []
+        self.workers: list[tuple[subprocess.Popen[bytes], Channel]] = []
+        self.last_lags_s: list[list[float]] = []  # each worker's loop lags over the last sharded window
         try:
             for _ in range(n):
                 ours, theirs = socket.socketpair()
@@ -121,11 +272,15 @@ class ShardedClient:
                 proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
                                         stdin=subprocess.DEVNULL)
                 theirs.close()
-                conn = Connection(ours.detach())
-                self.workers.append((proc, conn))
-                conn.send(spec)
-            for i, (proc, conn) in enumerate(self.workers):
-                if not conn.poll(60) or conn.recv() != "ready":
+                chan = Channel(ours)
+                self.workers.append((proc, chan))
+                chan.send_now(spec, 60)
+            for i, (proc, chan) in enumerate(self.workers):
+                try:
+                    ready = chan.recv_now(60)
+                except (OSError, EOFError):
+                    ready = None
+                if ready != "ready":
                     raise ClientWorkerError(f"client worker {i + 1} (PID {proc.pid}) did not start "
                                             f"(exit code {proc.poll()})")
         except (OSError, EOFError) as exc:
@@ -142,63 +297,85 @@ class ShardedClient:
     async def run_closed_loop(self, requests: Sequence[PlannedRequest], concurrency: int,
                               on_record: Callable[[RequestRecord], None], label: str) -> list[RequestRecord]:
         """C requests in flight in total across the workers until all are done; `label` (the window id)
-        names the window in a worker-death error."""
+        names the window in a worker-death error. Each worker times its own event loop over the window
+        (`last_lags_s`, for the self-check). An exception raised while a worker streamed a request fails
+        the window with that exception, as it does in one process."""
+        if not self.workers:
+            raise ClientWorkerError(f"the client worker processes were stopped before {label}")
         loop = asyncio.get_running_loop()
         queue = list(reversed(requests))
         records: list[RequestRecord] = []
         shares = split(min(concurrency, len(requests)), len(self.workers))
         in_flight = [0] * len(self.workers)
-        finished = loop.create_future()
+        lags: dict[int, list[float]] = {}
+        finished, lagged = loop.create_future(), loop.create_future()
+        self.last_lags_s = []
+
+        def fail(exc: BaseException) -> None:
+            for fut in (finished, lagged):
+                if not fut.done():
+                    fut.set_exception(exc)
 
         def send_next(i: int) -> None:
             if queue:
                 self.workers[i][1].send(queue.pop())
                 in_flight[i] += 1
 
-        def on_readable(i: int) -> None:
-            proc, conn = self.workers[i]
-            try:
-                rec: Any = conn.recv()
-            except (EOFError, OSError):
-                if not finished.done():
-                    finished.set_exception(ClientWorkerError(
-                        f"client worker {i + 1} of {len(self.workers)} (PID {proc.pid}) died during {label} "
-                        f"(exit code {_exit_code(proc)}): the window "
-                        "is not complete and is measured again on resume"))
+        def on_message(i: int, msg: Any) -> None:
+            kind, value = msg
+            if kind == "lags":
+                lags[i] = value
+                if len(lags) == len(self.workers) and not lagged.done():
+                    lagged.set_result(None)
+                return
+            if kind == "error":
+                fail(value)
                 return
             in_flight[i] -= 1
-            records.append(rec)
-            on_record(rec)
+            records.append(value)
+            on_record(value)
             send_next(i)
             if not queue and not any(in_flight) and not finished.done():
                 finished.set_result(None)
 
-        for i, (_, conn) in enumerate(self.workers):
-            loop.add_reader(conn.fileno(), on_readable, i)
+        def on_eof(i: int) -> None:
+            proc = self.workers[i][0]
+            fail(ClientWorkerError(
+                f"client worker {i + 1} of {len(self.workers)} (PID {proc.pid}) died during {label} "
+                f"(exit code {_exit_code(proc)}): the window is not complete and is measured again on resume"))
+
+        for i, (_, chan) in enumerate(self.workers):
+            chan.on_message = functools.partial(on_message, i)
+            chan.on_eof = functools.partial(on_eof, i)
+            chan.send(LAG_START)
+            chan.attach(loop)
         try:
             for i, share in enumerate(shares):
                 for _ in range(share):
                     send_next(i)
-            if not any(in_flight):
-                return records
-            await finished
+            if any(in_flight):
+                await finished
+            for _, chan in self.workers:
+                chan.send(LAG_STOP)
+            await lagged
         except BaseException:
-            self.close()  # a dead worker, or cancellation: stop them all, nothing is left running
+            self.close()  # a dead worker, an error, or cancellation: stop them all, nothing is left running
             raise
         finally:
-            for _, conn in self.workers:
-                try:
-                    loop.remove_reader(conn.fileno())
-                except (ValueError, OSError):
-                    pass
+            for _, chan in self.workers:
+                chan.detach()
+            for fut in (finished, lagged):  # an exception set but never awaited is retrieved here
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
+        self.last_lags_s = [lags[i] for i in range(len(self.workers))]
         return records
 
     def close(self) -> None:
-        """Stop every worker (a polite message, then terminate, then kill); returns when all are gone."""
-        for _, conn in self.workers:
+        """Stop every worker (the socket closed, then terminate, then kill); returns when all are gone."""
+        for _, chan in self.workers:
             try:
-                conn.send(None)
-            except (OSError, ValueError):
+                chan.close()  # the worker reads the end of its socket and stops
+            except OSError:
                 pass
         deadline = time.monotonic() + 5
         for proc, _ in self.workers:
@@ -210,8 +387,6 @@ class ShardedClient:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        for _, conn in self.workers:
-            conn.close()
         self.workers = []
 
 

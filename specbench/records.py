@@ -1,8 +1,9 @@
 """Raw measurements: one RequestRecord per request and one WindowRecord per measured cell repeat.
 
 Everything specbench reports is derived from these two files (`requests.jsonl`, `windows.jsonl`), so
-any number can be recomputed. Times are seconds; `t_send` is time.time() (wall clock, for ordering
-and windows), all durations come from time.perf_counter() differences.
+any number can be recomputed. Times are seconds; `t_send` is on the session's clock (time.time() once, then
+the monotonic clock: for ordering and windows, as are a window's t_start / t_end), all durations come from
+time.perf_counter() differences.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class RequestRecord(BaseModel):
     repeat: int
     index: int  # position in the cell's request sequence; pairs requests across variants
     warmup: bool = False
-    t_send: float  # wall clock at send
+    t_send: float  # at send, on the session's clock (wall clock at its start + monotonic time since)
     scheduled_s: float | None = None  # open loop: planned send offset from the window's start
     send_lag_s: float | None = None  # open loop: actual - planned send time (the sender's timing error)
     ttft_s: float | None = None  # first chunk that carries output tokens

@@ -277,3 +277,109 @@ def test_requests_are_served_one_at_a_time_in_arrival_order(app):
     order = [i for i, _ in events]
     assert order == sorted(order), events  # no interleaving, and in the order they were sent
     assert "one request at a time" in health["serving"]
+
+
+@needs_models
+def test_the_draft_cache_gives_the_same_drafts_and_projects_only_new_positions(demo):
+    """The DFlash head's draft KV cache (issue 30, item 9): at every step the same block log-probabilities as
+    recomputing every draft layer over the whole context, so the same steps; and each forward runs k_proj on
+    the positions added since the last one plus the block, not on the whole context."""
+    from dd_draft import DFlashHead
+    from dd_generate import Generator, GenRequest
+
+    tok, target, head = demo
+    ids = chat_ids(tok, "Explain in two sentences why the sky is blue, then list three colours of sunsets.")
+    runs = {}
+    for cached in (True, False):
+        h = DFlashHead(head.model, head.aux_offset, cache=cached)
+        drafts: list[np.ndarray] = []
+        rows: list[int] = []
+        block = h.block_log_probs
+        h.block_log_probs = lambda a, block=block, drafts=drafts: drafts.append(block(a)) or drafts[-1]
+        hook = h.model.layers[0].self_attn.k_proj.register_forward_hook(
+            lambda _m, args, _out, rows=rows: rows.append(args[0].shape[1]))
+        try:
+            steps = list(Generator(target, h, 16).run(GenRequest(ids, 24)))
+        finally:
+            hook.remove()
+        runs[cached] = steps, drafts, rows
+    (s1, d1, r1), (s0, d0, r0) = runs[True], runs[False]
+    assert [(s.tokens, s.accepted_drafts, s.tree_nodes) for s in s1] == \
+        [(s.tokens, s.accepted_drafts, s.tree_nodes) for s in s0]
+    assert len(d1) == len(d0) > 10 and all(np.allclose(a, b, atol=1e-4) for a, b in zip(d1, d0))
+    # k_proj runs twice per layer call (context, then block): cached, the context part is what was added
+    ctx_rows = r1[0::2]
+    assert ctx_rows[0] == len(ids) and max(ctx_rows[1:]) <= head.block_size
+    assert sum(r0[0::2]) > 5 * sum(ctx_rows)  # the recomputation re-projects the whole context every step
+
+
+def test_accepted_drafts_are_the_steps_tokens_minus_one_when_a_step_is_cut():
+    """n = S + A for every response (issue 30, item 10): a step cut inside its accepted drafts (max_tokens)
+    or at a stop token that is a draft emits only drafts, and one of them stands in for the bonus."""
+    from dd_generate import Generator, GenRequest, Step
+
+    cut = Generator._finish(Step([11, 12, 13, 14], 3, 8), GenRequest([1], max_new_tokens=3), emitted=1)
+    assert cut.tokens == [11, 12] and cut.accepted_drafts == 1 and cut.stop
+    stop = Generator._finish(Step([11, 2, 13, 14], 3, 8), GenRequest([1], 50, frozenset({2})), emitted=1)
+    assert stop.tokens == [11, 2] and stop.accepted_drafts == 1 and stop.stop
+    whole = Generator._finish(Step([11, 12, 13, 14], 3, 8), GenRequest([1], 50), emitted=1)
+    assert whole.tokens == [11, 12, 13, 14] and whole.accepted_drafts == 3 and not whole.stop
+    first = Generator._finish(Step([7], 0, 0), GenRequest([1], 50), emitted=0)
+    assert first.accepted_drafts == 0
+
+
+@needs_models
+def test_a_client_that_disconnects_mid_stream_frees_the_server(demo):
+    """Issue 30, item 11: a client that goes away after the first chunk of a 1,000-token request must not
+    leave it generating (holding the one-at-a-time lock): the next request is served, and the server's
+    token counter shows the first request stopped far short of its max_tokens. A real uvicorn server, so the
+    disconnect is a closed socket."""
+    import socket
+    import threading
+
+    import httpx
+    import uvicorn
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from dd_app import ServerState, create_app
+    from dd_generate import Generator
+
+    tok, target, head = demo
+    app = create_app(ServerState(Generator(target, head, 4), tok, "smollm2", frozenset({2}), 2048))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    started = threading.Event()
+    real_startup = server.startup
+
+    async def startup(sockets=None):
+        await real_startup(sockets)
+        started.set()
+
+    server.startup = startup
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+
+    def generated() -> float:
+        text = httpx.get(f"{url}/metrics", timeout=30).text
+        return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "ddtree_generation_tokens_total")
+
+    try:
+        assert started.wait(60)
+        before = generated()
+        long = {"prompt": "Tell a long story.", "max_tokens": 1000, "temperature": 0, "stream": True,
+                "ignore_eos": True}
+        with httpx.Client(timeout=60) as c, c.stream("POST", f"{url}/v1/completions", json=long) as r:
+            first = next(line for line in r.iter_lines() if line.startswith("data: {"))
+        assert json.loads(first[6:])["choices"][0]["token_ids"]  # the connection is closed here
+        nxt = httpx.post(f"{url}/v1/completions", timeout=600,
+                         json={"prompt": "Hi", "max_tokens": 3, "temperature": 0, "ignore_eos": True})
+        assert nxt.status_code == 200 and nxt.json()["usage"]["completion_tokens"] == 3
+        long_tokens = generated() - before - 3  # the first request's count is in before the lock passes on
+        assert 1 <= long_tokens < 200, long_tokens
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -5,8 +5,9 @@ worker thread, so /health and /metrics answer while a request generates.
 Per response (the last streamed chunk, the one carrying `usage`; or the non-streamed body):
     "ddtree": {"verify_steps": S, "accepted_tokens": A, "acceptance_length": n / S, "tree_budget": B}
 S counts the target forwards that produced the response's n tokens (the prompt's prefill, which yields the
-first token, included), A the accepted draft tokens (n = S + A). The same S feeds the Prometheus counter
-`ddtree_verify_steps_total`.
+first token, included), A the accepted draft tokens, A = n - S (each step's tokens but one: a step cut
+inside its drafts, or at a stop token that is a draft, counts its last draft as the bonus). The same S
+feeds the Prometheus counter `ddtree_verify_steps_total`.
 """
 
 from __future__ import annotations
@@ -196,6 +197,10 @@ def create_app(st: ServerState) -> FastAPI:
                         if continuous:
                             chunk["usage"] = usage(req, n)
                         yield sse(chunk)
+                        # a client gone mid-stream frees the server before the next step (Starlette also
+                        # cancels the stream on an ASGI 2.3 server's disconnect; this holds on any server)
+                        if await request.is_disconnected():
+                            return
             finally:
                 count(steps)  # the target ran these forwards even when the client went away
             yield sse({"id": rid, "object": obj + ".chunk", "created": created, "model": st.served_name,

@@ -32,7 +32,8 @@ class GenRequest:
 @dataclass
 class Step:
     """What one target forward produced: its new tokens (after truncation at max_new_tokens or a stop
-    token) and how many of them were accepted draft tokens."""
+    token) and how many of them count as accepted draft tokens: all but one (the bonus, or the token in its
+    place when the step is cut), so a response's n tokens are always S steps + A accepted."""
 
     tokens: list[int]
     accepted_drafts: int
@@ -150,7 +151,9 @@ class Generator:
                 break
         step.stop = len(toks) < len(step.tokens) or emitted + len(toks) >= req.max_new_tokens or \
             any(t in req.stop_ids for t in toks)
-        step.accepted_drafts = min(step.accepted_drafts, len(toks))
+        # n = S + A in every response: a step cut inside its drafts (or at a stop token that is a draft)
+        # emits drafts only, the last of which stands where the bonus token would be
+        step.accepted_drafts = min(step.accepted_drafts, len(toks) - 1)
         step.tokens = toks
         return step
 

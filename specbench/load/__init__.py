@@ -1,9 +1,10 @@
 """How a window's planned requests are sent: one interface, one module per way of offering load.
 
-    load = make_load(planned)                      # closed or open, from the plan alone
+    load = make_load(planned, shards)              # closed (sharded or not) or open, from the plan
     records = await load.send(target, planned, on_record)
 
-closed.py keeps `concurrency` requests in flight (the classic sweep); open.py sends each request at its
+closed.py keeps `concurrency` requests in flight (the classic sweep), sharded.py the same across the client
+worker processes of `client.processes > 1`; open.py sends each request at its
 planned time (`PlannedRequest.at_s`) whatever is in flight, up to a safety cap. The runner calls `send` and
 knows no arrival process: the schedule is part of the plan (plan.window_requests, arrivals.py).
 """
@@ -12,18 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..client_shards import ShardedClient
 from ..plan import PlannedRequest
 from .base import Load, OnRecord, Target
 from .closed import ClosedLoop
 from .open import OpenLoop
+from .sharded import ShardedClosedLoop
 
 
-def make_load(planned: Sequence[PlannedRequest]) -> Load:
-    """The load a window's requests ask for: open when they carry send times, else closed at their concurrency."""
+def make_load(planned: Sequence[PlannedRequest], shards: ShardedClient | None = None) -> Load:
+    """The load a window's requests ask for: open when they carry send times (in one process: its send
+    times are kept by one loop), else closed at their concurrency, across the worker processes `shards`
+    when the session has them."""
     first = planned[0]
     if first.at_s is not None:
         return OpenLoop(max_in_flight=first.fields["concurrency"])
+    if shards is not None:
+        return ShardedClosedLoop(shards, concurrency=first.fields["concurrency"])
     return ClosedLoop(concurrency=first.fields["concurrency"])
 
 
-__all__ = ["ClosedLoop", "Load", "OnRecord", "OpenLoop", "Target", "make_load"]
+__all__ = ["ClosedLoop", "Load", "OnRecord", "OpenLoop", "ShardedClosedLoop", "Target", "make_load"]

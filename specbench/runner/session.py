@@ -98,6 +98,10 @@ class VariantSession:
         self._http: httpx.AsyncClient | None = None
         self._transport: StreamTransport | None = None  # what the streamed requests go through
         self.shards: ShardedClient | None = None  # client.processes > 1: the worker processes
+        # the session's one clock (`now`): the wall clock once, then the monotonic clock (CLOCK_MONOTONIC, the
+        # same in every process of the host); every t_send and every window edge is on it, so a wall-clock
+        # step or slew (NTP) during the session cannot drop or admit a request at a window's edge
+        self.clock_base = time.time() - time.perf_counter()
         # one thread appends the window's request records in order, off the event loop (measure_window)
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{launch.name}-records")
 
@@ -119,12 +123,18 @@ class VariantSession:
             raise RuntimeError("VariantSession used outside `async with`")
         return self._http
 
+    def now(self) -> float:
+        """The session's clock (seconds, wall-clock epoch): a window's edges and every t_send."""
+        return self.clock_base + time.perf_counter()
+
     @property
     def endpoint(self) -> Endpoint:
-        """What the load loops send through: engine, stream transport, URL, timeout, headers."""
+        """What the load loops send through: engine, stream transport, URL, timeout, headers, the session's
+        clock."""
         if self._transport is None:
             raise RuntimeError("VariantSession used outside `async with`")
-        return Endpoint(self.engine, self._transport, self.base_url, self.request_timeout_s, self.headers)
+        return Endpoint(self.engine, self._transport, self.base_url, self.request_timeout_s, self.headers,
+                        self.clock_base)
 
     @property
     def pid(self) -> int | None:
@@ -187,7 +197,7 @@ class VariantSession:
             return
         self.reporter.phase(self.name, f"starting {n} client processes")
         spec = WorkerSpec(self.engine, self.base_url, self.request_timeout_s, dict(self.headers or {}),
-                          time.time() - time.perf_counter(), max(self.cfg.sweep.concurrency))
+                          self.clock_base, max(self.cfg.sweep.concurrency))
         self.shards = ShardedClient(n, spec)
 
     def check_port(self) -> None:

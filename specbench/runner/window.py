@@ -15,7 +15,7 @@ import httpx
 
 from ..environment import gpu_telemetry
 from ..errors import EngineDiedError, ScrapeError
-from ..load import ClosedLoop, make_load
+from ..load import make_load
 from ..plan import PlannedRequest
 from ..records import RequestRecord, WindowRecord
 from .selfcheck import ClientCheck
@@ -40,8 +40,8 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     engine = session.engine
     session.check_port()  # requests must reach the launched engine, and only it
     before = await read_counters(session, window_id) if engine.counter_acceptance else None
-    t_start = time.time()
-    check = ClientCheck.start(window_id, session.shards.pids if session.shards else [])
+    t_start = session.now()  # the clock of every t_send (one clock: a wall-clock step cannot move an edge)
+    check = ClientCheck.start(window_id, session.shards)
 
     # records are appended (and fsynced: ~5 ms each on this machine's disk) in the session's writer
     # thread, in order: an fsync on the event loop would stall every other stream being timed
@@ -62,16 +62,13 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         written.append(loop.run_in_executor(session.writer, write, rec))
         session.reporter.advance()
 
-    load = make_load(planned)
+    load = make_load(planned, session.shards)
     try:
-        if session.shards is not None and isinstance(load, ClosedLoop):  # the open loop keeps one process
-            records = await session.shards.run_closed_loop(planned, load.concurrency, on_record, window_id)
-        else:
-            records = await load.send(session.endpoint, planned, on_record)
+        records = await load.send(session.endpoint, planned, on_record)
     except BaseException:
         check.cancel()
         raise
-    t_end = time.time()
+    t_end = session.now()
     client = await check.stop()
     await asyncio.gather(*written)  # every request record is on disk before the window's record
     if failed:

@@ -8,11 +8,12 @@ from typing import Any, Self
 
 @dataclass(frozen=True)
 class Eagle3Recipe:
-    """Everything that decides the head; stored in the manifest. Defaults fit ~6 minutes on 2 cores."""
+    """Everything that decides the head; stored in the manifest. Defaults fit ~3 minutes on 2 cores: the
+    learning curve (docs/engine-notes.md) buys no held-out accuracy beyond that."""
 
     seed: int = 0
     threads: int = 2  # fixed: greedy generation and float reductions depend on the thread count
-    train_sequences: int = 360  # the dataset's own responses, teacher-forced through the target (one pass)
+    train_sequences: int = 180  # the dataset's own responses, teacher-forced through the target (one pass)
     regenerated_sequences: int = 0  # more training sequences, the target's own greedy responses
     heldout_sequences: int = 48  # regenerated greedily: the text the head drafts for when vLLM serves
     scan_conversations: int = 4000  # the first N ShareGPT conversations are the candidate pool
@@ -46,7 +47,7 @@ class Eagle3Recipe:
                        scan_conversations=max(base.scan_conversations, 8 * (own + read)))
 
 
-DEFAULT_MINUTES = 6.0  # what the default recipe is sized for (2 cores, quiet machine)
+DEFAULT_MINUTES = 3.0  # what the default recipe is sized for (2 cores, quiet machine)
 
 
 @dataclass
