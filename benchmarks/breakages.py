@@ -61,9 +61,9 @@ BREAKAGES = [
              "tasks.append(asyncio.create_task(one(p, due)))", "await one(p, due)",
              ("tests/test_capacity_mdc.py::test_capacity_matches_the_simulated_queue",)),
     Breakage("the arrival schedule drawn anew for every rate", "specbench/plan.py",
-             "arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness)",
+             "arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness,",
              "arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat) + int(point.rate * 1000), "
-             "load.burstiness)",
+             "load.burstiness,",
              ("tests/test_open_loop.py::test_open_loop_windows_send_the_same_schedule_to_every_variant",)),
     Breakage("each variant gets other seeds", "specbench/plan.py",
              "point.temperature, seed=cfg.sweep.seed + index)",

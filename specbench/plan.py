@@ -225,8 +225,9 @@ def _offsets(cfg: RunConfig, sweep: Sweep, point: SweepPoint, n: int, repeat: in
         return None
     if sweep.trace is not None:
         return sweep.trace.offsets(point.rate)
-    load = cfg.sweep.load
-    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness)
+    load = cfg.sweep.load  # the measured requests (after the warmup) realize the rate exactly
+    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness,
+                           fit_from=load.warmup_requests)
 
 
 def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:

@@ -345,7 +345,8 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         slos = parse_slos(cfg.slo)
         points = open_loop_table(requests, windows, slos)
         atomic_write(rd.open_loop, points.to_csv(index=False))
-        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
+        by_launch = open_loop_table(requests, windows, slos, by_launch=True) if cfg.sweep.launches > 1 else None
+        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name, by_launch).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)
