@@ -64,6 +64,8 @@ def arrival_offsets(kind: Arrival, n: int, rate: float, seed: int, burstiness: f
         raise ValueError(f"rate must be a positive number, not {rate}")
     if n < 1:
         return []
+    if kind == "constant":  # exact already
+        return [i / rate for i in range(n)]
     at = np.concatenate([[0.0], np.cumsum(unit_gaps(kind, n, seed, burstiness))])
     realized = rank_rate(list(at[fit_from:]))  # the unit draw's own rate (1 on average)
     scale = realized / rate if math.isfinite(realized) else 1.0 / rate

@@ -123,7 +123,7 @@ def open_loop_table(requests: pd.DataFrame, windows: pd.DataFrame, slos: Sequenc
     rows = []
     for key, g in req.groupby(keys, sort=True):
         row = _point_row([{str(k): v for k, v in r.items()} for r in g.to_dict("records")], slos)
-        rows.append(row | ({"launch": int(key[1])} if by_launch else {}))
+        rows.append(row | ({"launch": int(str(key[1]))} if by_launch else {}))
     order = GROUP + (["launch"] if by_launch else []) + ["rate"]
     return pd.DataFrame(rows).sort_values(order, na_position="first").reset_index(drop=True)
 
@@ -150,7 +150,7 @@ def _rate_point(r: Mapping[str, Any], slo: SLO | None, slos: Sequence[SLO]) -> R
 
 def rate_points(points: pd.DataFrame, slo: SLO | None, slos: Sequence[SLO]) -> list[RatePoint]:
     """One curve's rows as RatePoints for one SLO, or for ALL of them (slo None); see `_rate_point`."""
-    return [_rate_point(r.to_dict(), slo, slos) for _, r in points.sort_values("rate").iterrows()]
+    return [_rate_point({str(k): v for k, v in r.items()}, slo, slos) for _, r in points.sort_values("rate").iterrows()]
 
 
 def slo_sets(slos: Sequence[SLO]) -> list[tuple[str, SLO | None, float]]:

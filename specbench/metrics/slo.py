@@ -125,15 +125,13 @@ def _batches(windows: Sequence[Sequence[float]], per_window: int) -> list[np.nda
     return out
 
 
-def _cdf_se(batches: Sequence[np.ndarray], at: float, p: float) -> tuple[float, int]:
-    """(SE of the fraction of values <= `at`, its df): from the batch means of the indicator 1{x <= at}, never
-    below the independent-requests binomial SE sqrt(p(1 - p) / n). df = batches - 1 (inf without 2 batches)."""
-    n = sum(b.size for b in batches)
-    iid = math.sqrt(p * (1 - p) / n) if n else NAN
+def _cdf_se(batches: Sequence[np.ndarray], at: float) -> tuple[float, int]:
+    """(SE of the fraction of the values <= `at`, its df) from the batch means of the indicator 1{x <= at}:
+    SD of the batch means / sqrt(batches), df = batches - 1. (NaN, 0) with fewer than 2 batches."""
     if len(batches) < 2:
-        return iid, 0
+        return NAN, 0
     means = np.array([float(np.mean(b <= at)) for b in batches])
-    return max(iid, float(np.std(means, ddof=1)) / math.sqrt(len(batches))), len(batches) - 1
+    return float(np.std(means, ddof=1)) / math.sqrt(len(batches)), len(batches) - 1
 
 
 def _t(df: int, confidence: float) -> float:
@@ -147,7 +145,8 @@ def batch_quantile_ci(windows: Sequence[Sequence[float]], q: float, confidence: 
     requests are correlated (they share the queue): the fraction F of values below the estimate has the
     batch-means SE of `_cdf_se` (5 consecutive batches per window, t with batches - 1 df); the interval is
     the order statistics at ranks floor(n (p - t SE)) and ceil(n (p + t SE)) + 1, widened to contain the
-    independent-requests interval of `quantile_ci` (it is never narrower). Windows are independent (each its
+    independent-requests interval of `quantile_ci` (it is never narrower; it is that interval under 20
+    requests). Windows are independent (each its
     own schedule and its own start), so several windows (repeats, launches) add batches of their own."""
     pooled = [v for w in windows for v in w]
     iid = quantile_ci(pooled, q, confidence)
@@ -155,7 +154,9 @@ def batch_quantile_ci(windows: Sequence[Sequence[float]], q: float, confidence: 
     n, p = arr.size, q / 100.0
     if n == 0 or math.isnan(iid.estimate):
         return iid
-    se, df = _cdf_se(_batches(windows, BATCHES_PER_WINDOW), iid.estimate, p)
+    se, df = _cdf_se(_batches(windows, BATCHES_PER_WINDOW), iid.estimate)
+    if math.isnan(se):
+        return iid  # fewer than 2 batches (under 20 requests): the independent-requests interval
     half = _t(df, confidence) * se
     lo_rank, hi_rank = math.floor(n * (p - half)), math.ceil(n * (p + half)) + 1
     low = float(arr[lo_rank - 1]) if lo_rank >= 1 else -math.inf
@@ -178,8 +179,9 @@ class Halves:
 def halves(windows: Sequence[Sequence[float]], q: float, confidence: float = CONFIDENCE) -> Halves:
     """Do the two halves of the windows (schedule order) agree on the q-th percentile? With x the pooled
     estimate, F1 and F2 the fractions of the first and second halves' values <= x, each with the batch-means
-    SE of `_cdf_se` (5 batches per half-window): they disagree when |F1 - F2| > t SE, SE = sqrt(SE1^2 + SE2^2),
-    t of Student with the batches' df (95%, two-sided). F1 > F2: the second half is slower (RISING: the queue
+    SE of `_cdf_se` (5 batches per half-window): they disagree when |F1 - F2| > max(t SE, z SE_iid),
+    SE = sqrt(SE1^2 + SE2^2), t of Student with the batches' df (95%, two-sided), SE_iid the binomial
+    sqrt(p (1 - p) (1/n1 + 1/n2)) of independent requests (a floor). F1 > F2: the second half is slower (RISING: the queue
     still filling, from the empty server the window started on); F1 < F2: FALLING."""
     split = [(list(w[: len(w) // 2]), list(w[len(w) // 2:])) for w in windows]
     first, second = [a for a, _ in split], [b for _, b in split]
@@ -189,12 +191,14 @@ def halves(windows: Sequence[Sequence[float]], q: float, confidence: float = CON
         return Halves(q1, q2, "")
     p = q / 100.0
     b1, b2 = _batches(first, HALF_BATCHES), _batches(second, HALF_BATCHES)
-    if not b1 or not b2:
-        return Halves(q1, q2, "")
-    (se1, df1), (se2, df2) = _cdf_se(b1, x, p), _cdf_se(b2, x, p)
+    if len(b1) < 2 or len(b2) < 2:
+        return Halves(q1, q2, "")  # too short to tell
+    n1, n2 = sum(b.size for b in b1), sum(b.size for b in b2)
+    (se1, df1), (se2, df2) = _cdf_se(b1, x), _cdf_se(b2, x)
     f1 = float(np.mean(np.concatenate(b1) <= x))
     f2 = float(np.mean(np.concatenate(b2) <= x))
-    limit = _t(df1 + df2, confidence) * math.hypot(se1, se2)
+    iid = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))  # the floor: independent requests
+    limit = max(_t(df1 + df2, confidence) * math.hypot(se1, se2), _t(0, confidence) * iid)
     trend = RISING if f1 - f2 > limit else FALLING if f2 - f1 > limit else ""
     return Halves(q1, q2, trend)
 
