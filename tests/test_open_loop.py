@@ -313,13 +313,16 @@ def test_bisection_steps_and_stops() -> None:
 
 
 def test_capacity_gain_is_the_ratio_with_the_brackets_range() -> None:
-    v = Capacity(5.0, 5.0, 6.0, MEASURED, crossing=5.5)
-    b = Capacity(2.5, 2.5, 3.0, MEASURED, crossing=2.75)
+    v = Capacity(5.0, 5.0, 6.0, MEASURED, crossing=5.5, crossed=True)
+    b = Capacity(2.5, 2.5, 3.0, MEASURED, crossing=2.75, crossed=True)
     g = capacity_gain(v, b)
     assert (g.value, g.low, g.high) == (2.0, pytest.approx(5 / 3), pytest.approx(6 / 2.5))
     at_least = capacity_gain(Capacity(5.0, 5.0, math.nan, BEYOND), b)  # met at 5, nothing missed
     assert math.isnan(at_least.value) and at_least.low == pytest.approx(5 / 3) and math.isnan(at_least.high)
     assert math.isnan(capacity_gain(Capacity(math.nan, math.nan, 6.0, BELOW), b).low)
+    # nothing decided, but both estimates cross: the gain's value without an interval
+    g = capacity_gain(Capacity(math.nan, math.nan, math.nan, UNDECIDED, 4.0, True), b)
+    assert (g.value, math.isnan(g.low), math.isnan(g.high)) == (4.0 / 2.75, True, True)
 
 
 # -- the sender's clock ------------------------------------------------------------------------------------

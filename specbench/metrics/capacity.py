@@ -72,24 +72,30 @@ class Capacity:
     low: float  # = value (the SLO is met there with 95% confidence)
     high: float  # the lowest missed rate (the capacity is below it); NaN: none
     status: str  # MEASURED | BELOW | BEYOND | UNDECIDED
-    crossing: float = NAN  # where the estimates cross the threshold inside [low, high] (informative only)
+    crossing: float = NAN  # the estimate: where the percentile estimates cross the threshold, inside [low, high]
+    crossed: bool = False  # the estimates do cross inside the measured rates (else crossing is a bound)
     undecided: int = 0  # counted rates decided neither way
     excluded: int = 0  # rates the send-lag gate excluded
 
 
-def _crossing(ps: Sequence[RatePoint], threshold: float, lo: float, hi: float) -> float:
-    """Where the point estimates first cross the threshold, interpolated linearly in rate, within [lo, hi]."""
-    inside = [p for p in ps if lo <= p.rate <= hi]
-    for a, b in zip(inside, inside[1:]):
-        if not b.estimate <= threshold:
-            if math.isfinite(b.estimate) and b.estimate > a.estimate and a.estimate <= threshold:
-                return a.rate + (threshold - a.estimate) / (b.estimate - a.estimate) * (b.rate - a.rate)
-            return a.rate
-    return inside[-1].rate if inside and math.isnan(hi) else lo
+def _crossing(ps: Sequence[RatePoint], threshold: float) -> tuple[float, bool]:
+    """Where the point estimates first cross the threshold scanning the rates upwards, interpolated linearly in
+    rate (the rate below when the failing point is saturated, has no answer or its estimate does not rise);
+    NaN when the lowest rate fails already, the highest rate when none does; and whether it crossed."""
+    for j, p in enumerate(ps):
+        if p.saturated or not p.valid or not p.estimate <= threshold:
+            if j == 0:
+                return NAN, False
+            a = ps[j - 1]
+            if math.isfinite(p.estimate) and p.estimate > a.estimate and not p.saturated and p.valid:
+                return a.rate + (threshold - a.estimate) / (p.estimate - a.estimate) * (p.rate - a.rate), True
+            return a.rate, True
+    return (ps[-1].rate if ps else NAN), False
 
 
 def capacity(points: Sequence[RatePoint], threshold: float) -> Capacity:
-    """The capacity under one SLO from its measured rates (any order); see the module docstring."""
+    """The capacity under one SLO from its measured rates (any order); see the module docstring. `crossing`,
+    the estimate, is kept inside the decided bracket [value, high] where there is one."""
     ps = sorted((p for p in points if p.counted), key=lambda p: p.rate)
     excluded = sum(1 for p in points if not p.counted)
     decisions = [decide(p, threshold) for p in ps]
@@ -98,11 +104,11 @@ def capacity(points: Sequence[RatePoint], threshold: float) -> Capacity:
     met = [p.rate for p, d in zip(ps, decisions) if d == MET and p.rate < top]
     open_ = sum(1 for p, d in zip(ps, decisions) if d == OPEN and p.rate < top)
     high = top if missed else NAN
-    if met:
-        value = max(met)
-        status = MEASURED if missed else BEYOND
-        return Capacity(value, value, high, status, _crossing(ps, threshold, value, high), open_, excluded)
-    return Capacity(NAN, NAN, high, BELOW if missed else UNDECIDED, NAN, open_, excluded)
+    value = max(met) if met else NAN
+    cross, crossed = _crossing(ps, threshold)
+    cross = min(max(cross, value if met else -math.inf), top)
+    status = (MEASURED if missed else BEYOND) if met else (BELOW if missed else UNDECIDED)
+    return Capacity(value, value, high, status, cross, crossed and math.isfinite(cross), open_, excluded)
 
 
 def next_rate(points: Sequence[RatePoint], threshold: float, tolerance: float) -> float | None:
@@ -110,7 +116,8 @@ def next_rate(points: Sequence[RatePoint], threshold: float, tolerance: float) -
     digits, so rates are stable ids) of the widest gap, relative to its low end and wider than `tolerance`,
     among (highest met, next measured rate above it) and (last measured rate below the lowest missed, that
     missed rate): the first moves the capacity up through the undecided rates, the second its upper bound
-    down. With nothing met, the gap below the lowest missed rate; None when no gap is wider than tolerance."""
+    down. With nothing met, the gap below the lowest missed rate; with nothing decided, the bracket of the
+    estimates' first crossing (as the estimate needs); None when no gap is wider than tolerance."""
     ps = sorted((p for p in points if p.counted), key=lambda p: p.planned)
     if not ps:
         return None
@@ -122,6 +129,9 @@ def next_rate(points: Sequence[RatePoint], threshold: float, tolerance: float) -
         gaps.append((ps[met[-1]].planned, ps[met[-1] + 1].planned))
     if miss is not None and miss >= 1 and (not met or miss - 1 != met[-1]):
         gaps.append((ps[miss - 1].planned, ps[miss].planned))
+    if not gaps:  # nothing decided to refine: bracket the estimates' crossing instead
+        est = next((i for i, p in enumerate(ps) if p.saturated or not p.valid or not p.estimate <= threshold), None)
+        gaps = [(ps[est - 1].planned, ps[est].planned)] if est else []
     wide = [(hi - lo) / lo for lo, hi in gaps]
     if not gaps or max(wide) <= tolerance:
         return None
@@ -140,13 +150,9 @@ class Gain:
 def capacity_gain(variant: Capacity, baseline: Capacity) -> Gain:
     """gain = crossing(variant) / crossing(baseline) (the point estimates); interval [cap_v / upper_b,
     upper_v / cap_b], cap = the highest met rate, upper = the lowest missed one: the range the two brackets allow. Its low end above 1 says the variant meets the SLO at
-    a rate the baseline misses. NaN when either capacity is not measured inside the sweep; an end NaN when the
-    bracket that sets it is open."""
-    if variant.status not in (MEASURED, BEYOND) or baseline.status not in (MEASURED, BEYOND):
-        return Gain(NAN, NAN, NAN)
-    if not baseline.value > 0:
-        return Gain(NAN, NAN, NAN)
-    low = variant.value / baseline.high if baseline.high > 0 else NAN
-    high = variant.high / baseline.value if variant.high > 0 else NAN
-    both = variant.status == MEASURED and baseline.status == MEASURED and baseline.crossing > 0
+    a rate the baseline misses. The value is NaN unless both estimates cross inside the measured rates; an end
+    is NaN when a bracket end that sets it is missing."""
+    low = variant.value / baseline.high if variant.value > 0 and baseline.high > 0 else NAN
+    high = variant.high / baseline.value if variant.high > 0 and baseline.value > 0 else NAN
+    both = variant.crossed and baseline.crossed and baseline.crossing > 0
     return Gain(variant.crossing / baseline.crossing if both else NAN, low, high)

@@ -57,7 +57,9 @@ def bracket_text(row: pd.Series) -> str:
         return f"at least {_rate(met)} req/s offered (met there; no rate decided missed)"
     if status == BELOW:
         return f"below {_rate(missed)} req/s offered (missed there; no lower rate decided met)"
-    return "undecided at every measured rate (each interval straddles the limit)"
+    est = num(row["crossing_offered_req_s"])
+    guess = f"estimate {_rate(est)} req/s offered; " if math.isfinite(est) else ""
+    return f"undecided at every measured rate ({guess}each interval straddles the limit)"
 
 
 def _indicative(row: pd.Series) -> str:
