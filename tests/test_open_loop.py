@@ -310,6 +310,11 @@ def test_bisection_steps_and_stops() -> None:
     assert next_rate(mixed, 0.3, 0.05) == 3.0
     mixed[2] = RatePoint(2.2, 0.9, 0.9, 0.9)
     assert next_rate(mixed, 0.3, 0.05) == 1.9  # (1.8, 2): 11%; (2, 2.2): 10%
+    # a midpoint measured already (excluded by the send-lag gate) is not proposed again: the next gap is
+    late = mixed + [RatePoint(1.9, 0.2, 0.1, 0.4, counted=False)]
+    assert next_rate(late, 0.3, 0.05) == 2.1
+    # nothing decided: the estimates' bracket
+    assert next_rate([RatePoint(r, e, 0.0, 9.9) for r, e in ((6.0, 0.2), (12.0, 0.46), (18.0, 1.3))], 0.3, 0.05) == 9.0
 
 
 def test_capacity_gain_is_the_ratio_with_the_brackets_range() -> None:

@@ -114,30 +114,26 @@ def capacity(points: Sequence[RatePoint], threshold: float) -> Capacity:
 def next_rate(points: Sequence[RatePoint], threshold: float, tolerance: float) -> float | None:
     """The bisection step of `capacity.search`, in the planned (nominal) rates: the midpoint (4 significant
     digits, so rates are stable ids) of the widest gap, relative to its low end and wider than `tolerance`,
-    among (highest met, next measured rate above it) and (last measured rate below the lowest missed, that
-    missed rate): the first moves the capacity up through the undecided rates, the second its upper bound
-    down. With nothing met, the gap below the lowest missed rate; with nothing decided, the bracket of the
-    estimates' first crossing (as the estimate needs); None when no gap is wider than tolerance."""
+    among (highest met, next measured rate above it), (last measured rate below the lowest missed, that missed
+    rate) and the estimates' bracket (last rate whose estimate meets, first that fails): the first moves the
+    capacity up through the undecided rates, the second its upper bound down, the third the estimate. A
+    midpoint measured already (a point the send-lag gate excluded) is not proposed again; None when no gap is
+    left."""
     ps = sorted((p for p in points if p.counted), key=lambda p: p.planned)
     if not ps:
         return None
     d = [decide(p, threshold) for p in ps]
     miss = next((i for i, x in enumerate(d) if x == MISSED), None)
     met = [i for i, x in enumerate(d) if x == MET and (miss is None or i < miss)]
-    gaps: list[tuple[float, float]] = []
-    if met and met[-1] + 1 < len(ps):
-        gaps.append((ps[met[-1]].planned, ps[met[-1] + 1].planned))
-    if miss is not None and miss >= 1 and (not met or miss - 1 != met[-1]):
-        gaps.append((ps[miss - 1].planned, ps[miss].planned))
-    if not gaps:  # nothing decided to refine: bracket the estimates' crossing instead
-        est = next((i for i, p in enumerate(ps) if p.saturated or not p.valid or not p.estimate <= threshold), None)
-        gaps = [(ps[est - 1].planned, ps[est].planned)] if est else []
-    wide = [(hi - lo) / lo for lo, hi in gaps]
-    if not gaps or max(wide) <= tolerance:
-        return None
-    lo, hi = gaps[wide.index(max(wide))]
-    mid = float(f"{(lo + hi) / 2:.4g}")
-    return mid if lo < mid < hi else None
+    est = next((i for i, p in enumerate(ps) if p.saturated or not p.valid or not p.estimate <= threshold), None)
+    gaps = {(ps[i - 1].planned, ps[i].planned) for i in (met[-1] + 1 if met else None, miss, est)
+            if i is not None and 1 <= i < len(ps)}
+    taken = {p.planned for p in points}
+    for lo, hi in sorted(gaps, key=lambda g: ((g[0] - g[1]) / g[0], g[0])):  # widest first, then lowest
+        mid = float(f"{(lo + hi) / 2:.4g}")
+        if (hi - lo) > tolerance * lo and lo < mid < hi and mid not in taken:
+            return mid
+    return None
 
 
 @dataclass(frozen=True)
