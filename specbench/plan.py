@@ -96,7 +96,7 @@ class Sweep:
             "waves": s.waves, "repeats": s.repeats, "adaptive": s.adaptive and s.adaptive.model_dump(),
             "warmup": s.warmup_requests, "seed": s.seed, "endpoint": s.endpoint,
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
-            **({"load": s.load.model_dump(exclude={"trace"}),
+            **({"load": s.load.model_dump(exclude={"trace", "max_send_lag_s"}),
                 "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -13,7 +13,9 @@ sits at 3 and 2 service times, on the steep part of the p90-vs-rate curve, where
 crossing little. Simulating with every TTFT 20 ms longer moves both capacities by under 10%, and 40 ms by under
 15% (asserted below on the simulation itself); the stand-in and client add about 1-5 ms on loopback. The
 percentile is taken on the same arrivals as the simulation (common random numbers), so sampling noise does not
-enter the comparison, and nothing waits on a sleep or a wall-clock ratio.
+enter the comparison, and nothing waits on a sleep or a wall-clock ratio. The send-lag gate's bound is raised
+to 200 ms (its default here, 10% of 0.3 s, excludes points of a 2-core machine under 15x load): latency counts
+from the planned arrival, and the 20-40 ms figures above are that lag's effect.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def test_capacity_matches_the_simulated_queue(tmp_path: Path, port: int,
     cfg = standin_config(model, port, variants=variants, faults=faults, name="mdc",
                          sweep={"output_lens": [4], "load": {"kind": "open", "rates": [6, 12, 18],
                                                              "requests_per_rate": MEASURED,
-                                                             "warmup_requests": WARMUP}})
+                                                             "warmup_requests": WARMUP,
+                                                             "max_send_lag_s": 0.2}})  # see below
     del cfg["sweep"]["concurrency"]
     cfg["slo"] = {"ttft_s": {"p90": THRESHOLD_S}}
     cfg["capacity"] = {"search": True, "tolerance": 0.05}

@@ -409,6 +409,8 @@ def test_a_late_sender_flags_the_point_and_it_does_not_count() -> None:
     cap = capacity_table(pts, slos, "v").iloc[0]
     assert (cap["excluded_rates"], cap["rates_measured"]) == (1, 3)
     assert cap["capacity_offered_req_s"] == pytest.approx(3.0)
+    relaxed = open_loop_table(req, pd.DataFrame({"window_id": sorted(set(req["window_id"]))}), slos, lag_bound_s=2.0)
+    assert relaxed["send_lag_ok"].all()  # sweep.load.max_send_lag_s: 2 s states another bound
     (line,) = open_loop_warnings_text(pts)
     assert line.startswith("v at 2 req/s: the sender ran late (p99 send lag 1300.0 ms > 50.0 ms)")
 

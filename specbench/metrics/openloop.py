@@ -64,7 +64,7 @@ def _trend(row: dict[str, Any], slos: Sequence[SLO]) -> str:
     return "+".join(sorted({str(row[f"{slo_column(s)}_trend"]) for s in slos} - {"", "nan"}))
 
 
-def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO]) -> dict[str, Any]:
+def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO], lag_bound_s: float | None) -> dict[str, Any]:
     first = rows[0]
     row: dict[str, Any] = {c: first.get(c) for c in GROUP}
     row.update(rate=as_float(first.get("rate")), point_id=first.get("point_id"))
@@ -92,7 +92,7 @@ def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO]) -> dict[str, Any
         for q in (50, 90, 99):
             row[f"{metric.removesuffix('_s')}_p{q}_s"] = stats.percentile(vals, q)
     lags = [as_float(r.get("send_lag_s")) for r in rows]
-    bound = send_lag_bound(slos)
+    bound = send_lag_bound(slos, lag_bound_s)
     row.update(send_lag_p50_s=stats.percentile(lags, 50), send_lag_p99_s=stats.percentile(lags, 99),
                send_lag_max_s=max((x for x in lags if math.isfinite(x)), default=NAN), send_lag_bound_s=bound)
     row["send_lag_ok"] = not (row["send_lag_p99_s"] > bound)  # NaN (no lags recorded, no SLO) passes
@@ -112,9 +112,10 @@ def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO]) -> dict[str, Any
 
 
 def open_loop_table(requests: pd.DataFrame, windows: pd.DataFrame, slos: Sequence[SLO],
-                    by_launch: bool = False) -> pd.DataFrame:
+                    by_launch: bool = False, lag_bound_s: float | None = None) -> pd.DataFrame:
     """open_loop.csv: one row per variant x open-loop point (measured requests of completed windows); with
-    `by_launch`, one per variant x point x launch (column `launch`), for the capacity of each launch."""
+    `by_launch`, one per variant x point x launch (column `launch`), for the capacity of each launch.
+    `lag_bound_s`: the send-lag gate's configured bound (None: the default, metrics.slo.send_lag_bound)."""
     req = measured_requests(requests, windows)
     if req.empty or "rate" not in req or req["rate"].isna().all():
         return pd.DataFrame()
@@ -122,7 +123,7 @@ def open_loop_table(requests: pd.DataFrame, windows: pd.DataFrame, slos: Sequenc
     keys = ["cell_id", "launch"] if by_launch else ["cell_id"]
     rows = []
     for key, g in req.groupby(keys, sort=True):
-        row = _point_row([{str(k): v for k, v in r.items()} for r in g.to_dict("records")], slos)
+        row = _point_row([{str(k): v for k, v in r.items()} for r in g.to_dict("records")], slos, lag_bound_s)
         rows.append(row | ({"launch": int(str(key[1]))} if by_launch else {}))
     order = GROUP + (["launch"] if by_launch else []) + ["rate"]
     return pd.DataFrame(rows).sort_values(order, na_position="first").reset_index(drop=True)

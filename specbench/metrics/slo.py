@@ -206,9 +206,12 @@ def halves(windows: Sequence[Sequence[float]], q: float, confidence: float = CON
 SEND_LAG_FRACTION = 0.1  # a point counts only when its p99 send lag <= 10% of the tightest SLO threshold
 
 
-def send_lag_bound(slos: Sequence[SLO]) -> float:
-    """The send-lag gate's bound (s): SEND_LAG_FRACTION x the smallest SLO threshold (NaN without SLOs). A
-    sender this late has bunched the arrivals the server saw, so the point is not the offered process."""
+def send_lag_bound(slos: Sequence[SLO], configured: float | None = None) -> float:
+    """The send-lag gate's bound (s): `sweep.load.max_send_lag_s` when set, else SEND_LAG_FRACTION x the
+    smallest SLO threshold (NaN without SLOs). A sender later than this has bunched the arrivals the server
+    saw, so the point is not the offered process."""
+    if configured is not None:
+        return configured
     return SEND_LAG_FRACTION * min(s.threshold_s for s in slos) if slos else NAN
 
 
