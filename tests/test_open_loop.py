@@ -189,6 +189,41 @@ def test_quantile_interval_is_the_order_statistic_interval() -> None:
     assert math.isnan(quantile_ci([], 90).estimate)
 
 
+def test_batch_interval_widens_for_correlated_requests_and_never_narrows() -> None:
+    """Requests that share a queue come in runs; the batch-means interval sees the runs, the independent one
+    cannot. Known answers: values in runs of 30 (10 runs, each run one value) vs the same values shuffled."""
+    from specbench.metrics.slo import batch_quantile_ci
+
+    runs = [float(v) for v in range(10) for _ in range(30)]  # 300 values, 10 runs of 30 equal values
+    rng = np.random.default_rng(0)
+    shuffled = list(rng.permutation(runs))
+    iid = quantile_ci(runs, 90)
+    corr, mixed = batch_quantile_ci([runs], 90), batch_quantile_ci([shuffled], 90)
+    assert corr.estimate == iid.estimate == pytest.approx(8.1)  # numpy linear: between x_270 = 8 and x_271 = 9
+    assert (iid.low, iid.high) == (8.0, 9.0)
+    # 5 batches of 60 (values 0-1, 2-3, 4-5, 6-7, 8-9): F(8.1) = 1, 1, 1, 1, 0.5; SE = sd / sqrt(5) = 0.1;
+    # t_4 = 2.776: ranks floor(300 x (0.9 - 0.2776)) = 186 -> x_186 = 6, and beyond n above: unbounded
+    se = float(np.std([1, 1, 1, 1, 0.5], ddof=1)) / math.sqrt(5)
+    assert se == pytest.approx(0.1)
+    assert (corr.low, corr.high) == (6.0, math.inf)
+    assert mixed.low >= corr.low and mixed.high < corr.high  # shuffled: no runs, a narrower interval
+    assert mixed.low <= iid.low and mixed.high >= iid.high  # never narrower than the independent interval
+    short = batch_quantile_ci([list(range(15))], 50)  # under 20 requests: the independent interval itself
+    assert (short.low, short.high) == (quantile_ci(list(range(15)), 50).low, quantile_ci(list(range(15)), 50).high)
+
+
+def test_halves_flag_a_window_that_is_still_filling() -> None:
+    from specbench.metrics.slo import halves
+
+    rng = np.random.default_rng(1)
+    filling = list(np.concatenate([rng.uniform(0.0, 0.3, 150), rng.uniform(0.2, 0.8, 150)]))
+    h = halves([filling], 90)
+    assert h.trend == RISING and h.first < h.second
+    assert halves([filling[150:] + filling[:150]], 90).trend == FALLING
+    assert halves([list(rng.uniform(0, 1, 300))], 90).trend == ""  # independent, identically distributed
+    assert halves([[0.1] * 30], 90).trend == ""  # too short to tell
+
+
 def test_wilson_interval_known_values() -> None:
     lo, hi = wilson(8, 10)  # 8 of 10: 0.490 .. 0.943 (Wilson 1927; Newcombe 1998, table I)
     assert (lo, hi) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
@@ -413,6 +448,29 @@ def test_a_late_sender_flags_the_point_and_it_does_not_count() -> None:
     assert relaxed["send_lag_ok"].all()  # sweep.load.max_send_lag_s: 2 s states another bound
     (line,) = open_loop_warnings_text(pts)
     assert line.startswith("v at 2 req/s: the sender ran late (p99 send lag 1300.0 ms > 50.0 ms)")
+
+
+def test_a_window_still_filling_is_warned_about_and_not_met() -> None:
+    """Issue 33: each rate's window started from an empty server and nothing checked for a steady state. A
+    window whose second half is slower than its first is flagged (`steady` False, a warning) and its "met"
+    becomes undecided: its steady state is slower still."""
+    import pandas as pd
+
+    from specbench.metrics.openloop import open_loop_table
+    from specbench.report.slo import open_loop_warnings_text
+
+    rng = np.random.default_rng(3)
+    ttft = [0.2] * 100 + list(rng.uniform(0.30, 0.49, 100))  # all under 0.5 s, not 3x slower: not saturated
+    rows = [{"variant": "v", "category": "c", "input_len": None, "output_len": 4, "temperature": 0.0, "rate": 1.0,
+             "cell_id": "v|r1", "point_id": "r1", "window_id": "w", "launch": 1, "repeat": 1, "index": i,
+             "warmup": False, "t_send": 100.0 + i, "scheduled_s": float(i), "send_lag_s": 0.0, "ttft_s": t,
+             "e2e_s": t + 0.03, "output_tokens": 4, "chunk_tokens": [4], "error": None} for i, t in enumerate(ttft)]
+    pts = open_loop_table(pd.DataFrame(rows), pd.DataFrame({"window_id": ["w"]}), [SLO("ttft_s", 90, 0.5)])
+    r = pts.iloc[0]
+    assert r["p90_ttft_s"] < 0.5  # the estimate alone said "met" (decide() takes "met" from a rising point too)
+    assert (r["p90_ttft_s_trend"], bool(r["steady"]), r["p90_ttft_s_decision"]) == (RISING, False, "undecided")
+    (line,) = open_loop_warnings_text(pts)
+    assert line.startswith("v at 1 req/s: no steady state (the window's halves disagree: rising)")
 
 
 # -- report ----------------------------------------------------------------------------------------------
