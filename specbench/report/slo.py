@@ -207,7 +207,8 @@ def open_loop_context(data: RunData) -> Paragraph:
     return Paragraph([f"Open loop: requests sent at their planned times ({arrival}) whatever is in flight "
                       f"(safety cap {load.get('max_in_flight', '-')}), {load.get('requests_per_rate', '-')} "
                       f"measured requests per rate after {load.get('warmup_requests', '-')} warmup requests; "
-                      f"the same schedule for every variant. SLOs: {slos}."])
+                      f"the same schedule for every variant, realizing each rate exactly. SLOs: {slos}. Rates and capacities "
+                      "are realized offered requests/s."])
 
 
 def open_loop_sections(data: RunData, *, plots: bool = True) -> list[Block]:
