@@ -202,13 +202,14 @@ def open_loop_context(data: RunData) -> Paragraph:
     arrival = "a trace replay" if load.get("trace") else str(load.get("arrival", "poisson")) + " arrivals"
     if load.get("arrival") == "gamma":
         arrival += f" (burstiness {load.get('burstiness', 1)})"
+    exact = "" if load.get("trace") else ", each rate realized exactly"
     slo = data.config.get("slo") or {}
     slos = ", ".join(f"{k} {m} <= {v:g} s" for m, ps in slo.items() for k, v in ps.items()) or "none"
     return Paragraph([f"Open loop: requests sent at their planned times ({arrival}) whatever is in flight "
                       f"(safety cap {load.get('max_in_flight', '-')}), {load.get('requests_per_rate', '-')} "
                       f"measured requests per rate after {load.get('warmup_requests', '-')} warmup requests; "
-                      f"the same schedule for every variant, realizing each rate exactly. SLOs: {slos}. Rates and capacities "
-                      "are realized offered requests/s."])
+                      f"the same schedule for every variant{exact}. SLOs: {slos}. Capacities are in realized offered "
+                      "requests/s."])
 
 
 def open_loop_sections(data: RunData, *, plots: bool = True) -> list[Block]:
