@@ -96,7 +96,7 @@ class Sweep:
             "waves": s.waves, "repeats": s.repeats, "adaptive": s.adaptive and s.adaptive.model_dump(),
             "warmup": s.warmup_requests, "seed": s.seed, "endpoint": s.endpoint,
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
-            **({"load": s.load.model_dump(exclude={"trace"}),
+            **({"load": s.load.model_dump(exclude={"trace", "max_send_lag_s"}),
                 "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -225,8 +225,9 @@ def _offsets(cfg: RunConfig, sweep: Sweep, point: SweepPoint, n: int, repeat: in
         return None
     if sweep.trace is not None:
         return sweep.trace.offsets(point.rate)
-    load = cfg.sweep.load
-    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness)
+    load = cfg.sweep.load  # the measured requests (after the warmup) realize the rate exactly
+    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness,
+                           fit_from=load.warmup_requests)
 
 
 def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:

@@ -40,6 +40,9 @@ class LoadConfig(Strict):
     warmup_requests: int = Field(10, ge=0)  # sent first at the same rate, left out of every figure
     trace: str | None = None  # JSONL of arrival offsets (+ prompt_id, input_len, output_len) replayed as recorded
     max_in_flight: int = Field(DEFAULT_MAX_IN_FLIGHT, ge=1)  # the safety cap
+    # the send-lag gate: a rate whose p99 send lag exceeds this (s) is not counted; None: 10% of the tightest
+    # SLO threshold (docs/metrics.md, "send-lag gate"). Analysis only: not part of the sweep's fingerprint
+    max_send_lag_s: float | None = Field(None, gt=0)
 
     @field_validator("rates")
     @classmethod

@@ -7,23 +7,25 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import stats
-from .capacity import MEASURED, Capacity, RatePoint, capacity, capacity_gain
+from .capacity import MEASURED, Capacity, Gain, RatePoint, capacity, capacity_gain, decide
 from .common import NAN, as_float, as_list, key_nan, opt_str
 from .requests import measured_requests, request_output_tokens, request_tpot
 from .warnings import decode_warnings
-from .slo import SLO, RequestLatency, WindowTiming, goodput, quantile_ci, saturation
+from .slo import (SLO, RequestLatency, WindowTiming, batch_quantile_ci, goodput, halves, saturation,
+                  send_lag_bound)
 
 GROUP = ["variant", "category", "input_len", "output_len", "temperature"]  # one latency-vs-rate curve
-CAPACITY_COLUMNS = ["variant", "slo", "capacity_req_s", "capacity_ci_low", "capacity_ci_high", "status",
-                    "gain", "gain_ci_low", "gain_ci_high", "category", "input_len", "output_len", "temperature",
-                    "rates_measured"]
+CAPACITY_COLUMNS = ["variant", "slo", "capacity_offered_req_s", "missed_offered_req_s", "crossing_offered_req_s",
+                    "status", "undecided_rates", "excluded_rates", "gain", "gain_ci_low", "gain_ci_high",
+                    "launches", "capacity_by_launch", "launches_agreeing", "category", "input_len", "output_len",
+                    "temperature", "rates_measured"]
 ALL = "all"  # the SLO set at once: every SLO holds
 
 
@@ -57,18 +59,25 @@ def _window(rows: list[dict[str, Any]]) -> tuple[WindowTiming, float]:
     return timing, float(np.nanmax(ends) - np.nanmin(send))
 
 
-def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO]) -> dict[str, Any]:
+def _trend(row: dict[str, Any], slos: Sequence[SLO]) -> str:
+    """The steady-state trends of a row's SLO percentiles, joined (`rising`, `falling`, both, or "")."""
+    return "+".join(sorted({str(row[f"{slo_column(s)}_trend"]) for s in slos} - {"", "nan"}))
+
+
+def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO], lag_bound_s: float | None) -> dict[str, Any]:
     first = rows[0]
     row: dict[str, Any] = {c: first.get(c) for c in GROUP}
     row.update(rate=as_float(first.get("rate")), point_id=first.get("point_id"))
-    reqs = [_latency(r) for r in rows]
-    ok = [r for r in reqs if r.ok]
-    row.update(n_requests=len(reqs), n_errors=len(reqs) - len(ok))
     by_window: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for r in rows:
         by_window.setdefault((r.get("launch"), r.get("repeat")), []).append(r)
+    ordered = [sorted(ws, key=lambda r: as_float(r.get("scheduled_s"))) for _, ws in sorted(by_window.items())]
+    per_window = [[_latency(r) for r in ws] for ws in ordered]  # schedule order: the batches are consecutive
+    reqs = [x for w in per_window for x in w]
+    ok = [r for r in reqs if r.ok]
+    row.update(n_requests=len(reqs), n_errors=len(reqs) - len(ok))
     sats, span = [], 0.0
-    for ws in by_window.values():
+    for ws in ordered:
         timing, window_span = _window(ws)
         sats.append(saturation(timing))
         span += window_span
@@ -82,47 +91,67 @@ def _point_row(rows: list[dict[str, Any]], slos: Sequence[SLO]) -> dict[str, Any
         vals = [getattr(r, metric) for r in ok]
         for q in (50, 90, 99):
             row[f"{metric.removesuffix('_s')}_p{q}_s"] = stats.percentile(vals, q)
+    lags = [as_float(r.get("send_lag_s")) for r in rows]
+    bound = send_lag_bound(slos, lag_bound_s)
+    row.update(send_lag_p50_s=stats.percentile(lags, 50), send_lag_p99_s=stats.percentile(lags, 99),
+               send_lag_max_s=max((x for x in lags if math.isfinite(x)), default=NAN), send_lag_bound_s=bound)
+    row["send_lag_ok"] = not (row["send_lag_p99_s"] > bound)  # NaN (no lags recorded, no SLO) passes
     for s in slos:
-        qc = quantile_ci([r.value(s.metric) for r in reqs], s.percentile)
+        values = [[r.value(s.metric) for r in w] for w in per_window]
+        qc, hv = batch_quantile_ci(values, s.percentile), halves(values, s.percentile)
         col = slo_column(s)
         row.update({col: qc.estimate, f"{col}_ci_low": qc.low, f"{col}_ci_high": qc.high,
-                    f"{col}_met": bool(qc.estimate <= s.threshold_s and not row["saturated"])})
+                    f"{col}_first_half": hv.first, f"{col}_second_half": hv.second, f"{col}_trend": hv.trend})
+        row[f"{col}_decision"] = decide(_rate_point(row, s, slos), s.threshold_s)
+    row["steady"] = not _trend(row, slos)
     g = goodput(reqs, slos, span)
     row.update(attainment=g.attainment, attainment_ci_low=g.attainment_low, attainment_ci_high=g.attainment_high,
                goodput_req_s=g.req_s, goodput_req_s_ci_low=g.req_s_low, goodput_req_s_ci_high=g.req_s_high,
                goodput_tok_s=g.tok_s, goodput_tok_s_ci_low=g.tok_s_low, goodput_tok_s_ci_high=g.tok_s_high)
-    lags = [as_float(r.get("send_lag_s")) for r in rows]
-    row.update(send_lag_p50_s=stats.percentile(lags, 50), send_lag_p99_s=stats.percentile(lags, 99),
-               send_lag_max_s=max((x for x in lags if math.isfinite(x)), default=NAN))
     return row
 
 
-def open_loop_table(requests: pd.DataFrame, windows: pd.DataFrame, slos: Sequence[SLO]) -> pd.DataFrame:
-    """open_loop.csv: one row per variant x open-loop point (measured requests of completed windows)."""
+def open_loop_table(requests: pd.DataFrame, windows: pd.DataFrame, slos: Sequence[SLO],
+                    by_launch: bool = False, lag_bound_s: float | None = None) -> pd.DataFrame:
+    """open_loop.csv: one row per variant x open-loop point (measured requests of completed windows); with
+    `by_launch`, one per variant x point x launch (column `launch`), for the capacity of each launch.
+    `lag_bound_s`: the send-lag gate's configured bound (None: the default, metrics.slo.send_lag_bound)."""
     req = measured_requests(requests, windows)
     if req.empty or "rate" not in req or req["rate"].isna().all():
         return pd.DataFrame()
     req = req[req["rate"].notna()]
-    rows = [_point_row([{str(k): v for k, v in r.items()} for r in g.to_dict("records")], slos)
-            for _, g in req.groupby("cell_id", sort=True)]
-    return pd.DataFrame(rows).sort_values(GROUP[:1] + GROUP[1:] + ["rate"], na_position="first").reset_index(drop=True)
+    keys = ["cell_id", "launch"] if by_launch else ["cell_id"]
+    rows = []
+    for key, g in req.groupby(keys, sort=True):
+        row = _point_row([{str(k): v for k, v in r.items()} for r in g.to_dict("records")], slos, lag_bound_s)
+        rows.append(row | ({"launch": int(str(key[1]))} if by_launch else {}))
+    order = GROUP + (["launch"] if by_launch else []) + ["rate"]
+    return pd.DataFrame(rows).sort_values(order, na_position="first").reset_index(drop=True)
+
+
+def _rate_point(r: Mapping[str, Any], slo: SLO | None, slos: Sequence[SLO]) -> RatePoint:
+    """One open_loop.csv row as a RatePoint for one SLO, or for ALL of them (slo None): then each value is the
+    worst SLO's percentile over its threshold, against a threshold of 1. The rate is the realized offered rate
+    (`offered_req_s`; the nominal `rate` where it is undefined)."""
+    if slo is not None:
+        c = slo_column(slo)
+        vals = (r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"])
+        trend = str(r[f"{c}_trend"])
+    else:
+        ratios = [[r[f"{slo_column(s)}{suffix}"] / s.threshold_s for s in slos]
+                  for suffix in ("", "_ci_low", "_ci_high")]
+        vals = (max(ratios[0]), max(ratios[1]), max(ratios[2]))
+        trend = _trend(dict(r), slos)
+    nominal, offered = as_float(r["rate"]), as_float(r.get("offered_req_s"))
+    return RatePoint(rate=offered if math.isfinite(offered) else nominal, estimate=float(vals[0]),
+                     low=float(vals[1]), high=float(vals[2]), saturated=bool(r["saturated"]),
+                     valid=int(r["n_requests"]) > int(r["n_errors"]), trend="" if trend == "nan" else trend,
+                     counted=bool(r["send_lag_ok"]), nominal=nominal)
 
 
 def rate_points(points: pd.DataFrame, slo: SLO | None, slos: Sequence[SLO]) -> list[RatePoint]:
-    """One curve's rows as RatePoints for one SLO, or for ALL of them (slo None): then each value is the
-    worst SLO's percentile over its threshold, against a threshold of 1."""
-    out = []
-    for _, r in points.sort_values("rate").iterrows():
-        if slo is not None:
-            c = slo_column(slo)
-            vals = (r[c], r[f"{c}_ci_low"], r[f"{c}_ci_high"])
-        else:
-            ratios = [[r[f"{slo_column(s)}{suffix}"] / s.threshold_s for s in slos] for suffix in ("", "_ci_low",
-                                                                                                "_ci_high")]
-            vals = (max(ratios[0]), max(ratios[1]), max(ratios[2]))
-        out.append(RatePoint(rate=float(r["rate"]), estimate=float(vals[0]), low=float(vals[1]), high=float(vals[2]),
-                             saturated=bool(r["saturated"]), valid=int(r["n_requests"]) > int(r["n_errors"])))
-    return out
+    """One curve's rows as RatePoints for one SLO, or for ALL of them (slo None); see `_rate_point`."""
+    return [_rate_point({str(k): v for k, v in r.items()}, slo, slos) for _, r in points.sort_values("rate").iterrows()]
 
 
 def slo_sets(slos: Sequence[SLO]) -> list[tuple[str, SLO | None, float]]:
@@ -133,30 +162,60 @@ def slo_sets(slos: Sequence[SLO]) -> list[tuple[str, SLO | None, float]]:
     return out
 
 
-def capacity_table(points: pd.DataFrame, slos: Sequence[SLO], baseline: str) -> pd.DataFrame:
-    """capacity.csv: per variant, curve and SLO, the capacity (req/s) with its interval and the gain over
-    the baseline's capacity on the same curve and SLO."""
-    if points.empty or not slos:
-        return pd.DataFrame(columns=CAPACITY_COLUMNS)
-    rows = []
-    caps: dict[tuple[Any, ...], Capacity] = {}
-    for key, g in points.groupby(GROUP, dropna=False, sort=True):
+def _capacities(points: pd.DataFrame, slos: Sequence[SLO], keys: list[str]) -> dict[tuple[Any, ...], Capacity]:
+    """(*keys, SLO label) -> the capacity of that curve (and launch, with `launch` in keys)."""
+    out: dict[tuple[Any, ...], Capacity] = {}
+    for key, g in points.groupby(keys, dropna=False, sort=True):
         key = tuple(key_nan(k) for k in key)
         for label, slo, thr in slo_sets(slos):
-            cap = capacity(rate_points(g, slo, slos), thr)
-            caps[(*key, label)] = cap
-            rows.append(dict(zip(GROUP, key)) | {"slo": label, "capacity_req_s": cap.value,
-                                                  "capacity_ci_low": cap.low, "capacity_ci_high": cap.high,
-                                                  "status": cap.status, "rates_measured": len(g)})
-    for row in rows:
-        base = caps.get((baseline, *[row[c] for c in GROUP[1:]], row["slo"]))
-        mine = caps[(*[row[c] for c in GROUP], row["slo"])]
-        gain = capacity_gain(mine, base) if base and row["variant"] != baseline else None
+            out[(*key, label)] = capacity(rate_points(g, slo, slos), thr)
+    return out
+
+
+def _rates_measured(points: pd.DataFrame) -> dict[tuple[Any, ...], int]:
+    return {tuple(key_nan(k) for k in key): len(g) for key, g in points.groupby(GROUP, dropna=False, sort=True)}
+
+
+def _agreeing(gains: Sequence[Gain], pooled: Gain) -> int:
+    """How many launches' gain intervals exclude 1 on the side the pooled one does (0 when it does not)."""
+    if pooled.low > 1:
+        return sum(1 for g in gains if g.low > 1)
+    if pooled.high < 1:
+        return sum(1 for g in gains if g.high < 1)
+    return 0
+
+
+def capacity_table(points: pd.DataFrame, slos: Sequence[SLO], baseline: str,
+                   launch_points: pd.DataFrame | None = None) -> pd.DataFrame:
+    """capacity.csv: per variant, curve and SLO, the capacity (realized offered req/s) with its bracket and the
+    gain over the baseline's capacity on the same curve and SLO. `launch_points` (open_loop_table by launch):
+    the capacity of each launch too, and how many launches' own gains agree with the pooled one."""
+    if points.empty or not slos:
+        return pd.DataFrame(columns=CAPACITY_COLUMNS)
+    caps, n_rates = _capacities(points, slos, GROUP), _rates_measured(points)
+    per_launch = (_capacities(launch_points, slos, GROUP + ["launch"])
+                  if launch_points is not None and len(launch_points) else {})
+    rows = []
+    for (*key, label), cap in caps.items():
+        curve = dict(zip(GROUP, key))
+        mine = {k[-2]: c for k, c in per_launch.items() if list(k[:len(GROUP)]) == key and k[-1] == label}
+        row = curve | {"slo": label, "capacity_offered_req_s": cap.value, "missed_offered_req_s": cap.high,
+                       "crossing_offered_req_s": cap.crossing, "status": cap.status,
+                       "undecided_rates": cap.undecided, "excluded_rates": cap.excluded,
+                       "launches": max(1, len(mine)), "rates_measured": n_rates[tuple(key)],
+                       "capacity_by_launch": "; ".join(f"{lx}: {c.value:.4g}" for lx, c in sorted(mine.items()))}
+        base = caps.get((baseline, *key[1:], label))
         if row["variant"] == baseline:  # the baseline against itself
-            row.update(gain=1.0 if mine.status == MEASURED else NAN, gain_ci_low=NAN, gain_ci_high=NAN)
-            continue
-        row.update(gain=gain.value if gain else NAN, gain_ci_low=gain.low if gain else NAN,
-                   gain_ci_high=gain.high if gain else NAN)
+            row.update(gain=1.0 if cap.status == MEASURED else NAN, gain_ci_low=NAN, gain_ci_high=NAN,
+                       launches_agreeing=0)
+        else:
+            gain = capacity_gain(cap, base) if base else Gain(NAN, NAN, NAN)
+            base_l = {k[-2]: c for k, c in per_launch.items()
+                      if list(k[:len(GROUP)]) == [baseline, *key[1:]] and k[-1] == label}
+            gains = [capacity_gain(c, base_l[lx]) for lx, c in mine.items() if lx in base_l]
+            row.update(gain=gain.value, gain_ci_low=gain.low, gain_ci_high=gain.high,
+                       launches_agreeing=_agreeing(gains, gain))
+        rows.append(row)
     return pd.DataFrame(rows, columns=CAPACITY_COLUMNS)
 
 

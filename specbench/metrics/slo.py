@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
+from ..arrivals import rank_rate
 from .common import NAN
 
 METRIC_NAMES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "e2e latency"}
@@ -109,6 +110,111 @@ def quantile_ci(values: Sequence[float], q: float, confidence: float = CONFIDENC
     return Quantile(est, low, high)
 
 
+BATCHES_PER_WINDOW = 5  # batch means: a window's requests in schedule order, cut into 5 consecutive batches
+MIN_BATCH = 10  # ... of at least 10 requests each (fewer batches in a short window)
+HALF_BATCHES = 5  # the steady-state check: 5 batches in each half of a window
+
+
+def _batches(windows: Sequence[Sequence[float]], per_window: int) -> list[np.ndarray]:
+    """Consecutive batches of each window's values (schedule order, NaN dropped); batches never span windows."""
+    out = []
+    for w in windows:
+        x = np.asarray([v for v in w if not math.isnan(v)], dtype=float)
+        k = min(per_window, x.size // MIN_BATCH)
+        out += [b for b in np.array_split(x, k)] if k >= 1 else []
+    return out
+
+
+def _cdf_se(batches: Sequence[np.ndarray], at: float) -> tuple[float, int]:
+    """(SE of the fraction of the values <= `at`, its df) from the batch means of the indicator 1{x <= at}:
+    SD of the batch means / sqrt(batches), df = batches - 1. (NaN, 0) with fewer than 2 batches."""
+    if len(batches) < 2:
+        return NAN, 0
+    means = np.array([float(np.mean(b <= at)) for b in batches])
+    return float(np.std(means, ddof=1)) / math.sqrt(len(batches)), len(batches) - 1
+
+
+def _t(df: int, confidence: float) -> float:
+    """The two-sided critical value: Student t with df degrees of freedom, the normal one for df 0 (no batches)."""
+    a = 0.5 + confidence / 2
+    return float(scipy.stats.t.ppf(a, df)) if df >= 1 else float(scipy.stats.norm.ppf(a))
+
+
+def batch_quantile_ci(windows: Sequence[Sequence[float]], q: float, confidence: float = CONFIDENCE) -> Quantile:
+    """The q-th percentile of every window's values pooled, with a 95% interval that holds when consecutive
+    requests are correlated (they share the queue): the fraction F of values below the estimate has the
+    batch-means SE of `_cdf_se` (5 consecutive batches per window, t with batches - 1 df); the interval is
+    the order statistics at ranks floor(n (p - t SE)) and ceil(n (p + t SE)) + 1, widened to contain the
+    independent-requests interval of `quantile_ci` (it is never narrower; it is that interval under 20
+    requests). Windows are independent (each its
+    own schedule and its own start), so several windows (repeats, launches) add batches of their own."""
+    pooled = [v for w in windows for v in w]
+    iid = quantile_ci(pooled, q, confidence)
+    arr = np.sort(np.asarray([v for v in pooled if not math.isnan(v)], dtype=float))
+    n, p = arr.size, q / 100.0
+    if n == 0 or math.isnan(iid.estimate):
+        return iid
+    se, df = _cdf_se(_batches(windows, BATCHES_PER_WINDOW), iid.estimate)
+    if math.isnan(se):
+        return iid  # fewer than 2 batches (under 20 requests): the independent-requests interval
+    half = _t(df, confidence) * se
+    lo_rank, hi_rank = math.floor(n * (p - half)), math.ceil(n * (p + half)) + 1
+    low = float(arr[lo_rank - 1]) if lo_rank >= 1 else -math.inf
+    high = float(arr[hi_rank - 1]) if hi_rank <= n else math.inf
+    return Quantile(iid.estimate, min(low, iid.low), max(high, iid.high))
+
+
+RISING, FALLING = "rising", "falling"  # the second halves slower / faster than the first halves
+
+
+@dataclass(frozen=True)
+class Halves:
+    """The steady-state check of one percentile: its estimate over each window's first and second half."""
+
+    first: float
+    second: float
+    trend: str  # "" (the halves agree) | RISING | FALLING
+
+
+def halves(windows: Sequence[Sequence[float]], q: float, confidence: float = CONFIDENCE) -> Halves:
+    """Do the two halves of the windows (schedule order) agree on the q-th percentile? With x the pooled
+    estimate, F1 and F2 the fractions of the first and second halves' values <= x, each with the batch-means
+    SE of `_cdf_se` (5 batches per half-window): they disagree when |F1 - F2| > max(t SE, z SE_iid),
+    SE = sqrt(SE1^2 + SE2^2), t of Student with the batches' df (95%, two-sided), SE_iid the binomial
+    sqrt(p (1 - p) (1/n1 + 1/n2)) of independent requests (a floor). F1 > F2: the second half is slower (RISING: the queue
+    still filling, from the empty server the window started on); F1 < F2: FALLING."""
+    split = [(list(w[: len(w) // 2]), list(w[len(w) // 2:])) for w in windows]
+    first, second = [a for a, _ in split], [b for _, b in split]
+    x = quantile_ci([v for w in windows for v in w], q).estimate
+    q1, q2 = quantile_ci([v for w in first for v in w], q).estimate, quantile_ci([v for w in second for v in w], q).estimate
+    if math.isnan(x) or math.isinf(x):
+        return Halves(q1, q2, "")
+    p = q / 100.0
+    b1, b2 = _batches(first, HALF_BATCHES), _batches(second, HALF_BATCHES)
+    if len(b1) < 2 or len(b2) < 2:
+        return Halves(q1, q2, "")  # too short to tell
+    n1, n2 = sum(b.size for b in b1), sum(b.size for b in b2)
+    (se1, df1), (se2, df2) = _cdf_se(b1, x), _cdf_se(b2, x)
+    f1 = float(np.mean(np.concatenate(b1) <= x))
+    f2 = float(np.mean(np.concatenate(b2) <= x))
+    iid = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))  # the floor: independent requests
+    limit = max(_t(df1 + df2, confidence) * math.hypot(se1, se2), _t(0, confidence) * iid)
+    trend = RISING if f1 - f2 > limit else FALLING if f2 - f1 > limit else ""
+    return Halves(q1, q2, trend)
+
+
+SEND_LAG_FRACTION = 0.1  # a point counts only when its p99 send lag <= 10% of the tightest SLO threshold
+
+
+def send_lag_bound(slos: Sequence[SLO], configured: float | None = None) -> float:
+    """The send-lag gate's bound (s): `sweep.load.max_send_lag_s` when set, else SEND_LAG_FRACTION x the
+    smallest SLO threshold (NaN without SLOs). A sender later than this has bunched the arrivals the server
+    saw, so the point is not the offered process."""
+    if configured is not None:
+        return configured
+    return SEND_LAG_FRACTION * min(s.threshold_s for s in slos) if slos else NAN
+
+
 def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Wilson score interval of a proportion k / n; (NaN, NaN) for n = 0."""
     if n <= 0:
@@ -138,16 +244,6 @@ class Saturation:
     wait_growth: float  # median TTFT of the window's last third / of its first third
     saturated: bool
     reason: str  # "" | "rate" | "waiting" | "rate+waiting"
-
-
-def rank_rate(times: Sequence[float]) -> float:
-    """Events per second: 1 / the least-squares slope of the sorted event times against their rank. Unlike
-    (n - 1) / (last - first), it does not hinge on the two end events. NaN for fewer than 3 finite times."""
-    t = np.sort(np.asarray([x for x in times if math.isfinite(x)], dtype=float))
-    if t.size < 3:
-        return NAN
-    slope = float(np.polyfit(np.arange(t.size, dtype=float), t, 1)[0])
-    return 1.0 / slope if slope > 0 else NAN
 
 
 def saturation(w: WindowTiming) -> Saturation:

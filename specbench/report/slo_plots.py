@@ -73,9 +73,11 @@ def goodput_vs_rate(points: pd.DataFrame, baseline: str = "") -> bytes | None:
 
 
 def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
-    """Capacity per SLO (groups) and variant (bars) with 95% whiskers; hatched: a lower bound (beyond the
-    highest measured rate)."""
-    cap = capacity[capacity["capacity_req_s"].notna()] if len(capacity) else capacity
+    """Capacity per SLO (groups) and variant (bars): the bar at the estimate's crossing, the whisker from the
+    highest rate decided met to the lowest decided missed (capacity.csv); hatched: no rate decided missed (at
+    least the bar)."""
+    have = len(capacity) and "capacity_offered_req_s" in capacity
+    cap = capacity[capacity["capacity_offered_req_s"].notna()] if have else capacity.iloc[0:0]
     if not len(cap):
         return None
     slos = list(dict.fromkeys(cap["slo"]))
@@ -87,19 +89,20 @@ def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
     for i, v in enumerate(variants):
         g = cap[cap["variant"] == v].groupby("slo", sort=False).first().reindex(slos)
         x = np.arange(len(slos)) + i * width - 0.4 + width / 2
-        val = np.nan_to_num(g["capacity_req_s"].to_numpy(float))
-        lo = np.where(np.isnan(g["capacity_ci_low"].to_numpy(float)), val, g["capacity_ci_low"].to_numpy(float))
-        hi = np.where(np.isnan(g["capacity_ci_high"].to_numpy(float)), val, g["capacity_ci_high"].to_numpy(float))
+        met = g["capacity_offered_req_s"].to_numpy(float)
+        cross = g["crossing_offered_req_s"].to_numpy(float)
+        val = np.nan_to_num(np.where(np.isnan(cross), met, cross))
+        lo = np.where(np.isnan(met), val, met)
+        hi = np.where(np.isnan(g["missed_offered_req_s"].to_numpy(float)), val, g["missed_offered_req_s"].to_numpy(float))
         bars = ax.bar(x, val, width, color=colors[str(v)], label=label(v))
-        ax.vlines(x, lo, hi, color="black", lw=1.2)  # the 95% interval (an open end: drawn to the value)
+        ax.vlines(x, lo, hi, color="black", lw=1.2)  # decided met .. decided missed (an open end: to the bar)
         for bar, status in zip(bars, g["status"].astype(str)):
             if status == "beyond_highest_rate":
                 bar.set_hatch("//")
     ax.set_xticks(np.arange(len(slos)))
     ax.set_xticklabels([label(s) for s in slos], fontsize=8)
-    ax.set_ylabel("capacity (req/s)")
-    ax.set_title("Capacity under each SLO (hatched: at least)", fontsize=10)
+    ax.set_ylabel("capacity (offered req/s)")
+    ax.set_title("Capacity under each SLO (whisker: met .. missed; hatched: at least)", fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=LEGEND_SIZE)
     return _png(fig)
-

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..metrics.warnings import warning_rows
 from ..rundir import RunDir
+from .slo import open_loop_warnings_text
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:
@@ -44,6 +45,9 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
                           markup=False, highlight=False)
     if rd.capacity.exists() and rd.capacity.stat().st_size:  # an open loop: capacity per SLO instead
         _capacity_table(pd.read_csv(rd.capacity), console)
+        if rd.open_loop.exists() and rd.open_loop.stat().st_size:
+            for line in open_loop_warnings_text(pd.read_csv(rd.open_loop)):
+                console.print("warning: " + line, markup=False, highlight=False, style="yellow", soft_wrap=True)
         h = pd.DataFrame()
     else:
         h = headline(cells)
@@ -67,12 +71,12 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
 
 def _capacity_table(cap: pd.DataFrame, console: Console) -> None:
     """capacity.csv as printed: per variant and SLO, the capacity with its interval and the gain."""
-    t = Table(title="capacity under each SLO (req/s, 95% interval)")
-    for col in ("variant", "SLO", "capacity", "interval", "status", "gain"):
+    t = Table(title="capacity under each SLO (offered req/s: highest met, lowest missed, estimate)")
+    for col in ("variant", "SLO", "met", "missed", "estimate", "status", "gain"):
         t.add_column(col, justify="left" if col in ("variant", "SLO", "status") else "right")
     for _, r in cap.iterrows():
-        t.add_row(str(r.variant), str(r.slo), _fmt(r.capacity_req_s), f"{_fmt(r.capacity_ci_low)}-"
-                  f"{_fmt(r.capacity_ci_high)}", str(r.status).replace("_", " "), _fmt(r.gain))
+        t.add_row(str(r.variant), str(r.slo), _fmt(r.capacity_offered_req_s), _fmt(r.missed_offered_req_s),
+                  _fmt(r.crossing_offered_req_s), str(r.status).replace("_", " "), _fmt(r.gain))
     console.print(t)
 
 

@@ -378,9 +378,12 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))
     if cfg.sweep.load.open:
         slos = parse_slos(cfg.slo)
-        points = open_loop_table(requests, windows, slos)
+        bound = cfg.sweep.load.max_send_lag_s
+        points = open_loop_table(requests, windows, slos, lag_bound_s=bound)
         atomic_write(rd.open_loop, points.to_csv(index=False))
-        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
+        by_launch = (open_loop_table(requests, windows, slos, by_launch=True, lag_bound_s=bound)
+                     if cfg.sweep.launches > 1 else None)
+        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name, by_launch).to_csv(index=False))
     atomic_write(rd.path / LAUNCH_DRIFT, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))

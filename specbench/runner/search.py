@@ -52,7 +52,7 @@ def next_search_rate(cfg: RunConfig, variant: str, curve: Sequence[SweepPoint],
     if len(added) >= cfg.capacity.max_steps * len(slo_sets(slos)):
         return None
     windows = pd.DataFrame({"window_id": sorted({r.window_id for r in same})})
-    table = open_loop_table(records_frame(same), windows, slos)
+    table = open_loop_table(records_frame(same), windows, slos, lag_bound_s=cfg.sweep.load.max_send_lag_s)
     for _, slo, threshold in slo_sets(slos):
         rate = next_rate(rate_points(table, slo, slos), threshold, cfg.capacity.tolerance)
         if rate is not None:
