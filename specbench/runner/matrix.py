@@ -312,7 +312,8 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource
         requests, windows = open_store(rd), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-                       plain=plain_variants(cfg))
+                       plain=plain_variants(cfg),
+                       forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
     if cal is not None and cfg.sweep.launches >= 2:  # the run's own estimates first, then the F test
         reason = calibration.inconsistency(compute_cells(requests, windows, opts), cfg.baseline.name, cal)
         if reason:

@@ -1,0 +1,160 @@
+"""Known answers for the speedup surface's math: interpolation, break-even acceptance, prediction, the
+surface table and the benchmark's summary line (specbench.metrics.surface, specbench.surface)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from specbench.config import parse_config
+from specbench.errors import ConfigError, UsageError
+from specbench.metrics.surface import (Curve, Prediction, break_even_acceptance, break_even_level, crossing, decided,
+                                       interpolate, pooled, predict)
+from specbench.surface.derive import default_lengths, derived_name, split_name, surface_config
+from specbench.surface.predict import predict_run, summary_line
+from specbench.surface.table import break_even_table, readback, surface_table
+
+
+def test_interpolation_is_linear_in_log_speedup():
+    # ln S from ln 0.5 at AL 1 to ln 2 at AL 3: at AL 2 the geometric mean, 1.0
+    assert interpolate([1.0, 3.0], [0.5, 2.0], 2.0) == pytest.approx(1.0)
+    assert interpolate([1.0, 3.0], [0.5, 2.0], 1.5) == pytest.approx(0.5 * 4 ** 0.25)
+    # beyond the points the end segment is extended; one point is constant; none is NaN
+    assert interpolate([1.0, 2.0], [0.5, 1.0], 3.0) == pytest.approx(2.0)
+    assert interpolate([2.0], [0.8], 5.0) == 0.8
+    assert math.isnan(interpolate([], [], 1.0))
+
+
+def test_break_even_acceptance_and_its_interval_from_the_envelopes():
+    c = Curve.of([1, 2, 3], [0.5, 0.8, 1.6], [0.4, 0.64, 1.28], [0.625, 1.0, 2.0])
+    be = break_even_acceptance(c)
+    assert be.value == pytest.approx(2 + math.log(1 / 0.8) / math.log(2))  # 2.32 on the central curve
+    assert be.low == pytest.approx(2.0)  # the high envelope reaches 1.0 at the second point
+    assert be.high == pytest.approx(2 + math.log(1 / 0.64) / math.log(2))
+    assert be.low <= be.value <= be.high
+
+
+def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
+    assert crossing([1, 2], [0.3, 0.6]) == math.inf
+    assert crossing([1.0, 2.0], [1.2, 1.5]) == 1.0
+
+
+def test_prediction_carries_both_uncertainties():
+    c = Curve.of([1, 3], [0.5, 2.0], [0.25, 1.0], [1.0, 4.0])
+    p = predict(c, 2.0)
+    assert (p.speedup, p.low, p.high) == pytest.approx((1.0, 0.5, 2.0))
+    q = predict(c, 2.0, 1.5, 2.5)  # the acceptance's interval widens it further
+    assert q.speedup == pytest.approx(1.0)
+    assert q.low == pytest.approx(c.at(1.5, "low")) and q.high == pytest.approx(c.at(2.5, "high"))
+    assert not q.extrapolated and predict(c, 3.5).extrapolated
+
+
+def test_pooled_prediction_is_the_geometric_mean_of_points_and_ends():
+    p = pooled([Prediction(0.5, 0.25, 1.0, False), Prediction(2.0, 1.0, 4.0, True)])
+    assert (p.speedup, p.low, p.high, p.extrapolated) == pytest.approx((1.0, 0.5, 2.0, True))
+
+
+def test_break_even_level_and_decisions():
+    assert break_even_level([1, 4, 16], [1.2, 0.9, 0.5]) == 1
+    assert break_even_level([1, 4, 16], [1.2, 1.1, 1.0]) == 3
+    assert break_even_level([16, 1, 4], [0.5, 1.2, 1.1]) == 2  # by concurrency, not by order given
+    assert decided(Prediction(1.3, 1.1, 1.5, False), 1.05) == "pays"
+    assert decided(Prediction(0.7, 0.6, 0.9, False), 1.05) == "slower"
+    assert decided(Prediction(1.0, 0.8, 1.2, False), 1.05) == "undecided"
+
+
+def test_default_lengths_are_capped_at_k_plus_one():
+    assert default_lengths(3) == [1.0, 1.5, 2.0, 3.0, 4.0]
+    assert default_lengths(1) == [1.0, 1.5, 2.0]
+    assert default_lengths(None) == [1.0, 1.5, 2.0, 3.0]
+    assert split_name(derived_name("eagle3-big", 1.5)) == ("eagle3-big", 1.5)
+    assert split_name("eagle3") is None
+
+
+def _cfg(kind="vllm", extra=None):
+    return parse_config({
+        "name": "t", "model": {"path": "/m"}, "engine": {"kind": kind, **(extra or {})},
+        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3}}],
+        "sweep": {"prompts": [{"set": "seed"}], "output_lens": [64], "concurrency": [1, 4]}})
+
+
+def _launches(cfg):
+    from specbench.launch import make_engine, plan_launches
+
+    return {la.name: la for la in plan_launches(cfg, make_engine(cfg, "/m", "m"))}
+
+
+def test_forced_variants_reach_vllm_and_sglang_launches():
+    la = _launches(surface_config(_cfg(), ["ng"], {"ng": [2.0]}))
+    argv = la["ng-al2"].spec.argv
+    spec = argv[argv.index("--speculative-config") + 1]
+    assert '"rejection_sample_method":"synthetic"' in spec and '"synthetic_acceptance_length":2.0' in spec
+    assert argv.count("--speculative-config") == 1
+    sg = _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))["ng-al1.5"]
+    assert sg.spec.env["SGLANG_SIMULATE_ACC_LEN"] == "1.5"
+    assert la["ng-al2"].fingerprint() != _launches(_cfg())["ng"].fingerprint()
+
+
+def test_forced_acceptance_is_refused_where_it_cannot_apply():
+    with pytest.raises(ConfigError, match=r"forced_acceptance.*outside \[1, 4\]"):
+        _launches(surface_config(_cfg(), ["ng"], {"ng": [4.5]}))
+    with pytest.raises(ConfigError, match="cannot force acceptance"):
+        _launches(surface_config(_cfg("external", {"url": "http://x:1"}), ["ng"], {"ng": [2.0]}))
+    with pytest.raises(UsageError, match="is the baseline"):
+        surface_config(_cfg(), ["ar"], {"ar": [2.0]})
+    cmd = _cfg("command", {"command": ["serve", "--port", "{port}"]})
+    with pytest.raises(ConfigError, match=r"does not take \{forced_acceptance\}"):
+        _launches(surface_config(cmd, ["ng"], {"ng": [2.0]}))
+    ok = _cfg("command", {"command": ["serve", "--port", "{port}", "--force-al", "{forced_acceptance}"]})
+    assert _launches(surface_config(ok, ["ng"], {"ng": [2.0]}))["ng-al2"].spec.argv[-1] == "2"
+    assert _launches(ok)["ng"].spec.argv[-1] == "0"
+
+
+def _cells(rows):
+    base = dict(category="c", input_len=math.nan, temperature=0.0, rate=math.nan, valid=True,
+                acceptance_length_ci_low=math.nan, acceptance_length_ci_high=math.nan)
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def _surface_cells():
+    rows = []
+    for c, s1, s3 in ((1, 0.8, 2.0), (4, 0.5, 1.25)):
+        for al, s in ((1.0, s1), (3.0, s3)):
+            for out in (64, 256):
+                rows.append(dict(variant=derived_name("e", al), output_len=out, concurrency=c, speedup=s,
+                                 speedup_ci_low=s / 1.2, speedup_ci_high=s * 1.2, acceptance_length=al * 0.98))
+    return _cells(rows)
+
+
+def test_surface_table_pools_cells_and_reads_the_acceptance_back():
+    t = surface_table(_surface_cells())
+    assert list(t["forced_acceptance"]) == [1.0, 3.0, 1.0, 3.0] and (t["cells"] == 2).all()
+    assert (t["readback"] == "ok").all()
+    assert readback(2.0, 2.25) == "mismatch" and readback(2.0, math.nan) == "unknown"
+    be = break_even_table(t).set_index("concurrency")
+    # C=1: ln S from ln 0.8 to ln 2 over AL 1..3
+    assert be.loc[1, "break_even_acceptance"] == pytest.approx(1 + 2 * math.log(1.25) / math.log(2.5))
+    assert be.loc[4, "break_even_acceptance"] == pytest.approx(1 + 2 * math.log(2) / math.log(2.5))
+
+
+def test_prediction_of_a_run_and_the_benchmark_line():
+    surface = surface_table(_surface_cells())
+    # a run whose head accepts 2.0 at C=1: predicted sqrt(0.8 * 2) = 1.265 at C=1, sqrt(0.5 * 1.25) = 0.79 at C=4
+    run = _cells([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+                       speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
+                 + [dict(variant="e", output_len=64, concurrency=1, speedup=1.3, speedup_ci_low=1.2, speedup_ci_high=1.4,
+                         acceptance_length=2.0),
+                    dict(variant="e", output_len=64, concurrency=4, speedup=0.70, speedup_ci_low=0.65,
+                         speedup_ci_high=0.75, acceptance_length=1.8)])
+    pred = predict_run(run, "ar", surface).set_index("concurrency")
+    assert pred.loc[1, "predicted"] == pytest.approx(math.sqrt(1.6))
+    assert pred.loc[4, "predicted"] == pytest.approx(math.sqrt(0.625))
+    assert pred.loc[4, "predicted_at_c"] == pytest.approx(0.5 * 2.5 ** 0.4)  # with the AL measured at C=4
+    assert pred.loc[4, "error"] == pytest.approx(math.sqrt(0.625) / 0.70 - 1)
+    assert not pred.loc[4, "disagree"]  # [0.79 / 1.2, 0.79 * 1.2] overlaps [0.65, 0.75]
+    line = summary_line(pred.reset_index())
+    assert line == ("prediction: 1 points, median error 12.9%, worst 12.9%, "
+                    "break-even within one level for 1 of 1 variants")
