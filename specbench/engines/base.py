@@ -82,7 +82,7 @@ class Engine(abc.ABC):
     # (nnodes, node rank, rank-0 address) flags when one server can span several nodes (engine.nodes > 1)
     rank_flags: ClassVar[tuple[str, str, str] | None] = None
     # How a variant's `forced_acceptance` reaches this engine (docs/surface.md); None: it cannot be forced
-    forced_acceptance: ClassVar[str | None] = None
+    forced_acceptance: str | None = None
 
     def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
         self.config = config

@@ -31,7 +31,7 @@ BUILTIN = ("python", "model", "host", "port", "served_name")
 
 class CommandEngine(Engine):
     kind = "command"
-    forced_acceptance = "the command template's {forced_acceptance} placeholder (the server declares it)"
+    forced_acceptance: str | None = "the command template's {forced_acceptance} placeholder (the server declares it)"
 
     @property
     def counter_acceptance(self) -> bool:  # type: ignore[override]

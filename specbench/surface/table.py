@@ -50,7 +50,7 @@ def surface_table(cells: pd.DataFrame) -> pd.DataFrame:
         base, forced = parsed
         for c, gc in g.groupby("concurrency"):
             measured = _mean(gc["acceptance_length"])
-            rows.append(dict(variant=base, forced_acceptance=forced, concurrency=int(c),
+            rows.append(dict(variant=base, forced_acceptance=forced, concurrency=int(float(c)),  # type: ignore[arg-type]
                              speedup=geomean(gc["speedup"].tolist()), speedup_ci_low=geomean(gc["speedup_ci_low"].tolist()),
                              speedup_ci_high=geomean(gc["speedup_ci_high"].tolist()), measured_acceptance=measured,
                              measured_acceptance_low=_mean(gc["acceptance_length_ci_low"]),
@@ -64,7 +64,7 @@ def curves(surface: pd.DataFrame, variant: str) -> dict[int, Curve]:
     """Per concurrency, the variant's S(AL) curve (points without a speedup are left out)."""
     out = {}
     for c, g in surface[surface["variant"] == variant].groupby("concurrency"):
-        out[int(c)] = Curve.of(g["forced_acceptance"].tolist(), g["speedup"].tolist(),
+        out[int(float(c))] = Curve.of(g["forced_acceptance"].tolist(), g["speedup"].tolist(),  # type: ignore[arg-type]
                                g["speedup_ci_low"].tolist(), g["speedup_ci_high"].tolist())
     return out
 
