@@ -158,3 +158,31 @@ def test_prediction_of_a_run_and_the_benchmark_line():
     line = summary_line(pred.reset_index())
     assert line == ("prediction: 1 points, median error 12.9%, worst 12.9%, "
                     "break-even within one level for 1 of 1 variants")
+
+
+def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
+    """specbench's vLLM-CPU plugin: the synthetic branch of vLLM's greedy rejection kernel, known answers."""
+    import importlib.util
+
+    import torch
+
+    from specbench.engines.vllm import CPU_SYNTHETIC_PLUGIN
+
+    spec = importlib.util.spec_from_file_location("plugin", CPU_SYNTHETIC_PLUGIN / "specbench_vllm_cpu_synthetic.py")
+    assert spec is not None and spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    plain = []
+    impl = plugin._greedy_synthetic(lambda *a: plain.append(a))
+    out = torch.full((3, 4), -1, dtype=torch.int32)
+    # three requests of 3 drafts; conditional rates 1, 1, 0.5: request 0 draws 0.9 at position 2 (rejected:
+    # the target's token there), request 1 accepts all three (then the bonus token), request 2 has a padded
+    # draft (-1) at position 0 (rejected whatever its draw)
+    impl(out, torch.tensor([3, 6, 9]), torch.tensor([10, 11, 12, 20, 21, 22, -1, 31, 32]),
+         torch.tensor([90, 91, 92, 93, 94, 95, 96, 97, 98]), torch.tensor([[7], [8], [9]]), None, 3,
+         torch.tensor([0.1, 0.1, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1], dtype=torch.float64),
+         torch.tensor([1.0, 1.0, 0.5]), True)
+    assert out.tolist() == [[10, 11, 92, -1], [20, 21, 22, 8], [96, -1, -1, -1]]
+    assert not plain
+    impl(out, None, None, None, None, None, 3)  # without synthetic mode: vLLM's own kernel, unchanged
+    assert len(plain) == 1
