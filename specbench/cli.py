@@ -244,10 +244,12 @@ def _cmd_report(a: argparse.Namespace) -> int:
     for p in finalize(rd):
         print(p)
     if a.surface:
+        from .report import render
         from .surface.render import write_prediction
 
         mapping = dict(pair.split("=", 1) for pair in a.as_ or [])
         pred, paths = write_prediction(rd.path, Path(a.surface), mapping)
+        render(rd.path)  # the report again, now with the predicted speedups next to the measured ones
         for p in paths:
             print(p)
         flagged = pred[pred["disagree"]]
