@@ -186,3 +186,35 @@ def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
     assert not plain
     impl(out, None, None, None, None, None, 3)  # without synthetic mode: vLLM's own kernel, unchanged
     assert len(plain) == 1
+
+
+def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undecided(tmp_path):
+    from specbench.config import dump_config
+    from specbench.surface.command import plan_text
+    from specbench.surface.table import SURFACE_COLUMNS
+
+    cfg = parse_config({
+        "name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
+        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3}}],
+        "sweep": {"prompts": [{"set": "seed", "categories": ["code"]}], "output_lens": [64],
+                  "concurrency": [1, 4, 16]},
+        "estimates": {"startup_s": 30, "per_request_tok_s": 30.0}})
+    # S(a): at C=1 from 1.2 to 2.4, at C=4 from 0.5 to 0.9, at C=16 from 0.6 to 1.5 over a = 1..3 (+-10%)
+    rows = [dict(variant="ng", forced_acceptance=a, concurrency=c, speedup=s, speedup_ci_low=s / 1.1,
+                 speedup_ci_high=s * 1.1, measured_acceptance=a, measured_acceptance_low=a, measured_acceptance_high=a,
+                 readback="ok", cells=1)
+            for c, (s1, s3) in {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}.items() for a, s in ((1.0, s1), (3.0, s3))]
+    surface = tmp_path / "surface"
+    surface.mkdir()
+    pd.DataFrame(rows, columns=SURFACE_COLUMNS).to_csv(surface / "surface.csv", index=False)
+    run = tmp_path / "c1"  # a C=1 run of the head: acceptance 2.0 on its one point
+    run.mkdir()
+    (run / "config.yaml").write_text(dump_config(cfg))
+    _cells([dict(variant="ng", output_len=64, concurrency=1, speedup=1.7, speedup_ci_low=1.6, speedup_ci_high=1.8,
+                 acceptance_length=2.0)]).to_csv(run / "cells.csv", index=False)
+    text = plan_text(cfg, surface, run, None)
+    assert "ng: break-even acceptance length C=1: 1.00 [1.00, 1.00]; C=4: beyond 3" in text
+    # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided
+    assert "C=1: 1.70 [1.54, 1.87] pays; C=4: 0.67 [0.61, 0.74] slower; C=16: 0.95 [0.86, 1.04] undecided" in text
+    assert "measure only C in [16]" in text
