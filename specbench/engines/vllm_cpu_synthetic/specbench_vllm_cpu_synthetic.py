@@ -23,11 +23,14 @@ from typing import Any
 def _greedy_synthetic(original: Any) -> Any:
     import torch
 
-    def impl(output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax, bonus_token_ids, is_greedy,
-             max_spec_len, uniform_probs=None, synthetic_conditional_rates=None, SYNTHETIC_MODE=False):
-        if not SYNTHETIC_MODE:
-            return original(output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax, bonus_token_ids,
-                            is_greedy, max_spec_len, uniform_probs, synthetic_conditional_rates, SYNTHETIC_MODE)
+    def impl(*args):
+        """vLLM's argument order (the kernel's, as its dispatcher passes it positionally): output_token_ids,
+        cu_num_draft_tokens, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, max_spec_len, and
+        optionally uniform_probs, synthetic_conditional_rates, SYNTHETIC_MODE."""
+        (output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax, bonus_token_ids, is_greedy,
+         _max_spec_len, uniform_probs, synthetic_conditional_rates, synthetic) = (*args, None, None, False)[:10]
+        if not synthetic:
+            return original(*args)
         cu = cu_num_draft_tokens.tolist()
         drafts, argmax = draft_token_ids.tolist(), target_argmax.tolist()
         draws, rates = uniform_probs.tolist(), synthetic_conditional_rates.tolist()
