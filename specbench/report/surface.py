@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .document import Block, Bullets, Heading, Paragraph, Table
+from .document import Block, Bullets, Heading, Inline, Paragraph, Table
 from .fmt import fmt, fmt_interval
 from .load import RunData, read_csv
 
@@ -25,7 +25,8 @@ def prediction_section(data: RunData) -> list[Block]:
     pred = read_csv(data.path / "prediction.csv")
     if not len(pred):
         return []
-    rows, flagged = [], []
+    rows: list[list[str]] = []
+    flagged: list[list[Inline]] = []
     for _, r in pred.iterrows():
         disagree = str(r["disagree"]).lower() == "true"
         rows.append([str(r["variant"]), fmt(r["concurrency"], 0), fmt(r["acceptance_ref"]), fmt(r["acceptance_at_c"]),
