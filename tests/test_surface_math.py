@@ -218,3 +218,25 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
     # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided
     assert "C=1: 1.70 [1.54, 1.87] pays; C=4: 0.67 [0.61, 0.74] slower; C=16: 0.95 [0.86, 1.04] undecided" in text
     assert "measure only C in [16]" in text
+
+
+def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(tmp_path):
+    from specbench.report.load import RunData
+    from specbench.report.markdown import render
+    from specbench.report.document import Document
+    from specbench.report.surface import forced_section, prediction_section
+    from specbench.surface.predict import PREDICTION_COLUMNS
+
+    pred = pd.DataFrame([dict(variant="e", surface_variant="e", concurrency=c, reference_concurrency=1,
+                              acceptance_ref=1.8, acceptance_at_c=1.7, predicted=p, predicted_low=p / 1.1,
+                              predicted_high=p * 1.1, extrapolated=False, predicted_at_c=p, measured=m,
+                              measured_low=m / 1.05, measured_high=m * 1.05, error=p / m - 1, disagree=d)
+                         for c, p, m, d in ((1, 1.2, 1.2, False), (16, 0.9, 0.6, True))], columns=PREDICTION_COLUMNS)
+    pred.to_csv(tmp_path / "prediction.csv", index=False)
+    data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
+                   break_even=pd.DataFrame(), config={"variants": [{"name": "e-al2", "forced_acceptance": 2.0}]})
+    text = render(Document("t", forced_section(data) + prediction_section(data)))
+    assert "Forced acceptance (`e-al2`)" in text and "not the target's" in text
+    assert "| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | 0.60 [0.57, 0.63] | +50.0% | disagree |" in text
+    assert "e at C=16: predicted and measured intervals do not overlap" in text
+    assert "| e | 1 |" in text and text.count("disagree |") == 1

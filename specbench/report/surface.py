@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .document import Block, Bullets, Heading, Inline, Paragraph, Table
+from .document import Block, Bullets, Code, Heading, Inline, Paragraph, Table
 from .fmt import fmt, fmt_interval
 from .load import RunData, read_csv
 
-FORCED_NOTE = ("Forced acceptance (`{names}`): the engine accepted drafts at a set mean acceptance length whatever "
+FORCED_NOTE = ("): the engine accepted drafts at a set mean acceptance length whatever "
                "the target said, so these outputs are not the target's and their losslessness is not checked; they "
                "measure the cost of drafting and verifying at that length (docs/surface.md).")
 
@@ -18,7 +18,7 @@ def forced_section(data: RunData) -> list[Block]:
     forced = [v.get("name", "") for v in data.config.get("variants", []) if v.get("forced_acceptance") is not None]
     if not forced:
         return []
-    return [Paragraph([FORCED_NOTE.format(names=", ".join(forced))], "warn")]
+    return [Paragraph(["Forced acceptance (", Code(", ".join(forced)), FORCED_NOTE], "warn")]
 
 
 def prediction_section(data: RunData) -> list[Block]:
