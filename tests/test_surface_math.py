@@ -218,6 +218,7 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
     # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided
     assert "C=1: 1.70 [1.54, 1.87] pays; C=4: 0.67 [0.61, 0.74] slower; C=16: 0.95 [0.86, 1.04] undecided" in text
     assert "measure only C in [16]" in text
+    assert "predicted break-even concurrency: pays up to C" in text
 
 
 def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(tmp_path):
