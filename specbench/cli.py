@@ -243,6 +243,11 @@ def _cmd_report(a: argparse.Namespace) -> int:
         raise UsageError(f"report: {rd.path} is not a specbench run directory (no run.json)")
     for p in finalize(rd):
         print(p)
+    if "forced_acceptance" in rd.config.read_text():  # a surface run: its surface files are derived too
+        from .surface.render import write_surface
+
+        for p in write_surface(rd.path):
+            print(p)
     if a.surface:
         from .report import render
         from .surface.render import write_prediction
