@@ -114,9 +114,9 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
         lines.append(f"  {v.name} (acceptance from {acceptance_run}, {run_cfg.name}): predicted "
                      + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
                                  f"{words[c]}" for c in levels))
-        be = stats.break_even(levels, [curve[c].speedup for c in levels], [curve[c].low for c in levels],
+        crossing = stats.break_even(levels, [curve[c].speedup for c in levels], [curve[c].low for c in levels],
                               [curve[c].high for c in levels])
-        lines.append(f"    predicted break-even concurrency: {be.verdict}")
+        lines.append(f"    predicted break-even concurrency: {crossing.verdict}")
         if not todo:
             lines.append(f"    every level decided by the prediction: nothing to measure for {v.name}")
             continue

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from ..rundir import RunDir, atomic_write
 from .predict import PREDICTION_FILE, break_even_levels
@@ -40,9 +39,6 @@ def surface_plot(surface: pd.DataFrame, be: pd.DataFrame, variant: str) -> bytes
         if len(row) and math.isfinite(float(row["break_even_acceptance"].iloc[0])):
             ax.plot([float(row["break_even_acceptance"].iloc[0])], [1.0], marker="x", markersize=10, color=color)
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ScalarFormatter())
-    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("forced acceptance length (tokens / target step)")
     ax.set_ylabel("speedup vs baseline")
     ax.set_title(f"{variant}: speedup surface (x: break-even acceptance)")
