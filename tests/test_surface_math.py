@@ -241,3 +241,13 @@ def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(
     assert "| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | 0.60 [0.57, 0.63] | +50.0% | disagree |" in text
     assert "e at C=16: predicted and measured intervals do not overlap" in text
     assert "| e | 1 |" in text and text.count("disagree |") == 1
+
+
+def test_disagreement_needs_an_interval_on_one_side_at_least():
+    from specbench.surface.predict import _apart
+
+    nan = math.nan
+    assert _apart((1.2, 1.3, 1.4), (1.0, 1.05, 1.1))
+    assert not _apart((1.0, 1.2, 1.4), (1.1, 1.15, 1.3))
+    assert _apart((1.2, 1.3, 1.4), (nan, 1.0, nan))  # the measured point outside the predicted interval
+    assert not _apart((nan, 1.3, nan), (nan, 1.0, nan))  # no interval anywhere: not judged

@@ -80,15 +80,29 @@ def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Cu
         p = _predict_points(curve_at[c], acc_ref, keys)
         p_c = _predict_points(curve_at[c], acceptance_by_point(cells, variant, c), keys)
         m, lo, hi = (geomean(at_c[col].tolist()) for col in ("speedup", "speedup_ci_low", "speedup_ci_high"))
-        overlap = not (math.isfinite(lo) and math.isfinite(p.low) and (p.low > hi or p.high < lo))
+        disagree = _apart((p.low, p.speedup, p.high), (lo, m, hi))
         rows.append(dict(variant=variant, concurrency=c, reference_concurrency=ref,
                          acceptance_ref=_mean([acc_ref[k][0] for k in keys if k in acc_ref]),
                          acceptance_at_c=_mean(at_c["acceptance_length"].tolist()),
                          predicted=p.speedup, predicted_low=p.low, predicted_high=p.high, extrapolated=p.extrapolated,
                          predicted_at_c=p_c.speedup, measured=m, measured_low=lo, measured_high=hi,
                          error=p.speedup / m - 1 if m > 0 and math.isfinite(p.speedup) else math.nan,
-                         disagree=not overlap))
+                         disagree=disagree))
     return rows
+
+
+def _apart(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
+    """Two (low, point, high) estimates whose intervals do not overlap; a missing end is the point, and two
+    estimates without any interval are not judged (False)."""
+    def ends(x: tuple[float, float, float]) -> tuple[float, float, bool]:
+        lo, pt, hi = x
+        has = math.isfinite(lo) and math.isfinite(hi)
+        return (lo if math.isfinite(lo) else pt), (hi if math.isfinite(hi) else pt), has
+
+    (alo, ahi, ahas), (blo, bhi, bhas) = ends(a), ends(b)
+    if not (ahas or bhas) or not all(math.isfinite(x) for x in (alo, ahi, blo, bhi)):
+        return False
+    return alo > bhi or ahi < blo
 
 
 def _mean(xs: list[float]) -> float:
