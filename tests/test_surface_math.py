@@ -37,7 +37,11 @@ def test_break_even_acceptance_and_its_interval_from_the_envelopes():
 
 
 def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
+    from specbench.metrics.surface import extended_crossing
+
     assert crossing([1, 2], [0.3, 0.6]) == math.inf
+    assert extended_crossing([1, 2], [0.25, 0.5]) == pytest.approx(3.0)  # doubling per AL: 1.0 at AL 3
+    assert extended_crossing([1, 2], [0.5, 0.4]) == math.inf and extended_crossing([1, 2], [0.5, 2.0]) == 1.5
     assert crossing([1.0, 2.0], [1.2, 1.5]) == 1.0
 
 

@@ -90,6 +90,20 @@ def crossing(al: Sequence[float], values: Sequence[float]) -> float:
     return math.inf
 
 
+def extended_crossing(al: Sequence[float], values: Sequence[float]) -> float:
+    """Where the last segment, extended beyond the highest forced length, reaches 1.0 (an extrapolation, for a
+    curve that does not reach 1.0 within its points); +inf when that segment does not rise; NaN with < 2 points."""
+    if len(al) < 2:
+        return NAN
+    inside = crossing(al, values)
+    if math.isfinite(inside):
+        return inside
+    y0, y1 = math.log(values[-2]), math.log(values[-1])
+    if y1 <= y0:
+        return math.inf
+    return al[-1] + (0.0 - y1) * (al[-1] - al[-2]) / (y1 - y0)
+
+
 @dataclass(frozen=True)
 class BreakEvenAL:
     """The acceptance length a drafter needs at one concurrency to pay (speedup >= 1), with its 95%

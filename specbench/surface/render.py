@@ -62,10 +62,12 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
             lines.append(f"| {int(r['concurrency'])} | {r['forced_acceptance']:g} | {_f(r['measured_acceptance'])}{flag} "
                          f"| {_f(r['speedup'], 3)} | [{_f(r['speedup_ci_low'], 3)}, {_f(r['speedup_ci_high'], 3)}] |")
         lines += ["", "Break-even acceptance (the AL at which the speedup reaches 1.0; `beyond`: not within the forced "
-                  "lengths):", "", "| C | break-even AL | 95% interval |", "| ---: | ---: | --- |"]
+                  "lengths; extended: the last segment extended past the highest forced length, an extrapolation):", "",
+                  "| C | break-even AL | 95% interval | extended |", "| ---: | ---: | --- | ---: |"]
         for _, r in be[be["variant"] == v].iterrows():
             lines.append(f"| {int(r['concurrency'])} | {_f(r['break_even_acceptance'])} | "
-                         f"[{_f(r['break_even_acceptance_low'])}, {_f(r['break_even_acceptance_high'])}] |")
+                         f"[{_f(r['break_even_acceptance_low'])}, {_f(r['break_even_acceptance_high'])}] | "
+                         f"{_f(r['break_even_acceptance_extrapolated'])} |")
         lines.append("")
     bad = surface[surface["readback"] != "ok"]
     if len(bad):

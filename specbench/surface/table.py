@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..metrics.surface import Curve, break_even_acceptance, geomean
+from ..metrics.surface import Curve, break_even_acceptance, extended_crossing, geomean
 from .derive import split_name
 
 SURFACE_FILE = "surface.csv"
@@ -23,7 +23,7 @@ READBACK_TOLERANCE = 0.10  # relative: forced 2.0 must read back within [1.8, 2.
 SURFACE_COLUMNS = ["variant", "forced_acceptance", "concurrency", "speedup", "speedup_ci_low", "speedup_ci_high",
                    "measured_acceptance", "measured_acceptance_low", "measured_acceptance_high", "readback", "cells"]
 BREAK_EVEN_COLUMNS = ["variant", "concurrency", "break_even_acceptance", "break_even_acceptance_low",
-                      "break_even_acceptance_high"]
+                      "break_even_acceptance_high", "break_even_acceptance_extrapolated"]
 
 
 def _mean(xs: pd.Series) -> float:
@@ -75,7 +75,8 @@ def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
         for c, curve in sorted(curves(surface, v).items()):
             be = break_even_acceptance(curve)
             rows.append(dict(variant=v, concurrency=c, break_even_acceptance=be.value,
-                             break_even_acceptance_low=be.low, break_even_acceptance_high=be.high))
+                             break_even_acceptance_low=be.low, break_even_acceptance_high=be.high,
+                             break_even_acceptance_extrapolated=extended_crossing(curve.al, curve.speedup)))
     return pd.DataFrame(rows, columns=BREAK_EVEN_COLUMNS)
 
 
