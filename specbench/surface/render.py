@@ -24,6 +24,13 @@ def _f(x: float, digits: int = 2) -> str:
     return f"{x:.{digits}f}"
 
 
+def _interval(lo: float, hi: float, digits: int = 2) -> str:
+    """`[lo, hi]`, or `none` when the points had no interval (one launch and no variance history)."""
+    if math.isnan(lo) and math.isnan(hi):
+        return "none"
+    return f"[{_f(lo, digits)}, {_f(hi, digits)}]"
+
+
 def surface_plot(surface: pd.DataFrame, be: pd.DataFrame, variant: str) -> bytes:
     """Speedup against forced acceptance length, one line (with its 95% band) per concurrency; each
     concurrency's break-even acceptance marked on the 1.0 line."""
@@ -60,13 +67,13 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
         for _, r in s.iterrows():
             flag = "" if r["readback"] == "ok" else f" ({r['readback']})"
             lines.append(f"| {int(r['concurrency'])} | {r['forced_acceptance']:g} | {_f(r['measured_acceptance'])}{flag} "
-                         f"| {_f(r['speedup'], 3)} | [{_f(r['speedup_ci_low'], 3)}, {_f(r['speedup_ci_high'], 3)}] |")
+                         f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} |")
         lines += ["", "Break-even acceptance (the AL at which the speedup reaches 1.0; `beyond`: not within the forced "
                   "lengths; extended: the last segment extended past the highest forced length, an extrapolation):", "",
                   "| C | break-even AL | 95% interval | extended |", "| ---: | ---: | --- | ---: |"]
         for _, r in be[be["variant"] == v].iterrows():
             lines.append(f"| {int(r['concurrency'])} | {_f(r['break_even_acceptance'])} | "
-                         f"[{_f(r['break_even_acceptance_low'])}, {_f(r['break_even_acceptance_high'])}] | "
+                         f"{_interval(r['break_even_acceptance_low'], r['break_even_acceptance_high'])} | "
                          f"{_f(r['break_even_acceptance_extrapolated'])} |")
         lines.append("")
     bad = surface[surface["readback"] != "ok"]
