@@ -67,6 +67,7 @@ def test_break_even_level_and_decisions():
     assert decided(Prediction(1.3, 1.1, 1.5, False), 1.05) == "pays"
     assert decided(Prediction(0.7, 0.6, 0.9, False), 1.05) == "slower"
     assert decided(Prediction(1.0, 0.8, 1.2, False), 1.05) == "undecided"
+    assert decided(Prediction(0.5, 0.5, 0.5, False), 1.05) == "undecided"  # no interval: decides nothing
 
 
 def test_default_lengths_are_capped_at_k_plus_one():
@@ -255,3 +256,4 @@ def test_disagreement_needs_an_interval_on_one_side_at_least():
     assert not _apart((1.0, 1.2, 1.4), (1.1, 1.15, 1.3))
     assert _apart((1.2, 1.3, 1.4), (nan, 1.0, nan))  # the measured point outside the predicted interval
     assert not _apart((nan, 1.3, nan), (nan, 1.0, nan))  # no interval anywhere: not judged
+    assert not _apart((0.52, 0.52, 0.52), (nan, 0.55, nan))  # a zero-width interval is none

@@ -165,9 +165,16 @@ def break_even_level(levels: Sequence[int], speedup: Sequence[float]) -> int:
     return len(levels)
 
 
+def has_interval(p: Prediction) -> bool:
+    return _finite(p.low) and _finite(p.high) and p.low < p.high
+
+
 def decided(p: Prediction, min_speedup: float) -> str:
     """What a prediction decides before measuring: `pays` (interval above min_speedup), `slower` (interval
-    below 1.0), else `undecided` (measure this point)."""
+    below 1.0), else `undecided` (measure this point). A prediction without an interval (low = point = high:
+    neither the surface nor the acceptance had one) decides nothing."""
+    if not has_interval(p):
+        return "undecided"
     if _finite(p.low) and p.low > min_speedup:
         return "pays"
     if _finite(p.high) and p.high < 1.0:

@@ -12,7 +12,7 @@ from ..calibration import Calibration
 from ..config import RunConfig
 from ..drafter import LaunchContext
 from ..errors import UsageError
-from ..metrics.surface import decided
+from ..metrics.surface import decided, has_interval
 from .derive import default_lengths, draft_tokens, split_name, surface_config
 
 
@@ -114,8 +114,10 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
         lines.append(f"  {v.name} (acceptance from {acceptance_run}, {run_cfg.name}): predicted "
                      + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
                                  f"{words[c]}" for c in levels))
-        crossing = stats.break_even(levels, [curve[c].speedup for c in levels], [curve[c].low for c in levels],
-                              [curve[c].high for c in levels])
+        ends = all(has_interval(curve[c]) for c in levels)  # else the verdict says it is indicative
+        crossing = stats.break_even(levels, [curve[c].speedup for c in levels],
+                                    [curve[c].low for c in levels] if ends else None,
+                                    [curve[c].high for c in levels] if ends else None)
         lines.append(f"    predicted break-even concurrency: {crossing.verdict}")
         if not todo:
             lines.append(f"    every level decided by the prediction: nothing to measure for {v.name}")

@@ -96,7 +96,7 @@ def _apart(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool
     estimates without any interval are not judged (False)."""
     def ends(x: tuple[float, float, float]) -> tuple[float, float, bool]:
         lo, pt, hi = x
-        has = math.isfinite(lo) and math.isfinite(hi)
+        has = math.isfinite(lo) and math.isfinite(hi) and lo < hi  # a zero-width interval is no interval
         return (lo if math.isfinite(lo) else pt), (hi if math.isfinite(hi) else pt), has
 
     (alo, ahi, ahas), (blo, bhi, bhas) = ends(a), ends(b)
