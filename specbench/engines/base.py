@@ -83,6 +83,7 @@ class Engine(abc.ABC):
     rank_flags: ClassVar[tuple[str, str, str] | None] = None
     # How a variant's `forced_acceptance` reaches this engine (docs/surface.md); None: it cannot be forced
     forced_acceptance: str | None = None
+    forced_env: tuple[str, ...] = ()  # environment keys the engine sets to force acceptance (not unfair)
 
     def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
         self.config = config

@@ -39,6 +39,7 @@ class SGLangEngine(Engine):
     # and applied in eagle_utils (EAGLE, EAGLE3, NEXTN, STANDALONE; NGRAM's verify calls eagle_sample too)
     # and dflash_utils (DFLASH); method "match-expected" mixes the two integer lengths around AL per step
     forced_acceptance = "environment SGLANG_SIMULATE_ACC_LEN=AL (one launch per length)"
+    forced_env = ("SGLANG_SIMULATE_ACC_LEN",)
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,

