@@ -102,7 +102,58 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     for note in found.notes:
         print(note, file=sys.stderr)
     print(render(make_plan(cfg, found.pooled)))
+    if a.surface:
+        from .surface.command import plan_text
+
+        print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, found.pooled))
+    elif a.acceptance:
+        raise UsageError("plan: --acceptance needs --surface (the surface the acceptance is read against)")
     return 0
+
+
+def _history_for(cfg):
+    from . import calibration
+
+    return calibration.for_config(cfg).pooled
+
+
+def _lengths(text: str | None) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--al: {text!r} is not a comma-separated list of acceptance lengths") from None
+
+
+def _cmd_surface(a: argparse.Namespace) -> int:
+    from .config import load_config
+    from .runner import RunOptions
+    from .surface.command import cost_text, derive
+    from .surface.render import write_surface
+
+    if a.resume:
+        run_dir = Path(a.resume)
+        if not (run_dir / "config.yaml").exists():
+            raise UsageError(f"--resume: {run_dir} has no config.yaml (not a specbench run directory?)")
+        derived, opts = load_config(run_dir / "config.yaml"), RunOptions(out=run_dir, resume=True)
+    else:
+        if not a.config:
+            raise UsageError("surface: give a CONFIG file (or --resume RUN_DIR)")
+        derived = derive(load_config(a.config), a.variant, _lengths(a.al))
+        opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
+    if a.dry_run:
+        from .planner import make_plan, render
+
+        print(render(make_plan(derived, _history_for(derived))))
+        print(cost_text(derived, load_config(a.against or a.config), _history_for(derived)))
+        return 0
+    opts.reuse = Path(a.reuse) if a.reuse else None
+    code = _execute(derived, opts)
+    if opts.out is not None and (opts.out / "cells.csv").exists():
+        for p in write_surface(opts.out):
+            print(p)
+    return code
 
 
 def _cmd_tune(a: argparse.Namespace) -> int:
@@ -194,6 +245,24 @@ def _cmd_report(a: argparse.Namespace) -> int:
         raise UsageError(f"report: {rd.path} is not a specbench run directory (no run.json)")
     for p in finalize(rd):
         print(p)
+    if "forced_acceptance" in rd.config.read_text():  # a surface run: its surface files are derived too
+        from .surface.render import write_surface
+
+        for p in write_surface(rd.path):
+            print(p)
+    if a.surface:
+        from .report import render
+        from .surface.render import write_prediction
+
+        mapping = dict(pair.split("=", 1) for pair in a.as_ or [])
+        pred, paths = write_prediction(rd.path, Path(a.surface), mapping)
+        render(rd.path)  # the report again, now with the predicted speedups next to the measured ones
+        for p in paths:
+            print(p)
+        flagged = pred[pred["disagree"]]
+        for _, r in flagged.iterrows():
+            _say(f"warning: {r['variant']} at C={int(r['concurrency'])}: measured {r['measured']:.3f}, predicted "
+                 f"{r['predicted']:.3f} [{r['predicted_low']:.3f}, {r['predicted_high']:.3f}]: the intervals disagree")
     return 0
 
 
@@ -272,7 +341,23 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="before any launch: expected wall time, interval width per point and the "
                                      "cost-optimal launches x repeats")
     pl.add_argument("config")
+    pl.add_argument("--surface", metavar="SURFACE_DIR", help="a `specbench surface` run: its break-even acceptance")
+    pl.add_argument("--acceptance", metavar="RUN_DIR", help="with --surface: a run of the heads (e.g. at C=1) whose "
+                    "acceptance predicts their speedup; only the points the prediction leaves undecided are priced")
     pl.set_defaults(fn=_cmd_plan)
+    sf = sub.add_parser("surface", help="speedup against forced acceptance length and concurrency, and the "
+                                        "break-even acceptance (docs/surface.md)")
+    sf.add_argument("config", nargs="?", help="the matrix config whose drafter variants are forced")
+    sf.add_argument("--variant", action="append", help="a drafter variant to force (repeatable; default: all)")
+    sf.add_argument("--al", help="forced acceptance lengths, comma-separated (default 1,1.5,2,3,k+1 capped at k+1)")
+    sf.add_argument("--out", help="run directory (default: <output_dir>/<name>-surface-<timestamp>)")
+    sf.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted surface without re-measuring")
+    sf.add_argument("--reuse", metavar="RUN_DIR", help="take unchanged variants (the baseline) from RUN_DIR")
+    sf.add_argument("--force", action="store_true", help="measure into a non-empty --out (old data kept aside)")
+    sf.add_argument("--dry-run", action="store_true", help="print the surface's plan and its cost, launch nothing")
+    sf.add_argument("--against", metavar="CONFIG", help="with --dry-run: the full matrix the cost is compared "
+                    "with (default CONFIG)")
+    sf.set_defaults(fn=_cmd_surface)
     t = sub.add_parser("tune", help="the best drafter params per concurrency (successive halving), confirmed "
                                     "against the baseline on held-out prompts; writes tune.json")
     t.add_argument("config", nargs="?", help="a matrix config with a tune: section")
@@ -324,6 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="recompute cells.csv and rewrite report.md/html of a run directory")
     rp.add_argument("run_dir")
+    rp.add_argument("--surface", metavar="SURFACE_DIR", help="predict each drafter's speedup from its acceptance "
+                    "and this surface, next to the measured one (prediction.md)")
+    rp.add_argument("--as", dest="as_", action="append", metavar="RUN_VARIANT=SURFACE_VARIANT",
+                    help="which surface variant predicts a run variant (default: the same name)")
     rp.set_defaults(fn=_cmd_report)
 
     c = sub.add_parser("compare", help="per-cell change between two runs; exit 1 on a clear regression")

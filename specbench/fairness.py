@@ -102,11 +102,23 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
         result.drafter_flags[la.name] = sorted(f for f in opts if _is_drafter_flag(f, dflags))
         argv_settings[la.name] = {k: v for k, v in opts.items() if not _is_drafter_flag(k, dflags)}
         argv_settings[la.name]["argv"] = " ".join(head)
-    env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items()} for la in launched if la.spec}
+    env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items() if k not in _forcing_env(la)}
+                    for la in launched if la.spec}
     _compare(result, argv_settings)  # flags: only among variants served by the baseline's engine
     _compare(result, env_settings)  # environment: every launched variant
     result.notes += _per_request_metrics_note(launched, base)
+    forced = [la.name for la in launched if la.variant.forced_acceptance is not None]
+    if forced:
+        result.notes.append(f"{', '.join(forced)} force their acceptance (specbench surface): the environment their "
+                            "engine needs for it is the drafter's own setting, left out of this comparison")
     return result
+
+
+def _forcing_env(la: "VariantLaunch") -> tuple[str, ...]:
+    """The environment keys a forced-acceptance launch gets from its engine (none for any other launch)."""
+    if la.variant.forced_acceptance is None or la.engine is None:
+        return ()
+    return la.engine.forced_env
 
 
 def _capped_note(launches: list["VariantLaunch"]) -> list[str]:

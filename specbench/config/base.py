@@ -83,6 +83,9 @@ class VariantConfig(Strict):
     # The variant's server runs at most this many requests at once (e.g. a batch-1 reference server): sweep
     # points above it are not measured for this variant (closed loop only). None: every point.
     max_concurrency: int | None = Field(None, ge=1)
+    # Benchmark knob (`specbench surface`): the engine accepts drafts at this mean acceptance length
+    # (tokens per target step) whatever the target says; outputs are not the target's (docs/surface.md)
+    forced_acceptance: float | None = Field(None, ge=1.0)
 
 
 class EstimatesConfig(Strict):

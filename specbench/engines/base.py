@@ -60,6 +60,9 @@ class Engine(abc.ABC):
     counter_acceptance: ClassVar[bool] = False
     # (nnodes, node rank, rank-0 address) flags when one server can span several nodes (engine.nodes > 1)
     rank_flags: ClassVar[tuple[str, str, str] | None] = None
+    # How a variant's `forced_acceptance` reaches this engine (docs/surface.md); None: it cannot be forced
+    forced_acceptance: str | None = None
+    forced_env: tuple[str, ...] = ()  # environment keys the engine sets to force acceptance (not unfair)
 
     def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
         self.config = config

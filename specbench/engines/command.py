@@ -5,6 +5,9 @@ Placeholders: {python} {model} {host} {port} {served_name}, the drafter's parame
 {tree_budget} {draft_model_path}), and {drafter_args} alone in an element, which expands to the drafter's
 engine arguments. An unknown placeholder is a ConfigError naming the template element.
 
+A server that can force its acceptance (docs/surface.md) declares it by taking {forced_acceptance}: the
+variant's forced acceptance length, or 0 when none is forced.
+
 Acceptance comes from `engine.acceptance_field` (a dotted path into a response chunk, e.g.
 "ddtree.acceptance_length" or "usage.verify_steps"; `engine.acceptance_field_kind` says which) or from
 `engine.acceptance_metric` (a Prometheus counter of verify steps, diffed per window).
@@ -28,6 +31,7 @@ BUILTIN = ("python", "model", "host", "port", "served_name")
 
 class CommandEngine(Engine):
     kind = "command"
+    forced_acceptance: str | None = "the command template's {forced_acceptance} placeholder (the server declares it)"
 
     @property
     def counter_acceptance(self) -> bool:  # type: ignore[override]
@@ -39,7 +43,11 @@ class CommandEngine(Engine):
         e = self.config
         where, template = self._template(variant, where)
         values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
-                  "served_name": self.served_name, **self._drafter_values(variant)}
+                  "served_name": self.served_name, **self._drafter_values(variant),
+                  "forced_acceptance": f"{variant.forced_acceptance or 0:g}"}
+        if variant.forced_acceptance is not None and not any("{forced_acceptance}" in t for t in template):
+            raise ConfigError(f"{where}", "forced_acceptance: this server's command does not take "
+                                          "{forced_acceptance}, so it cannot be forced")
         argv = fill_template(template, values, drafter_args, where)
         engine_args = e.args if e.kind == "command" else []  # another kind's args are not this server's
         return LaunchSpec(argv=[*e.launch_prefix, *argv, *engine_args, *variant.args],

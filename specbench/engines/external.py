@@ -13,6 +13,7 @@ from .command import CommandEngine
 
 class ExternalEngine(CommandEngine):
     kind = "external"
+    forced_acceptance = None  # specbench does not launch it: nothing to force
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec | None:

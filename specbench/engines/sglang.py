@@ -35,6 +35,11 @@ COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with
 class SGLangEngine(Engine):
     kind = "sglang"
     rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
+    # srt/environ.py SGLANG_SIMULATE_ACC_LEN (default -1: off), read at import by speculative/spec_utils.py
+    # and applied in eagle_utils (EAGLE, EAGLE3, NEXTN, STANDALONE; NGRAM's verify calls eagle_sample too)
+    # and dflash_utils (DFLASH); method "match-expected" mixes the two integer lengths around AL per step
+    forced_acceptance = "environment SGLANG_SIMULATE_ACC_LEN=AL (one launch per length)"
+    forced_env = ("SGLANG_SIMULATE_ACC_LEN",)
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
@@ -45,7 +50,10 @@ class SGLangEngine(Engine):
                 "--model-path", self.model_path, *served, "--host", e.host, "--port", str(port),
                 *sglang_pins(e.args, self.sweep.max_concurrency, self.version_tuple()), *e.args, *drafter_args,
                 *variant.args]
-        return LaunchSpec(argv=argv, env={**e.env, **variant.env})
+        env = {**e.env, **variant.env}
+        if variant.forced_acceptance is not None:
+            env["SGLANG_SIMULATE_ACC_LEN"] = f"{variant.forced_acceptance:g}"
+        return LaunchSpec(argv=argv, env=env)
 
     def version(self) -> str | None:
         if self.config.version:

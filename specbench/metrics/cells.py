@@ -111,13 +111,16 @@ class CellOptions:
     cells whose variant ran in a single launch. `run_gates`: per variant, gate warnings found outside the
     records (e.g. eager launch flags); they are attached to every cell of that variant. `plain`: variants
     that decode without drafting besides the baseline (an A/A check's second name): acceptance 1.0 by
-    definition, and no acceptance gate applies to them."""
+    definition, and no acceptance gate applies to them. `forced`: variants whose acceptance the engine forces
+    (`specbench surface`): their outputs are not the target's, so losslessness is not checked and no gate on
+    the acceptance's value (inactive drafter, degenerate workload) applies."""
 
     baseline: str
     max_error_rate: float = 0.0
     calibration: LaunchVariance | None = None
     run_gates: Mapping[str, list[CellWarning]] = field(default_factory=dict)
     plain: frozenset[str] = frozenset()
+    forced: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -280,7 +283,8 @@ def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions)
     out: dict[str, list[CellWarning]] = {v: list(ws) for v, ws in opts.run_gates.items()}
     by_variant: dict[str, list[tuple[float, float]]] = {}
     for c in cells:
-        if c.row["variant"] not in opts.plain and not c.row["is_baseline"] and c.row["acceptance_source"] != "none":
+        if (c.row["variant"] not in opts.plain | opts.forced and not c.row["is_baseline"]
+                and c.row["acceptance_source"] != "none"):
             tokens = float(sum(r.n_out for r in c.reqs if r.ok and math.isfinite(r.n_out)))
             by_variant.setdefault(c.row["variant"], []).append((tokens, c.row["acceptance_length"]))
     for variant, pairs in by_variant.items():
@@ -295,7 +299,7 @@ def _lengths(c: _Cell) -> tuple[Any, Any]:
     return key_nan(c.row["input_len"]), c.row["output_len"]
 
 
-def _lossless(cells: list[_Cell], source: CellSource) -> dict[str, tuple[float, float, float]]:
+def _lossless(cells: list[_Cell], source: CellSource, forced: frozenset[str]) -> dict[str, tuple[float, float, float]]:
     """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
     memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
     prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
@@ -313,7 +317,7 @@ def _lossless(cells: list[_Cell], source: CellSource) -> dict[str, tuple[float, 
 
     groups: dict[tuple[Any, ...], list[_Cell]] = {}
     for c in cells:
-        if not c.row["is_baseline"] and c.row["temperature"] == 0:
+        if not c.row["is_baseline"] and c.row["temperature"] == 0 and c.row["variant"] not in forced:
             groups.setdefault(group_key(c), []).append(c)
     for gkey, group in groups.items():
         lengths = gkey[:2]
@@ -359,7 +363,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
         return pd.DataFrame(columns=CELL_COLUMNS)
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
-    lossless = _lossless(cells, source)
+    lossless = _lossless(cells, source, opts.forced)
     variant_gates = _variant_gates(cells, windows, opts)
     saturated = gates.client_saturated(windows)
     for c in cells:
@@ -396,7 +400,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
             has_baseline=has_base,
-            full_accept_fraction=row["full_accept_fraction"],
+            full_accept_fraction=NAN if row["variant"] in opts.forced else row["full_accept_fraction"],
             # only where that leaves the cell without acceptance (per-request data may still give it)
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),

@@ -12,6 +12,7 @@ per format (markdown.py, html.py), which own all escaping. The pieces:
     tables.py    the measurement tables: speedup, break-even, acceptance, cells, losslessness
     audits.py    sections on what it ran on: fairness, hardware, warnings, status, environment
     plots.py     the figures as PNG bytes
+    surface.py   the forced-acceptance note and the speedups predicted from a surface (prediction.csv)
     slo.py       the open-loop report: verdict per SLO, capacity and per-rate tables (plots: slo_plots.py)
 """
 
@@ -27,6 +28,7 @@ from .load import RunData, load_report_data, normalize_break_even, normalize_cel
 from .slo import is_open_loop, open_loop_sections
 from .summary import (context, drift_section, gates_section, intervals_section, plot_section, variance_section,
                       verdict_section)
+from .surface import forced_section, prediction_section
 from .tables import (acceptance_distribution, acceptance_table, break_even_table, cell_table, lossless_section,
                      speedup_tables)
 from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
@@ -44,10 +46,11 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
             blocks += section(data)
         return Document(title=title, blocks=blocks)
     blocks = [context(data)]
-    blocks += verdict_section(data) + gates_section(data)
+    blocks += forced_section(data) + verdict_section(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)
-    for section in (speedup_tables, intervals_section, variance_section, drift_section, break_even_table, acceptance_table,
+    for section in (speedup_tables, prediction_section, intervals_section, variance_section, drift_section,
+                    break_even_table, acceptance_table,
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,
                     warnings_section, status_section, environment_section):
         blocks += section(data)

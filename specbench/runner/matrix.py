@@ -335,7 +335,8 @@ def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | No
         requests, windows = open_store(rd), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-                       plain=plain_variants(cfg))
+                       plain=plain_variants(cfg),
+                       forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
     variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
     use = calibration.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
                                 variants, cal, cfg.sweep.launches)

@@ -1,0 +1,2 @@
+"""The speedup surface S(C, AL): forced-acceptance runs (derive), their table (table), predictions from it
+(predict) and its report (render). docs/surface.md says what it measures; docs/metrics.md defines it."""

@@ -1,0 +1,130 @@
+"""`specbench surface` and the surface side of `specbench plan`: what the commands do, apart from parsing."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .. import stats
+from ..calibration import Calibration
+from ..config import RunConfig
+from ..drafter import LaunchContext
+from ..errors import UsageError
+from ..metrics.surface import decided, has_interval
+from .derive import default_lengths, draft_tokens, split_name, surface_config
+
+
+def forceable(cfg: RunConfig) -> list[str]:
+    """The config's speculative variants (those a surface can force)."""
+    from ..drafter import get_drafter
+
+    return [v.name for v in cfg.variants if not v.baseline and get_drafter(v.drafter).speculative
+            and v.forced_acceptance is None]
+
+
+def variant_k(cfg: RunConfig, name: str) -> int | None:
+    """Draft tokens per step of a variant, from the arguments its drafter gives this engine kind."""
+    from ..launch import resolve_drafter
+
+    i = next(j for j, v in enumerate(cfg.variants) if v.name == name)
+    drafter, params = resolve_drafter(cfg, i)
+    try:
+        return draft_tokens(drafter.launch_args(params, LaunchContext(engine=cfg.engine.kind)))
+    except (UsageError, ValueError):
+        return None
+
+
+def derive(cfg: RunConfig, variants: list[str] | None, lengths: list[float] | None) -> RunConfig:
+    """The surface's matrix for `variants` (default: every speculative one) at `lengths` (default per
+    variant: 1, 1.5, 2, 3, k + 1 capped at k + 1); a length above k + 1 is refused by the engine's check."""
+    names = variants or forceable(cfg)
+    if not names:
+        raise UsageError(f"surface: {cfg.name} has no speculative variant to force")
+    per = {n: (sorted(set(lengths)) if lengths else default_lengths(variant_k(cfg, n))) for n in names}
+    return surface_config(cfg, names, per)
+
+
+def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) -> str:
+    """The surface's cost (its forced variants and its baseline) against each forced drafter's full matrix."""
+    from ..planner import _dur, make_plan
+
+    sp, fp = make_plan(derived, history), make_plan(full, history)
+    lines = []
+    by_source: dict[str, list[str]] = {}
+    for v in derived.variants:
+        if (parsed := split_name(v.name)) is not None and v.forced_acceptance is not None:
+            by_source.setdefault(parsed[0], []).append(v.name)
+    base = sp.cost_of(derived.baseline.name)
+    for src, names in by_source.items():
+        costs = [sp.cost_of(n) for n in names]
+        drafter_full = fp.cost_of(src) if src in fp.variants else None
+        if base is None or any(c is None for c in costs) or drafter_full is None:
+            lines.append(f"surface cost of {src}: unknown (set estimates, or calibrate this hardware)")
+            continue
+        mine = sum(c for c in costs if c is not None)
+        share = base / len(by_source)  # the baseline is shared by the surface's drafters
+        lines.append(f"surface cost of {src}: {len(names)} forced lengths {_dur(mine)} + baseline share {_dur(share)} "
+                     f"= {_dur(mine + share)}, {100 * (mine + share) / drafter_full:.0f}% of its full matrix in "
+                     f"{full.name} ({_dur(drafter_full)}); with the baseline reused: "
+                     f"{100 * mine / drafter_full:.0f}%")
+    return "\n".join(lines)
+
+
+def _ci(lo: float, hi: float) -> str:
+    f = lambda x: "beyond" if x == math.inf else (f"{x:.2f}" if math.isfinite(x) else "n/a")  # noqa: E731
+    return f"[{f(lo)}, {f(hi)}]"
+
+
+def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, history: Calibration | None) -> str:
+    """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
+    on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
+    the prediction decides, and the cost of measuring only the points it leaves undecided."""
+    from ..config import load_yaml, parse_config
+    from ..planner import _dur, make_plan
+    from ..report.load import normalize_cells
+    from ..rundir import RunDir
+    from .predict import predicted_curve
+    from .table import break_even_table, curves, load_surface
+
+    surface = load_surface(surface_dir)
+    be = break_even_table(surface)
+    lines = [f"surface on record: {surface_dir}"]
+    for v in sorted(surface["variant"].unique()):
+        parts = [f"C={int(r['concurrency'])}: {r['break_even_acceptance']:.2f} "
+                 f"{_ci(r['break_even_acceptance_low'], r['break_even_acceptance_high'])}"
+                 if math.isfinite(r["break_even_acceptance"]) else f"C={int(r['concurrency'])}: beyond "
+                 f"{surface[surface['variant'] == v]['forced_acceptance'].max():g}"
+                 for _, r in be[be["variant"] == v].iterrows()]
+        lines.append(f"  {v}: break-even acceptance length " + "; ".join(parts))
+    if acceptance_run is None:
+        return "\n".join(lines)
+    rd = RunDir(acceptance_run)
+    cells = normalize_cells(pd.read_csv(rd.cells))
+    run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    full = make_plan(cfg, history)
+    for v in [x for x in cfg.variants if not x.baseline]:
+        if v.name not in set(surface["variant"]) or v.name not in set(cells["variant"]):
+            continue
+        curve = predicted_curve(cells, v.name, curves(surface, v.name))
+        levels = [c for c in cfg.sweep.concurrency if c in curve]
+        words = {c: decided(curve[c], cfg.verdict.min_speedup) for c in levels}
+        todo = [c for c in cfg.sweep.concurrency if words.get(c, "undecided") == "undecided"]
+        lines.append(f"  {v.name} (acceptance from {acceptance_run}, {run_cfg.name}): predicted "
+                     + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
+                                 f"{words[c]}" for c in levels))
+        ends = all(has_interval(curve[c]) for c in levels)  # else the verdict says it is indicative
+        crossing = stats.break_even(levels, [curve[c].speedup for c in levels],
+                                    [curve[c].low for c in levels] if ends else None,
+                                    [curve[c].high for c in levels] if ends else None)
+        lines.append(f"    predicted break-even concurrency: {crossing.verdict}")
+        if not todo:
+            lines.append(f"    every level decided by the prediction: nothing to measure for {v.name}")
+            continue
+        part = cfg.model_copy(update={"sweep": cfg.sweep.model_copy(update={"concurrency": todo})})
+        cost, whole = make_plan(part, history).cost_of(v.name), full.cost_of(v.name)
+        lines.append(f"    measure only C in {todo}: {_dur(cost)} instead of {_dur(whole)} for its full sweep"
+                     + (f" ({100 * cost / whole:.0f}%)" if cost is not None and whole else ""))
+    return "\n".join(lines)
+

@@ -1,0 +1,151 @@
+"""A run's measured acceptance -> its speedup at every concurrency predicted from a surface, next to the
+speedup the run measured (prediction.csv); and the benchmark's summary of how well they agree.
+
+Per point of the run (category x input length x output length x temperature) the acceptance is read at the
+reference concurrency (default the run's lowest, normally C=1) and carried to every concurrency: that is
+what a new head's C=1 run knows. The same prediction with the acceptance measured at each concurrency
+(`predicted_at_c`) separates the surface's own error from the acceptance's drift with load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+
+from ..metrics.surface import Curve, Prediction, break_even_level, geomean, pooled, predict
+from .table import curves
+
+POINT = ["category", "input_len", "output_len", "temperature"]
+PREDICTION_FILE = "prediction.csv"
+PREDICTION_COLUMNS = ["variant", "surface_variant", "concurrency", "reference_concurrency", "acceptance_ref",
+                      "acceptance_at_c", "predicted", "predicted_low", "predicted_high", "extrapolated",
+                      "predicted_at_c", "measured", "measured_low", "measured_high", "error", "disagree"]
+
+
+def _key(row: pd.Series) -> tuple:
+    return tuple("" if isinstance(row[k], float) and math.isnan(row[k]) else row[k] for k in POINT)
+
+
+def acceptance_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> dict[tuple, tuple[float, float, float]]:
+    """(acceptance, 95% low, 95% high) per point of `variant` at `concurrency`; a missing interval end is the
+    point estimate."""
+    out = {}
+    sel = cells[(cells["variant"] == variant) & (cells["concurrency"] == concurrency) & cells["valid"]]
+    for _, r in sel.iterrows():
+        a = float(r["acceptance_length"])
+        if not math.isfinite(a):
+            continue
+        lo, hi = float(r["acceptance_length_ci_low"]), float(r["acceptance_length_ci_high"])
+        out[_key(r)] = (a, lo if math.isfinite(lo) else a, hi if math.isfinite(hi) else a)
+    return out
+
+
+def _predict_points(curve: Curve, acc: Mapping[tuple, tuple[float, float, float]], keys: list[tuple]) -> Prediction:
+    return pooled([predict(curve, *acc[k]) for k in keys if k in acc])
+
+
+def reference_level(cells: pd.DataFrame, variant: str, reference: int | None = None) -> int | None:
+    levels = sorted(int(c) for c in cells[(cells["variant"] == variant) & cells["valid"]]["concurrency"].unique())
+    return reference if reference is not None else (levels[0] if levels else None)
+
+
+def predicted_curve(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Curve],
+                    reference: int | None = None) -> dict[int, Prediction]:
+    """The variant's speedup predicted at every concurrency of the surface from its acceptance at the
+    reference concurrency alone (what `specbench plan --surface` knows from a new head's C=1 run)."""
+    ref = reference_level(cells, variant, reference)
+    if ref is None:
+        return {}
+    acc = acceptance_by_point(cells, variant, ref)
+    return {c: _predict_points(curve, acc, list(acc)) for c, curve in sorted(curve_at.items())}
+
+
+def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Curve],
+                    reference: int | None = None) -> list[dict]:
+    """Rows of prediction.csv for one run variant against one surface variant's curves."""
+    mine = cells[(cells["variant"] == variant) & cells["valid"]]
+    if mine.empty:
+        return []
+    levels = sorted(int(c) for c in mine["concurrency"].unique())
+    ref = reference if reference is not None else levels[0]
+    acc_ref = acceptance_by_point(cells, variant, ref)
+    rows = []
+    for c in levels:
+        if c not in curve_at:
+            continue
+        at_c = mine[mine["concurrency"] == c]
+        keys = [_key(r) for _, r in at_c.iterrows()]
+        p = _predict_points(curve_at[c], acc_ref, keys)
+        p_c = _predict_points(curve_at[c], acceptance_by_point(cells, variant, c), keys)
+        m, lo, hi = (geomean(at_c[col].tolist()) for col in ("speedup", "speedup_ci_low", "speedup_ci_high"))
+        disagree = _apart((p.low, p.speedup, p.high), (lo, m, hi))
+        rows.append(dict(variant=variant, concurrency=c, reference_concurrency=ref,
+                         acceptance_ref=_mean([acc_ref[k][0] for k in keys if k in acc_ref]),
+                         acceptance_at_c=_mean(at_c["acceptance_length"].tolist()),
+                         predicted=p.speedup, predicted_low=p.low, predicted_high=p.high, extrapolated=p.extrapolated,
+                         predicted_at_c=p_c.speedup, measured=m, measured_low=lo, measured_high=hi,
+                         error=p.speedup / m - 1 if m > 0 and math.isfinite(p.speedup) else math.nan,
+                         disagree=disagree))
+    return rows
+
+
+def _apart(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
+    """Two (low, point, high) estimates whose intervals do not overlap; a missing end is the point, and two
+    estimates without any interval are not judged (False)."""
+    def ends(x: tuple[float, float, float]) -> tuple[float, float, bool]:
+        lo, pt, hi = x
+        has = math.isfinite(lo) and math.isfinite(hi) and lo < hi  # a zero-width interval is no interval
+        return (lo if math.isfinite(lo) else pt), (hi if math.isfinite(hi) else pt), has
+
+    (alo, ahi, ahas), (blo, bhi, bhas) = ends(a), ends(b)
+    if not (ahas or bhas) or not all(math.isfinite(x) for x in (alo, ahi, blo, bhi)):
+        return False
+    return alo > bhi or ahi < blo
+
+
+def _mean(xs: list[float]) -> float:
+    vals = [x for x in xs if math.isfinite(x)]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def predict_run(cells: pd.DataFrame, baseline: str, surface: pd.DataFrame, mapping: Mapping[str, str] | None = None,
+                reference: int | None = None) -> pd.DataFrame:
+    """prediction.csv for every run variant that has a surface: `mapping` run variant -> surface variant
+    (default: the same name)."""
+    closed = cells[cells["rate"].isna()] if "rate" in cells else cells
+    names = set(surface["variant"])
+    pairs = dict(mapping or {})
+    for v in closed["variant"].unique():
+        if v != baseline and v in names and v not in pairs:
+            pairs[str(v)] = str(v)
+    rows = []
+    for v, s in sorted(pairs.items()):
+        for r in predict_variant(closed, v, curves(surface, s), reference):
+            rows.append({**r, "surface_variant": s})
+    return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def break_even_levels(pred: pd.DataFrame) -> dict[str, tuple[int, int, list[int]]]:
+    """Per variant: (predicted break-even level, measured level, the levels) by `break_even_level`."""
+    out = {}
+    for v, g in pred.groupby("variant"):
+        g = g.sort_values("concurrency")
+        levels = [int(c) for c in g["concurrency"]]
+        out[str(v)] = (break_even_level(levels, g["predicted"].tolist()),
+                       break_even_level(levels, g["measured"].tolist()), levels)
+    return out
+
+
+def summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None) -> str:
+    """The benchmark's last line: absolute relative errors at the concurrencies `at` (default all but the
+    reference), and how many variants' break-even concurrency is predicted within one sweep level."""
+    sel = pred[pred["concurrency"] != pred["reference_concurrency"]] if at is None else pred[pred["concurrency"].isin(at)]
+    errs = sorted(abs(e) for e in sel["error"] if math.isfinite(e))
+    med = (errs[(len(errs) - 1) // 2] + errs[len(errs) // 2]) / 2 if errs else math.nan
+    worst = errs[-1] if errs else math.nan
+    levels = break_even_levels(pred)
+    ok = sum(abs(p - m) <= 1 for p, m, _ in levels.values())
+    return (f"prediction: {len(errs)} points, median error {100 * med:.1f}%, worst {100 * worst:.1f}%, "
+            f"break-even within one level for {ok} of {len(levels)} variants")

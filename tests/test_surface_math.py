@@ -1,0 +1,265 @@
+"""Known answers for the speedup surface's math: interpolation, break-even acceptance, prediction, the
+surface table and the benchmark's summary line (specbench.metrics.surface, specbench.surface)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from specbench.config import parse_config
+from specbench.errors import ConfigError, UsageError
+from specbench.metrics.surface import (Curve, Prediction, break_even_acceptance, break_even_level, crossing, decided,
+                                       interpolate, pooled, predict)
+from specbench.surface.derive import default_lengths, derived_name, split_name, surface_config
+from specbench.surface.predict import predict_run, summary_line
+from specbench.surface.table import break_even_table, readback, surface_table
+
+
+def test_interpolation_is_linear_in_log_speedup():
+    # ln S from ln 0.5 at AL 1 to ln 2 at AL 3: at AL 2 the geometric mean, 1.0
+    assert interpolate([1.0, 3.0], [0.5, 2.0], 2.0) == pytest.approx(1.0)
+    assert interpolate([1.0, 3.0], [0.5, 2.0], 1.5) == pytest.approx(0.5 * 4 ** 0.25)
+    # beyond the points the end segment is extended; one point is constant; none is NaN
+    assert interpolate([1.0, 2.0], [0.5, 1.0], 3.0) == pytest.approx(2.0)
+    assert interpolate([2.0], [0.8], 5.0) == 0.8
+    assert math.isnan(interpolate([], [], 1.0))
+
+
+def test_break_even_acceptance_and_its_interval_from_the_envelopes():
+    c = Curve.of([1, 2, 3], [0.5, 0.8, 1.6], [0.4, 0.64, 1.28], [0.625, 1.0, 2.0])
+    be = break_even_acceptance(c)
+    assert be.value == pytest.approx(2 + math.log(1 / 0.8) / math.log(2))  # 2.32 on the central curve
+    assert be.low == pytest.approx(2.0)  # the high envelope reaches 1.0 at the second point
+    assert be.high == pytest.approx(2 + math.log(1 / 0.64) / math.log(2))
+    assert be.low <= be.value <= be.high
+
+
+def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
+    from specbench.metrics.surface import extended_crossing
+
+    assert crossing([1, 2], [0.3, 0.6]) == math.inf
+    assert extended_crossing([1, 2], [0.25, 0.5]) == pytest.approx(3.0)  # doubling per AL: 1.0 at AL 3
+    assert extended_crossing([1, 2], [0.5, 0.4]) == math.inf and extended_crossing([1, 2], [0.5, 2.0]) == 1.5
+    assert crossing([1.0, 2.0], [1.2, 1.5]) == 1.0
+
+
+def test_prediction_carries_both_uncertainties():
+    c = Curve.of([1, 3], [0.5, 2.0], [0.25, 1.0], [1.0, 4.0])
+    p = predict(c, 2.0)
+    assert (p.speedup, p.low, p.high) == pytest.approx((1.0, 0.5, 2.0))
+    q = predict(c, 2.0, 1.5, 2.5)  # the acceptance's interval widens it further
+    assert q.speedup == pytest.approx(1.0)
+    assert q.low == pytest.approx(c.at(1.5, "low")) and q.high == pytest.approx(c.at(2.5, "high"))
+    assert not q.extrapolated and predict(c, 3.5).extrapolated
+
+
+def test_pooled_prediction_is_the_geometric_mean_of_points_and_ends():
+    p = pooled([Prediction(0.5, 0.25, 1.0, False), Prediction(2.0, 1.0, 4.0, True)])
+    assert (p.speedup, p.low, p.high, p.extrapolated) == pytest.approx((1.0, 0.5, 2.0, True))
+
+
+def test_break_even_level_and_decisions():
+    assert break_even_level([1, 4, 16], [1.2, 0.9, 0.5]) == 1
+    assert break_even_level([1, 4, 16], [1.2, 1.1, 1.0]) == 3
+    assert break_even_level([16, 1, 4], [0.5, 1.2, 1.1]) == 2  # by concurrency, not by order given
+    assert decided(Prediction(1.3, 1.1, 1.5, False), 1.05) == "pays"
+    assert decided(Prediction(0.7, 0.6, 0.9, False), 1.05) == "slower"
+    assert decided(Prediction(1.0, 0.8, 1.2, False), 1.05) == "undecided"
+    assert decided(Prediction(0.5, 0.5, 0.5, False), 1.05) == "undecided"  # no interval: decides nothing
+
+
+def test_default_lengths_are_capped_at_k_plus_one():
+    assert default_lengths(3) == [1.0, 1.5, 2.0, 3.0, 4.0]
+    assert default_lengths(1) == [1.0, 1.5, 2.0]
+    assert default_lengths(None) == [1.0, 1.5, 2.0, 3.0]
+    assert split_name(derived_name("eagle3-big", 1.5)) == ("eagle3-big", 1.5)
+    assert split_name("eagle3") is None
+
+
+def _cfg(kind="vllm", extra=None):
+    return parse_config({
+        "name": "t", "model": {"path": "/m"}, "engine": {"kind": kind, **(extra or {})},
+        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3}}],
+        "sweep": {"prompts": [{"set": "seed"}], "output_lens": [64], "concurrency": [1, 4]}})
+
+
+def _launches(cfg):
+    from specbench.launch import make_engine, plan_launches
+
+    return {la.name: la for la in plan_launches(cfg, make_engine(cfg, "/m", "m"))}
+
+
+def test_forced_variants_reach_vllm_and_sglang_launches():
+    la = _launches(surface_config(_cfg(), ["ng"], {"ng": [2.0]}))
+    argv = la["ng-al2"].spec.argv
+    spec = argv[argv.index("--speculative-config") + 1]
+    assert '"rejection_sample_method":"synthetic"' in spec and '"synthetic_acceptance_length":2.0' in spec
+    assert argv.count("--speculative-config") == 1
+    sg = _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))["ng-al1.5"]
+    assert sg.spec.env["SGLANG_SIMULATE_ACC_LEN"] == "1.5"
+    assert la["ng-al2"].fingerprint() != _launches(_cfg())["ng"].fingerprint()
+    from specbench.fairness import audit
+
+    for launches in (la, _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))):
+        result = audit(list(launches.values()))
+        assert result.fair, result.warnings  # the forcing environment is the drafter's own setting
+        assert any("force their acceptance" in n for n in result.notes)
+
+
+def test_forced_acceptance_is_refused_where_it_cannot_apply():
+    with pytest.raises(ConfigError, match=r"forced_acceptance.*outside \[1, 4\]"):
+        _launches(surface_config(_cfg(), ["ng"], {"ng": [4.5]}))
+    with pytest.raises(ConfigError, match="cannot force acceptance"):
+        _launches(surface_config(_cfg("external", {"url": "http://x:1"}), ["ng"], {"ng": [2.0]}))
+    with pytest.raises(UsageError, match="is the baseline"):
+        surface_config(_cfg(), ["ar"], {"ar": [2.0]})
+    cmd = _cfg("command", {"command": ["serve", "--port", "{port}"]})
+    with pytest.raises(ConfigError, match=r"does not take \{forced_acceptance\}"):
+        _launches(surface_config(cmd, ["ng"], {"ng": [2.0]}))
+    ok = _cfg("command", {"command": ["serve", "--port", "{port}", "--force-al", "{forced_acceptance}"]})
+    assert _launches(surface_config(ok, ["ng"], {"ng": [2.0]}))["ng-al2"].spec.argv[-1] == "2"
+    assert _launches(ok)["ng"].spec.argv[-1] == "0"
+
+
+def _cells(rows):
+    base = dict(category="c", input_len=math.nan, temperature=0.0, rate=math.nan, valid=True,
+                acceptance_length_ci_low=math.nan, acceptance_length_ci_high=math.nan)
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def _surface_cells():
+    rows = []
+    for c, s1, s3 in ((1, 0.8, 2.0), (4, 0.5, 1.25)):
+        for al, s in ((1.0, s1), (3.0, s3)):
+            for out in (64, 256):
+                rows.append(dict(variant=derived_name("e", al), output_len=out, concurrency=c, speedup=s,
+                                 speedup_ci_low=s / 1.2, speedup_ci_high=s * 1.2, acceptance_length=al * 0.98))
+    return _cells(rows)
+
+
+def test_surface_table_pools_cells_and_reads_the_acceptance_back():
+    t = surface_table(_surface_cells())
+    assert list(t["forced_acceptance"]) == [1.0, 3.0, 1.0, 3.0] and (t["cells"] == 2).all()
+    assert (t["readback"] == "ok").all()
+    assert readback(2.0, 2.25) == "mismatch" and readback(2.0, math.nan) == "unknown"
+    be = break_even_table(t).set_index("concurrency")
+    # C=1: ln S from ln 0.8 to ln 2 over AL 1..3
+    assert be.loc[1, "break_even_acceptance"] == pytest.approx(1 + 2 * math.log(1.25) / math.log(2.5))
+    assert be.loc[4, "break_even_acceptance"] == pytest.approx(1 + 2 * math.log(2) / math.log(2.5))
+
+
+def test_prediction_of_a_run_and_the_benchmark_line():
+    surface = surface_table(_surface_cells())
+    # a run whose head accepts 2.0 at C=1: predicted sqrt(0.8 * 2) = 1.265 at C=1, sqrt(0.5 * 1.25) = 0.79 at C=4
+    run = _cells([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+                       speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
+                 + [dict(variant="e", output_len=64, concurrency=1, speedup=1.3, speedup_ci_low=1.2, speedup_ci_high=1.4,
+                         acceptance_length=2.0),
+                    dict(variant="e", output_len=64, concurrency=4, speedup=0.70, speedup_ci_low=0.65,
+                         speedup_ci_high=0.75, acceptance_length=1.8)])
+    pred = predict_run(run, "ar", surface).set_index("concurrency")
+    assert pred.loc[1, "predicted"] == pytest.approx(math.sqrt(1.6))
+    assert pred.loc[4, "predicted"] == pytest.approx(math.sqrt(0.625))
+    assert pred.loc[4, "predicted_at_c"] == pytest.approx(0.5 * 2.5 ** 0.4)  # with the AL measured at C=4
+    assert pred.loc[4, "error"] == pytest.approx(math.sqrt(0.625) / 0.70 - 1)
+    assert not pred.loc[4, "disagree"]  # [0.79 / 1.2, 0.79 * 1.2] overlaps [0.65, 0.75]
+    line = summary_line(pred.reset_index())
+    assert line == ("prediction: 1 points, median error 12.9%, worst 12.9%, "
+                    "break-even within one level for 1 of 1 variants")
+
+
+def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
+    """specbench's vLLM-CPU plugin: the synthetic branch of vLLM's greedy rejection kernel, known answers."""
+    import importlib.util
+
+    import torch
+
+    from specbench.engines.vllm import CPU_SYNTHETIC_PLUGIN
+
+    spec = importlib.util.spec_from_file_location("plugin", CPU_SYNTHETIC_PLUGIN / "specbench_vllm_cpu_synthetic.py")
+    assert spec is not None and spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    plain = []
+    impl = plugin._greedy_synthetic(lambda *a: plain.append(a))
+    out = torch.full((3, 4), -1, dtype=torch.int32)
+    # three requests of 3 drafts; conditional rates 1, 1, 0.5: request 0 draws 0.9 at position 2 (rejected:
+    # the target's token there), request 1 accepts all three (then the bonus token), request 2 has a padded
+    # draft (-1) at position 0 (rejected whatever its draw)
+    impl(out, torch.tensor([3, 6, 9]), torch.tensor([10, 11, 12, 20, 21, 22, -1, 31, 32]),
+         torch.tensor([90, 91, 92, 93, 94, 95, 96, 97, 98]), torch.tensor([[7], [8], [9]]), None, 3,
+         torch.tensor([0.1, 0.1, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1], dtype=torch.float64),
+         torch.tensor([1.0, 1.0, 0.5]), True)
+    assert out.tolist() == [[10, 11, 92, -1], [20, 21, 22, 8], [96, -1, -1, -1]]
+    assert not plain
+    impl(out, None, None, None, None, None, 3)  # without synthetic mode: vLLM's own kernel, unchanged
+    assert len(plain) == 1
+
+
+def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undecided(tmp_path):
+    from specbench.config import dump_config
+    from specbench.surface.command import plan_text
+    from specbench.surface.table import SURFACE_COLUMNS
+
+    cfg = parse_config({
+        "name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
+        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3}}],
+        "sweep": {"prompts": [{"set": "seed", "categories": ["code"]}], "output_lens": [64],
+                  "concurrency": [1, 4, 16]},
+        "estimates": {"startup_s": 30, "per_request_tok_s": 30.0}})
+    # S(a): at C=1 from 1.2 to 2.4, at C=4 from 0.5 to 0.9, at C=16 from 0.6 to 1.5 over a = 1..3 (+-10%)
+    rows = [dict(variant="ng", forced_acceptance=a, concurrency=c, speedup=s, speedup_ci_low=s / 1.1,
+                 speedup_ci_high=s * 1.1, measured_acceptance=a, measured_acceptance_low=a, measured_acceptance_high=a,
+                 readback="ok", cells=1)
+            for c, (s1, s3) in {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}.items() for a, s in ((1.0, s1), (3.0, s3))]
+    surface = tmp_path / "surface"
+    surface.mkdir()
+    pd.DataFrame(rows, columns=SURFACE_COLUMNS).to_csv(surface / "surface.csv", index=False)
+    run = tmp_path / "c1"  # a C=1 run of the head: acceptance 2.0 on its one point
+    run.mkdir()
+    (run / "config.yaml").write_text(dump_config(cfg))
+    _cells([dict(variant="ng", output_len=64, concurrency=1, speedup=1.7, speedup_ci_low=1.6, speedup_ci_high=1.8,
+                 acceptance_length=2.0)]).to_csv(run / "cells.csv", index=False)
+    text = plan_text(cfg, surface, run, None)
+    assert "ng: break-even acceptance length C=1: 1.00 [1.00, 1.00]; C=4: beyond 3" in text
+    # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided
+    assert "C=1: 1.70 [1.54, 1.87] pays; C=4: 0.67 [0.61, 0.74] slower; C=16: 0.95 [0.86, 1.04] undecided" in text
+    assert "measure only C in [16]" in text
+    assert "predicted break-even concurrency: pays up to C" in text
+
+
+def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(tmp_path):
+    from specbench.report.load import RunData
+    from specbench.report.markdown import render
+    from specbench.report.document import Document
+    from specbench.report.surface import forced_section, prediction_section
+    from specbench.surface.predict import PREDICTION_COLUMNS
+
+    pred = pd.DataFrame([dict(variant="e", surface_variant="e", concurrency=c, reference_concurrency=1,
+                              acceptance_ref=1.8, acceptance_at_c=1.7, predicted=p, predicted_low=p / 1.1,
+                              predicted_high=p * 1.1, extrapolated=False, predicted_at_c=p, measured=m,
+                              measured_low=m / 1.05, measured_high=m * 1.05, error=p / m - 1, disagree=d)
+                         for c, p, m, d in ((1, 1.2, 1.2, False), (16, 0.9, 0.6, True))], columns=PREDICTION_COLUMNS)
+    pred.to_csv(tmp_path / "prediction.csv", index=False)
+    data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
+                   break_even=pd.DataFrame(), config={"variants": [{"name": "e-al2", "forced_acceptance": 2.0}]})
+    text = render(Document("t", forced_section(data) + prediction_section(data)))
+    assert "Forced acceptance (`e-al2`)" in text and "not the target's" in text
+    assert "| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | 0.60 [0.57, 0.63] | +50.0% | disagree |" in text
+    assert "e at C=16: predicted and measured intervals do not overlap" in text
+    assert "| e | 1 |" in text and text.count("disagree |") == 1
+
+
+def test_disagreement_needs_an_interval_on_one_side_at_least():
+    from specbench.surface.predict import _apart
+
+    nan = math.nan
+    assert _apart((1.2, 1.3, 1.4), (1.0, 1.05, 1.1))
+    assert not _apart((1.0, 1.2, 1.4), (1.1, 1.15, 1.3))
+    assert _apart((1.2, 1.3, 1.4), (nan, 1.0, nan))  # the measured point outside the predicted interval
+    assert not _apart((nan, 1.3, nan), (nan, 1.0, nan))  # no interval anywhere: not judged
+    assert not _apart((0.52, 0.52, 0.52), (nan, 0.55, nan))  # a zero-width interval is none
