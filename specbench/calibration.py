@@ -22,7 +22,7 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from .config import RunConfig
 from .errors import RunDirError, UsageError
 from .metrics.decision import Estimate, consistent, pool
 from .metrics.intervals import LaunchVariance
+from .rundir import RunDir
 
 FILE = "calibration.json"  # the copy inside a run directory
 HISTORY_ENV = "SPECBENCH_HISTORY"
@@ -103,7 +104,7 @@ def estimate(cells: pd.DataFrame, variant: str, *, hardware: dict[str, Any], eng
     rep_var, rep_df = _repeat_component(c)
     return Calibration(rel_var=float((cv**2).mean()), df=float(launches - 1), launches=launches, cells=int(len(cv)),
                        hardware=hardware, engine=engine, model=model,
-                       created=datetime.now(timezone.utc).isoformat(timespec="seconds"), source_run=source_run,
+                       created=datetime.now(UTC).isoformat(timespec="seconds"), source_run=source_run,
                        repeat_rel_var=rep_var, repeat_df=rep_df)
 
 
@@ -116,7 +117,7 @@ def estimate_repeats(cells: pd.DataFrame, variant: str, *, hardware: dict[str, A
         return None
     return Calibration(rel_var=math.nan, df=0.0, launches=int(c["launches"].min()), cells=int(len(c)),
                        hardware=hardware, engine=engine, model=model,
-                       created=datetime.now(timezone.utc).isoformat(timespec="seconds"), source_run=source_run,
+                       created=datetime.now(UTC).isoformat(timespec="seconds"), source_run=source_run,
                        repeat_rel_var=rep_var, repeat_df=rep_df, kind="run")
 
 
@@ -175,7 +176,8 @@ def pooled(entries: list[Calibration], where: str = "") -> Calibration | None:
     repeat = pool([x for e in use if (x := _est(e.repeat_rel_var, e.repeat_df)) is not None])
     last = use[-1]
     startups = sorted(e.startup_s for e in use if math.isfinite(e.startup_s))
-    return replace(last, startup_s=startups[len(startups) // 2] if startups else math.nan, rel_var=launch.var, df=launch.df, repeat_rel_var=repeat.var if repeat else math.nan,
+    return replace(last, startup_s=startups[len(startups) // 2] if startups else math.nan, rel_var=launch.var,
+                   df=launch.df, repeat_rel_var=repeat.var if repeat else math.nan,
                    repeat_df=repeat.df if repeat else 0.0, entries=len(use), history=where,
                    launches=sum(e.launches for e in use), cells=sum(e.cells for e in use))
 
@@ -238,9 +240,9 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     components (2+ launches), or its repeat component alone (one launch, 2+ repeats); None otherwise."""
     from . import environment
 
-    cells = pd.read_csv(run_dir / "cells.csv")
-    env = json.loads((run_dir / "environment.json").read_text()) if (run_dir / "environment.json").exists() else {}
-    engine = env.get("engine") or {}
+    rd = RunDir(run_dir)
+    cells = pd.read_csv(rd.cells)
+    engine = rd.load_environment().get("engine") or {}
     facts: dict[str, Any] = dict(hardware=environment.hardware_fingerprint(),
                                  engine=f"{engine.get('kind')} {engine.get('version') or ''}".strip(),
                                  model=model_key(cfg), source_run=str(run_dir))
@@ -249,8 +251,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
         cal = estimate_repeats(cells, cfg.baseline.name, **facts) if kind == "run" else None
     if cal is None:
         return None
-    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
-    startup = ((meta.get("variants") or {}).get(cfg.baseline.name) or {}).get("startup_s")
+    startup = ((rd.load_meta().get("variants") or {}).get(cfg.baseline.name) or {}).get("startup_s")
     return replace(cal, kind=kind, startup_s=float(startup) if startup else math.nan,
                    rates=_rates(cells, cfg.baseline.name))
 

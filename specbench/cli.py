@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _cmd_run(a: argparse.Namespace) -> int:
     from .config import load_config
-    from .runner import RunOptions, run_matrix
+    from .runner import RunOptions
 
     if a.resume:
         run_dir = Path(a.resume)
@@ -41,8 +41,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 
 def _execute(cfg, opts) -> int:
-    from .runner import run_matrix
     from .report.terminal import print_summary
+    from .runner import run_matrix
 
     result = run_matrix(cfg, opts)
     print_summary(result.run_dir)
@@ -83,7 +83,8 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     if not cal.pooled:
         print(f"warning: {cal.note}: kept in {path} but not pooled (a driver, BIOS or load change?)", file=sys.stderr)
     pooled = calibration.pooled(calibration.load_history(path), str(path))
-    total = f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries" if pooled else ""
+    total = (f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries"
+             if pooled else "")
     print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
           f"{cal.df:g} df) added to {path}{total}; later runs on this hardware with one launch per variant use it")
     return 0
@@ -136,7 +137,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     if a.resume:
         out = Path(a.resume)
     else:
-        out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        stamp = datetime.now().strftime('%Y%m%d-%H%M%S')
+        out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{stamp}"
     opts = TuneOptions(out=out, resume=bool(a.resume), reuse=Path(a.reuse) if a.reuse else None,
                        scheduler=a.scheduler, budget_h=a.budget, skip_preflight=a.skip_preflight)
     res = run_tune(cfg, opts)

@@ -18,8 +18,13 @@ from .config import RunConfig
 from .drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from .engines import Engine
 from .engines.base import dist_version, parse_version
-from .engines.pins import (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option,
-                           parse_options)
+from .engines.pins import (
+    SGLANG_GRAPH_FLAG_NEW,
+    SGLANG_GRAPH_FLAG_OLD,
+    SGLANG_GRAPH_RENAMED_IN,
+    has_option,
+    parse_options,
+)
 from .errors import ConfigError, UsageError
 from .launch import VariantLaunch
 

@@ -25,7 +25,7 @@ import psutil
 from .engines.base import LaunchSpec
 from .errors import EngineStartError
 
-_LIVE: set["EngineProcess"] = set()
+_LIVE: set[EngineProcess] = set()
 
 # A watchdog per engine, in its own session: it waits on a pipe from specbench and, if specbench dies
 # without saying "done" (SIGKILL, OOM kill), it stops the engine's process group and every process of the
@@ -248,7 +248,7 @@ class EngineProcess:
             self._remember_tree()
             try:
                 result = await asyncio.wait_for(probe(), timeout=left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 result, last = False, f"no answer within the {left:.1f}s left"
             else:
                 last = str(getattr(result, "detail", "") or last)
@@ -311,7 +311,7 @@ class EngineProcess:
         """PIDs of this engine's tree still running (empty after a clean stop)."""
         return [pid for pid, p in self._known.items() if _running(p)]
 
-    def __enter__(self) -> "EngineProcess":
+    def __enter__(self) -> EngineProcess:
         self.start()
         return self
 

@@ -61,9 +61,8 @@ def test_follow_accepts_the_longest_matching_path_plus_the_bonus():
 def test_keep_path_keeps_the_accepted_entries_in_order_and_drops_the_rest():
     """A path that skips tree nodes (moves) and one that is the tree's first nodes (a plain cut)."""
     import torch
-    from transformers import DynamicCache
-
     from dd_generate import keep_path
+    from transformers import DynamicCache
 
     for keep in ([0, 2, 5], [0, 1, 2]):
         cache = DynamicCache()
@@ -82,7 +81,6 @@ def test_keep_path_keeps_the_accepted_entries_in_order_and_drops_the_rest():
 
 def test_lazy_greedy_reads_only_the_rows_the_walk_asks_for():
     import torch
-
     from dd_generate import LazyGreedy
 
     calls = []

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
 from conftest import force_service_times, set_launch_faults, standin_config
+
 from specbench.config import parse_config
 from specbench.records import WindowRecord
 from specbench.rundir import RunDir

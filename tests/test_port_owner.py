@@ -9,10 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import time
-
-import pytest
 
 from specbench.config import parse_config
 from specbench.process import listening_pids

@@ -15,8 +15,8 @@ import pandas as pd
 from .. import stats
 from . import gates
 from .acceptance import cell_acceptance
-from .decision import Components, Design, Estimate, component_interval
 from .common import NAN, interval_or_nan, key_nan, safe_ratio
+from .decision import Components, Design, Estimate, component_interval
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import cell_lossless, output_digest
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
@@ -372,7 +372,9 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
             _mark_history_intervals(row)
         if c.cell_id in lossless:
-            row["lossless_match_rate"], row["lossless_any_match_rate"], row["lossless_prefix_mean"] = lossless[c.cell_id]
+            match, any_match, prefix = lossless[c.cell_id]
+            row["lossless_match_rate"], row["lossless_any_match_rate"] = match, any_match
+            row["lossless_prefix_mean"] = prefix
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN

@@ -17,8 +17,8 @@ from .. import stats
 from .capacity import MEASURED, Capacity, RatePoint, capacity, capacity_gain
 from .common import NAN, as_float, as_list, key_nan, opt_str
 from .requests import measured_requests, request_output_tokens, request_tpot
-from .warnings import decode_warnings
 from .slo import SLO, RequestLatency, WindowTiming, goodput, quantile_ci, saturation
+from .warnings import decode_warnings
 
 GROUP = ["variant", "category", "input_len", "output_len", "temperature"]  # one latency-vs-rate curve
 CAPACITY_COLUMNS = ["variant", "slo", "capacity_req_s", "capacity_ci_low", "capacity_ci_high", "status",

@@ -9,7 +9,6 @@ window is measured again from scratch on resume, and nothing already measured is
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import time
@@ -27,19 +26,27 @@ from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
 from ..metrics.gates import eager_engine
-from ..metrics.sequential import always_valid
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
+from ..metrics.sequential import always_valid
 from ..metrics.slo import parse_slos
+from ..metrics.source import LIGHT_COLUMNS, CellSource
 from ..metrics.warnings import CellWarning
 from ..plan import capped_variants
 from ..progress import Reporter, make_reporter
 from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
-from ..metrics.source import LIGHT_COLUMNS, CellSource
 from ..rundir import RunDir, atomic_write, records_frame
 from ..store import open_store
-from .prepare import (Plan, check_run_dir, check_writable, config_hash, default_run_path, open_run_dir, prepare_plan,
-                      write_side_files)
+from .prepare import (
+    Plan,
+    check_run_dir,
+    check_writable,
+    config_hash,
+    default_run_path,
+    open_run_dir,
+    prepare_plan,
+    write_side_files,
+)
 from .scheduler import launch_order, run_schedule
 from .sequential import Looks, until_decided
 from .session import RecordSink
@@ -151,7 +158,8 @@ class MatrixRun:
         if first is not None and not quiet:
             raise first
 
-    async def _measure(self, plan: Plan, rd: RunDir, state: RunState, sink: RecordSink, alloc: Allocation | None) -> None:
+    async def _measure(self, plan: Plan, rd: RunDir, state: RunState, sink: RecordSink,
+                       alloc: Allocation | None) -> None:
         """--reuse, then every unit of the schedule (here, or on the Slurm allocation's nodes)."""
         o = self.opts
         if self.cfg.sweep.until == "decided" and (alloc is not None or o.reuse):
@@ -297,10 +305,8 @@ def plain_variants(cfg: RunConfig) -> frozenset[str]:
 def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     """Gate warnings read from the run directory rather than the records: a GPU engine launched without
     CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
-    argv = {cmd.parent.name: list(json.loads(cmd.read_text()).get("argv") or [])
-            for cmd in sorted(rd.path.glob("variants/*/command.json"))}
-    return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
+    gpus = bool(rd.load_environment().get("gpus"))
+    return {v: [w] for v, w in eager_engine(rd.launch_argv(), gpus).items()}
 
 
 def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
@@ -321,8 +327,8 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource
     if cal is not None:
         opts = replace(opts, calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})"))
     cells = compute_cells(requests, windows, opts)
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
-    cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
+    check = hardware_check(rd.load_environment(), cfg.baseline.name, cfg.scheduler.allow_mixed_hardware)
+    cells = withhold_speedups(cells, check)
     if cfg.sweep.load.open and len(cells):
         cells["warnings"] = cells["warnings"].map(open_loop_warnings)
     return always_valid(cells, cfg.sweep)
@@ -330,7 +336,8 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource
 
 def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (and for an open
-    loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
+    loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths.
+    Re-runnable at any time (`specbench report`)."""
     if cfg is None:
         cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
     store, windows = open_store(rd), records_frame(rd.window_records())

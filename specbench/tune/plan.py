@@ -19,7 +19,7 @@ from typing import Any
 from ..config import RunConfig, VariantConfig
 from ..drafter import get_drafter
 from ..errors import ConfigError
-from ..prompts import Prompt, load_prompts
+from ..prompts import Prompt
 
 NAME_MAX = 64  # VariantConfig.name's limit
 
@@ -224,7 +224,8 @@ def make_tune_plan(cfg: RunConfig, history: Any) -> TunePlan:
             total += (n + 1) * p.variant_s
             parallel += p.variant_s
         lines.append(f"  {label}: {n} setting(s) + the baseline at C={','.join(map(str, levels))}, {repeats} "
-                     f"repeat(s), {n_launch} launch(es) each: {k} launches, {_dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
+                     f"repeat(s), {n_launch} launch(es) each: {k} launches, "
+                     f"{_dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
     lines.append(f"  total: at most {launches} launches, {_dur(total if known else None)} one after another on one node"
                  f"; {_dur(parallel if known else None)} side by side (--scheduler slurm)"
                  + ("" if known else " (set estimates.startup_s and estimates.per_request_tok_s, or calibrate)"))
