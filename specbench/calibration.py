@@ -92,6 +92,14 @@ def store_path(hardware: dict[str, Any], cache: Path | None = None) -> Path:
     return (cache or history_dir()) / f"{hardware_key(hardware)}.json"
 
 
+def history_for(cfg: RunConfig) -> Calibration | None:
+    """This machine's pooled variance history, where the config keeps histories (`specbench plan`, `tune`)."""
+    from .environment import hardware_fingerprint
+
+    path = store_path(hardware_fingerprint(), history_dir(cfg.verdict.history_dir))
+    return pooled(load_history(path), str(path))
+
+
 def estimate(cells: pd.DataFrame, variant: str, *, hardware: dict[str, Any], engine: str, model: str,
              source_run: str) -> Calibration | None:
     """The between-launch variance from one variant's cells measured in 2+ launches: the mean over its

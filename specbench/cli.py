@@ -93,13 +93,10 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 def _cmd_plan(a: argparse.Namespace) -> int:
     from . import calibration
     from .config import load_config
-    from .environment import hardware_fingerprint
     from .planner import make_plan, render
 
     cfg = load_config(a.config)
-    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
-    history = calibration.pooled(calibration.load_history(path), str(path))
-    print(render(make_plan(cfg, history)))
+    print(render(make_plan(cfg, calibration.history_for(cfg))))
     return 0
 
 
@@ -108,8 +105,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 
     from . import calibration
     from .config import load_config
-    from .environment import hardware_fingerprint
-    from .tune.plan import make_tune_plan
+    from .tune.output import summary
+    from .tune.plan import check_budget, make_tune_plan
     from .tune.search import TuneOptions, run_tune
 
     if a.resume:
@@ -124,14 +121,9 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     cfg = load_config(cfg_path)
     if cfg.tune is None:
         raise UsageError(f"tune: {cfg_path} has no tune: section (tune.variants: {{variant: {{param: [values]}}}})")
-    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
-    plan = make_tune_plan(cfg, calibration.pooled(calibration.load_history(path), str(path)))
+    plan = make_tune_plan(cfg, calibration.history_for(cfg))
     print("\n".join(plan.lines), flush=True)
-    if a.budget is not None:
-        need = plan.parallel_seconds if a.scheduler == "slurm" else plan.seconds
-        if need is not None and need > a.budget * 3600:
-            raise UsageError(f"tune: the plan needs about {need / 3600:.2f} h, over --budget {a.budget:g} h: "
-                             "shrink the grid or sweep, or raise the budget")
+    check_budget(plan, a.budget, a.scheduler)
     if a.plan_only:
         return 0
     if a.resume:
@@ -143,20 +135,9 @@ def _cmd_tune(a: argparse.Namespace) -> int:
                        scheduler=a.scheduler, budget_h=a.budget, skip_preflight=a.skip_preflight)
     res = run_tune(cfg, opts)
     print(f"tune: {res.tune_dir / 'tune.json'}, {res.tune_dir / 'tune.md'}")
-    for tuned, lines in _tune_summary(res.tune_dir / "tune.json").items():
-        print(f"  {tuned}: {lines}")
+    for tuned, line in summary(res.tune_dir).items():
+        print(f"  {tuned}: {line}")
     return 0
-
-
-def _tune_summary(path: Path) -> dict[str, str]:
-    import json
-
-    data = json.loads(path.read_text())
-    out = {}
-    for tuned, e in data["variants"].items():
-        out[tuned] = "; ".join(f"C={c}: {lv['params'] if lv['params'] is not None else 'plain decoding'}"
-                               for c, lv in e["concurrency"].items())
-    return out
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:

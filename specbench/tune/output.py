@@ -210,3 +210,11 @@ def write_outputs(cfg: RunConfig, res: TuneResult) -> list[Path]:
         (d / "tune.png").write_bytes(png)
     atomic_write(d / "tune.md", markdown(cfg, data, png is not None))
     return [d / "tune.json", d / "tune.md"] + ([d / "tune.png"] if png else [])
+
+
+def summary(tune_dir: Path) -> dict[str, str]:
+    """Per tuned variant, one line from its tune.json: the chosen params per concurrency."""
+    data = json.loads((tune_dir / "tune.json").read_text())
+    return {tuned: "; ".join(f"C={c}: {lv['params'] if lv['params'] is not None else 'plain decoding'}"
+                             for c, lv in e["concurrency"].items())
+            for tuned, e in data["variants"].items()}

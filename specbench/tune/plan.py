@@ -18,7 +18,7 @@ from typing import Any
 
 from ..config import RunConfig, VariantConfig
 from ..drafter import get_drafter
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..prompts import Prompt
 
 NAME_MAX = 64  # VariantConfig.name's limit
@@ -179,6 +179,14 @@ class TunePlan:
     launches: int
     seconds: float | None  # one node, one launch after another
     parallel_seconds: float | None  # --scheduler slurm: each round's variants side by side
+
+
+def check_budget(plan: TunePlan, budget_h: float | None, scheduler: str) -> None:
+    """Refuse, before any launch, a plan that needs more than `budget_h` hours (`--budget`)."""
+    need = plan.parallel_seconds if scheduler == "slurm" else plan.seconds
+    if budget_h is not None and need is not None and need > budget_h * 3600:
+        raise UsageError(f"tune: the plan needs about {need / 3600:.2f} h, over --budget {budget_h:g} h: "
+                         "shrink the grid or sweep, or raise the budget")
 
 
 def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tuple[str, int, list[int], int, int]]:
