@@ -23,7 +23,8 @@ from .acceptance import (
 )
 from .adaptive import adaptive_done
 from .breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
-from .cells import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS, CellOptions, compute_cells
+from .cells import CellOptions, compute_cells
+from .columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
 from .common import NAN
 from .lossless import common_prefix_len, compare_outputs
 from .reconcile import acceptance_checks, reconciliation_table, timing_checks
