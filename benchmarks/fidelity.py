@@ -46,7 +46,8 @@ from specbench.config import RunConfig, parse_config
 from specbench.engines.base import LaunchSpec, dist_version
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
 from specbench.plan import Sweep, SweepPoint, build_sweep, window_requests
-from specbench.process import EngineProcess, port_in_use
+from specbench.ports import port_in_use
+from specbench.process import EngineProcess
 from specbench.prompts import load_prompts
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window

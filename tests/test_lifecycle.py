@@ -20,7 +20,8 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.engines.base import LaunchSpec
-from specbench.process import EngineProcess, port_in_use
+from specbench.ports import port_in_use
+from specbench.process import EngineProcess
 from specbench.rundir import RunDir
 
 try:  # tests/ may or may not be a package

@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from specbench.config import parse_config
-from specbench.process import listening_pids
+from specbench.ports import listening_pids
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package

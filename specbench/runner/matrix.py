@@ -12,31 +12,18 @@ import asyncio
 import signal
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-import pandas as pd
-
 from .. import calibration
-from ..config import RunConfig, load_yaml, parse_config
+from ..config import RunConfig
 from ..environment import hardware_fingerprint
 from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
-from ..hardware import check as hardware_check
-from ..hardware import withhold_speedups
-from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
-from ..metrics.gates import eager_engine
-from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
-from ..metrics.sequential import always_valid
-from ..metrics.slo import parse_slos
-from ..metrics.source import LIGHT_COLUMNS, CellSource
-from ..metrics.warnings import CellWarning
-from ..plan import capped_variants
 from ..progress import Reporter, make_reporter
-from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
-from ..rundir import RunDir, atomic_write, records_frame
-from ..store import open_store
+from ..rundir import RunDir
+from .finalize import derive_cells, finalize
 from .prepare import (
     Plan,
     check_run_dir,
@@ -293,66 +280,3 @@ def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
         return
     if got is not None and not got[0].pooled:
         say(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)")
-
-
-def plain_variants(cfg: RunConfig) -> frozenset[str]:
-    """Variants that decode without a drafter (autoregressive under another name, as in an A/A check)."""
-    from ..drafter import get_drafter
-
-    return frozenset(v.name for v in cfg.variants if not get_drafter(v.drafter).speculative)
-
-
-def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
-    """Gate warnings read from the run directory rather than the records: a GPU engine launched without
-    CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
-    gpus = bool(rd.load_environment().get("gpus"))
-    return {v: [w] for v, w in eager_engine(rd.launch_argv(), gpus).items()}
-
-
-def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
-                 windows: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
-    with the pooled history where it applies, speedups withheld across unlike hardware, always-valid
-    intervals for a sequential run."""
-    if requests is None or windows is None:
-        requests, windows = open_store(rd), records_frame(rd.window_records())
-    cal = calibration.load(rd.path / calibration.FILE)
-    opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-                       plain=plain_variants(cfg))
-    if cal is not None and cfg.sweep.launches >= 2:  # the run's own estimates first, then the F test
-        reason = calibration.inconsistency(compute_cells(requests, windows, opts), cfg.baseline.name, cal)
-        if reason:
-            print(f"warning: {reason}: the history is not pooled into this run's intervals", file=sys.stderr)
-            cal = None
-    if cal is not None:
-        opts = replace(opts, calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})"))
-    cells = compute_cells(requests, windows, opts)
-    check = hardware_check(rd.load_environment(), cfg.baseline.name, cfg.scheduler.allow_mixed_hardware)
-    cells = withhold_speedups(cells, check)
-    if cfg.sweep.load.open and len(cells):
-        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
-    return always_valid(cells, cfg.sweep)
-
-
-def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
-    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (and for an open
-    loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths.
-    Re-runnable at any time (`specbench report`)."""
-    if cfg is None:
-        cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    store, windows = open_store(rd), records_frame(rd.window_records())
-    cells = derive_cells(rd, cfg, store, windows)
-    atomic_write(rd.cells, cells.to_csv(index=False))
-    closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
-    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
-    # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
-    # request's tokens per chunk summed (all that request_output_tokens asks of them)
-    requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))
-    if cfg.sweep.load.open:
-        slos = parse_slos(cfg.slo)
-        points = open_loop_table(requests, windows, slos)
-        atomic_write(rd.open_loop, points.to_csv(index=False))
-        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
-    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
-    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
-    return render(rd.path)

@@ -24,7 +24,8 @@ from ..config import RunConfig
 from ..engines.base import Engine
 from ..errors import EngineStartError, ForeignListenerError
 from ..launch import VariantLaunch, api_headers, redact_env
-from ..process import EngineProcess, port_in_use, port_owner
+from ..ports import port_in_use, port_owner
+from ..process import EngineProcess
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
 from ..rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
