@@ -9,7 +9,7 @@ SGLANG_VENV ?= .venv-sglang
 # tests that need SGLang run it from here (tests/conftest.py: sglang_python)
 WITH_SGLANG := SPECBENCH_SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python
 
-.PHONY: venv sglang-venv demo test test-fast typecheck mutation breakages clean-venv
+.PHONY: venv sglang-venv demo test check test-fast typecheck lint mutation breakages clean-venv
 
 venv:
 	@bash scripts/install.sh $(VENV)
@@ -25,6 +25,15 @@ test: venv sglang-venv typecheck
 
 typecheck: venv
 	$(BIN)/python -m mypy
+
+lint: venv
+	$(BIN)/ruff check .
+
+# The fast gate (.ci/run runs it before `make test`): ruff, mypy, and the tests that stay in this process
+# (no stand-in server or engine on a port, no Slurm). FAST_TESTS is the marker expression that picks them.
+FAST_TESTS := not engine and not standin and not slurm
+check: venv sglang-venv lint typecheck
+	$(WITH_SGLANG) $(BIN)/python -m pytest -q -m "$(FAST_TESTS)"
 
 test-fast: venv sglang-venv
 	$(WITH_SGLANG) $(BIN)/python -m pytest -q -m "not engine"

@@ -84,7 +84,7 @@ def measure_epoll(run: FloorRun) -> tuple[float, float]:
     ep = select.epoll()
     socks: dict[int, socket.socket] = {}
     try:
-        for i in range(run.concurrency):
+        for _ in range(run.concurrency):
             s = socket.create_connection((run.host, run.port))
             s.setblocking(False)
             socks[s.fileno()] = s

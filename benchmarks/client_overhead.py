@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +289,8 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         busiest = f" ({r['busiest_cpu_pct']:.0f}%)" if r["processes"] > 1 else ""
         lines.append(f"| {r['client']} | {r['c']} | {r['chunks']} | {r['chunks_s']:,.0f} | {r['client_cpu_pct']:.0f}%"
-                     f"{busiest} | {r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.1f} | {r['ceiling_chunks_s']:,.0f} | "
+                     f"{busiest} | {r['server_cpu_pct']:.0f}% | {r['us_per_chunk']:.1f} | "
+                     f"{r['ceiling_chunks_s']:,.0f} | "
                      f"{_f(r['lag_p50_ms'], '.2f')} | {_f(r['lag_p99_ms'], '.2f')} | {_f(r['lag_max_ms'], '.1f')} | "
                      f"{_f(r['ttft_p50_ms'], '.2f')} |")
     return "\n".join(lines)
@@ -337,13 +338,15 @@ def measure_section(sec: Section, args: argparse.Namespace, workdir: Path) -> li
     rows: list[dict] = []
     try:
         for c in sec.concurrency:
-            n_tok = sec.tokens if sec.ms == 0 else max(50, min(sec.tokens, args.paced_tokens_max_chunks // n_requests(c)))
-            runs = [lambda p=p: run_specbench(base_url, c, n_tok, server, workdir, p) for p in args.processes if p <= c]
+            paced = max(50, min(sec.tokens, args.paced_tokens_max_chunks // n_requests(c)))
+            n_tok = sec.tokens if sec.ms == 0 else paced
+            runs = [lambda p=p, c=c, n_tok=n_tok: run_specbench(base_url, c, n_tok, server, workdir, p)
+                    for p in args.processes if p <= c]
             if not args.no_floor:
-                runs.append(lambda: run_floor(base_url, c, n_tok, server))
-                runs.append(lambda: run_floor(base_url, c, n_tok, server, epoll=True))
+                runs.append(lambda c=c, n_tok=n_tok: run_floor(base_url, c, n_tok, server))
+                runs.append(lambda c=c, n_tok=n_tok: run_floor(base_url, c, n_tok, server, epoll=True))
             if not args.no_vllm and sec.server != "blaster":  # there vLLM's client counts reads, not events
-                runs.append(lambda: run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
+                runs.append(lambda c=c, n_tok=n_tok: run_vllm(base_url, c, n_tok, args.tokenizer, server, workdir))
             for run in runs:
                 rows.append(run())
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
@@ -360,7 +363,8 @@ def ceiling_note(rows: list[dict]) -> str:
         if r["client"].startswith("specbench, ") and r["c"] in one:
             out.append(f"C={r['c']}: {r['client']} {r['chunks_s']:,.0f} chunks/s = "
                        f"{r['chunks_s'] / one[r['c']]['chunks_s']:.2f}x the 1-process rate "
-                       f"({one[r['c']]['chunks_s']:,.0f} chunks/s, its process at {one[r['c']]['busiest_cpu_pct']:.0f}% CPU)")
+                       f"({one[r['c']]['chunks_s']:,.0f} chunks/s, its process at "
+                       f"{one[r['c']]['busiest_cpu_pct']:.0f}% CPU)")
     return "Measured: " + "; ".join(out) if out else ""
 
 
@@ -405,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokenizer is None and not args.no_vllm:
         from specbench.models import prepare
         args.tokenizer = str(prepare("smollm2"))
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()
     busy = others_busy()
     sections = [Section("Zero delay (saturation)", "standin", 0.0, args.concurrency, args.tokens),
@@ -425,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     for sec, rows in results:
         body += [f"## {sec.title}", "", table(rows), ""]
         if ratio_note(sec, rows):
-            body += ["Client µs/chunk over vLLM's client's, this section (issue 21's target (a): specbench <= 0.5):", "",
+            body += ["Client µs/chunk over vLLM's client's, this section "
+                     "(issue 21's target (a): specbench <= 0.5):", "",
                      *ratio_note(sec, rows)]
         if sec.server == "blaster" and ceiling_note(rows):
             body += [ceiling_note(rows), ""]

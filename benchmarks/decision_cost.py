@@ -83,7 +83,7 @@ def fixed(rng: np.random.Generator, truth: np.ndarray, lau: Launcher, res: Resul
     n, r = FIXED
     base = np.array([lau.launch(np.zeros(truth.shape[1]), r) for _ in range(n)])
     res.seconds += (1 + len(truth)) * n * (STARTUP_S + r * truth.shape[1] * POINT_S)
-    for d, row in enumerate(truth):
+    for row in truth:
         drafter = np.array([lau.launch(np.log(row), r) for _ in range(n)])
         for p in range(row.size):
             ci = stats.ratio_ci(np.exp(drafter[:, p]), np.exp(base[:, p]))
@@ -189,7 +189,8 @@ def table(out: dict[str, Result], history_df: float) -> str:
     for name, label in names.items():
         r, a = out[name], out[name + " A/A"]
         cost = 100 * (r.seconds + a.seconds) / fx
-        lines.append(f"| {label} | {cost:.0f}% | {100 * r.decided / r.points:.1f}% | {100 * a.adopts / a.points:.2f}% | "
+        lines.append(f"| {label} | {cost:.0f}% | {100 * r.decided / r.points:.1f}% | "
+                     f"{100 * a.adopts / a.points:.2f}% | "
                      f"{100 * (a.adopts + a.slower) / a.points:.2f}% | "
                      f"{(r.covered + a.covered) / (r.points + a.points):.3f} |")
     lines.append(f"\nHistory df {history_df:g}; launch CV 2-5%, repeat CV 1-3%; m = {M}.")

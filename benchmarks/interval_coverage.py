@@ -3,10 +3,10 @@
     python -m benchmarks.interval_coverage [--trials 4000] [--write docs/metrics.md]
 
 For each interval (speedup, per-user speedup, output throughput, per-user speed, TPOT p50, acceptance
-length; all positive figures, all on the log scale) it draws n independent units (launches, or repeats when launches are not measured) at a
-between-unit coefficient of variation CV, computes the interval with the very function
-specbench.metrics uses, and counts how often it holds the true value. Goal: 0.93-0.97 at every n and CV
-(exit code 1 otherwise). A second table shows why launches must be the unit: with a between-launch
+length; all positive figures, all on the log scale) it draws n independent units (launches, or repeats
+when launches are not measured) at a between-unit coefficient of variation CV, computes the interval with
+the very function specbench.metrics uses, and counts how often it holds the true value. Goal: 0.93-0.97 at
+every n and CV (exit code 1 otherwise). A second table shows why launches must be the unit: with a between-launch
 effect, an interval that treats the repeats inside launches as independent covers far less. A third row
 set reproduces the previous method (paired BCa bootstrap over repeats) for comparison. A fourth compares,
 for output throughput with few units and a large CV, the Student t interval on the natural scale (which
@@ -168,7 +168,7 @@ def launch_table(trials: int, seed: int) -> list[list[str]]:
     for launches, repeats in ((2, 3), (3, 3), (5, 2)):
         hits_l = hits_r = 0
         for _ in range(trials):
-            def windows(mean: float) -> np.ndarray:
+            def windows(mean: float, launches: int = launches, repeats: int = repeats) -> np.ndarray:
                 launch = _units(rng, launches, 0.10, mean)
                 return launch[:, None] * _units(rng, launches * repeats, 0.02).reshape(launches, repeats)
 

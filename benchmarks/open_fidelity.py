@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ def main() -> None:
     finally:
         stop(proc)
     meta = {"cmd": "python -m benchmarks.open_fidelity " + " ".join(sys.argv[1:]),
-            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), "cpu": platform.processor() or "?",
+            "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), "cpu": platform.processor() or "?",
             "slots": a.slots, "service_ms": a.service_ms, "n": a.requests, "busy": busy}
     from specbench.environment import collect
 

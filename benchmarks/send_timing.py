@@ -26,8 +26,7 @@ from specbench.prompts import Prompt
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
-from .client_overhead import CLIENT_CPU, others_busy, start_standin, stop
-from .client_overhead import free_port
+from .client_overhead import CLIENT_CPU, free_port, others_busy, start_standin, stop
 from .common import attach
 
 

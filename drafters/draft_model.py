@@ -6,8 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from specbench.drafter import (VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext,
-                               vllm_speculative_config)
+from specbench.drafter import VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext, vllm_speculative_config
 
 
 class DraftModelParams(DrafterParams):

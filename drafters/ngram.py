@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from specbench.drafter import (VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext, check_per_batch_size,
-                               vllm_speculative_config)
+from specbench.drafter import (
+    VLLM_ACCEPTANCE,
+    Drafter,
+    DrafterParams,
+    LaunchContext,
+    check_per_batch_size,
+    vllm_speculative_config,
+)
 
 from ._sglang import is_old
 
@@ -19,7 +25,7 @@ class NgramParams(DrafterParams):
     per_batch_size: list[tuple[int, int, int]] | None = Field(None, description="vLLM: [start, end, k] ranges")
 
     @model_validator(mode="after")
-    def _range(self) -> "NgramParams":
+    def _range(self) -> NgramParams:
         if self.lookup_min > self.lookup_max:
             raise ValueError("lookup_min must be <= lookup_max")
         if self.per_batch_size is not None:

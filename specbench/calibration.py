@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,19 @@ import pandas as pd
 
 from .config import RunConfig
 from .errors import RunDirError, UsageError
-from .metrics.decision import (SPEED_ALPHA, Design, Estimate, consistent, pool, shift_variance, speed_consistent,
-                               variance_bound)
-from .setupkey import differences, hardware_key, setup_of
+from .metrics.decision import (
+    SPEED_ALPHA,
+    Design,
+    Estimate,
+    consistent,
+    pool,
+    shift_variance,
+    speed_consistent,
+    variance_bound,
+)
 from .metrics.intervals import LaunchVariance
+from .rundir import RunDir
+from .setupkey import differences, hardware_key, setup_of
 
 FILE = "calibration.json"  # the copy inside a run directory
 HISTORY_ENV = "SPECBENCH_HISTORY"
@@ -112,7 +122,7 @@ def estimate(cells: pd.DataFrame, variant: str, *, hardware: dict[str, Any], eng
     rep_var, rep_df = _repeat_component(c)
     return Calibration(rel_var=float((cv**2).mean()), df=float(launches - 1), launches=launches, cells=int(len(cv)),
                        hardware=hardware, engine=engine, model=model,
-                       created=datetime.now(timezone.utc).isoformat(timespec="seconds"), source_run=source_run,
+                       created=datetime.now(UTC).isoformat(timespec="seconds"), source_run=source_run,
                        repeat_rel_var=rep_var, repeat_df=rep_df)
 
 
@@ -125,7 +135,7 @@ def estimate_repeats(cells: pd.DataFrame, variant: str, *, hardware: dict[str, A
         return None
     return Calibration(rel_var=math.nan, df=0.0, launches=int(c["launches"].min()), cells=int(len(c)),
                        hardware=hardware, engine=engine, model=model,
-                       created=datetime.now(timezone.utc).isoformat(timespec="seconds"), source_run=source_run,
+                       created=datetime.now(UTC).isoformat(timespec="seconds"), source_run=source_run,
                        repeat_rel_var=rep_var, repeat_df=rep_df, kind="run")
 
 
@@ -425,9 +435,9 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     Keyed by the setup the run recorded when it started (run.json `variance_history.setup`)."""
     from . import environment
 
-    cells = pd.read_csv(run_dir / "cells.csv")
-    env = json.loads((run_dir / "environment.json").read_text()) if (run_dir / "environment.json").exists() else {}
-    engine = env.get("engine") or {}
+    rd = RunDir(run_dir)
+    cells = pd.read_csv(rd.cells)
+    engine = rd.load_environment().get("engine") or {}
     facts: dict[str, Any] = dict(hardware=environment.hardware_fingerprint(),
                                  engine=f"{engine.get('kind')} {engine.get('version') or ''}".strip(),
                                  model=model_key(cfg), source_run=str(run_dir))
@@ -436,7 +446,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
         cal = estimate_repeats(cells, cfg.baseline.name, **facts) if kind == "run" else None
     if cal is None:
         return None
-    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    meta = rd.load_meta()
     startup = ((meta.get("variants") or {}).get(cfg.baseline.name) or {}).get("startup_s")
     setup = (meta.get("variance_history") or {}).get("setup") or {}
     return replace(cal, kind=kind, startup_s=float(startup) if startup else math.nan,
@@ -491,3 +501,12 @@ def config_setup(cfg: RunConfig) -> dict[str, str]:
 def for_config(cfg: RunConfig) -> Lookup:
     """This config's setup's entries of the variance history (`specbench plan` and `tune` pool them)."""
     return find(config_setup(cfg), history_dir(cfg.verdict.history_dir))
+def history_for(cfg: RunConfig) -> Calibration | None:
+    """The pooled variance history of this config's setup (`specbench plan`, `tune`, `surface`), each note
+    on what is not pooled and why printed to stderr."""
+    found = for_config(cfg)
+    for note in found.notes:
+        print(note, file=sys.stderr)
+    return found.pooled
+
+

@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _cmd_run(a: argparse.Namespace) -> int:
     from .config import load_config
-    from .runner import RunOptions, run_matrix
+    from .runner import RunOptions
 
     if a.resume:
         run_dir = Path(a.resume)
@@ -41,8 +41,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 
 def _execute(cfg, opts) -> int:
-    from .runner import run_matrix
     from .report.terminal import print_summary
+    from .runner import run_matrix
 
     result = run_matrix(cfg, opts)
     print_summary(result.run_dir)
@@ -98,23 +98,15 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     from .planner import make_plan, render
 
     cfg = load_config(a.config)
-    found = calibration.for_config(cfg)
-    for note in found.notes:
-        print(note, file=sys.stderr)
-    print(render(make_plan(cfg, found.pooled)))
+    history = calibration.history_for(cfg)
+    print(render(make_plan(cfg, history)))
     if a.surface:
         from .surface.command import plan_text
 
-        print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, found.pooled))
+        print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, history))
     elif a.acceptance:
         raise UsageError("plan: --acceptance needs --surface (the surface the acceptance is read against)")
     return 0
-
-
-def _history_for(cfg):
-    from . import calibration
-
-    return calibration.for_config(cfg).pooled
 
 
 def _lengths(text: str | None) -> list[float] | None:
@@ -143,10 +135,12 @@ def _cmd_surface(a: argparse.Namespace) -> int:
         derived = derive(load_config(a.config), a.variant, _lengths(a.al))
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
+        from . import calibration
         from .planner import make_plan, render
 
-        print(render(make_plan(derived, _history_for(derived))))
-        print(cost_text(derived, load_config(a.against or a.config), _history_for(derived)))
+        history = calibration.history_for(derived)
+        print(render(make_plan(derived, history)))
+        print(cost_text(derived, load_config(a.against or a.config), history))
         return 0
     opts.reuse = Path(a.reuse) if a.reuse else None
     code = _execute(derived, opts)
@@ -161,7 +155,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 
     from . import calibration
     from .config import load_config
-    from .tune.plan import make_tune_plan
+    from .tune.output import summary
+    from .tune.plan import check_budget, make_tune_plan
     from .tune.search import TuneOptions, run_tune
 
     if a.resume:
@@ -176,40 +171,23 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     cfg = load_config(cfg_path)
     if cfg.tune is None:
         raise UsageError(f"tune: {cfg_path} has no tune: section (tune.variants: {{variant: {{param: [values]}}}})")
-    found = calibration.for_config(cfg)
-    for note in found.notes:
-        print(note, file=sys.stderr)
-    plan = make_tune_plan(cfg, found.pooled)
+    plan = make_tune_plan(cfg, calibration.history_for(cfg))
     print("\n".join(plan.lines), flush=True)
-    if a.budget is not None:
-        need = plan.parallel_seconds if a.scheduler == "slurm" else plan.seconds
-        if need is not None and need > a.budget * 3600:
-            raise UsageError(f"tune: the plan needs about {need / 3600:.2f} h, over --budget {a.budget:g} h: "
-                             "shrink the grid or sweep, or raise the budget")
+    check_budget(plan, a.budget, a.scheduler)
     if a.plan_only:
         return 0
     if a.resume:
         out = Path(a.resume)
     else:
-        out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        stamp = datetime.now().strftime('%Y%m%d-%H%M%S')
+        out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{stamp}"
     opts = TuneOptions(out=out, resume=bool(a.resume), reuse=Path(a.reuse) if a.reuse else None,
                        scheduler=a.scheduler, budget_h=a.budget, skip_preflight=a.skip_preflight)
     res = run_tune(cfg, opts)
     print(f"tune: {res.tune_dir / 'tune.json'}, {res.tune_dir / 'tune.md'}")
-    for tuned, lines in _tune_summary(res.tune_dir / "tune.json").items():
-        print(f"  {tuned}: {lines}")
+    for tuned, line in summary(res.tune_dir).items():
+        print(f"  {tuned}: {line}")
     return 0
-
-
-def _tune_summary(path: Path) -> dict[str, str]:
-    import json
-
-    data = json.loads(path.read_text())
-    out = {}
-    for tuned, e in data["variants"].items():
-        out[tuned] = "; ".join(f"C={c}: {lv['params'] if lv['params'] is not None else 'plain decoding'}"
-                               for c, lv in e["concurrency"].items())
-    return out
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:

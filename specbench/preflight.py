@@ -18,8 +18,13 @@ from .config import RunConfig
 from .drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from .engines import Engine
 from .engines.base import dist_version, parse_version
-from .engines.pins import (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option,
-                           parse_options)
+from .engines.pins import (
+    SGLANG_GRAPH_FLAG_NEW,
+    SGLANG_GRAPH_FLAG_OLD,
+    SGLANG_GRAPH_RENAMED_IN,
+    has_option,
+    parse_options,
+)
 from .errors import ConfigError, UsageError
 from .launch import VariantLaunch
 
@@ -150,7 +155,7 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
         for g in gpu_processes() or []:
             out.append(f"GPU busy: PID {g.pid} ({_command_of(g.pid, g.name)}) holds {g.memory}; stop it or set "
                        f"engine.allow_busy_gpu: true")
-    from .process import port_in_use, port_owner
+    from .ports import port_in_use, port_owner
 
     if port_in_use(cfg.engine.host, port):
         owner = port_owner(port) or "a process specbench cannot see"

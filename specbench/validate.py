@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .config import RunConfig, load_config
 from .engines import Engine

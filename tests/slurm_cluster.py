@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import unavailable
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
 from conftest import force_service_times, set_faults, standin_config
+
 from specbench.config import parse_config
 from specbench.records import WindowRecord
 from specbench.rundir import RunDir

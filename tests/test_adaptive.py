@@ -6,13 +6,12 @@ from collections.abc import Callable, Iterator
 from itertools import cycle
 
 import pytest
-
 from conftest import standin_config
+
 from specbench.config import parse_config
 from specbench.metrics.common import MIN_REPEATS_FOR_INTERVAL
+from specbench.runner import RunOptions, run_matrix, unit
 from specbench.store import load_run
-from specbench.runner import RunOptions, run_matrix
-from specbench.runner import unit
 
 
 def repeats_per_cell(out) -> set[int]:

@@ -8,8 +8,8 @@ import sys
 import time
 
 import httpx
-
 from conftest import REPO
+
 from specbench.cli import main
 from specbench.store import load_run
 

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pytest
 import pandas as pd
-
+import pytest
 from conftest import make_model_dir, standin_config
+
 from specbench.arrivals import arrival_offsets
 from specbench.config import parse_config
 from specbench.runner import RunOptions, run_matrix

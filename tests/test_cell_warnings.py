@@ -14,9 +14,9 @@ import pytest
 from specbench.metrics import gates
 from specbench.metrics.warnings import (
     REMEDY,
+    CellSummary,
     CellWarning,
     WarningCode,
-    CellSummary,
     cell_warnings,
     decode_warnings,
     encode_warnings,
@@ -154,7 +154,8 @@ def test_remedy_of_an_unknown_code_is_empty() -> None:
 
 def test_warning_rows_group_by_code_in_order_of_first_appearance() -> None:
     cells = [
-        {"variant": "a", "point_id": "p1", "warnings": encode_warnings([CellWarning(W.OUTLIERS, "1 outlier request(s)")])},
+        {"variant": "a", "point_id": "p1",
+         "warnings": encode_warnings([CellWarning(W.OUTLIERS, "1 outlier request(s)")])},
         {"variant": "b", "point_id": "p1", "warnings": "few_repeats;renamed_long_ago"},  # an older run
         {"variant": "b", "point_id": "p2", "warnings": encode_warnings([CellWarning(W.OUTLIERS, "4 outlier request(s)"),
                                                                         CellWarning(W.FEW_REPEATS, "2 repeats")])},
@@ -210,7 +211,8 @@ def test_gpu_drift_means_over_windows_and_boundaries() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "mean of empty slice" noise for a variant without one reading
         out = gates.gpu_drift(windows, "base")
-    assert out == {"hot": CellWarning(W.GPU_DRIFT, "SM clock 1800 MHz vs the baseline's 2000 MHz; temperature 75 C vs 60 C")}
+    assert out == {"hot": CellWarning(W.GPU_DRIFT,
+                                      "SM clock 1800 MHz vs the baseline's 2000 MHz; temperature 75 C vs 60 C")}
 
 
 def test_gpu_drift_without_a_baseline_clock_compares_temperature_only() -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
+from test_metrics import codes, one, req, windows_for
 
 from specbench import metrics, stats
 from specbench.metrics.common import as_list, interval_or_nan, key_nan, opt_list, safe_ratio
@@ -21,8 +22,6 @@ from specbench.metrics.requests import to_measured_requests
 from specbench.metrics.warnings import CellWarning, WarningCode, decode_warnings
 from specbench.plan import window_id
 from specbench.records import CellKey, SpecDetails
-
-from test_metrics import codes, one, req, windows_for
 
 CAL = LaunchVariance(rel_var=0.01, df=2.0, source="test")  # a launch-to-launch cv of 10%
 

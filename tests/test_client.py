@@ -9,12 +9,12 @@ import httpx
 import pytest
 
 from specbench.client import Endpoint, stream_request
-from specbench.httpx_transport import HttpxTransport
-from specbench.sse_http import SSEClient
 from specbench.config import parse_config
 from specbench.engines.base import RequestSpec
 from specbench.engines.vllm import VLLMEngine
+from specbench.httpx_transport import HttpxTransport
 from specbench.launch import sweep_facts
+from specbench.sse_http import SSEClient
 
 CFG = parse_config({"model": {"path": "/m"}, "variants": [{"name": "a", "drafter": "autoregressive",
                     "baseline": True}], "sweep": {"output_lens": [8], "concurrency": [1]}})
@@ -40,7 +40,8 @@ async def _serve(body: bytes, status: int, seen: list[dict], piece: int, keep_al
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                n = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")))
+                lines = head.split(b"\r\n")
+                n = int(next(ln.split(b":")[1] for ln in lines if ln.lower().startswith(b"content-length")))
                 seen.append(json.loads(await reader.readexactly(n)))
                 ctype = b"text/event-stream" if status == 200 else b"application/json"
                 out = b"HTTP/1.1 %d X\r\ncontent-type: %s\r\ntransfer-encoding: chunked\r\n\r\n" % (status, ctype)

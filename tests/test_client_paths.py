@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from specbench.config import parse_config
 from specbench.httpx_transport import HttpxTransport
 from specbench.runner import RunOptions, run_matrix

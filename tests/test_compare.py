@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from fixtures_report import make_run
-from specbench.report.compare import Estimate, classify, compare
+
 from specbench.errors import RunDirError
+from specbench.report.compare import Estimate, classify, compare
 
 
 @pytest.fixture

@@ -51,8 +51,8 @@ def test_demo_full_extends_the_demo():
     assert full.variants[:len(demo.variants)] == demo.variants and full.sweep.output_lens == demo.sweep.output_lens
     assert [v.drafter for v in demo.variants] == ["autoregressive", "eagle3", "ngram"]
     assert [v.drafter for v in full.variants[3:]] == ["draft_model", "dflash", "autoregressive", "ddtree", "ddtree"]
-    assert {v.name: v for v in full.variants}["dflash"].params == {"draft_model_path": "smollm2-dflash", "block_size": 4}
     dd = {v.name: v for v in full.variants}
+    assert dd["dflash"].params == {"draft_model_path": "smollm2-dflash", "block_size": 4}
     assert [dd[n].params["tree_budget"] for n in ("ddtree16", "ddtree64")] == [16, 64]
     assert all(dd[n].command for n in ("ddtree_ar", "ddtree16", "ddtree64"))  # the reference DDTree server
     assert full.engine.kind == "vllm" and full.engine.acceptance_metric == "ddtree_verify_steps_total"

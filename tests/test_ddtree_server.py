@@ -61,9 +61,8 @@ def test_follow_accepts_the_longest_matching_path_plus_the_bonus():
 def test_keep_path_keeps_the_accepted_entries_in_order_and_drops_the_rest():
     """A path that skips tree nodes (moves) and one that is the tree's first nodes (a plain cut)."""
     import torch
-    from transformers import DynamicCache
-
     from dd_generate import keep_path
+    from transformers import DynamicCache
 
     for keep in ([0, 2, 5], [0, 1, 2]):
         cache = DynamicCache()
@@ -82,7 +81,6 @@ def test_keep_path_keeps_the_accepted_entries_in_order_and_drops_the_rest():
 
 def test_lazy_greedy_reads_only_the_rows_the_walk_asks_for():
     import torch
-
     from dd_generate import LazyGreedy
 
     calls = []
@@ -339,10 +337,9 @@ def test_a_client_that_disconnects_mid_stream_frees_the_server(demo):
 
     import httpx
     import uvicorn
-    from prometheus_client.parser import text_string_to_metric_families
-
     from dd_app import ServerState, create_app
     from dd_generate import Generator
+    from prometheus_client.parser import text_string_to_metric_families
 
     tok, target, head = demo
     app = create_app(ServerState(Generator(target, head, 4), tok, "smollm2", frozenset({2}), 2048))

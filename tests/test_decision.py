@@ -7,9 +7,23 @@ import math
 
 import pytest
 
-from specbench.metrics.decision import (Components, Design, Estimate, MeasuredInterval, Outcome, classify,
-                                        component_interval, consistent, decisive_half_width, look_alpha,
-                                        optimal_design, optimal_repeats, pool, summary_word, units_to_decide)
+from specbench.metrics.decision import (
+    Components,
+    Design,
+    Estimate,
+    MeasuredInterval,
+    Outcome,
+    classify,
+    component_interval,
+    consistent,
+    decisive_half_width,
+    look_alpha,
+    optimal_design,
+    optimal_repeats,
+    pool,
+    summary_word,
+    units_to_decide,
+)
 
 M = 1.05
 
@@ -89,7 +103,8 @@ def test_component_interval_known_answer() -> None:
     half = 2.228138851986274 * math.sqrt(0.0008)
     assert (lo, hi, df) == (pytest.approx(math.exp(-half)), pytest.approx(math.exp(half)), 10)
     # more launches narrow it by sqrt(n)
-    lo3, hi3, _ = component_interval(1.0, Components(Estimate(0.0004, 10), Estimate(0.0, 0)), Design(4, 1), Design(4, 1))
+    components = Components(Estimate(0.0004, 10), Estimate(0.0, 0))
+    lo3, hi3, _ = component_interval(1.0, components, Design(4, 1), Design(4, 1))
     assert math.log(hi3) == pytest.approx(half / 2)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from specbench.config import parse_config
+from specbench.engines.pins import sglang_pins, vllm_pins
 from specbench.engines.sglang import SGLangEngine
 from specbench.engines.vllm import VLLMEngine
-from specbench.engines.pins import sglang_pins, vllm_pins
 from specbench.fairness import audit
 from specbench.launch import plan_launches, sweep_facts
 

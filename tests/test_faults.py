@@ -183,7 +183,8 @@ REQUEST_FAULTS = [
     ("http-5xx", ["--http-error-rate", "1.0"], {}, "HTTP 500"),
     ("malformed-sse", ["--malformed-sse-after", "2"], {}, "malformed SSE data"),
     ("truncated-stream", ["--truncate-after", "2"], {}, ""),
-    ("stalled-stream", ["--stall-after", "2"], {"request_timeout_s": 1}, "timed out after 1s (sweep.request_timeout_s)"),
+    ("stalled-stream", ["--stall-after", "2"], {"request_timeout_s": 1},
+     "timed out after 1s (sweep.request_timeout_s)"),
 ]
 
 

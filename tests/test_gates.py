@@ -14,12 +14,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, make_model_dir
+
 from specbench.config import parse_config
+from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
-from specbench.metrics.warnings import BLOCKING, decode_warnings
 
 FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"
 
@@ -138,8 +138,9 @@ def test_acceptance_below_one_is_a_gate_never_a_figure(tmp_path: Path, port: int
     """Per-request data claiming more target steps than tokens (5 extra steps per request: 24 tokens in 29
     steps, 0.83 tokens/step) is impossible: a blocking gate with its remedy, and no acceptance figure."""
     fake_gpu(tmp_path, monkeypatch, drift=False)
-    cfg = config(tmp_path, port, [ngram("skewed", env={"STANDIN_ACCEPT_RATE": "0", "STANDIN_ARGS":
-                                                       "--per-request-spec-decode-metrics summary --spec-metrics-skew -5"})])
+    skewed = {"STANDIN_ACCEPT_RATE": "0",
+              "STANDIN_ARGS": "--per-request-spec-decode-metrics summary --spec-metrics-skew -5"}
+    cfg = config(tmp_path, port, [ngram("skewed", env=skewed)])
     cfg["engine"]["version"] = "0.32.0"  # per-request acceptance (metrics.speculative_decoding)
     out = tmp_path / "run"
     result = run_matrix(parse_config(cfg), RunOptions(out=out, skip_preflight=True))

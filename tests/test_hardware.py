@@ -9,14 +9,14 @@ import math
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import standin_config
+
 from specbench.cli import main
-from specbench.report.compare import compare
 from specbench.config import parse_config
 from specbench.environment import cuda_version, topology
 from specbench.errors import UsageError
 from specbench.hardware import check, differences
+from specbench.report.compare import compare
 from specbench.runner import RunOptions, run_matrix
 
 SMI = """+-----------------------------------------------------------------------------------------+

@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 
 import pandas as pd
-
 from conftest import set_faults, set_launch_faults, standin_config
+
 from specbench import calibration
 from specbench.config import parse_config
 from specbench.environment import hardware_fingerprint

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 import pytest
 import scipy.stats
-
 from conftest import force_service_times, make_model_dir, standin_config
+
 from specbench import calibration
 from specbench.config import parse_config
 from specbench.environment import hardware_fingerprint

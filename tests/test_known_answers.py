@@ -15,18 +15,17 @@ import json
 import math
 import os
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pandas as pd
 import pytest
-
 from conftest import make_model_dir, standin_config
+
 from specbench.config import parse_config
 from specbench.launch import sweep_facts
-from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 
 REPO = Path(__file__).resolve().parents[1]

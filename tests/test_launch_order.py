@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import force_service_times, set_launch_faults, standin_config
+
 from specbench.config import parse_config
 from specbench.metrics.drift import trend
 from specbench.records import WindowRecord

@@ -20,8 +20,9 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.engines.base import LaunchSpec
+from specbench.ports import port_in_use
+from specbench.process import EngineProcess
 from specbench.rundir import RunDir
-from specbench.process import EngineProcess, port_in_use
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO, make_model_dir, needs_standin, standin_config, write_config

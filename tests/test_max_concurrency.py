@@ -11,15 +11,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
 from conftest import standin_config
 from test_verdict import LOSE, WIN, curve_rows, verdict
-from specbench.report.compare import compare
+
 from specbench.config import parse_config
 from specbench.launch import make_engine, plan_launches
 from specbench.metrics.breakeven import capped_verdict
 from specbench.plan import SweepPoint, capped_variants, measured, variant_points
 from specbench.planner import make_plan, render
+from specbench.report.compare import compare
 from specbench.runner import RunOptions, run_matrix
 
 VARIANTS = [{"name": "base", "drafter": "autoregressive", "baseline": True},

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from specbench import metrics, stats
-from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings, decode_warnings
+from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 
 
 def req(

@@ -18,10 +18,35 @@ from specbench.arrivals import arrival_offsets, load_trace, unit_gaps
 from specbench.config import parse_config
 from specbench.errors import ConfigError
 from specbench.load.open import wait_until
-from specbench.metrics.capacity import (BELOW, BEYOND, EXCLUDED, MEASURED, MET, MISSED, OPEN, UNDECIDED, Capacity,
-                                       RatePoint, capacity, capacity_gain, decide, next_rate)
-from specbench.metrics.slo import (FALLING, RISING, SLO, RequestLatency, WindowTiming, goodput, parse_slos, quantile_ci,
-                                   rank_rate, saturation, wilson)
+from specbench.metrics.capacity import (
+    BELOW,
+    BEYOND,
+    EXCLUDED,
+    MEASURED,
+    MET,
+    MISSED,
+    OPEN,
+    UNDECIDED,
+    Capacity,
+    RatePoint,
+    capacity,
+    capacity_gain,
+    decide,
+    next_rate,
+)
+from specbench.metrics.slo import (
+    FALLING,
+    RISING,
+    SLO,
+    RequestLatency,
+    WindowTiming,
+    goodput,
+    parse_slos,
+    quantile_ci,
+    rank_rate,
+    saturation,
+    wilson,
+)
 from specbench.plan import MIXED, build_sweep, window_requests
 from specbench.prompts import Prompt
 
@@ -114,8 +139,9 @@ def test_closed_loop_stays_the_default() -> None:
 
 
 def test_open_loop_config_fills_the_cap_and_survives_a_round_trip() -> None:
-    from specbench.config import dump_config
     import yaml
+
+    from specbench.config import dump_config
 
     c = parse_config(cfg_with())
     assert c.sweep.load.rates == [1.0, 2.0] and c.sweep.concurrency == [256]

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import make_model_dir, standin_config
+
 from specbench.config import parse_config
 from specbench.runner import RunOptions, run_matrix
 

@@ -9,13 +9,10 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import time
 
-import pytest
-
 from specbench.config import parse_config
-from specbench.process import listening_pids
+from specbench.ports import listening_pids
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package

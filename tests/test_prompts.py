@@ -139,7 +139,8 @@ def test_pad_prompt_shares_one_document(tokenizer) -> None:
 
 def test_pad_prompt_errors(tokenizer) -> None:
     text = "word " * 50
-    with pytest.raises(UsageError, match=r"^sweep.input_lens: 10 tokens is below the prompt's own length \(5\d tokens\)"):
+    with pytest.raises(UsageError,
+                       match=r"^sweep.input_lens: 10 tokens is below the prompt's own length \(5\d tokens\)"):
         pad_prompt(text, 10, tokenizer)
     assert pad_prompt(text, prompts.count_tokens(text, tokenizer), tokenizer) == text
     short = PaddingDocument("just a few words of text", "test")

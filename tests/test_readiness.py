@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from specbench.config import parse_config
 from specbench.engines.command import CommandEngine

@@ -12,11 +12,24 @@ import pandas as pd
 import pytest
 
 from specbench.metrics import reconciliation_table
-from specbench.metrics.reconcile import (TimingCheck, acceptance_checks, cell_reconciliation,
-                                         reconciliation_warnings, timing_checks, timing_margin_s,
-                                         timing_tolerance_s)
-from specbench.metrics.requests import (measured_requests, request_itls, request_output_tokens, request_tpot,
-                                        to_measured_requests, window_throughput, window_throughput_arrays)
+from specbench.metrics.reconcile import (
+    TimingCheck,
+    acceptance_checks,
+    cell_reconciliation,
+    reconciliation_warnings,
+    timing_checks,
+    timing_margin_s,
+    timing_tolerance_s,
+)
+from specbench.metrics.requests import (
+    measured_requests,
+    request_itls,
+    request_output_tokens,
+    request_tpot,
+    to_measured_requests,
+    window_throughput,
+    window_throughput_arrays,
+)
 from specbench.metrics.warnings import WarningCode
 from specbench.records import RequestRecord
 

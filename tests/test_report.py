@@ -10,10 +10,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from fixtures_report import EVIL, EVIL_CATEGORY, make_run
-from specbench.report import (Code, Document, Paragraph, Strong, Table, curve_outcome, fmt_interval, level_call,
-                              load_report_data, render)
+
+from specbench.report import (
+    Code,
+    Document,
+    Paragraph,
+    Strong,
+    Table,
+    curve_outcome,
+    fmt_interval,
+    level_call,
+    load_report_data,
+    render,
+)
 from specbench.report import html as html_renderer
 from specbench.report import markdown as md_renderer
 

@@ -16,9 +16,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from conftest import unavailable
 from fixtures_report import EVIL, EVIL_CATEGORY, make_run
+
 from specbench.report import render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -24,7 +25,8 @@ except ImportError:
 pytestmark = needs_standin
 
 TRUST_FAULTS = [
-    ("usage-twice", ["--usage-factor", "2"], "token count mismatch: the final usage claims 16 completion tokens, 8 were streamed"),
+    ("usage-twice", ["--usage-factor", "2"],
+     "token count mismatch: the final usage claims 16 completion tokens, 8 were streamed"),
     ("empty", ["--empty"], "empty completion (0 tokens)"),
     ("overlong", ["--overlong", "3"], "output length 24 tokens, 8 requested (ignore_eos is sent)"),
 ]

@@ -40,7 +40,8 @@ import json, sys
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionStreamResponse, SglExt
 from sglang.srt.entrypoints.openai.utils import spec_tokens_details_from_meta_info
 details = spec_tokens_details_from_meta_info(json.loads(sys.argv[1]))
-chunk = ChatCompletionStreamResponse(id="r1", created=0, choices=[], model="m", sglext=SglExt(spec_tokens_details=details))
+chunk = ChatCompletionStreamResponse(id="r1", created=0, choices=[], model="m",
+                                     sglext=SglExt(spec_tokens_details=details))
 print(json.dumps({"chunk": chunk.model_dump_json(), "fields": list(type(details).model_fields)}))
 """
 

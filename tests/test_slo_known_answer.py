@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from mdc_sim import Queue, run_open_loop, steady_capacity
+
 from specbench.config import parse_config
 from specbench.plan import build_sweep
 from specbench.prompts import Prompt

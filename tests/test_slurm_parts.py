@@ -80,6 +80,7 @@ def test_placements_list_every_node_that_served_a_variant(tmp_path: Path) -> Non
 def test_slurm_scheduler_outside_an_allocation_is_refused_in_one_line(tmp_path, model_dir, port, capsys,
                                                                       monkeypatch) -> None:
     from conftest import standin_config, write_config
+
     from specbench.cli import main
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
@@ -92,6 +93,7 @@ def test_slurm_scheduler_outside_an_allocation_is_refused_in_one_line(tmp_path, 
 
 def test_a_multi_node_variant_without_slurm_is_refused(tmp_path, model_dir, port, capsys) -> None:
     from conftest import standin_config, write_config
+
     from specbench.cli import main
 
     data = standin_config(model_dir, port)

@@ -78,8 +78,9 @@ WINDOWS = {
     "filtered out: warmup, another window, an abandoned attempt": [
         rec(0, warmup=True), rec(1, window_id="other"), rec(2, t_send=1.0), rec(3)],
     "empty window": [],
-    "long lists": [rec(i, chunk_offsets_s=[i + k / 7 for k in range(2000)], chunk_tokens=[1 + k % 3 for k in range(2000)],
-                       token_ids=list(range(i, i + 4000)), spec=SPEC if i % 2 else None) for i in range(4)],
+    "long lists": [rec(i, chunk_offsets_s=[i + k / 7 for k in range(2000)],
+                       chunk_tokens=[1 + k % 3 for k in range(2000)], token_ids=list(range(i, i + 4000)),
+                       spec=SPEC if i % 2 else None) for i in range(4)],
 }
 
 

@@ -10,8 +10,17 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.errors import ConfigError, UsageError
-from specbench.metrics.surface import (Curve, Prediction, break_even_acceptance, break_even_level, crossing, decided,
-                                       interpolate, pooled, predict)
+from specbench.metrics.surface import (
+    Curve,
+    Prediction,
+    break_even_acceptance,
+    break_even_level,
+    crossing,
+    decided,
+    interpolate,
+    pooled,
+    predict,
+)
 from specbench.surface.derive import default_lengths, derived_name, split_name, surface_config
 from specbench.surface.predict import predict_run, summary_line
 from specbench.surface.table import break_even_table, readback, surface_table
@@ -233,9 +242,9 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
 
 
 def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(tmp_path):
+    from specbench.report.document import Document
     from specbench.report.load import RunData
     from specbench.report.markdown import render
-    from specbench.report.document import Document
     from specbench.report.surface import forced_section, prediction_section
     from specbench.surface.predict import PREDICTION_COLUMNS
 

@@ -20,13 +20,13 @@ import math
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, set_faults, standin_config
+
 from specbench.config import parse_config
 from specbench.drafter import check_per_batch_size
 from specbench.errors import ConfigError
 from specbench.prompts import Prompt
-from specbench.tune.plan import rounds, settings, setting_name, split_prompts, survivors
+from specbench.tune.plan import rounds, setting_name, settings, split_prompts, survivors
 from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 from specbench.tune.search import TuneOptions, halve, run_tune
 
@@ -187,6 +187,7 @@ def test_tune_on_vllm_writes_and_measures_the_dynamic_schedule(tmp_path, port, n
 
 def test_cli_prints_the_plan_and_honours_the_budget(tmp_path, model_dir, capsys) -> None:
     from conftest import write_config
+
     from specbench.cli import main
 
     data = tune_config(model_dir, 8000)
@@ -207,6 +208,7 @@ def test_cli_prints_the_plan_and_honours_the_budget(tmp_path, model_dir, capsys)
 
 def test_validate_checks_every_setting(tmp_path, model_dir, capsys) -> None:
     from conftest import write_config
+
     from specbench.cli import main
 
     path = write_config(tmp_path / "t.yaml", tune_config(model_dir, 8000))

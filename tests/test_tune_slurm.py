@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import REPO, assert_no_survivors, kill_leftovers, write_config
 from test_tune import tune_config
+
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
 pytestmark = slurm

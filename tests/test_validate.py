@@ -116,7 +116,8 @@ def test_demo_config_validates_before_the_demo_draft_is_built(tmp_path: Path, mo
 
 def test_draft_model_folder_missing_is_a_host_problem(tmp_path: Path) -> None:
     data = yaml.safe_load((REPO / "configs" / "demo-cpu.yaml").read_text())
-    data["variants"].append({"name": "draft", "drafter": "draft_model", "params": {"model": str(tmp_path / "no-draft")}})
+    data["variants"].append({"name": "draft", "drafter": "draft_model",
+                             "params": {"model": str(tmp_path / "no-draft")}})
     data["variants"][1]["params"]["draft_model_path"] = str(tmp_path / "no-head")
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(data))

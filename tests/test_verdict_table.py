@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+from test_verdict import curve_rows, gate, run_data
+
 from specbench.metrics.warnings import WarningCode
 from specbench.report.decisions import undecided_advice, verdict_table
-from test_verdict import curve_rows, gate, run_data
 
 WIN, SAME, LOSE, OPEN = (1.3, 1.2, 1.4), (1.0, 0.98, 1.02), (0.7, 0.6, 0.8), (1.05, 0.98, 1.12)
 

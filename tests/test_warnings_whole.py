@@ -9,8 +9,8 @@ import pandas as pd
 
 from specbench.metrics.warnings import REMEDY, CellWarning, WarningCode, decode_warnings, encode_warnings, warning_rows
 from specbench.report import Document
-from specbench.report.markdown import render
 from specbench.report.audits import warnings_section
+from specbench.report.markdown import render
 from specbench.report.terminal import warning_lines
 
 WS = [CellWarning(WarningCode.FEW_REPEATS, "2 repeats"), CellWarning(WarningCode.HIGH_VARIANCE, "CV 14%")]

@@ -30,10 +30,9 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=4)
     a = ap.parse_args()
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from dd_draft import load_head
     from dd_generate import Generator, GenRequest
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(a.target)

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache
-
 from dd_draft import DFlashHead
 from dd_tree import DraftTree, build_tree, follow
+from transformers import DynamicCache
 
 
 @dataclass(frozen=True)

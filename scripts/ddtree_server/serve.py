@@ -39,11 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     import torch
     import uvicorn
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from dd_app import ServerState, create_app
     from dd_draft import load_head
     from dd_generate import Generator
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if a.threads:
         torch.set_num_threads(a.threads)

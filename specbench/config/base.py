@@ -26,7 +26,7 @@ class ModelConfig(Strict):
     served_name: str | None = None  # name sent as "model" in requests; defaults to the path
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ModelConfig":
+    def _one_source(self) -> ModelConfig:
         if bool(self.path) == bool(self.demo):
             raise ValueError("give exactly one of model.path or model.demo")
         return self
@@ -63,7 +63,7 @@ class EngineConfig(Strict):
         return v
 
     @model_validator(mode="after")
-    def _kind_fields(self) -> "EngineConfig":
+    def _kind_fields(self) -> EngineConfig:
         if self.kind == "external" and not self.url:
             raise ValueError("engine.kind external needs engine.url")
         if self.kind == "command" and not self.command:

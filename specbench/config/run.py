@@ -8,8 +8,16 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from .base import (ClientConfig, EngineConfig, EstimatesConfig, ModelConfig, SchedulerConfig, Strict,
-                   VariantConfig, VerdictConfig)
+from .base import (
+    ClientConfig,
+    EngineConfig,
+    EstimatesConfig,
+    ModelConfig,
+    SchedulerConfig,
+    Strict,
+    VariantConfig,
+    VerdictConfig,
+)
 from .sweep import CapacityConfig, SweepConfig, _check_slo
 
 
@@ -52,7 +60,7 @@ class RunConfig(Strict):
     output_dir: str = "runs"
 
     @model_validator(mode="after")
-    def _variants(self) -> "RunConfig":
+    def _variants(self) -> RunConfig:
         names = [v.name for v in self.variants]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -86,7 +94,7 @@ class RunConfig(Strict):
         return next(v for v in self.variants if v.name == name)
 
 
-def _check_caps(cfg: "RunConfig") -> None:
+def _check_caps(cfg: RunConfig) -> None:
     """variants[i].max_concurrency: a closed loop only, below nothing it would leave unmeasured, not the baseline."""
     for i, v in enumerate(cfg.variants):
         if v.max_concurrency is None:

@@ -59,7 +59,7 @@ class LoadConfig(Strict):
         return sorted(float(x) for x in v)
 
     @model_validator(mode="after")
-    def _kind_fields(self) -> "LoadConfig":
+    def _kind_fields(self) -> LoadConfig:
         if self.kind == "closed":
             if self.rates is not None or self.trace is not None:
                 raise ValueError("rates and trace need kind: open (a closed loop uses sweep.concurrency)")
@@ -102,7 +102,7 @@ class SweepConfig(Strict):
     budget_h: float | None = Field(None, gt=0)  # wall-time budget of the whole run (until: decided)
 
     @model_validator(mode="after")
-    def _sequential(self) -> "SweepConfig":
+    def _sequential(self) -> SweepConfig:
         if self.until == "decided" and self.launches < 2:
             raise ValueError("until: decided needs launches >= 2 (each look compares launch means)")
         if self.until == "decided" and self.max_launches <= self.launches:
@@ -134,7 +134,7 @@ class SweepConfig(Strict):
         return sorted(v) if v is not None else None
 
     @model_validator(mode="after")
-    def _open_loop(self) -> "SweepConfig":
+    def _open_loop(self) -> SweepConfig:
         if self.load.open and self.adaptive is not None:
             raise ValueError("adaptive: repeats until a throughput interval is narrow apply to a closed loop "
                              "only (an open loop measures load.requests_per_rate per rate)")

@@ -187,7 +187,7 @@ class Engine(abc.ABC):
         """Server-wide acceptance counters now (diffed around each window). None: engine has none."""
         return None
 
-    async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:
+    async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:  # noqa: B027 (a no-op by default)
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
 
 

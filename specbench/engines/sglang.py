@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 
 from ..config import VariantConfig
-from .pins import sglang_pins
 from ..records import SpecDetails
 from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, json_float, json_int, parse_version
+from .pins import sglang_pins
 from .prometheus import scrape, total
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details

@@ -5,14 +5,15 @@ which source was used."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import stats
-from .common import NAN, interval_or_nan, as_float, opt_list, opt_str, safe_ratio
+from .common import NAN, as_float, interval_or_nan, opt_list, opt_str, safe_ratio
 from .intervals import unit_key
 from .requests import MeasuredRequest, measured_requests, request_output_tokens
 
@@ -42,7 +43,8 @@ def request_acceptance_length(n_out: float, verify_steps: Any) -> float:
     return safe_ratio(n_out, as_float(verify_steps))
 
 
-def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain: bool, n_launches: int) -> dict[str, Any]:
+def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain: bool,
+                    n_launches: int) -> dict[str, Any]:
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
     fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
     decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""

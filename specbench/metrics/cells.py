@@ -15,93 +15,18 @@ import pandas as pd
 from .. import stats
 from . import gates
 from .acceptance import cell_acceptance
-from .decision import Components, Design, Estimate, component_interval
-from .common import NAN, interval_or_nan, key_nan, safe_ratio
+from .columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
+from .common import NAN, interval_or_nan, key_nan
 from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
 from .lossless import cell_lossless, output_digest
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import MeasuredRequest, request_itls_array, request_tpot, to_measured_requests, window_throughput_arrays
 from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
+from .speedup import MeasuredCell, speedups
 from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
+
 # rate: an open-loop point's offered requests/s (NaN in a closed loop, whose load is `concurrency`)
-KEY_COLUMNS = ["variant", "category", "input_len", "output_len", "concurrency", "temperature", "rate", "point_id"]
-CELL_COLUMNS = KEY_COLUMNS + [
-    "is_baseline",
-    "n_requests",
-    "n_errors",
-    "error_rate",
-    "valid",
-    "repeats",
-    "launches",
-    "interval_unit",
-    "output_throughput_tok_s",
-    "output_throughput_ci_low",
-    "output_throughput_ci_high",
-    "per_user_tok_s",
-    "per_user_tok_s_ci_low",
-    "per_user_tok_s_ci_high",
-    "ttft_p50_s",
-    "ttft_p90_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_p50_s_ci_low",
-    "tpot_p50_s_ci_high",
-    "tpot_p90_s",
-    "itl_p50_s",
-    "e2e_p50_s",
-    "acceptance_length",
-    "acceptance_length_ci_low",
-    "acceptance_length_ci_high",
-    "draft_acceptance_length",
-    "acceptance_rate",
-    "acceptance_per_position",
-    "acceptance_source",
-    "full_accept_fraction",
-    "acceptance_unknown_windows",
-    "acceptance_length_request_mean",
-    "acceptance_length_request_p10",
-    "acceptance_length_request_p90",
-    "acceptance_windows_checked",
-    "acceptance_windows_mismatched",
-    "client_ttft_mean_s",
-    "server_ttft_mean_s",
-    "client_e2e_mean_s",
-    "server_e2e_mean_s",
-    "speedup",
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "speedup_ci_df",
-    "per_user_speedup",
-    "per_user_speedup_ci_low",
-    "per_user_speedup_ci_high",
-    "tpot_speedup",
-    "lossless_match_rate",
-    "lossless_any_match_rate",
-    "lossless_prefix_mean",
-    "outlier_count",
-    "throughput_cv",
-    "launch_cv",
-    "repeat_cv",
-    "request_cv",
-    "warnings",
-]
-# An invalid cell (error rate above max_error_rate, or nothing succeeded) has no throughput or speedup.
-INVALID_BLANKED = [
-    "output_throughput_tok_s",
-    "output_throughput_ci_low",
-    "output_throughput_ci_high",
-    "speedup",
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "speedup_ci_df",
-    "per_user_speedup",
-    "per_user_speedup_ci_low",
-    "per_user_speedup_ci_high",
-    "tpot_speedup",
-]
-
-
 @dataclass(frozen=True)
 class CellOptions:
     """How compute_cells reads the records of a run.
@@ -123,19 +48,8 @@ class CellOptions:
     forced: frozenset[str] = frozenset()
 
 
-@dataclass
-class _Cell:
-    row: dict[str, Any]
-    reqs: list[MeasuredRequest]
-    window_tp: dict[tuple[int, int], float] = field(default_factory=dict)  # (launch, repeat) -> throughput
-    unit_per_user: list[float] = field(default_factory=list)  # per unit: mean per-user speed
-    n_launches: int = 1
-    reconciliation: list[CellWarning] = field(default_factory=list)  # from the window cross-checks
-    cell_id: str = ""
-
-
 def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: pd.DataFrame,
-                    opts: CellOptions) -> _Cell:
+                    opts: CellOptions) -> MeasuredCell:
     """One cell's row (all but the comparisons with the baseline) from its requests and windows."""
     is_baseline = key["variant"] == opts.baseline
     is_plain = is_baseline or key["variant"] in opts.plain
@@ -158,7 +72,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
         launches=n_launches,
         interval_unit=_interval_unit(n_launches, calibration),
     )
-    cell = _Cell(row=row, reqs=reqs, n_launches=n_launches)
+    cell = MeasuredCell(row=row, reqs=reqs, n_launches=n_launches)
     extra = calibration if n_launches < 2 else None  # measured launches need no calibration
 
     for w in windows_seen:
@@ -223,62 +137,7 @@ def _mark_history_intervals(row: dict[str, Any]) -> None:
         row["interval_unit"] = "history"
 
 
-# ---------------------------------------------------------------------------------------------------
-# Comparisons against the baseline
-
-
-def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> dict[str, float]:
-    """Speedups with Welch t intervals on the log ratio. Variant and baseline ran in different launches
-    at different times, so nothing is paired: the two samples of units are independent."""
-    row, brow = cell.row, base.row
-    out: dict[str, float] = {}
-    single = cell.n_launches < 2 or base.n_launches < 2
-    extra = launch_components(calibration if single else None, n_variants=2)
-    # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
-    out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    prior = None if single else _history_prior(cell, calibration)
-    if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
-        ci = stats.pooled_ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), prior)
-    else:
-        ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
-    if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
-        ci = _component_ci(out["speedup"], cell, base, calibration)
-    if math.isfinite(out["speedup"]):
-        out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
-        out["speedup_ci_df"] = NAN if ci.df is None else ci.df
-
-    # per-user speedup = per_user_tok_s(variant) / per_user_tok_s(baseline); units as for speedup
-    out["per_user_speedup"] = safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
-    ci = stats.ratio_ci(cell.unit_per_user, base.unit_per_user, extra_log=extra)
-    out["per_user_speedup_ci_low"], out["per_user_speedup_ci_high"] = interval_or_nan(ci.bounds)
-
-    # TPOT speedup = TPOT p50(baseline) / TPOT p50(variant): a latency, so the ratio is inverted
-    out["tpot_speedup"] = safe_ratio(brow["tpot_p50_s"], row["tpot_p50_s"])
-    return out
-
-
-def _history_prior(cell: _Cell, cal: LaunchVariance | None) -> stats.Component | None:
-    """The history's variance of one launch mean of this cell, s_L^2 + s_R^2 / r (r = its windows per
-    launch), with the launch component's df; None without both components."""
-    if cal is None or not (cal.df > 0 and cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)
-                           and cal.rel_var >= 0):
-        return None
-    r = max(1, len(cell.window_tp) // max(1, cell.n_launches))
-    return cal.rel_var + cal.repeat_rel_var / r, cal.df
-
-
-def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:
-    """The speedup interval of cells too small to estimate their own variance (one launch, one repeat),
-    from the history's pooled launch and repeat components (decision.component_interval)."""
-    if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var) and cal.rel_var >= 0):
-        return stats.UNDEFINED_T
-    comps = Components(Estimate(cal.rel_var, cal.df), Estimate(cal.repeat_rel_var, cal.repeat_df))
-    lo, hi, df = component_interval(speedup, comps, Design(cell.n_launches, max(1, len(cell.window_tp))),
-                                    Design(base.n_launches, max(1, len(base.window_tp))))
-    return stats.TInterval(lo, hi, df) if math.isfinite(lo) else stats.UNDEFINED_T
-
-
-def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions) -> dict[str, list[CellWarning]]:
+def _variant_gates(cells: list[MeasuredCell], windows: pd.DataFrame, opts: CellOptions) -> dict[str, list[CellWarning]]:
     """Gate warnings that concern a whole variant: drafter inactive, GPU drift, and those given."""
     out: dict[str, list[CellWarning]] = {v: list(ws) for v, ws in opts.run_gates.items()}
     by_variant: dict[str, list[tuple[float, float]]] = {}
@@ -295,11 +154,11 @@ def _variant_gates(cells: list[_Cell], windows: pd.DataFrame, opts: CellOptions)
     return out
 
 
-def _lengths(c: _Cell) -> tuple[Any, Any]:
+def _lengths(c: MeasuredCell) -> tuple[Any, Any]:
     return key_nan(c.row["input_len"]), c.row["output_len"]
 
 
-def _lossless(cells: list[_Cell], source: CellSource, forced: frozenset[str]) -> dict[str, tuple[float, float, float]]:
+def _lossless(cells: list[MeasuredCell], source: CellSource, forced: frozenset[str]) -> dict[str, tuple[float, float, float]]:
     """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
     memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
     prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
@@ -312,10 +171,10 @@ def _lossless(cells: list[_Cell], source: CellSource, forced: frozenset[str]) ->
             categories.setdefault(c.row["category"], set()).update(r.prompt_id for r in c.reqs)
     by_category = sum(map(len, categories.values())) == len(set().union(*categories.values()))
 
-    def group_key(c: _Cell) -> tuple[Any, ...]:
+    def group_key(c: MeasuredCell) -> tuple[Any, ...]:
         return (*_lengths(c), c.row["category"] if by_category else None)
 
-    groups: dict[tuple[Any, ...], list[_Cell]] = {}
+    groups: dict[tuple[Any, ...], list[MeasuredCell]] = {}
     for c in cells:
         if not c.row["is_baseline"] and c.row["temperature"] == 0 and c.row["variant"] not in forced:
             groups.setdefault(group_key(c), []).append(c)
@@ -346,7 +205,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
     `requests`: a records frame, or a CellSource (the columnar store) read one cell at a time: a cell's
     per-chunk lists are let go once it is summarised, and outputs are read only to compare them."""
     source = FrameSource(requests, windows) if isinstance(requests, pd.DataFrame) else requests
-    cells: list[_Cell] = []
+    cells: list[MeasuredCell] = []
     for cell_id in source.cell_ids():
         df = source.cell_frame(cell_id, SUMMARY_COLUMNS)
         if df.empty:
@@ -373,10 +232,12 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
         if row["is_baseline"]:
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
-            row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
+            row.update(speedups(c, base, opts.calibration))  # type: ignore[arg-type]
             _mark_history_intervals(row)
         if c.cell_id in lossless:
-            row["lossless_match_rate"], row["lossless_any_match_rate"], row["lossless_prefix_mean"] = lossless[c.cell_id]
+            match, any_match, prefix = lossless[c.cell_id]
+            row["lossless_match_rate"], row["lossless_any_match_rate"] = match, any_match
+            row["lossless_prefix_mean"] = prefix
         if not row["valid"]:
             for col in INVALID_BLANKED:
                 row[col] = NAN

@@ -1,9 +1,11 @@
-"""Shared by the metrics modules: NaN conversions of record fields, the safe ratio, interval bounds."""
+"""Shared by the metrics modules: NaN conversions of record fields, the safe ratio, interval bounds, the
+geometric mean of speedups."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 NAN = math.nan
 MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
@@ -47,3 +49,18 @@ def opt_str(x: Any) -> str | None:
 
 def key_nan(x: Any) -> Any:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+class GeoMean(NamedTuple):
+    value: float  # NaN when no value was usable
+    used: int
+    left_out: int  # missing, NaN, infinite or non-positive values
+
+
+def geometric_mean(values: Iterable[Any]) -> GeoMean:
+    """exp(mean(log x)) over the finite positive values; the others are left out and counted
+    (docs/metrics.md, "Geometric-mean speedup")."""
+    xs = [as_float(v) for v in values]
+    ok = [x for x in xs if math.isfinite(x) and x > 0]
+    value = math.exp(sum(math.log(x) for x in ok) / len(ok)) if ok else NAN
+    return GeoMean(value, len(ok), len(xs) - len(ok))

@@ -14,8 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .warnings import (CLIENT_SATURATED_SHARE, GPU_CLOCK_DRIFT, GPU_TEMP_DRIFT_C, INACTIVE_TOLERANCE, CellWarning,
-                       WarningCode)
+from .warnings import (
+    CLIENT_SATURATED_SHARE,
+    GPU_CLOCK_DRIFT,
+    GPU_TEMP_DRIFT_C,
+    INACTIVE_TOLERANCE,
+    CellWarning,
+    WarningCode,
+)
 
 # Launch flags that turn CUDA graphs off: vLLM, SGLang.
 EAGER_FLAGS = ("--enforce-eager", "--disable-cuda-graph")

@@ -4,7 +4,8 @@ cell's lossless match, any-match and prefix rates."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

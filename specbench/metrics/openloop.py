@@ -17,9 +17,8 @@ from .. import stats
 from .capacity import MEASURED, Capacity, Gain, RatePoint, capacity, capacity_gain, decide
 from .common import NAN, as_float, as_list, key_nan, opt_str
 from .requests import measured_requests, request_output_tokens, request_tpot
+from .slo import SLO, RequestLatency, WindowTiming, batch_quantile_ci, goodput, halves, saturation, send_lag_bound
 from .warnings import decode_warnings
-from .slo import (SLO, RequestLatency, WindowTiming, batch_quantile_ci, goodput, halves, saturation,
-                  send_lag_bound)
 
 GROUP = ["variant", "category", "input_len", "output_len", "temperature"]  # one latency-vs-rate curve
 CAPACITY_COLUMNS = ["variant", "slo", "capacity_offered_req_s", "missed_offered_req_s", "crossing_offered_req_s",

@@ -15,10 +15,16 @@ from typing import Any
 
 import pandas as pd
 
-from .warnings import (TIMING_ABOVE_ABS_S, TIMING_ABOVE_REL, TIMING_BELOW_ABS_S, TIMING_BELOW_REL, CellWarning,
-                       WarningCode)
 from .common import NAN, as_float
-from .requests import MeasuredRequest, to_measured_requests, measured_requests
+from .requests import MeasuredRequest, measured_requests, to_measured_requests
+from .warnings import (
+    TIMING_ABOVE_ABS_S,
+    TIMING_ABOVE_REL,
+    TIMING_BELOW_ABS_S,
+    TIMING_BELOW_REL,
+    CellWarning,
+    WarningCode,
+)
 
 # per-request SpecDetails field -> window counter it must add up to
 ACCEPTANCE_FIELDS = {"drafted_steps": "num_drafts", "accepted_drafts": "num_accepted_tokens",

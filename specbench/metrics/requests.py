@@ -4,14 +4,15 @@ and which requests count (measured_requests)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..records import RequestRecord
-from .common import NAN, as_list, as_float, opt_list, opt_str, safe_ratio
+from .common import NAN, as_float, as_list, opt_list, opt_str, safe_ratio
 
 
 def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | np.ndarray | None) -> float:

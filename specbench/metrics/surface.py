@@ -31,7 +31,7 @@ class Curve:
 
     @staticmethod
     def of(al: Sequence[float], speedup: Sequence[float], low: Sequence[float | None] | None = None,
-           high: Sequence[float | None] | None = None) -> "Curve":
+           high: Sequence[float | None] | None = None) -> Curve:
         """Points with a finite positive speedup, sorted by AL; a missing interval end becomes the point."""
         n = len(al)
         lo_in: list[float | None] = list(low) if low is not None else [None] * n

@@ -309,7 +309,8 @@ def cell_warnings(cell: CellSummary) -> list[CellWarning]:
     if _finite(c.lossless_match_rate) and c.lossless_match_rate < 1.0:
         # Divergence that matches no baseline output at all is the red flag; divergence that equals the
         # baseline's output at another batch shape is the baseline's own numerics.
-        unexplained = 1.0 - c.lossless_any_match_rate if _finite(c.lossless_any_match_rate) else 1.0 - c.lossless_match_rate
+        matched = c.lossless_any_match_rate if _finite(c.lossless_any_match_rate) else c.lossless_match_rate
+        unexplained = 1.0 - matched
         if c.concurrency == 1 and unexplained > 0:
             out.append(
                 CellWarning(

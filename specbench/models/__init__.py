@@ -24,12 +24,24 @@ from pathlib import Path
 
 from ..config import ModelConfig, RunConfig
 from ..errors import UsageError
-from .gguf import (DTYPE, GGUF_FILE, GGUF_PACKAGE, MARKER, WEIGHTS, build_from_gguf, gguf_source, hf_config,
-                   keep_tensor, truncate_model, write_json)
+from .gguf import (
+    DTYPE,
+    GGUF_FILE,
+    GGUF_PACKAGE,
+    MARKER,
+    WEIGHTS,
+    build_from_gguf,
+    gguf_source,
+    hf_config,
+    keep_tensor,
+    truncate_model,
+    write_json,
+)
 
-__all__ = ["DEMO_MODELS", "BuildOptions", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel", "build_from_gguf",
-           "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source", "hf_config", "is_built",
-           "keep_tensor", "prepare", "prepare_all", "resolve_model", "trained_models", "truncate_model"]
+__all__ = ["DEMO_MODELS", "BuildOptions", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel",
+           "build_from_gguf", "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source",
+           "hf_config", "is_built", "keep_tensor", "prepare", "prepare_all", "resolve_model", "trained_models",
+           "truncate_model"]
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..rundir import atomic_write
+from .audits import environment_section, fairness_section, hardware_section, status_section, warnings_section
 from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Renderer, Strong, Table, Tone
 from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
-from .audits import environment_section, fairness_section, hardware_section, status_section, warnings_section
 from .load import RunData, load_report_data, normalize_break_even, normalize_cells
 from .slo import is_open_loop, open_loop_sections
-from .summary import (context, drift_section, gates_section, intervals_section, plot_section, variance_section,
-                      verdict_section)
+from .summary import (
+    context,
+    drift_section,
+    gates_section,
+    intervals_section,
+    plot_section,
+    variance_section,
+    verdict_section,
+)
 from .surface import forced_section, prediction_section
-from .tables import (acceptance_distribution, acceptance_table, break_even_table, cell_table, lossless_section,
-                     speedup_tables)
+from .tables import (
+    acceptance_distribution,
+    acceptance_table,
+    break_even_table,
+    cell_table,
+    lossless_section,
+    speedup_tables,
+)
 from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
 
 

@@ -28,11 +28,11 @@ import pandas as pd
 
 from ..errors import RunDirError, UsageError
 from ..hardware import describe, differences, variant_fingerprints
+from ..rundir import RunDir
 from .document import Table
 from .fmt import UNDEFINED, fmt, fmt_interval, num
 from .load import config_caps, normalize_cells, read_config, read_json
 from .markdown import code_span, escape, table
-from ..rundir import RunDir
 
 Status = Literal["regressed", "improved", "within_noise", "only_a", "only_b", "undefined"]
 STATUS_ORDER: tuple[Status, ...] = ("regressed", "improved", "within_noise", "undefined", "only_a", "only_b")

@@ -26,13 +26,13 @@ from typing import Any
 import pandas as pd
 
 from .. import calibration
-from .compare import CellChange, Comparison, Estimate, Status, classify, compare, estimate, load_cells
 from ..errors import UsageError
+from ..rundir import RunDir
+from .compare import CellChange, Comparison, Estimate, Status, classify, compare, estimate, load_cells
+from .document import Table
 from .fmt import UNDEFINED
 from .load import read_json
-from .document import Table
 from .markdown import code_span, escape, table
-from ..rundir import RunDir
 
 
 @dataclass(frozen=True)

@@ -156,14 +156,14 @@ def load_report_data(run_dir: str | Path) -> RunData:
     return RunData(path=rd.path, meta=read_json(rd.meta) or {}, environment=read_json(rd.environment) or {},
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
                    break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),
-                   **_history(rd), drift=read_csv(rd.path / "launch_drift.csv"),
+                   **_history(rd), drift=read_csv(rd.launch_drift),
                    open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity))
 
 
 def _history(rd: RunDir) -> dict[str, Any]:
     """The history the intervals use and the report's lines about it: variance_history.json (what the
     checks left), else, in a run written before it, calibration.json as copied."""
-    record = read_json(rd.path / "variance_history.json")
+    record = read_json(rd.variance_history)
     if record is None:
         return {"history": read_json(rd.path / "calibration.json")}
     return {"history": record.get("used"), "history_notes": [str(n) for n in record.get("notes") or []]}

@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
 from .audits import gpus_text
+from .decisions import legend, undecided_advice, verdict_table
 from .document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
 from .fmt import fmt_len, fmt_pct, num
 from .load import RunData
-from .decisions import legend, undecided_advice, verdict_table
 from .verdict import drafter_verdict
 
 
 def _when(created: Any) -> str:
     v = num(created)
     if not math.isnan(v):
-        return datetime.fromtimestamp(v, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return datetime.fromtimestamp(v, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     return str(created or "unknown date")
 
 

@@ -42,7 +42,8 @@ def speedup_tables(data: RunData) -> list[Block]:
     keys = ["category", "input_len", "output_len", "temperature"]
     vary = [k for k in keys if k == "category" or c[k].nunique(dropna=False) > 1]
     out: list[Block] = [Heading("Speedup by concurrency"),
-                        Paragraph(["Aggregate output-throughput speedup over the baseline, ", Code("value [95% interval]"),
+                        Paragraph(["Aggregate output-throughput speedup over the baseline, ",
+                                   Code("value [95% interval]"),
                                    "; † marks an invalid cell (too many request errors).",
                                    *([f" {NOT_MEASURED}: not measured, above the variant's max_concurrency (see the "
                                       "Verdict note)."] if data.caps else [])], "note")]

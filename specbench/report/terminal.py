@@ -9,6 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ..metrics.common import geometric_mean
 from ..metrics.warnings import warning_rows
 from ..rundir import RunDir
 from .slo import open_loop_warnings_text
@@ -16,17 +17,15 @@ from .slo import open_loop_warnings_text
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:
     """Per variant and concurrency over all categories and lengths: geometric-mean speedup (ratios
-    average geometrically), mean acceptance length, total cells and invalid ones."""
+    average geometrically; non-positive speedups left out and counted), mean acceptance length, total cells."""
     if cells.empty:
         return cells
 
-    def gmean(x: pd.Series) -> float:
-        x = x.dropna()
-        return float(np.exp(np.log(x).mean())) if len(x) and (x > 0).all() else float("nan")
-
     g = cells.groupby(["variant", "concurrency"], sort=False)
+    gm = g["speedup"].apply(lambda x: geometric_mean(x.dropna()))  # an empty speedup (an invalid cell) is no value
     return pd.DataFrame({
-        "speedup_gmean": g["speedup"].apply(gmean),
+        "speedup_gmean": gm.map(lambda m: m.value),
+        "speedup_left_out": gm.map(lambda m: m.left_out),
         "acceptance_length": g["acceptance_length"].mean(),
         "output_tok_s": g["output_throughput_tok_s"].mean(),
         "cells": g.size(),
@@ -58,7 +57,8 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
     for col in ("variant", "C", "speedup", "accept len", "output tok/s", "cells"):
         t.add_column(col, justify="left" if col == "variant" else "right")
     for _, r in h.iterrows():
-        t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean), _fmt(r.acceptance_length),
+        left_out = f" ({r.speedup_left_out} left out)" if r.speedup_left_out else ""
+        t.add_row(str(r.variant), str(r.concurrency), _fmt(r.speedup_gmean) + left_out, _fmt(r.acceptance_length),
                   _fmt(r.output_tok_s, 1), str(r.cells))
     if not h.empty:
         console.print(t)

@@ -19,10 +19,10 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
-from ..metrics.decision import Outcome as Outcome4
-from ..metrics.decision import BOUND_LEVEL, SMALL_DF, classify
-from ..metrics.warnings import BLOCKING, decode_warnings
 from ..hardware import check_saved
+from ..metrics.decision import BOUND_LEVEL, SMALL_DF, classify
+from ..metrics.decision import Outcome as Outcome4
+from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Inline, Strong, Tone
 from .fmt import fmt_span, num
 from .load import RunData

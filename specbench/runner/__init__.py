@@ -10,7 +10,8 @@
     matrix     run_matrix: `specbench run` from start to report, interrupts included
 """
 
-from .matrix import RunOptions, RunResult, finalize, run_matrix
+from .finalize import finalize
+from .matrix import RunOptions, RunResult, run_matrix
 from .session import RecordSink, VariantSession
 from .state import RunState, VariantState, VariantStatus
 from .unit import LaunchUnit, RunContext, measure_launch, open_context

@@ -132,7 +132,7 @@ class SlurmPlacer:
             proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 cancel_step(self.alloc.job_id, f"specbench-worker-{name}")
                 proc.kill()
                 await proc.wait()

@@ -9,39 +9,32 @@ window is measured again from scratch on resume, and nothing already measured is
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
-
-import pandas as pd
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from .. import calibration
-from ..config import RunConfig, load_yaml, parse_config
+from ..config import RunConfig
 from ..environment import hardware_fingerprint
 from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
-from ..hardware import check as hardware_check
-from ..hardware import withhold_speedups
-from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
-from ..metrics.drift import launch_effects
-from ..metrics.gates import eager_engine
-from ..metrics.sequential import always_valid
-from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
-from ..metrics.slo import parse_slos
-from ..metrics.warnings import CellWarning
-from ..plan import capped_variants
 from ..progress import Reporter, make_reporter
-from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
-from ..metrics.source import LIGHT_COLUMNS, CellSource
-from ..rundir import RunDir, atomic_write, records_frame
+from ..rundir import RunDir
 from ..setupkey import setup_of
-from ..store import open_store
-from .prepare import (Plan, check_run_dir, check_writable, config_hash, default_run_path, open_run_dir, prepare_plan,
-                      write_side_files)
+from .finalize import derive_cells, finalize
+from .prepare import (
+    Plan,
+    check_run_dir,
+    check_writable,
+    config_hash,
+    default_run_path,
+    open_run_dir,
+    prepare_plan,
+    write_side_files,
+)
 from .scheduler import launch_order, run_schedule
 from .sequential import Looks, until_decided
 from .session import RecordSink
@@ -52,8 +45,6 @@ from .unit import measure_launch, open_context
 if TYPE_CHECKING:
     from ..slurm import Allocation
 
-VARIANCE_HISTORY = "variance_history.json"  # what the intervals took from the variance history, and why
-LAUNCH_DRIFT = "launch_drift.csv"  # the baseline's launch means against time (metrics.drift)
 
 
 @dataclass
@@ -168,7 +159,8 @@ class MatrixRun:
         if first is not None and not quiet:
             raise first
 
-    async def _measure(self, plan: Plan, rd: RunDir, state: RunState, sink: RecordSink, alloc: Allocation | None) -> None:
+    async def _measure(self, plan: Plan, rd: RunDir, state: RunState, sink: RecordSink,
+                       alloc: Allocation | None) -> None:
         """--reuse, then every unit of the schedule (here, or on the Slurm allocation's nodes)."""
         o = self.opts
         if self.cfg.sweep.until == "decided" and (alloc is not None or o.reuse):
@@ -302,90 +294,3 @@ def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
         return
     if got is not None and not got[0].pooled:
         say(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)")
-
-
-def plain_variants(cfg: RunConfig) -> frozenset[str]:
-    """Variants that decode without a drafter (autoregressive under another name, as in an A/A check)."""
-    from ..drafter import get_drafter
-
-    return frozenset(v.name for v in cfg.variants if not get_drafter(v.drafter).speculative)
-
-
-def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
-    """Gate warnings read from the run directory rather than the records: a GPU engine launched without
-    CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
-    argv = {cmd.parent.name: list(json.loads(cmd.read_text()).get("argv") or [])
-            for cmd in sorted(rd.path.glob("variants/*/command.json"))}
-    return {v: [w] for v, w in eager_engine(argv, bool(env.get("gpus"))).items()}
-
-
-def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
-                 windows: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
-    with the pooled history where it applies, speedups withheld across unlike hardware, always-valid
-    intervals for a sequential run."""
-    return _derive(rd, cfg, requests, windows)[0]
-
-
-def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
-            windows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, calibration.HistoryUse]:
-    """derive_cells, with what the intervals took from the variance history (calibration.check_run)."""
-    if requests is None or windows is None:
-        requests, windows = open_store(rd), records_frame(rd.window_records())
-    cal = calibration.load(rd.path / calibration.FILE)
-    opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-                       plain=plain_variants(cfg),
-                       forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
-    variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
-    use = calibration.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
-                                variants, cal, cfg.sweep.launches)
-    for note in use.notes:  # the run's own estimates first, then the checks
-        print(f"warning: {note}", file=sys.stderr)
-    if (lv := use.variance(f"{calibration.FILE} ({cal.source_run if cal else ''})")) is not None:
-        opts = replace(opts, calibration=lv)
-    cells = compute_cells(requests, windows, opts)
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
-    cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
-    if cfg.sweep.load.open and len(cells):
-        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
-    return always_valid(cells, cfg.sweep), use
-
-
-def history_record(rd: RunDir, use: calibration.HistoryUse) -> dict[str, Any]:
-    """variance_history.json: the setup and the history file (run.json's `variance_history`, from the
-    run's start), every entry pooled into the intervals (`pooled`), every one not pooled with why
-    (`not_pooled`: another setup or unkeyed; `refused`: by this run's checks), the figure added (`used`)."""
-    start = dict(RunState.load(rd).variance_history or {}) if rd.meta.exists() else {}
-    out = {"setup": start.get("setup") or {}, "history": start.get("history") or "", **use.to_dict()}
-    out["not_pooled"] = start.get("not_pooled") or []
-    out["notes"] = [*(start.get("notes") or []), *use.notes]
-    return out
-
-
-def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
-    """Raw records -> cells.csv, break_even.csv, acceptance.csv and reconciliation.csv (and for an open
-    loop open_loop.csv and capacity.csv), rewritten atomically, then the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
-    if cfg is None:
-        cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    store, windows = open_store(rd), records_frame(rd.window_records())
-    cells, use = _derive(rd, cfg, store, windows)
-    atomic_write(rd.cells, cells.to_csv(index=False))
-    atomic_write(rd.path / VARIANCE_HISTORY, json.dumps(history_record(rd, use), indent=2) + "\n")
-    closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
-    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
-    # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
-    # request's tokens per chunk summed (all that request_output_tokens asks of them)
-    requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))
-    if cfg.sweep.load.open:
-        slos = parse_slos(cfg.slo)
-        bound = cfg.sweep.load.max_send_lag_s
-        points = open_loop_table(requests, windows, slos, lag_bound_s=bound)
-        atomic_write(rd.open_loop, points.to_csv(index=False))
-        by_launch = (open_loop_table(requests, windows, slos, by_launch=True, lag_bound_s=bound)
-                     if cfg.sweep.launches > 1 else None)
-        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name, by_launch).to_csv(index=False))
-    atomic_write(rd.path / LAUNCH_DRIFT, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
-    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
-    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
-    return render(rd.path)

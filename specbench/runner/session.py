@@ -24,11 +24,12 @@ from ..config import RunConfig
 from ..engines.base import Engine
 from ..errors import EngineStartError, ForeignListenerError
 from ..launch import VariantLaunch, api_headers, redact_env
+from ..ports import port_in_use, port_owner
+from ..process import EngineProcess
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord, WindowRecord
+from ..rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
 from ..transport import StreamTransport
-from ..rundir import JsonlAppender, RunDir, atomic_write, write_json
-from ..process import EngineProcess, port_in_use, port_owner
 
 
 @dataclass
@@ -167,7 +168,7 @@ class VariantSession:
         spec, e = self.launch.spec, self.cfg.engine
         assert spec is not None
         self.variant_dir.mkdir(parents=True, exist_ok=True)
-        write_json(self.variant_dir / "command.json", {"argv": spec.argv, "env": redact_env(spec.env)})
+        write_json(self.variant_dir / COMMAND_FILE, {"argv": spec.argv, "env": redact_env(spec.env)})
         atomic_write(self.variant_dir / "command.sh", shell_line(spec.argv, redact_env(spec.env)) + "\n")
         if port_in_use(e.host, e.port):
             owner = port_owner(e.port) or "unknown process"

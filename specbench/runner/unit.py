@@ -23,12 +23,11 @@ from ..client import run_closed_loop
 from ..config import RunConfig, load_config
 from ..errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from ..metrics import window_throughput
-from ..plan import SweepPoint, measured, point_requests, warmup_requests, window_requests
+from ..plan import SweepPoint, measured, point_requests, warmup_requests, window_id, window_requests
 from ..progress import Reporter, make_reporter
 from ..records import RequestRecord
 from ..rundir import RunDir
 from .prepare import Plan, prepare_plan
-from ..plan import window_id
 from .repeats import RepeatRule
 from .search import pending
 from .session import RecordSink, VariantSession

@@ -26,8 +26,8 @@ from ..multinode import Placement, outer_step_env, ranked_launch
 from ..rundir import RunDir, write_json
 from .parts import open_part_sink, record_placement
 from .prepare import Plan, prepare_plan
-from .state import RunState, VariantState
 from .signals import stop_on_signals
+from .state import RunState, VariantState
 from .unit import LaunchUnit, RunContext, measure_launch, open_context
 
 INTERRUPTED = "stopped by a signal: Slurm cancelled the step, or the allocation ended"

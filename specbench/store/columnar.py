@@ -243,7 +243,8 @@ def _summed(table: pa.Table, names: Sequence[str]) -> pa.Table:
             valid = chunk.is_valid().to_numpy(zero_copy_only=False)
             rows += [None if not valid[i] else [] if offsets[i] == offsets[i + 1]
                      else [int(cum[offsets[i + 1]] - cum[offsets[i]])] for i in range(len(chunk))]
-        table = table.set_column(table.column_names.index(name), name, pa.array(rows, type=table.schema.field(name).type))
+        column = pa.array(rows, type=table.schema.field(name).type)
+        table = table.set_column(table.column_names.index(name), name, column)
     return table
 
 

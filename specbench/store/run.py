@@ -3,7 +3,6 @@ DataFrames, the measured requests from the columnar store."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ import pandas as pd
 import yaml
 
 from ..errors import RunDirError
-from ..rundir import RunDir, records_frame
+from ..rundir import RunDir, read_csv, records_frame
 from .columnar import open_store
 
 
@@ -45,13 +44,8 @@ def load_run(path: str | os.PathLike[str], columns: Sequence[str] | None = None)
         raise RunDirError(f"not a run directory: {rd.path}")
     if not rd.meta.exists():
         raise RunDirError(f"not a run directory (no run.json): {rd.path}")
-    def csv(p: Path) -> pd.DataFrame:
-        return pd.read_csv(p) if p.exists() and p.stat().st_size else pd.DataFrame()
-
-    cells, be = csv(rd.cells), csv(rd.break_even)
-    env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cfg = yaml.safe_load(rd.config.read_text()) if rd.config.exists() else {}
     return Run(path=rd.path, requests=open_store(rd).frame(columns=columns),
-               windows=records_frame(rd.window_records()), cells=cells, break_even=be,
-               meta=rd.load_meta(), environment=env, config=cfg, open_loop=csv(rd.open_loop),
-               capacity=csv(rd.capacity))
+               windows=records_frame(rd.window_records()), cells=rd.load_cells(), break_even=read_csv(rd.break_even),
+               meta=rd.load_meta(), environment=rd.load_environment(), config=cfg, open_loop=read_csv(rd.open_loop),
+               capacity=read_csv(rd.capacity))

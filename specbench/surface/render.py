@@ -120,7 +120,7 @@ def prediction_markdown(pred: pd.DataFrame, surface_dir: Path) -> str:
                      f"{_f(r['measured_high'], 3)}] | {100 * r['error']:+.1f}%{flag} |")
     lines += ["", "Break-even concurrency (first sweep level with speedup below 1.0):", ""]
     for v, (p, m, levels) in sorted(break_even_levels(pred).items()):
-        name = lambda i: f"C={levels[i]}" if i < len(levels) else "beyond the sweep"  # noqa: E731
+        name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond the sweep"  # noqa: E731
         lines.append(f"- {v}: predicted {name(p)}, measured {name(m)}"
                      + ("" if abs(p - m) <= 1 else " (**more than one level apart**)"))
     return "\n".join(lines) + "\n"

@@ -18,8 +18,8 @@ import yaml
 
 from ..config import RunConfig
 from ..rundir import atomic_write
-from .schedule import Range, flag_sets, ranges, vllm_schedule
 from .result import TuneResult, launch_argv, param_names, score, search_score, spec_k
+from .schedule import Range, flag_sets, ranges, vllm_schedule
 
 DYNAMIC_NOTE = ("vLLM dynamic speculative decoding (num_speculative_tokens_per_batch_size): one launch switches "
                 "k by the number of scheduled requests")
@@ -115,7 +115,8 @@ def schedule_entry(cfg: RunConfig, tuned: str, rs: list[Range], argv: dict[str, 
                                                              "params": {**base.params, **only.params}}
     # the engine does not switch at run time: one launch (one variant) per concurrency range
     return {"kind": cfg.engine.kind, "note": "one launch per concurrency range", "per_range": sets}, [
-        {"name": f"{tuned}-c{r.start}-{r.end}", "drafter": base.drafter, "params": {**base.params, **by_name[r.choice].params}}
+        {"name": f"{tuned}-c{r.start}-{r.end}", "drafter": base.drafter,
+         "params": {**base.params, **by_name[r.choice].params}}
         for r in rs if r.choice]
 
 
@@ -127,7 +128,8 @@ def markdown(cfg: RunConfig, data: dict[str, Any], plot: bool) -> str:
              "plain decoding (null). The search-split speedup is the best of several noisy estimates, so it "
              "overstates: its gap to the confirmed speedup is the winner's curse.", ""]
     for tuned, e in data["variants"].items():
-        lines += [f"## {tuned}", "", "| C | setting | search speedup | confirmed speedup | 95% interval | verdict | chosen |",
+        lines += [f"## {tuned}", "",
+                  "| C | setting | search speedup | confirmed speedup | 95% interval | verdict | chosen |",
                   "| ---: | --- | ---: | ---: | --- | --- | --- |"]
         for c, lv in e["concurrency"].items():
             conf = lv["confirmed"]
@@ -160,7 +162,8 @@ def schedule_lines(sched: dict[str, Any]) -> list[str]:
     if "speculative_config" in sched:
         return [f"--speculative-config '{json.dumps(sched['speculative_config'], separators=(',', ':'))}'"]
     return [f"C {r['concurrency'][0]}-{r['concurrency'][1]}: " + (" ".join(r["args"]) or
-            ("plain decoding" if r["setting"] is None else f"the launch of {r['setting']}")) for r in sched["per_range"]]
+            ("plain decoding" if r["setting"] is None else f"the launch of {r['setting']}"))
+            for r in sched["per_range"]]
 
 
 def _fmt(x: float | None) -> str:
@@ -207,3 +210,11 @@ def write_outputs(cfg: RunConfig, res: TuneResult) -> list[Path]:
         (d / "tune.png").write_bytes(png)
     atomic_write(d / "tune.md", markdown(cfg, data, png is not None))
     return [d / "tune.json", d / "tune.md"] + ([d / "tune.png"] if png else [])
+
+
+def summary(tune_dir: Path) -> dict[str, str]:
+    """Per tuned variant, one line from its tune.json: the chosen params per concurrency."""
+    data = json.loads((tune_dir / "tune.json").read_text())
+    return {tuned: "; ".join(f"C={c}: {lv['params'] if lv['params'] is not None else 'plain decoding'}"
+                             for c, lv in e["concurrency"].items())
+            for tuned, e in data["variants"].items()}

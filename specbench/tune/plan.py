@@ -18,8 +18,8 @@ from typing import Any
 
 from ..config import RunConfig, VariantConfig
 from ..drafter import get_drafter
-from ..errors import ConfigError
-from ..prompts import Prompt, load_prompts
+from ..errors import ConfigError, UsageError
+from ..prompts import Prompt
 
 NAME_MAX = 64  # VariantConfig.name's limit
 
@@ -181,6 +181,14 @@ class TunePlan:
     parallel_seconds: float | None  # --scheduler slurm: each round's variants side by side
 
 
+def check_budget(plan: TunePlan, budget_h: float | None, scheduler: str) -> None:
+    """Refuse, before any launch, a plan that needs more than `budget_h` hours (`--budget`)."""
+    need = plan.parallel_seconds if scheduler == "slurm" else plan.seconds
+    if budget_h is not None and need is not None and need > budget_h * 3600:
+        raise UsageError(f"tune: the plan needs about {need / 3600:.2f} h, over --budget {budget_h:g} h: "
+                         "shrink the grid or sweep, or raise the budget")
+
+
 def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tuple[str, int, list[int], int, int]]:
     """(label, settings measured at most, concurrencies, repeats, launches) of every round, before any
     result: a round measures, per tuned variant, the union of each level's survivors (at most all)."""
@@ -224,7 +232,8 @@ def make_tune_plan(cfg: RunConfig, history: Any) -> TunePlan:
             total += (n + 1) * p.variant_s
             parallel += p.variant_s
         lines.append(f"  {label}: {n} setting(s) + the baseline at C={','.join(map(str, levels))}, {repeats} "
-                     f"repeat(s), {n_launch} launch(es) each: {k} launches, {_dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
+                     f"repeat(s), {n_launch} launch(es) each: {k} launches, "
+                     f"{_dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
     lines.append(f"  total: at most {launches} launches, {_dur(total if known else None)} one after another on one node"
                  f"; {_dur(parallel if known else None)} side by side (--scheduler slurm)"
                  + ("" if known else " (set estimates.startup_s and estimates.per_request_tok_s, or calibrate)"))

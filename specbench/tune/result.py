@@ -3,7 +3,6 @@ the scores, the settings left standing, and what the rounds' run directories say
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..metrics.common import geometric_mean
+from ..rundir import RunDir
 from .plan import Setting
 
 
@@ -37,9 +38,7 @@ class TuneResult:
 def score(cells: pd.DataFrame, variant: str, concurrency: int) -> float:
     """Geometric mean of a variant's valid speedups at one concurrency (NaN when none)."""
     c = cells[(cells["variant"] == variant) & (cells["concurrency"] == concurrency) & cells["valid"].astype(bool)]
-    s = pd.to_numeric(c["speedup"], errors="coerce").dropna()
-    s = s[s > 0]
-    return float(math.exp(s.map(math.log).mean())) if len(s) else math.nan
+    return geometric_mean(pd.to_numeric(c["speedup"], errors="coerce")).value
 
 
 def search_score(res: TuneResult, tuned: str, concurrency: int) -> float:
@@ -56,11 +55,11 @@ def param_names(drafter: str) -> set[str]:
 
 
 def launch_argv(rounds: list[Round]) -> dict[str, list[str]]:
-    """Each measured setting's launch argv, from its round's variants/<name>/command.json."""
+    """Each measured setting's launch argv, from its round's run directory (the first round that has it)."""
     out: dict[str, list[str]] = {}
     for r in rounds:
-        for cmd in sorted(r.run_dir.glob("variants/*/command.json")):
-            out.setdefault(cmd.parent.name, list(json.loads(cmd.read_text()).get("argv") or []))
+        for name, argv in RunDir(r.run_dir).launch_argv().items():
+            out.setdefault(name, argv)
     return out
 
 

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import pandas as pd
-
 from ..config import RunConfig
 from ..errors import ConfigError, RunDirError
 from ..progress import Reporter, make_reporter
+from ..rundir import RunDir
 from .plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
 from .result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
 
@@ -57,9 +56,9 @@ class Tune:
                               f"({elapsed_h:.2f} h); rounds measured so far are kept in {self.opts.out}")
         cfg = round_config(self.cfg, spec)
         rd = self.opts.out / spec.label
-        resume = (rd / "run.json").exists()
-        reuse = self.opts.reuse / spec.label if self.opts.reuse and (self.opts.reuse / spec.label / "run.json").exists() \
-            else None
+        resume = RunDir(rd).meta.exists()
+        earlier = RunDir(self.opts.reuse / spec.label) if self.opts.reuse else None
+        reuse = earlier.path if earlier and earlier.meta.exists() else None
         self.reporter.log(f"tune: {spec.label}: {len(spec.variants)} setting(s) and the baseline at C="
                           f"{','.join(map(str, spec.concurrency))}, {spec.repeats} repeat(s)"
                           + (" (resumed)" if resume else ""))
@@ -71,8 +70,7 @@ class Tune:
             raise RunDirError(f"tune: the baseline failed in {spec.label}; see {rd}")
         if failed:
             self.reporter.log(f"tune: {spec.label}: {', '.join(failed)} failed (ranked last)")
-        cells = pd.read_csv(rd / "cells.csv") if (rd / "cells.csv").stat().st_size else pd.DataFrame()
-        return Round(spec.label, rd, cells)
+        return Round(spec.label, rd, RunDir(rd).load_cells())
 
     def run(self) -> TuneResult:
         cfg = self.cfg

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error",
            503: "Service Unavailable"}
@@ -32,11 +33,11 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def json(cls, obj: Any, status: int = 200) -> "Response":
+    def json(cls, obj: Any, status: int = 200) -> Response:
         return cls(status=status, body=json.dumps(obj).encode())
 
     @classmethod
-    def text(cls, text: str, status: int = 200) -> "Response":
+    def text(cls, text: str, status: int = 200) -> Response:
         return cls(status=status, body=text.encode(), content_type="text/plain; version=0.0.4")
 
 

@@ -250,7 +250,8 @@ class StandIn:
             n = 0
         elif streaming:
             n *= self.o.overlong
-        if streaming and self.sglang and not native and body.get("return_token_ids") and path.endswith("chat/completions"):
+        chat = path.endswith("chat/completions")
+        if streaming and self.sglang and not native and body.get("return_token_ids") and chat:
             return Response.json({"object": "error", "message": "return_token_ids is not supported with "
                                   "streaming on /v1/chat/completions.", "code": 400}, 400)
         self.s.requests += 1

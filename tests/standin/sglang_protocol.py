@@ -77,9 +77,14 @@ def load(path: Path = PROTOCOL_JSON) -> Protocol:
 def dump() -> dict[str, Any]:
     import importlib.metadata
 
-    from sglang.srt.entrypoints.openai.protocol import (ChatCompletionResponse, ChatCompletionStreamResponse,
-                                                        CompletionResponse, CompletionStreamResponse, SglExt,
-                                                        SpecTokensDetails)
+    from sglang.srt.entrypoints.openai.protocol import (
+        ChatCompletionResponse,
+        ChatCompletionStreamResponse,
+        CompletionResponse,
+        CompletionStreamResponse,
+        SglExt,
+        SpecTokensDetails,
+    )
 
     def wire(obj: Any) -> Any:
         return json.loads(obj.model_dump_json())  # what SGLang writes after `data: `

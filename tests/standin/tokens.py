@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterator
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 VOCAB = 32000

@@ -61,7 +61,8 @@ def session(name: str, recipe: Eagle3Recipe) -> Iterator[Session]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from loguru import logger
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
     from transformers.utils import logging as hf_logging
 
     logger.disable("speculators")  # its per-tensor loading notes; errors still raise

@@ -1,0 +1,118 @@
+"""From the raw records to every derived file of a run directory: cells.csv (with the history's pooled
+intervals, speedups withheld across unlike hardware, always-valid intervals for a sequential run),
+break_even.csv, acceptance.csv, reconciliation.csv, for an open loop open_loop.csv and capacity.csv, and
+the report. Re-runnable at any time (`specbench report`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .. import calibration
+from ..config import RunConfig, load_yaml, parse_config
+from ..hardware import check as hardware_check
+from ..hardware import withhold_speedups
+from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
+from ..metrics.drift import launch_effects
+from ..metrics.gates import eager_engine
+from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
+from ..metrics.sequential import always_valid
+from ..metrics.slo import parse_slos
+from ..metrics.source import LIGHT_COLUMNS, CellSource
+from ..metrics.warnings import CellWarning
+from ..plan import capped_variants
+from ..report import render
+from ..rundir import RunDir, atomic_write, records_frame
+from ..store import open_store
+from .state import RunState
+
+
+def plain_variants(cfg: RunConfig) -> frozenset[str]:
+    """Variants that decode without a drafter (autoregressive under another name, as in an A/A check)."""
+    from ..drafter import get_drafter
+
+    return frozenset(v.name for v in cfg.variants if not get_drafter(v.drafter).speculative)
+
+
+def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
+    """Gate warnings read from the run directory rather than the records: a GPU engine launched without
+    CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
+    gpus = bool(rd.load_environment().get("gpus"))
+    return {v: [w] for v, w in eager_engine(rd.launch_argv(), gpus).items()}
+
+
+def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
+                 windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
+    with the pooled history where it applies, speedups withheld across unlike hardware, always-valid
+    intervals for a sequential run."""
+    return _derive(rd, cfg, requests, windows)[0]
+
+
+def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
+            windows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, calibration.HistoryUse]:
+    """derive_cells, with what the intervals took from the variance history (calibration.check_run)."""
+    if requests is None or windows is None:
+        requests, windows = open_store(rd), records_frame(rd.window_records())
+    cal = calibration.load(rd.path / calibration.FILE)
+    opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
+                       plain=plain_variants(cfg),
+                       forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
+    variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
+    use = calibration.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
+                                variants, cal, cfg.sweep.launches)
+    for note in use.notes:  # the run's own estimates first, then the checks
+        print(f"warning: {note}", file=sys.stderr)
+    if (lv := use.variance(f"{calibration.FILE} ({cal.source_run if cal else ''})")) is not None:
+        opts = replace(opts, calibration=lv)
+    cells = compute_cells(requests, windows, opts)
+    check = hardware_check(rd.load_environment(), cfg.baseline.name, cfg.scheduler.allow_mixed_hardware)
+    cells = withhold_speedups(cells, check)
+    if cfg.sweep.load.open and len(cells):
+        cells["warnings"] = cells["warnings"].map(open_loop_warnings)
+    return always_valid(cells, cfg.sweep), use
+
+
+def history_record(rd: RunDir, use: calibration.HistoryUse) -> dict[str, Any]:
+    """variance_history.json: the setup and the history file (run.json's `variance_history`, from the
+    run's start), every entry pooled into the intervals (`pooled`), every one not pooled with why
+    (`not_pooled`: another setup or unkeyed; `refused`: by this run's checks), the figure added (`used`)."""
+    start = dict(RunState.load(rd).variance_history or {}) if rd.meta.exists() else {}
+    out = {"setup": start.get("setup") or {}, "history": start.get("history") or "", **use.to_dict()}
+    out["not_pooled"] = start.get("not_pooled") or []
+    out["notes"] = [*(start.get("notes") or []), *use.notes]
+    return out
+
+
+def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
+    """Raw records -> cells.csv, break_even.csv, acceptance.csv, reconciliation.csv, variance_history.json
+    and launch_drift.csv (and for an open loop open_loop.csv and capacity.csv), rewritten atomically, then
+    the report; returns the report's paths. Re-runnable at any time (`specbench report`)."""
+    if cfg is None:
+        cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    store, windows = open_store(rd), records_frame(rd.window_records())
+    cells, use = _derive(rd, cfg, store, windows)
+    atomic_write(rd.cells, cells.to_csv(index=False))
+    atomic_write(rd.variance_history, json.dumps(history_record(rd, use), indent=2) + "\n")
+    closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
+    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
+    # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
+    # request's tokens per chunk summed (all that request_output_tokens asks of them)
+    requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))
+    if cfg.sweep.load.open:
+        slos = parse_slos(cfg.slo)
+        bound = cfg.sweep.load.max_send_lag_s
+        points = open_loop_table(requests, windows, slos, lag_bound_s=bound)
+        atomic_write(rd.open_loop, points.to_csv(index=False))
+        by_launch = (open_loop_table(requests, windows, slos, by_launch=True, lag_bound_s=bound)
+                     if cfg.sweep.launches > 1 else None)
+        atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name, by_launch).to_csv(index=False))
+    atomic_write(rd.launch_drift, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
+    atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
+    return render(rd.path)
