@@ -153,7 +153,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
         valid=valid,
         repeats=len(windows_seen),
         launches=n_launches,
-        interval_unit=_interval_unit(n_launches, calibration),
+        interval_unit=interval_unit(n_launches, calibration),
     )
     cell = _Cell(row=row, reqs=reqs, n_launches=n_launches)
     extra = calibration if n_launches < 2 else None  # measured launches need no calibration
@@ -205,7 +205,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     return cell
 
 
-def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
+def interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     """What the cell's intervals treat as independent: launches, or repeats (plus a calibrated launch
     variance when one applies)."""
     if n_launches >= 2:
@@ -214,7 +214,7 @@ def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     return "repeat+calibration" if calibration is not None else "repeat"
 
 
-def _mark_history_intervals(row: dict[str, Any]) -> None:
+def mark_history_intervals(row: dict[str, Any]) -> None:
     """A speedup interval from the history's components alone (a single window per side)."""
     if row["interval_unit"] == "repeat+calibration" and row["repeats"] == 1 and math.isfinite(row["speedup_ci_low"]):
         row["interval_unit"] = "history"
@@ -224,25 +224,37 @@ def _mark_history_intervals(row: dict[str, Any]) -> None:
 # Comparisons against the baseline
 
 
-def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> dict[str, float]:
-    """Speedups with Welch t intervals on the log ratio. Variant and baseline ran in different launches
-    at different times, so nothing is paired: the two samples of units are independent."""
-    row, brow = cell.row, base.row
-    out: dict[str, float] = {}
-    single = cell.n_launches < 2 or base.n_launches < 2
+def speedup_columns(windows: Mapping[tuple[int, int], float], base_windows: Mapping[tuple[int, int], float],
+                    calibration: LaunchVariance | None) -> dict[str, float]:
+    """`speedup` and its interval (`speedup_ci_low/_high/_df`) of a variant's cell against the baseline's,
+    from their window throughputs keyed (launch, repeat): Welch t on the log ratio of the unit means. The
+    variant and the baseline ran in different launches at different times, so nothing is paired."""
+    n_launches, base_launches = (len({la for la, _ in w}) for w in (windows, base_windows))
+    single = n_launches < 2 or base_launches < 2
     extra = launch_components(calibration if single else None, n_variants=2)
+    out: dict[str, float] = {}
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
-    out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    prior = None if single else _history_prior(cell, calibration)
+    out["speedup"] = safe_ratio(stats.mean(list(windows.values())), stats.mean(list(base_windows.values())))
+    prior = None if single else _history_prior(len(windows), n_launches, calibration)
     if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
-        ci = stats.pooled_ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), prior)
+        ci = stats.pooled_ratio_ci(unit_means(dict(windows)), unit_means(dict(base_windows)), prior)
     else:
-        ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
+        ci = stats.ratio_ci(unit_means(dict(windows)), unit_means(dict(base_windows)), extra_log=extra)
     if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
-        ci = _component_ci(out["speedup"], cell, base, calibration)
+        ci = _component_ci(out["speedup"], Design(n_launches, max(1, len(windows))),
+                           Design(base_launches, max(1, len(base_windows))), calibration)
     if math.isfinite(out["speedup"]):
         out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
         out["speedup_ci_df"] = NAN if ci.df is None else ci.df
+    return out
+
+
+def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> dict[str, float]:
+    """Speedups with Welch t intervals on the log ratio (speedup_columns; per-user speed by units alike)."""
+    row, brow = cell.row, base.row
+    out = speedup_columns(cell.window_tp, base.window_tp, calibration)
+    single = cell.n_launches < 2 or base.n_launches < 2
+    extra = launch_components(calibration if single else None, n_variants=2)
 
     # per-user speedup = per_user_tok_s(variant) / per_user_tok_s(baseline); units as for speedup
     out["per_user_speedup"] = safe_ratio(row["per_user_tok_s"], brow["per_user_tok_s"])
@@ -254,24 +266,23 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     return out
 
 
-def _history_prior(cell: _Cell, cal: LaunchVariance | None) -> stats.Component | None:
+def _history_prior(n_windows: int, n_launches: int, cal: LaunchVariance | None) -> stats.Component | None:
     """The history's variance of one launch mean of this cell, s_L^2 + s_R^2 / r (r = its windows per
     launch), with the launch component's df; None without both components."""
     if cal is None or not (cal.df > 0 and cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)
                            and cal.rel_var >= 0):
         return None
-    r = max(1, len(cell.window_tp) // max(1, cell.n_launches))
+    r = max(1, n_windows // max(1, n_launches))
     return cal.rel_var + cal.repeat_rel_var / r, cal.df
 
 
-def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:
+def _component_ci(speedup: float, variant: Design, baseline: Design, cal: LaunchVariance | None) -> stats.TInterval:
     """The speedup interval of cells too small to estimate their own variance (one launch, one repeat),
     from the history's pooled launch and repeat components (decision.component_interval)."""
     if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var) and cal.rel_var >= 0):
         return stats.UNDEFINED_T
     comps = Components(Estimate(cal.rel_var, cal.df), Estimate(cal.repeat_rel_var, cal.repeat_df))
-    lo, hi, df = component_interval(speedup, comps, Design(cell.n_launches, max(1, len(cell.window_tp))),
-                                    Design(base.n_launches, max(1, len(base.window_tp))))
+    lo, hi, df = component_interval(speedup, comps, variant, baseline)
     return stats.TInterval(lo, hi, df) if math.isfinite(lo) else stats.UNDEFINED_T
 
 
@@ -370,7 +381,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
             row.update(_speedups(c, base, opts.calibration))  # type: ignore[arg-type]
-            _mark_history_intervals(row)
+            mark_history_intervals(row)
         if c.cell_id in lossless:
             row["lossless_match_rate"], row["lossless_any_match_rate"], row["lossless_prefix_mean"] = lossless[c.cell_id]
         if not row["valid"]:
