@@ -189,7 +189,7 @@ def classify(a: Estimate, b: Estimate, threshold: float) -> tuple[Status, str]:
     return gate([(a, b)], threshold)[0]
 
 
-def estimate(row: pd.Series | None, col: str) -> Estimate | None:
+def estimate(row: Mapping[str, Any] | None, col: str) -> Estimate | None:
     """A cells.csv figure with its 95% interval (`col`, `col_ci_low`, `col_ci_high`), the interval's df and
     whether it carries launch variance; None without a row."""
     if row is None:
@@ -274,8 +274,8 @@ def compare_cells(cells_a: pd.DataFrame, cells_b: pd.DataFrame, baselines: set[s
                   caps: tuple[Caps, Caps] = ({}, {})) -> list[CellChange]:
     """Per-cell change from cells table A to cells table B (the module's rule, `gate`), regressions first.
     `caps`: each run's max_concurrency per variant, to say why a cell is only in one run."""
-    rows_a = {(r["variant"], r["point_id"]): r for _, r in cells_a.iterrows() if r["variant"] not in baselines}
-    rows_b = {(r["variant"], r["point_id"]): r for _, r in cells_b.iterrows() if r["variant"] not in baselines}
+    rows_a = {(r["variant"], r["point_id"]): r for r in cells_a.to_dict("records") if r["variant"] not in baselines}
+    rows_b = {(r["variant"], r["point_id"]): r for r in cells_b.to_dict("records") if r["variant"] not in baselines}
     keys = list(rows_a) + [k for k in rows_b if k not in rows_a]
     both = [k for k in keys if k in rows_a and k in rows_b]
     pairs = [(estimate(rows_a[k], "speedup"), estimate(rows_b[k], "speedup")) for k in both]
