@@ -4,6 +4,7 @@ only by a launch effect: never exit 1 (before, any 5% drop of a one-launch cell 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from conftest import set_launch_faults, standin_config
@@ -44,6 +45,7 @@ def test_one_launch_runs_that_differ_by_a_launch_effect_do_not_exit_1(tmp_path, 
     a = _run(tmp_path, model_dir, port, "a", "8")
     b = _run(tmp_path, model_dir, port, "b", "12")  # the same drafter, a launch a third slower (seen under load)
     no_survivors()
+    assert json.loads((a / "run.json").read_text())["verdict"] == {"min_speedup": 1.05}  # the settings at the start
     capsys.readouterr()
     code = main(["compare", str(a), str(b)])
     out, err = capsys.readouterr()

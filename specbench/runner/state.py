@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -62,6 +62,8 @@ class RunState(BaseModel):
     interrupted: str | None = None  # when the last interruption happened (moved to `interruptions` on resume)
     interruptions: list[str] | None = None
     resumed: list[str] | None = None
+    # the verdict settings at the start: outside the config hash, so a report re-rendered with others says so
+    verdict: dict[str, Any] | None = None
     variants: dict[str, VariantState] = {}
 
     @classmethod
