@@ -8,7 +8,8 @@ import math
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
-from ..metrics.decision import MIXED, WORD, MeasuredInterval, Outcome, classify, summary_word, units_to_decide
+from ..metrics.decision import (ADVICE_POWER, MIXED, WORD, MeasuredInterval, Outcome, classify, summary_word,
+                                units_to_decide)
 from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Table
 from .fmt import NOT_MEASURED, caps_note
@@ -76,7 +77,8 @@ LAUNCH_FROM_HISTORY = ("history", "repeat+calibration")  # interval units that c
 
 def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
     """For a variant's undecided points that have an interval: how many units per variant (launches when
-    launches are the units, else repeats) would decide them if their estimates and variance held."""
+    launches are the units, else repeats) would decide them with 80% power if their estimates and variance
+    held (decision.units_to_decide at ADVICE_POWER)."""
     c = data.cells
     if not len(c):
         return ""
@@ -98,17 +100,17 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
         df = float(r.get("speedup_ci_df", math.nan))
         got = units_to_decide(MeasuredInterval(float(r["speedup_ci_low"]), float(r["speedup_ci_high"]),
                                                df if df > 0 else max(1.0, 2.0 * (have - 1)), max(1, have)),
-                              min_speedup)
+                              min_speedup, power=ADVICE_POWER)
         if got.units is None:
             beyond += 1
         else:
             needs.append(got.units)
     text = f"{len(rows)} point{'s' if len(rows) != 1 else ''} undecided"
     if needs:
-        text += (f": {min(needs)}-{max(needs)} {unit} per variant would decide "
-                 f"{len(needs)} of them if their estimates and variance held" if min(needs) != max(needs) else
-                 f": {needs[0]} {unit} per variant would decide {len(needs)} of them if their estimates and "
-                 "variance held")
+        held = f"with {ADVICE_POWER:.0%} power if their estimates and variance held"
+        text += (f": {min(needs)}-{max(needs)} {unit} per variant would decide {len(needs)} of them {held}"
+                 if min(needs) != max(needs) else
+                 f": {needs[0]} {unit} per variant would decide {len(needs)} of them {held}")
     if beyond:
         text += f"{';' if needs else ':'} {beyond} would need more than 50 (estimate too close to {min_speedup:g})"
     return text
