@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 NAN = math.nan
-MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
+MIN_REPEATS_FOR_INTERVAL = 3  # fewer repeats give a very wide t interval (few_repeats)
 
 
 def interval_or_nan(interval: tuple[float | None, float | None]) -> tuple[float, float]:
