@@ -27,6 +27,14 @@ def test_points_of_one_concurrency_combine() -> None:
     assert table_rows(rows) == [["spec", "adopt", "mixed", "same", "undecided"]]
 
 
+def test_a_cell_whose_categories_decide_differently_names_them() -> None:
+    """Issue 30 item 13: the table said "undecided" where the sentence said "adopt ... on rewrite"."""
+    rows = curve_rows((WIN, WIN, OPEN, LOSE), category="rewrite") + \
+        curve_rows((OPEN, LOSE, OPEN, LOSE), category="creative")
+    assert table_rows(rows) == [["spec", "adopt: rewrite", "adopt: rewrite; slower: creative", "undecided",
+                                 "slower"]]
+
+
 def test_a_gate_blocks_the_word_adopt_and_nothing_else() -> None:
     rows = curve_rows((WIN, SAME, LOSE, WIN), warnings=gate(WarningCode.DRAFTER_INACTIVE))
     assert table_rows(rows) == [["spec", "blocked", "same", "slower", "blocked"]]

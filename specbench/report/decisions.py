@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
-from ..metrics.decision import (ADVICE_POWER, MIXED, WORD, MeasuredInterval, Outcome, classify, summary_word,
+from ..metrics.decision import (ADVICE_POWER, MIXED, RANK, WORD, MeasuredInterval, Outcome, classify, summary_word,
                                 units_to_decide)
 from ..metrics.warnings import BLOCKING, decode_warnings
 from .document import Table
@@ -21,7 +21,8 @@ BLOCKED = "blocked"  # a table cell whose adopting point a sanity gate overrules
 LEGEND = ("In the table: adopt = the speedup interval clears {m:g}; same = it lies inside [{lo:.3f}, {m:g}] (no "
           "practical difference); slower = it lies below 1; undecided = anything else, no interval, or intervals "
           "without the variance between launches (indicative only); mixed = the categories or output lengths "
-          "at that concurrency decided differently; blocked = it would adopt, but a sanity gate fired.")
+          "at that concurrency decided differently; adopt: rewrite = the points of the category named decide so, "
+          "the others do not (undecided or mixed); blocked = it would adopt, but a sanity gate fired.")
 
 
 def _min_speedup(data: RunData) -> float:
@@ -49,8 +50,9 @@ def verdict_table(data: RunData) -> Table | None:
         if launch_basis(c, v, data.baseline, data.history)[0]:  # no launch variance: nothing is decided
             outs = outs.map(lambda _: Outcome.UNDECIDED)
         conc = c.loc[outs.index, "concurrency"]
+        cats = c.loc[outs.index, "category"].astype(str)
         gated = c.loc[outs.index, "warnings"].map(_blocked) if "warnings" in c else pd.Series(False, outs.index)
-        rows.append([v] + [_word(outs[conc == lv], gated[conc == lv]) if (conc == lv).any()
+        rows.append([v] + [_word(outs[conc == lv], gated[conc == lv], cats[conc == lv]) if (conc == lv).any()
                            else NOT_MEASURED if data.not_measured(v, lv) else "-" for lv in levels])
     return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
 
@@ -59,11 +61,21 @@ def _blocked(encoded: object) -> bool:
     return bool({w["code"] for w in decode_warnings(encoded)} & BLOCKING)
 
 
-def _word(outs: pd.Series, gated: pd.Series) -> str:
-    """summary_word, except that a sanity gate that fired on an adopting point overrules it: "blocked"."""
+def _word(outs: pd.Series, gated: pd.Series, categories: pd.Series) -> str:
+    """summary_word, except that a sanity gate that fired on an adopting point overrules it ("blocked"),
+    and that where the categories decide differently, the decided ones are named ("adopt: rewrite")."""
     if any(o is Outcome.ADOPT and g for o, g in zip(outs, gated)):
         return BLOCKED
-    return summary_word(outs)
+    word = summary_word(outs)
+    if word not in (WORD[Outcome.UNDECIDED], MIXED):
+        return word
+    by_word: dict[str, list[str]] = {}
+    for cat in sorted(set(categories)):
+        w = summary_word(outs[categories == cat])
+        if w not in (WORD[Outcome.UNDECIDED], MIXED):
+            by_word.setdefault(w, []).append(cat)
+    rank = {WORD[o]: r for o, r in RANK.items()}
+    return "; ".join(f"{w}: {', '.join(by_word[w])}" for w in sorted(by_word, key=rank.__getitem__)) or word
 
 
 def legend(data: RunData) -> str:

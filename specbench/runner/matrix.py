@@ -26,6 +26,7 @@ from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, Stor
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
+from ..metrics.requests import failure_reasons
 from ..metrics.gates import eager_engine
 from ..metrics.sequential import always_valid
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
@@ -350,4 +351,5 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.errors, failure_reasons(requests, windows).to_csv(index=False))
     return render(rd.path)
