@@ -244,17 +244,25 @@ def _cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def _gate_message(regressed: list, indicative: list, threshold: float, where: str) -> None:
+    """The stderr line behind a non-zero gate exit code (1: established regressions, 3: indicative drops)."""
+    if regressed:
+        print(f"error: {len(regressed)} cell(s) regressed{where} beyond {threshold:.0%} (established): "
+              + ", ".join(str(c) for c in regressed), file=sys.stderr)
+    elif indicative:
+        print(f"warning: {len(indicative)} cell(s) dropped{where} beyond {threshold:.0%}, indicative only (the "
+              "intervals lack the variance between launches; set sweep.launches >= 2 or calibrate): "
+              + ", ".join(str(c) for c in indicative), file=sys.stderr)
+
+
 def _cmd_compare(a: argparse.Namespace) -> int:
     from .report.compare import compare
 
     cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
                   allow_mixed_hardware=a.allow_mixed_hardware)
     print(cmp.to_markdown())
-    if cmp.regressed:
-        print(f"error: {len(cmp.regressed)} cell(s) regressed beyond {a.threshold:.0%}: "
-              + ", ".join(str(c) for c in cmp.regressed), file=sys.stderr)
-        return 1
-    return 0
+    _gate_message(cmp.regressed, cmp.indicative, a.threshold, "")
+    return cmp.exit_code
 
 
 def _cmd_history(a: argparse.Namespace) -> int:
@@ -267,11 +275,8 @@ def _cmd_history(a: argparse.Namespace) -> int:
     md = to_markdown(h, plots)
     (out / "history.md").write_text(md)
     print(md, end="")
-    if h.regressed:
-        print(f"error: {len(h.regressed)} cell(s) regressed in the newest run beyond {a.threshold:.0%}: "
-              + ", ".join(str(c) for c in h.regressed), file=sys.stderr)
-        return 1
-    return 0
+    _gate_message(h.regressed, h.indicative, a.threshold, " in the newest run")
+    return h.exit_code
 
 
 def _cmd_models(a: argparse.Namespace) -> int:
@@ -393,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="which surface variant predicts a run variant (default: the same name)")
     rp.set_defaults(fn=_cmd_report)
 
-    c = sub.add_parser("compare", help="per-cell change between two runs; exit 1 on a clear regression")
+    c = sub.add_parser("compare", help="per-cell change between two runs; exit 1 on an established regression, "
+                       "3 on an indicative drop")
     c.add_argument("run_a", help="the reference run")
     c.add_argument("run_b", help="the new run")
     c.add_argument("--threshold", type=float, default=0.05, help="relative speedup drop that fails (0.05)")
@@ -401,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare runs measured on unlike hardware (the table says so)")
     c.set_defaults(fn=_cmd_compare)
 
-    h = sub.add_parser("history", help="a drafter's speedup over runs of one matrix; exit 1 if the newest regressed")
+    h = sub.add_parser("history", help="a drafter's speedup over runs of one matrix; exit 1/3 as compare, for "
+                       "the newest run")
     h.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs of one matrix (any order)")
     h.add_argument("--variant", help="only this drafter variant")
     h.add_argument("--threshold", type=float, default=0.05, help="relative speedup change that counts (0.05)")

@@ -112,4 +112,45 @@ class RichReporter:
 def make_reporter(quiet: bool = False) -> Reporter:
     if quiet:
         return PlainReporter(stream=open("/dev/null", "w"))
-    return RichReporter() if sys.stderr.isatty() else PlainReporter()
+    return RichReporter() if Console(stderr=True).is_terminal else PlainReporter()
+
+
+class PlainBar:
+    """rich.progress.Progress's add_task / advance / update for a log that is not a terminal: one plain
+    line per task at every 10% (a live bar written to a file comes out truncated, e.g. "━━━ 4… 0:0…")."""
+
+    def __init__(self, stream=None):
+        self.lines = PlainReporter(stream)
+        self.tasks: dict[int, list] = {}  # id -> [description, total, done, last tenth printed]
+
+    def __enter__(self) -> PlainBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def add_task(self, description: str, total: float | None = None, **_: object) -> int:
+        self.tasks[len(self.tasks)] = [description, total or 0, 0, -1]
+        self.lines.log(f"{description}: started" + (f" (0/{total:g})" if total else ""))
+        return len(self.tasks) - 1
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        self.update(task, advance=advance)
+
+    def update(self, task: int, *, advance: float = 0, description: str | None = None, **_: object) -> None:
+        t = self.tasks[task]
+        if description is not None:
+            t[0] = description
+        t[2] += advance
+        tenth = int(10 * t[2] / t[1]) if t[1] else 0
+        if tenth != t[3]:
+            t[3] = tenth
+            self.lines.log(f"{t[0]}: {t[2]:g}/{t[1]:g} ({10 * tenth}%)")
+
+
+def progress_bar(*columns: object):
+    """A rich progress bar on a terminal, plain lines (PlainBar) otherwise; a context manager either way."""
+    from rich.progress import Progress as Bar
+
+    console = Console()
+    return Bar(*columns, console=console, transient=False) if console.is_terminal else PlainBar(sys.stdout)

@@ -192,6 +192,11 @@ class RunDir:
         return self.path / "acceptance.csv"
 
     @property
+    def errors(self) -> Path:
+        """Per variant, the failed requests' reasons with counts (derived)."""
+        return self.path / "errors.csv"
+
+    @property
     def reconciliation(self) -> Path:
         """Per-window cross-checks against the engine's counters and histograms (derived)."""
         return self.path / "reconciliation.csv"

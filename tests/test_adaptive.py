@@ -9,7 +9,7 @@ import pytest
 from conftest import standin_config
 
 from specbench.config import parse_config
-from specbench.metrics.common import MIN_REPEATS_FOR_INTERVAL
+from specbench.metrics.adaptive import ADAPTIVE_MIN_REPEATS
 from specbench.runner import RunOptions, run_matrix, unit
 from specbench.store import load_run
 
@@ -44,14 +44,14 @@ def window_throughputs(monkeypatch) -> Callable[[list[float]], list[float]]:
 
 def test_stops_when_the_interval_is_narrow(tmp_path, model_dir, port, window_throughputs, no_survivors):
     data = standin_config(model_dir, port, sweep={
-        "concurrency": [1], "repeats": 1, "adaptive": {"target_rel_half_width": 0.5, "max_repeats": 6}})
-    # 100, 101, 99 tok/s: mean 100, t interval half-width 2.5%, far inside the +-50% target, so the interval
-    # is narrow as soon as it exists
+        "concurrency": [1], "repeats": 1, "adaptive": {"target_rel_half_width": 0.5, "max_repeats": 9}})
+    # 100, 101, 99 tok/s: mean 100, t interval half-width about 1%, far inside the +-50% target, so the
+    # rule stops as soon as it may look (ADAPTIVE_MIN_REPEATS windows)
     given = window_throughputs([100.0, 101.0, 99.0])
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "r", skip_preflight=True))
-    assert MIN_REPEATS_FOR_INTERVAL == 3
-    assert repeats_per_cell(tmp_path / "r") == {3}  # the first point at which an interval exists
-    assert given == [100.0, 101.0, 99.0, 100.0, 101.0, 99.0]  # both variants' 3 windows, and no 4th
+    assert ADAPTIVE_MIN_REPEATS == 7
+    assert repeats_per_cell(tmp_path / "r") == {7}
+    assert len(given) == 14  # both variants' 7 windows, and no 8th
     no_survivors()
 
 

@@ -10,7 +10,7 @@ import pytest
 from fixtures_report import make_run
 
 from specbench.errors import RunDirError
-from specbench.report.compare import Estimate, classify, compare
+from specbench.report.compare import Estimate, classify, compare, gate, launch_variance_carried
 
 
 @pytest.fixture
@@ -57,14 +57,38 @@ def test_cells_only_in_one_run(before: Path, tmp_path: Path) -> None:
 
 
 def test_rule() -> None:
-    a = Estimate(1.5, 1.45, 1.55)
-    assert classify(a, Estimate(1.2, 1.15, 1.25), 0.05)[0] == "regressed"
-    assert classify(a, Estimate(1.2, 1.0, 1.5), 0.05)[0] == "within_noise"  # intervals overlap
-    assert classify(a, Estimate(1.43, 1.42, 1.44), 0.05)[0] == "within_noise"  # clear, but under 5%
-    assert classify(a, Estimate(1.8, 1.75, 1.85), 0.05)[0] == "improved"
-    assert classify(Estimate(1.5), Estimate(1.3), 0.05)[0] == "regressed"  # no intervals: threshold alone
+    def launches(v: float, lo: float, hi: float) -> Estimate:  # 3 launches a side: Welch df 4
+        return Estimate(v, lo, hi, df=4, launch_variance=True)
+
+    a = launches(1.5, 1.45, 1.55)
+    assert classify(a, launches(1.2, 1.15, 1.25), 0.05)[0] == "regressed"
+    assert classify(a, launches(1.2, 0.8, 1.8), 0.05)[0] == "within_noise"  # not established
+    assert classify(a, launches(1.43, 1.42, 1.44), 0.05)[0] == "within_noise"  # established, but under 5%
+    assert classify(a, launches(1.8, 1.75, 1.85), 0.05)[0] == "improved"
+    # the same intervals without launch variance (one launch, no history): indicative, never regressed
+    assert classify(Estimate(1.5, 1.45, 1.55, df=4), Estimate(1.2, 1.15, 1.25, df=4), 0.05)[0] == "indicative_drop"
+    assert classify(Estimate(1.5), Estimate(1.3), 0.05)[0] == "indicative_drop"  # no intervals: threshold alone
+    assert classify(Estimate(1.5), Estimate(1.8), 0.05)[0] == "indicative_gain"
     assert classify(Estimate(1.5), Estimate(1.45), 0.05)[0] == "within_noise"
     assert classify(Estimate(math.nan), Estimate(1.0), 0.05)[0] == "undefined"
+
+
+def test_holm_corrects_over_the_cells() -> None:
+    """One cell's drop at p ~ 0.01 is established alone, not among 30 cells where the rest did not move."""
+    a = Estimate(1.5, 1.40, 1.607, df=8, launch_variance=True)
+    b = Estimate(1.35, 1.26, 1.446, df=8, launch_variance=True)
+    alone = gate([(a, b)], 0.05)[0]
+    assert alone[0] == "regressed" and "Holm over 1 cell" in alone[1]
+    among = gate([(a, b)] + [(a, a)] * 29, 0.05)
+    assert among[0][0] == "within_noise" and "Holm over 30 cells" in among[0][1]
+
+
+def test_launch_variance_is_read_from_the_interval_units() -> None:
+    assert launch_variance_carried({"interval_unit": "launch", "launches": 2}) == (True, False)
+    assert launch_variance_carried({"interval_unit": "repeat+calibration", "launches": 1}) == (True, True)
+    assert launch_variance_carried({"interval_unit": "history"}) == (True, True)
+    assert launch_variance_carried({"interval_unit": "repeat", "launches": 1}) == (False, False)
+    assert launch_variance_carried({"launches": 3}) == (True, False)  # a run from before interval_unit
 
 
 def test_missing_cells_is_an_error(tmp_path: Path, before: Path) -> None:

@@ -81,6 +81,14 @@ def test_units_to_decide_known_answer() -> None:
     assert units_to_decide(MeasuredInterval(0.5, 3.0, 2.0, 2), M, cap=3).units is None  # more than the cap
 
 
+def test_units_to_decide_at_a_stated_power() -> None:
+    """(z_0.975 + z_0.8) x 0.1 / sqrt(n) < ln(1.2/1.05) = 0.1335 -> sqrt(n) > 2.0985 -> n = 5 (3 at 50%)."""
+    z = 1.959963984540054
+    ci = MeasuredInterval(1.2 * math.exp(-z * 0.1), 1.2 * math.exp(z * 0.1), math.inf, 1)
+    assert units_to_decide(ci, M, power=0.8).units == 5
+    assert units_to_decide(ci, M).units == 3
+
+
 def test_pool_known_answer() -> None:
     p = pool([Estimate(0.01, 2), Estimate(0.04, 2), Estimate(9.0, 0)])  # df 0 carries nothing
     assert p == Estimate(pytest.approx(0.025), 4)

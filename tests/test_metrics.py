@@ -379,9 +379,9 @@ def test_cell_warnings_slow_first_repeat_variance_low_acceptance() -> None:
 
 
 def test_adaptive_done() -> None:
-    assert not metrics.adaptive_done([100.0, 101.0], 0.03)  # too few windows
-    assert metrics.adaptive_done([100.0, 101.0, 99.0, 100.5], 0.03)
-    assert not metrics.adaptive_done([60.0, 140.0, 100.0, 80.0], 0.03)
+    assert not metrics.adaptive_done([100.0, 101.0, 99.0, 100.5], 0.03)  # too few windows (7 needed)
+    assert metrics.adaptive_done([100.0, 101.0, 99.0, 100.5, 100.0, 99.5, 100.5], 0.03)
+    assert not metrics.adaptive_done([60.0, 140.0, 100.0, 80.0, 120.0, 90.0, 110.0], 0.03)
 
 
 # --- break-even table ----------------------------------------------------------------------------

@@ -79,6 +79,15 @@ def test_per_batch_size_follows_vllms_rules() -> None:
             check_per_batch_size(bad, 4)
 
 
+def test_a_winner_at_the_edge_of_its_grid_is_named() -> None:
+    from specbench.tune.output import grid_edge
+
+    grid = {"num_tokens": [1, 2, 4, 8], "mode": ["a", "b"]}
+    assert grid_edge(grid, {"num_tokens": 8, "mode": "a"}) == ["num_tokens=8 (the largest tried)"]
+    assert grid_edge(grid, {"num_tokens": 1, "mode": "b"}) == ["num_tokens=1 (the smallest tried)"]
+    assert grid_edge(grid, {"num_tokens": 4, "mode": "a"}) == []
+
+
 def test_prompt_split_is_seeded_disjoint_and_keeps_every_category() -> None:
     ps = [Prompt(f"{c}{i}", c, f"{c} {i}") for c in ("a", "b") for i in range(5)]
     one = split_prompts(ps, 0.4, seed=0)
@@ -195,10 +204,12 @@ def test_cli_prints_the_plan_and_honours_the_budget(tmp_path, model_dir, capsys)
     path = write_config(tmp_path / "t.yaml", data)
     assert main(["tune", str(path), "--plan"]) == 0
     out = capsys.readouterr().out
-    # 4 settings: search-1 measures 4 + baseline, search-2 at most 4 + baseline (2 per level, 3 levels),
-    # the confirmation at most 3 + baseline, 3 launches each (command engine: no dynamic variant)
+    # 4 settings: search-1 measures 4 + baseline in 1 launch each, search-2 at most 4 + baseline (2 per level,
+    # 3 levels) in 2 launches each (launches double, not repeats), the confirmation at most 3 + baseline, 3
+    # launches each (command engine: no dynamic variant): 5 + 10 + 12
     assert "search-1: 4 setting(s)" in out and "search-2: 4 setting(s)" in out and "confirm: 3 setting(s)" in out
-    assert "total: at most 22 launches" in out
+    assert "1 repeat(s), 2 launch(es) each: 10 launches" in out
+    assert "total: at most 27 launches" in out
     assert main(["tune", str(path), "--budget", "0.01"]) == 2
     assert "over --budget 0.01 h" in capsys.readouterr().err
     del data["tune"]

@@ -156,6 +156,35 @@ def test_no_practical_difference_everywhere() -> None:
     assert tone == "warn"
 
 
+def test_no_practical_difference_on_some_lengths_counts_only_those_levels() -> None:
+    """Issue 33 item 6: one length "same" at every level, the other adopting: the combined statement said
+    "at all 6 levels" (the curves' points summed) though only 3 were "same"."""
+    same = (0.99, 0.97, 1.02)
+    rows = curve_rows((same, same, same), output_len=64) + curve_rows((WIN, WIN, WIN), output_len=256)
+    text, _ = verdict(rows)
+    assert "no practical difference on code (interval inside [0.952, 1.05] at 3 of 6 levels;" in text
+    assert "all 6" not in text
+
+
+def test_a_verdict_margin_changed_after_the_run_is_said() -> None:
+    """Issue 33 item 6: verdict.min_speedup is outside the config hash; a report re-rendered with another
+    margin than run.json recorded at the start says so, above the verdict."""
+    from specbench.report.document import Paragraph
+    from specbench.report.summary import settings_note, verdict_section
+
+    def data(started: dict | None, now: float) -> RunData:
+        meta = {"baseline": "base", "variants": {"spec": {"status": "done"}}, **({"verdict": started} if started else {})}
+        return RunData(path=Path("."), meta=meta, environment={}, config={"verdict": {"min_speedup": now}},
+                       fairness=None, cells=pd.DataFrame(curve_rows((WIN, WIN))), break_even=pd.DataFrame())
+
+    assert settings_note(data({"min_speedup": 1.05}, 1.05)) == ""
+    assert settings_note(data(None, 1.02)) == ""  # a run from before the record: nothing to compare
+    note = settings_note(data({"min_speedup": 1.05}, 1.02))
+    assert "uses verdict.min_speedup 1.02; the run was started with 1.05" in note
+    first = verdict_section(data({"min_speedup": 1.05}, 1.02))[1]
+    assert isinstance(first, Paragraph) and first.tone == "warn"
+
+
 def test_break_even_crossing_limits_the_adoption() -> None:
     """break_even.csv says the curve crosses 1.0 at C=3: a win measured at 4 does not extend adoption."""
     be = pd.DataFrame([{"variant": "spec", "category": "code", "input_len": math.nan, "output_len": 64,

@@ -28,6 +28,14 @@ def test_points_of_one_concurrency_combine() -> None:
     assert table_rows(rows) == [["spec", "adopt", "mixed", "same", "undecided"]]
 
 
+def test_a_cell_whose_categories_decide_differently_names_them() -> None:
+    """Issue 30 item 13: the table said "undecided" where the sentence said "adopt ... on rewrite"."""
+    rows = curve_rows((WIN, WIN, OPEN, LOSE), category="rewrite") + \
+        curve_rows((OPEN, LOSE, OPEN, LOSE), category="creative")
+    assert table_rows(rows) == [["spec", "adopt: rewrite", "adopt: rewrite; slower: creative", "undecided",
+                                 "slower"]]
+
+
 def test_a_gate_blocks_the_word_adopt_and_nothing_else() -> None:
     rows = curve_rows((WIN, SAME, LOSE, WIN), warnings=gate(WarningCode.DRAFTER_INACTIVE))
     assert table_rows(rows) == [["spec", "blocked", "same", "slower", "blocked"]]
@@ -42,12 +50,13 @@ def test_without_launch_variance_nothing_is_decided() -> None:
 
 def test_undecided_advice_counts_the_launches_that_would_decide() -> None:
     # OPEN: centre ln 1.05 -> no interval decides it. (1.02, 1.41) on 4 df, 3 launches: centre 0.1817,
-    # se = ln(1.41 / 1.02) / (2 t_4 = 5.553) = 0.0583, need 0.1817 - ln 1.05 = 0.1329;
-    # n = 4: t_6 2.447 x 0.0583 x sqrt(3/4) = 0.1235 < 0.1329 (n = 3: 2.776 x 0.0583 = 0.162, not yet)
+    # se = ln(1.41 / 1.02) / (2 t_4 = 5.553) = 0.0583, need 0.1817 - ln 1.05 = 0.1329; at 80% power
+    # n = 6: (t_10(0.975) 2.228 + t_10(0.8) 0.879) x 0.0583 x sqrt(3/6) = 0.128 < 0.1329 (n = 5: 0.144, not
+    # yet; at 50% power, the centred interval alone, n = 4 would do: a coin toss, issue 33 item 6)
     rows = curve_rows((OPEN, (1.2, 1.02, 1.41)), levels=(1, 2), speedup_ci_df=4.0)
     assert undecided_advice(run_data(rows), "spec", 1.05) == (
-        "2 points undecided: 4 launches per variant would decide 1 of them if their estimates and variance held; "
-        "1 would need more than 50 (estimate too close to 1.05)")
+        "2 points undecided: 6 launches per variant would decide 1 of them with 80% power if their estimates and "
+        "variance held; 1 would need more than 50 (estimate too close to 1.05)")
     assert undecided_advice(run_data(curve_rows((WIN, WIN))), "spec", 1.05) == ""
 
 

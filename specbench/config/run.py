@@ -28,7 +28,7 @@ class TuneConfig(Strict):
 
     variants: dict[str, dict[str, list[Any]]] = Field(min_length=1)  # variant -> {param: [values]}
     confirm_fraction: float = Field(0.5, gt=0, lt=1)  # share of each category's prompts held out
-    search_repeats: int = Field(1, ge=1)  # repeats in the first search round; doubled each round after
+    search_repeats: int = Field(1, ge=1)  # repeats per launch in every search round (launches double)
 
     @field_validator("variants")
     @classmethod

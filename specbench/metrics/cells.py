@@ -22,7 +22,7 @@ from .lossless import cell_lossless, output_digest
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import MeasuredRequest, request_itls_array, request_tpot, to_measured_requests, window_throughput_arrays
 from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
-from .speedup import MeasuredCell, speedups
+from .speedup import MeasuredCell, speedup_columns, speedups  # noqa: F401 (speedup_columns: re-exported)
 from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
 
@@ -70,7 +70,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
         valid=valid,
         repeats=len(windows_seen),
         launches=n_launches,
-        interval_unit=_interval_unit(n_launches, calibration),
+        interval_unit=interval_unit(n_launches, calibration),
     )
     cell = MeasuredCell(row=row, reqs=reqs, n_launches=n_launches)
     extra = calibration if n_launches < 2 else None  # measured launches need no calibration
@@ -122,7 +122,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     return cell
 
 
-def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
+def interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     """What the cell's intervals treat as independent: launches, or repeats (plus a calibrated launch
     variance when one applies)."""
     if n_launches >= 2:
@@ -131,7 +131,7 @@ def _interval_unit(n_launches: int, calibration: LaunchVariance | None) -> str:
     return "repeat+calibration" if calibration is not None else "repeat"
 
 
-def _mark_history_intervals(row: dict[str, Any]) -> None:
+def mark_history_intervals(row: dict[str, Any]) -> None:
     """A speedup interval from the history's components alone (a single window per side)."""
     if row["interval_unit"] == "repeat+calibration" and row["repeats"] == 1 and math.isfinite(row["speedup_ci_low"]):
         row["interval_unit"] = "history"
@@ -233,7 +233,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             row.update(speedup=1.0, per_user_speedup=1.0, tpot_speedup=1.0)  # the baseline against itself
         elif has_base and row["valid"]:
             row.update(speedups(c, base, opts.calibration))  # type: ignore[arg-type]
-            _mark_history_intervals(row)
+            mark_history_intervals(row)
         if c.cell_id in lossless:
             match, any_match, prefix = lossless[c.cell_id]
             row["lossless_match_rate"], row["lossless_any_match_rate"] = match, any_match

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 NAN = math.nan
-MIN_REPEATS_FOR_INTERVAL = 3  # adaptive repeats stop no earlier; fewer repeats give a very wide t interval
+MIN_REPEATS_FOR_INTERVAL = 3  # fewer repeats give a very wide t interval (few_repeats)
 
 
 def interval_or_nan(interval: tuple[float | None, float | None]) -> tuple[float, float]:

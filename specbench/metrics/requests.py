@@ -156,3 +156,21 @@ def measured_requests(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataF
     if "warmup" in requests:
         keep &= requests["warmup"].ne(True)  # only a request marked warmup is left out; unknown (NaN) counts
     return requests[keep]
+
+
+FAILURE_COLUMNS = ["variant", "reason", "requests"]
+
+
+def failure_reasons(requests: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """errors.csv: per variant, each distinct `error` of its measured requests and how many requests
+    failed with it, the most frequent first (the reasons a cell warning's count alone does not give)."""
+    req = measured_requests(requests, windows)
+    if req.empty or "error" not in req:
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    failed = req[req["error"].map(lambda e: isinstance(e, str))]
+    if failed.empty:
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    counts = failed.groupby(["variant", "error"]).size().reset_index(name="requests")
+    counts = counts.rename(columns={"error": "reason"})
+    return counts.sort_values(["variant", "requests", "reason"], ascending=[True, False, True])[FAILURE_COLUMNS] \
+        .reset_index(drop=True)

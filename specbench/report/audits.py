@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from ..hardware import check_saved
 from ..metrics.warnings import warning_rows
 from .document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
@@ -87,14 +89,33 @@ def _text(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def failure_lines(errors: pd.DataFrame, top: int = 3) -> list[str]:
+    """Per variant, its most frequent failure reasons with counts (errors.csv), e.g.
+    `ngram: 4 requests failed: 3 x token count mismatch: ...; 1 x output length 96 tokens, 32 requested`."""
+    if errors.empty or not {"variant", "reason", "requests"} <= set(errors.columns):
+        return []
+    out = []
+    for variant, g in errors.groupby("variant", sort=True):
+        g = g.sort_values("requests", ascending=False, kind="stable")
+        shown = "; ".join(f"{int(n)} x {r}" for r, n in zip(g["reason"][:top], g["requests"][:top]))
+        rest = len(g) - top
+        out.append(f"{variant}: {int(g['requests'].sum())} request(s) failed: {shown}"
+                   + (f"; {rest} other reason(s) (errors.csv)" if rest > 0 else ""))
+    return out
+
+
 def warnings_section(data: RunData) -> list[Block]:
     run_w = [str(w) for w in data.meta.get("warnings") or []]
     rows = sorted(warning_rows(data.cells.to_dict("records")), key=lambda w: w.code)
     out: list[Block] = [Heading("Warnings")]
-    if not run_w and not rows:
+    if not run_w and not rows and data.errors.empty:
         return out + [Paragraph(["None."], "good")]
     if run_w:
         out.append(Bullets([[w] for w in run_w], "warn"))
+    if failed := failure_lines(data.errors):
+        out.append(Paragraph(["Why requests failed (the most frequent reasons per variant, from requests.jsonl's "
+                              "error):"], "warn"))
+        out.append(Bullets([[line] for line in failed], "warn"))
     if rows:
         out.append(Table(["cell warning", "cells", "examples", "measured (first cell)", "remedy"],
                          [[w.code, str(len(w.cells)),

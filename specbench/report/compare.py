@@ -1,25 +1,31 @@
-"""Compare two runs cell by cell: the regression gate for drafter updates.
+"""Compare two runs cell by cell: the regression gate for drafter updates (docs/metrics.md, "Comparing runs").
 
 Cells are joined on variant + point_id (the sweep point without the variant). Speedup is each run's own
 drafter-over-baseline throughput ratio, so the comparison survives a different baseline measurement.
 The baseline variant itself is not compared (its speedup is 1 by definition).
 
-The rule, per cell present in both runs with a defined speedup A (run A) and B (run B),
-relative change r = (B - A) / A:
+The rule, per cell present in both runs with a defined speedup A (run A) and B (run B), relative change
+r = B / A - 1:
 
-* both runs have a 95% interval for the cell:
-  - regressed:    r < -threshold and B's interval lies wholly below A's (B.high < A.low)
-  - improved:     r > +threshold and B's interval lies wholly above A's (B.low > A.high)
-  - within noise: otherwise (the intervals overlap, or they are apart but the change is under the threshold)
-* either run lacks the interval (a single repeat): regressed when r < -threshold, improved when
-  r > +threshold, within noise otherwise.
+* established (both runs' intervals carry the variance between launches: 2+ launches, or a variance
+  history; `launch_variance_carried`): the t test of ln B - ln A against its combined standard error
+  (metrics/change.py), Holm-corrected over every such cell of the comparison at 5% family-wise per
+  direction.
+  - regressed: the drop is significant after Holm and r < -threshold
+  - improved:  the gain is significant after Holm and r > +threshold
+  - within noise: otherwise
+* indicative (anything else: an interval without launch variance, or none): "dropped (indicative)" when
+  r < -threshold and, where both have intervals, their own test (uncorrected) says the drop is real;
+  "rose (indicative)" alike; within noise otherwise.
 
-Acceptance length changes are shown with their intervals but never gate.
+Exit codes (cli): 1 when some cell regressed (established), else 3 when some cell dropped (indicative),
+else 0. Acceptance length changes are shown with their intervals but never gate.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,14 +34,22 @@ import pandas as pd
 
 from ..errors import RunDirError, UsageError
 from ..hardware import describe, differences, variant_fingerprints
+from ..metrics.change import GATE_ALPHA, Side, change_test, holm
 from ..rundir import RunDir
 from .document import Table
 from .fmt import UNDEFINED, fmt, fmt_interval, num
 from .load import config_caps, normalize_cells, read_config, read_json
 from .markdown import code_span, escape, table
 
-Status = Literal["regressed", "improved", "within_noise", "only_a", "only_b", "undefined"]
-STATUS_ORDER: tuple[Status, ...] = ("regressed", "improved", "within_noise", "undefined", "only_a", "only_b")
+Status = Literal["regressed", "indicative_drop", "improved", "indicative_gain", "within_noise", "only_a", "only_b",
+                 "undefined"]
+STATUS_ORDER: tuple[Status, ...] = ("regressed", "indicative_drop", "improved", "indicative_gain", "within_noise",
+                                    "undefined", "only_a", "only_b")
+EXIT_OK, EXIT_REGRESSED, EXIT_INDICATIVE = 0, 1, 3  # docs/metrics.md and README state them
+
+# interval_unit values (cells.csv) whose intervals carry launch variance: measured, or from a history
+LAUNCH_UNITS = frozenset({"launch", "launch+history"})
+HISTORY_UNITS = frozenset({"launch+history", "repeat+calibration", "history"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,9 @@ class Estimate:
     value: float
     low: float = math.nan
     high: float = math.nan
+    df: float = math.nan  # the interval's degrees of freedom
+    launch_variance: bool = False  # the interval carries the variance between launches
+    history: bool = False  # ... taken (in part) from a variance history
 
     @property
     def defined(self) -> bool:
@@ -52,8 +69,33 @@ class Estimate:
     def has_interval(self) -> bool:
         return not (math.isnan(self.low) or math.isnan(self.high))
 
+    @property
+    def side(self) -> Side:
+        return Side(self.value, self.low, self.high, self.df, self.history)
+
     def __str__(self) -> str:
         return fmt_interval(self.value, self.low, self.high)
+
+
+def launch_variance_carried(row: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(the cell's speedup interval carries launch variance, part of it comes from a variance history),
+    from what cells.csv records about the interval's units. The one place that decides it: runs written
+    before `interval_unit` existed count launches alone."""
+    unit = row.get("interval_unit")
+    if isinstance(unit, str) and unit:
+        return unit in LAUNCH_UNITS | HISTORY_UNITS, unit in HISTORY_UNITS
+    return num(row.get("launches")) >= 2, False
+
+
+def _interval_df(row: Mapping[str, Any], col: str) -> float:
+    """The interval's df: cells.csv's `<col>_df`, else (older runs) Welch's with equal variances on the
+    units, 2 (n - 1), n = launches when launches are the units, else repeats."""
+    df = num(row.get(f"{col}_df"))
+    if df > 0:
+        return df
+    launches, repeats = num(row.get("launches")), num(row.get("repeats"))
+    n = launches if launches >= 2 else repeats
+    return max(1.0, 2.0 * (n - 1)) if n >= 2 else math.nan
 
 
 @dataclass(frozen=True)
@@ -90,31 +132,71 @@ class CellChange:
         return self.accept_b.value - self.accept_a.value
 
 
+def _p(p: float) -> str:
+    return f"p = {p:.2g}" if p >= 1e-4 else "p < 0.0001"
+
+
+def _why_indicative(a: Estimate, b: Estimate) -> str:
+    missing = [n for n, e in (("A", a), ("B", b)) if not e.has_interval]
+    if missing:
+        return f"indicative: no interval in {' and '.join(missing)}"
+    short = [n for n, e in (("A", a), ("B", b)) if not e.launch_variance]
+    return (f"indicative: {' and '.join(short)} measured in one launch without a variance history (its interval "
+            "lacks the variance between launches)")
+
+
+def gate(pairs: Sequence[tuple[Estimate, Estimate]], threshold: float,
+         alpha: float = GATE_ALPHA) -> list[tuple[Status, str]]:
+    """The module's rule over one comparison's cells (speedup in A, in B): a status and a reason per pair.
+    Holm's correction runs over the pairs whose change can be established."""
+    tests = [change_test(a.side, b.side) if a.defined and b.defined else None for a, b in pairs]
+    family = [i for i, (a, b) in enumerate(pairs)
+              if tests[i] is not None and a.launch_variance and b.launch_variance]
+    drops = holm([tests[i].p_drop for i in family], alpha)  # type: ignore[union-attr]
+    gains = holm([tests[i].p_gain for i in family], alpha)  # type: ignore[union-attr]
+    established = {i: (d, g) for i, d, g in zip(family, drops, gains)}
+    out: list[tuple[Status, str]] = []
+    for i, (a, b) in enumerate(pairs):
+        if not (a.defined and b.defined) or not a.value > 0:
+            out.append(("undefined", "speedup undefined in one run"))
+            continue
+        r, t = b.value / a.value - 1, tests[i]
+        p = math.nan if t is None else (t.p_drop if r < 0 else t.p_gain)
+        if i in established:
+            drop, gain = established[i]
+            holm_note = f"{_p(p)}, Holm over {len(family)} cell{'s' if len(family) != 1 else ''}"
+            if drop and r < -threshold:
+                out.append(("regressed", f"established drop ({holm_note})"))
+            elif gain and r > threshold:
+                out.append(("improved", f"established gain ({holm_note})"))
+            elif drop or gain:
+                out.append(("within_noise", f"established but under {threshold:.0%} ({holm_note})"))
+            else:
+                out.append(("within_noise", f"not established ({holm_note})"))
+            continue
+        why = _why_indicative(a, b)
+        if abs(r) <= threshold:
+            out.append(("within_noise", f"change under {threshold:.0%}; {why}"))
+        elif t is not None and not p < alpha:
+            out.append(("within_noise", f"the intervals' own test: {_p(p)}; {why}"))
+        else:
+            out.append(("indicative_drop" if r < 0 else "indicative_gain", why))
+    return out
+
+
 def classify(a: Estimate, b: Estimate, threshold: float) -> tuple[Status, str]:
-    """Apply the module's rule to one cell's speedups."""
-    if not (a.defined and b.defined) or a.value == 0:
-        return "undefined", "speedup undefined in one run"
-    r = (b.value - a.value) / a.value
-    if a.has_interval and b.has_interval:
-        if b.high < a.low:
-            return ("regressed", "interval clear below A") if r < -threshold else \
-                ("within_noise", f"clear but under {threshold:.0%}")
-        if b.low > a.high:
-            return ("improved", "interval clear above A") if r > threshold else \
-                ("within_noise", f"clear but under {threshold:.0%}")
-        return "within_noise", "intervals overlap"
-    if r < -threshold:
-        return "regressed", "no interval; drop beyond threshold"
-    if r > threshold:
-        return "improved", "no interval; gain beyond threshold"
-    return "within_noise", f"no interval; change under {threshold:.0%}"
+    """The rule for a single cell (a family of one)."""
+    return gate([(a, b)], threshold)[0]
 
 
-def estimate(row: pd.Series | None, col: str) -> Estimate | None:
-    """A cells.csv figure with its 95% interval (`col`, `col_ci_low`, `col_ci_high`); None without a row."""
+def estimate(row: Mapping[str, Any] | None, col: str) -> Estimate | None:
+    """A cells.csv figure with its 95% interval (`col`, `col_ci_low`, `col_ci_high`), the interval's df and
+    whether it carries launch variance; None without a row."""
     if row is None:
         return None
-    return Estimate(num(row.get(col)), num(row.get(f"{col}_ci_low")), num(row.get(f"{col}_ci_high")))
+    carried, history = launch_variance_carried(row)
+    return Estimate(num(row.get(col)), num(row.get(f"{col}_ci_low")), num(row.get(f"{col}_ci_high")),
+                    _interval_df(row, f"{col}_ci"), carried, history)
 
 
 @dataclass
@@ -129,8 +211,17 @@ class Comparison:
 
     @property
     def regressed(self) -> list[CellChange]:
-        """Cells whose speedup dropped beyond the threshold with intervals clear of noise (see module rule)."""
+        """Cells whose speedup drop is established (see module rule)."""
         return [c for c in self.changes if c.status == "regressed"]
+
+    @property
+    def indicative(self) -> list[CellChange]:
+        """Cells that dropped beyond the threshold where no change can be established."""
+        return [c for c in self.changes if c.status == "indicative_drop"]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.changes)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {s: 0 for s in STATUS_ORDER}
@@ -140,6 +231,13 @@ class Comparison:
 
     def to_markdown(self, *, max_noise_rows: int = 200) -> str:
         return comparison_markdown(self, max_noise_rows=max_noise_rows)
+
+
+def exit_code(changes: Sequence[CellChange]) -> int:
+    """1 (EXIT_REGRESSED) when a cell regressed, else 3 (EXIT_INDICATIVE) when one dropped indicatively, else 0."""
+    statuses = {c.status for c in changes}
+    return EXIT_REGRESSED if "regressed" in statuses else EXIT_INDICATIVE if "indicative_drop" in statuses \
+        else EXIT_OK
 
 
 def load_cells(run: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -169,6 +267,41 @@ def _hardware_note(run_a: Path, meta_a: dict[str, Any], run_b: Path, meta_b: dic
     return f"compared across unlike hardware (--allow-mixed-hardware): {describe(diff)}"
 
 
+Caps = Mapping[str, int]
+
+
+def compare_cells(cells_a: pd.DataFrame, cells_b: pd.DataFrame, baselines: set[str], threshold: float,
+                  caps: tuple[Caps, Caps] = ({}, {})) -> list[CellChange]:
+    """Per-cell change from cells table A to cells table B (the module's rule, `gate`), regressions first.
+    `caps`: each run's max_concurrency per variant, to say why a cell is only in one run."""
+    rows_a = {(r["variant"], r["point_id"]): r for r in cells_a.to_dict("records") if r["variant"] not in baselines}
+    rows_b = {(r["variant"], r["point_id"]): r for r in cells_b.to_dict("records") if r["variant"] not in baselines}
+    keys = list(rows_a) + [k for k in rows_b if k not in rows_a]
+    both = [k for k in keys if k in rows_a and k in rows_b]
+    pairs = [(estimate(rows_a[k], "speedup"), estimate(rows_b[k], "speedup")) for k in both]
+    decided = dict(zip(both, gate(pairs, threshold)))  # type: ignore[arg-type]
+    changes = []
+    for key in keys:
+        a, b = rows_a.get(key), rows_b.get(key)
+        if key in decided:
+            status, reason = decided[key]
+            invalid = [n for n, r in (("A", a), ("B", b)) if r is not None and not r["valid"]]
+            if invalid:
+                reason += f"; invalid cell in {' and '.join(invalid)}"
+        else:
+            status = "only_a" if b is None else "only_b"
+            reason = f"only in {'A' if b is None else 'B'}"
+            row, other = (a, caps[1]) if b is None else (b, caps[0])
+            cap = other.get(str(key[0]))
+            if row is not None and cap is not None and num(row["concurrency"]) > cap:
+                reason += f" (not measured in {'B' if b is None else 'A'}: max_concurrency {cap})"
+        changes.append(CellChange(variant=key[0], point_id=key[1], status=status, reason=reason,
+                                  speedup_a=estimate(a, "speedup"), speedup_b=estimate(b, "speedup"),
+                                  accept_a=estimate(a, "acceptance_length"), accept_b=estimate(b, "acceptance_length")))
+    changes.sort(key=lambda c: STATUS_ORDER.index(c.status))  # stable: run order within a status
+    return changes
+
+
 def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
             allow_mixed_hardware: bool = False) -> Comparison:
     """Per-cell change in speedup and acceptance length from run A (before) to run B (after)."""
@@ -185,28 +318,7 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
         notes.append(f"the runs name different baselines ({', '.join(sorted(baselines))}); "
                      "each speedup is against its own run's baseline")
     caps_a, caps_b = (config_caps(read_config(RunDir(Path(r)))) for r in (run_a, run_b))
-    rows_a = {(r["variant"], r["point_id"]): r for _, r in cells_a.iterrows() if r["variant"] not in baselines}
-    rows_b = {(r["variant"], r["point_id"]): r for _, r in cells_b.iterrows() if r["variant"] not in baselines}
-    changes = []
-    for key in list(rows_a) + [k for k in rows_b if k not in rows_a]:
-        a, b = rows_a.get(key), rows_b.get(key)
-        sa, sb = estimate(a, "speedup"), estimate(b, "speedup")
-        if sa is None or sb is None:
-            status: Status = "only_a" if sb is None else "only_b"
-            reason = f"only in {'A' if sb is None else 'B'}"
-            row, other = (a, caps_b) if sb is None else (b, caps_a)
-            cap = other.get(str(key[0]))
-            if row is not None and cap is not None and num(row["concurrency"]) > cap:
-                reason += f" (not measured in {'B' if sb is None else 'A'}: max_concurrency {cap})"
-        else:
-            status, reason = classify(sa, sb, threshold)
-            invalid = [n for n, r in (("A", a), ("B", b)) if r is not None and not r["valid"]]
-            if invalid:
-                reason += f"; invalid cell in {' and '.join(invalid)}"
-        changes.append(CellChange(variant=key[0], point_id=key[1], status=status, reason=reason, speedup_a=sa,
-                                  speedup_b=sb, accept_a=estimate(a, "acceptance_length"),
-                                  accept_b=estimate(b, "acceptance_length")))
-    changes.sort(key=lambda c: STATUS_ORDER.index(c.status))  # stable: run order within a status
+    changes = compare_cells(cells_a, cells_b, baselines, threshold, (caps_a, caps_b))
     return Comparison(run_a=Path(run_a), run_b=Path(run_b), threshold=threshold, changes=changes,
                       label_a=_label(Path(run_a), meta_a), label_b=_label(Path(run_b), meta_b), notes=tuple(notes))
 
@@ -236,17 +348,23 @@ def comparison_markdown(cmp: Comparison, *, max_noise_rows: int = 200) -> str:
     n = cmp.counts()
     by: dict[str, list[CellChange]] = {s: [c for c in cmp.changes if c.status == s] for s in STATUS_ORDER}
     head = (f"## specbench compare: {code_span(cmp.label_a)} → {code_span(cmp.label_b)}\n\n"
-            f"**{n['regressed']} regressed**, {n['improved']} improved, {n['within_noise']} within noise, "
+            f"**{n['regressed']} regressed**, {n['indicative_drop']} dropped (indicative only), {n['improved']} "
+            f"improved, {n['indicative_gain']} rose (indicative only), {n['within_noise']} within noise, "
             f"{n['only_a'] + n['only_b']} only in one run"
             + (f", {n['undefined']} undefined" if n["undefined"] else "")
-            + f" (threshold {cmp.threshold:.0%} relative speedup change).")
+            + f" (threshold {cmp.threshold:.0%} relative speedup change; exit code {cmp.exit_code}).")
     parts = [head] + [f"⚠ {escape(note)}" for note in cmp.notes]
     if by["regressed"]:
         parts += ["### ❌ Regressed", _table(by["regressed"])]
     else:
-        parts.append("No cell regressed beyond the threshold.")
-    if by["improved"]:
-        parts += ["### Improved", _table(by["improved"])]
+        parts.append("No cell regressed (established).")
+    if by["indicative_drop"]:
+        parts += ["### ⚠ Dropped, indicative only", "These drops cannot be established: an interval does not "
+                  "carry the variance between launches. Rerun both with `sweep.launches: 2` or more, or "
+                  "calibrate this machine (`specbench calibrate`).", _table(by["indicative_drop"])]
+    for status, title in (("improved", "### Improved"), ("indicative_gain", "### Rose, indicative only")):
+        if by[status]:
+            parts += [title, _table(by[status])]
     quiet = by["within_noise"] + by["undefined"]
     if quiet:
         shown = quiet[:max_noise_rows]
@@ -257,7 +375,10 @@ def comparison_markdown(cmp: Comparison, *, max_noise_rows: int = 200) -> str:
     if only:
         parts.append("### Only in one run\n\n" + "\n".join(
             f"- {code_span(c.name)}: {escape(c.reason)}" for c in only))
-    parts.append("*Rule: a cell regresses when its speedup drops by more than the threshold and, where both runs "
-                 "have 95% intervals, run B's interval lies wholly below run A's. Speedups in brackets are "
-                 "`value [95% interval]`; acceptance length is shown, not gated.*")
+    parts.append(f"*Rule: a cell regresses when its speedup drops by more than the threshold and the drop is "
+                 f"established: both runs' intervals carry the variance between launches (2+ launches or a "
+                 f"variance history) and the t test of the log change, Holm-corrected over the cells at "
+                 f"{GATE_ALPHA:.0%} family-wise, rejects. Other drops beyond the threshold are indicative only "
+                 "(exit code 3). Speedups in brackets are `value [95% interval]`; acceptance length is shown, "
+                 "not gated.*")
     return "\n\n".join(parts) + "\n"

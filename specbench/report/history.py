@@ -5,15 +5,15 @@ time order (run.json `created`); they must share the sweep points, or the comman
 points differ. For every drafter variant and point it lists the speedup [95% interval] run by run with the
 variant's fingerprint (run.json: everything that determines the measurement: drafter, engine, model, launch
 settings, hardware) and the engine version, and marks each step from one run to the next with compare.py's
-rule (`compare.classify`): a change counts only when it exceeds the threshold and the two intervals are
-apart. The intervals are the cells' own, so where a cell ran in a single launch they already carry the
-pooled launch variance of the hardware's variance history (the run's calibration.json, shown per run;
-interval_unit "repeat+calibration"); a run without one is judged on its own intervals.
+rule (`compare.gate`, Holm-corrected over the step's cells): a change is established only when both
+intervals carry the variance between launches (2+ launches, or the pooled launch variance of a variance
+history: the run's calibration.json, shown per run) and its t test rejects; other changes beyond the
+threshold are indicative only.
 
 Outputs: markdown fit for a pull-request comment (stdout and history.md) and one PNG per variant
 (speedup with intervals over the runs, a line per point, changed steps ringed), in --out or else in
-`<newest run>/history/`. Exit 1 when the newest run regressed against the one before it, exactly as
-`specbench compare <previous> <newest>` decides (its hardware refusal included).
+`<newest run>/history/`. The exit code is `specbench compare <previous> <newest>`'s for the variants shown
+(1: an established regression, 3: an indicative drop only, 0: neither; its hardware refusal included).
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ import pandas as pd
 from .. import calibration
 from ..errors import UsageError
 from ..rundir import RunDir
-from .compare import CellChange, Comparison, Estimate, Status, classify, compare, estimate, load_cells
+from .compare import CellChange, Comparison, Estimate, Status, compare, estimate, exit_code, gate, load_cells
 from .document import Table
 from .fmt import UNDEFINED
 from .load import read_json
 from .markdown import code_span, escape, table
+
+MARKED = ("regressed", "improved", "indicative_drop", "indicative_gain")  # the steps outside the noise
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,22 @@ class History:
         return [c for c in self.newest.regressed if any(v == c.variant for v, _ in self.series)]
 
     @property
+    def indicative(self) -> list[CellChange]:
+        """The newest run's indicative drops against the run before, for the variants shown."""
+        return [c for c in self.newest.indicative if any(v == c.variant for v, _ in self.series)]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.regressed + self.indicative)
+
+    @property
     def variants(self) -> list[str]:
         return sorted({v for v, _ in self.series})
 
     def changes(self) -> list[tuple[str, str, int, Step]]:
         """(variant, point, run index, step) of every step outside the noise, in time order."""
         return [(v, p, i, s) for (v, p), steps in self.series.items() for i, s in enumerate(steps)
-                if s.status in ("regressed", "improved")]
+                if s.status in MARKED]
 
 
 def _run(path: Path) -> RunInfo:
@@ -117,34 +128,38 @@ def history(paths: list[Path], variant: str | None = None, threshold: float = 0.
         if variant not in names:
             raise UsageError(f"history: no variant {variant!r} in these runs (drafters: {', '.join(names) or 'none'})")
         names = [variant]
-    series: dict[tuple[str, str], list[Step]] = {}
+    estimates: dict[tuple[str, str], list[Estimate | None]] = {}
     for v in names:
         for point in _ordered_points(first):
-            steps: list[Step] = []
+            estimates[(v, point)] = []
             for r in runs:
                 rows = r.cells[(r.cells["variant"] == v) & (r.cells["point_id"] == point)]
-                est = estimate(rows.iloc[0], "speedup") if len(rows) else None
-                prev = steps[-1].estimate if steps else None
-                if not steps or est is None or prev is None:
-                    steps.append(Step(est))
-                else:
-                    steps.append(Step(est, *classify(prev, est, threshold)))
-            series[(v, point)] = steps
+                estimates[(v, point)].append(estimate(rows.iloc[0], "speedup") if len(rows) else None)
+    series: dict[tuple[str, str], list[Step]] = {k: [Step(e[0])] for k, e in estimates.items()}
+    for i in range(1, len(runs)):  # each step is one comparison: Holm over its cells
+        keys = [k for k, e in estimates.items() if e[i - 1] is not None and e[i] is not None]
+        decided = dict(zip(keys, gate([(estimates[k][i - 1], estimates[k][i]) for k in keys],  # type: ignore[misc]
+                                      threshold)))
+        for k, e in estimates.items():
+            series[k].append(Step(e[i], *decided[k]) if k in decided else Step(e[i]))
     newest = compare(runs[-2].path, runs[-1].path, threshold=threshold, allow_mixed_hardware=allow_mixed_hardware)
     return History(runs=runs, threshold=threshold, series=series, newest=newest)
 
 
 # ---------------------------------------------------------------------------------------------------------
 def _mark(step: Step) -> str:
-    return {"regressed": " ▼", "improved": " ▲"}.get(step.status or "", "")
+    return {"regressed": " ▼", "improved": " ▲", "indicative_drop": " ▽", "indicative_gain": " △"}.get(
+        step.status or "", "")
 
 
 def to_markdown(h: History, plots: list[Path] | None = None) -> str:
-    regressed = h.regressed
+    regressed, indicative = h.regressed, h.indicative
+    against = f"{code_span(h.runs[-1].label)} against {code_span(h.runs[-2].label)}, threshold {h.threshold:.0%}"
     blocks = [f"## specbench history: {len(h.runs)} runs, {len(h.variants)} drafter(s)",
-              (f"**{len(regressed)} cell(s) regressed in the newest run** ({code_span(h.runs[-1].label)} against "
-               f"{code_span(h.runs[-2].label)}, threshold {h.threshold:.0%})." if regressed else
-               f"No cell regressed in the newest run (threshold {h.threshold:.0%}).")]
+              (f"**{len(regressed)} cell(s) regressed in the newest run** ({against})." if regressed else
+               f"No cell regressed (established) in the newest run ({against}).")
+              + (f" {len(indicative)} cell(s) dropped, indicative only (their intervals lack the variance between "
+                 "launches)." if indicative else "") + f" Exit code {h.exit_code}."]
     blocks.append(table(Table(["#", "run", "created", "engine", "pooled launch variance"]
                               + [f"{v} fingerprint" for v in h.variants],
                               [[str(i), r.label, r.created, r.engine, r.pooled] + [r.fingerprint(v) for v in h.variants]
@@ -162,9 +177,11 @@ def to_markdown(h: History, plots: list[Path] | None = None) -> str:
                                numeric=frozenset(range(1, len(h.runs) + 1))))]
     if plots:
         blocks.append("Plots: " + ", ".join(code_span(str(p)) for p in plots))
-    blocks.append("*▲/▼: the speedup changed from the run before by more than the threshold, with the two 95% "
-                  "intervals apart (compare's rule). Intervals are the cells' own (launches, or repeats plus the "
-                  "pooled launch variance of calibration.json where the run had one).*")
+    blocks.append("*▲/▼: the speedup changed from the run before by more than the threshold, established "
+                  "(compare's rule: both intervals carry the variance between launches, and the t test of the log "
+                  "change, Holm-corrected over the step's cells, rejects); △/▽: beyond the threshold, indicative "
+                  "only. Intervals are the cells' own (launches, or repeats plus the pooled launch variance of "
+                  "calibration.json where the run had one).*")
     return "\n\n".join(blocks) + "\n"
 
 
@@ -188,7 +205,7 @@ def plot(h: History, out_dir: Path) -> list[Path]:
             hi = [s.estimate.high - y_ if s.estimate and s.estimate.has_interval else 0 for y_, s in zip(y, steps)]
             line = ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=p)
             for xi, yi, s in zip(x, y, steps):
-                if s.status in ("regressed", "improved"):
+                if s.status in MARKED:
                     ax.plot([xi], [yi], "o", ms=14, mfc="none", mec=line[0].get_color())
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xticks(x, [f"{i}\n{r.label[:12]}" for i, r in zip(x, h.runs)])

@@ -91,6 +91,7 @@ class RunData:
     drift: pd.DataFrame = field(default_factory=pd.DataFrame)  # the baseline's launch effects (launch_drift.csv)
     open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x offered rate (open_loop.csv)
     capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (capacity.csv)
+    errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # failed requests' reasons (errors.csv)
 
     @property
     def baseline(self) -> str:
@@ -157,7 +158,8 @@ def load_report_data(run_dir: str | Path) -> RunData:
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
                    break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),
                    **_history(rd), drift=read_csv(rd.launch_drift),
-                   open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity))
+                   open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity),
+                   errors=read_csv(rd.errors))
 
 
 def _history(rd: RunDir) -> dict[str, Any]:

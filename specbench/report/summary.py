@@ -73,7 +73,9 @@ def verdict_section(data: RunData) -> list[Block]:
     more: list[list[Inline]] = [[Strong(v), f": {advice}."] for v in data.drafters
                                  if (advice := undecided_advice(data, v, _min_speedup(data)))]
     history: list[list[Inline]] = [[note] for note in data.history_notes]
-    return [Heading("Verdict"), *([table] if table is not None else []), Bullets(items, overall),
+    changed = settings_note(data)
+    return [Heading("Verdict"), *([Paragraph([changed], "warn")] if changed else []),
+            *([table] if table is not None else []), Bullets(items, overall),
             *([Bullets(more, "note")] if more else []), *([Bullets(history, "warn")] if history else []),
             Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
                        f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter), as "
@@ -82,6 +84,18 @@ def verdict_section(data: RunData) -> list[Block]:
                        "else decides nothing yet. Each is a one-sided test at 2.5% on the same 95% interval. A "
                        "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU "
                        "engine, GPU drift) overrules a win. " + legend(data) + _sequential_note(data)], "note")]
+
+
+def settings_note(data: RunData) -> str:
+    """Where the verdict settings differ from those run.json recorded at the start: say so ("" otherwise).
+    They are outside the config hash, so a report can be re-rendered with a margin chosen after the data."""
+    started = data.meta.get("verdict") or {}
+    now = _min_speedup(data)
+    if "min_speedup" not in started or float(started["min_speedup"]) == now:
+        return ""
+    return (f"This verdict uses verdict.min_speedup {now:g}; the run was started with {float(started['min_speedup']):g} "
+            "(run.json). The verdict settings are outside the config hash: a margin chosen after seeing the data "
+            "changes the verdict, not the measurements.")
 
 
 def _sequential_note(data: RunData) -> str:

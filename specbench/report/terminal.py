@@ -12,6 +12,7 @@ from rich.table import Table
 from ..metrics.common import geometric_mean
 from ..metrics.warnings import warning_rows
 from ..rundir import RunDir
+from .audits import failure_lines
 from .slo import open_loop_warnings_text
 
 
@@ -64,6 +65,9 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
         console.print(t)
     for line in warning_lines(cells):
         console.print(line, markup=False, highlight=False, style="yellow", soft_wrap=True)
+    errors = pd.read_csv(rd.errors) if rd.errors.exists() and rd.errors.stat().st_size else pd.DataFrame()
+    for line in failure_lines(errors):
+        console.print(f"failed requests: {line}", markup=False, highlight=False, style="yellow", soft_wrap=True)
     for p in ("report.md", "report.html"):
         if (rd.path / p).exists():
             console.print(f"report: {rd.path / p}", markup=False, highlight=False)

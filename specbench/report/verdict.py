@@ -62,6 +62,7 @@ class Outcome:
     n_points: int = 0  # measured levels (summed over the category's curves) ...
     n_wins: int = 0  # ... that clear min_speedup
     n_losses: int = 0  # ... whose interval lies below 1.0
+    n_same: int = 0  # ... whose interval lies inside [1/m, m] (no practical difference)
     blocked: tuple[str, ...] = ()  # sanity gates that fired on the category's cells
 
 
@@ -101,7 +102,7 @@ def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: floa
                    wins=tuple(c for c, k in zip(levels, calls) if k == "win"),
                    losses=tuple(c for c, k in zip(levels, calls) if k == "lose"),
                    n_points=len(levels), n_wins=calls.count("win"), n_losses=calls.count("lose"),
-                   blocked=tuple(sorted(codes & BLOCKING)))
+                   n_same=calls.count("same"), blocked=tuple(sorted(codes & BLOCKING)))
 
 
 def combine(outcomes: list[Outcome]) -> Outcome:
@@ -115,7 +116,7 @@ def combine(outcomes: list[Outcome]) -> Outcome:
                    losses=tuple(sorted({c for o in outcomes for c in o.losses})),
                    varies=len({(o.kind, o.limit) for o in outcomes}) > 1,
                    n_points=sum(o.n_points for o in outcomes), n_wins=sum(o.n_wins for o in outcomes),
-                   n_losses=sum(o.n_losses for o in outcomes),
+                   n_losses=sum(o.n_losses for o in outcomes), n_same=sum(o.n_same for o in outcomes),
                    blocked=tuple(sorted({b for o in outcomes for b in o.blocked})))
 
 
@@ -185,7 +186,7 @@ def _phrase(variant: str, outcome: Outcome, categories: list[str], min_speedup: 
                  f", below 1.0 at {_count(o.n_losses, o.n_points)} measured levels"]
     elif o.kind == "no_difference":
         parts = [Strong(variant), f": no practical difference on {on} (interval inside [{1 / min_speedup:.3f}, "
-                 f"{min_speedup:g}] at {_count(o.n_points, o.n_points)} levels; speedup "
+                 f"{min_speedup:g}] at {_count(o.n_same, o.n_points)} levels; speedup "
                  f"{fmt_span(o.speedup_min, o.speedup_max)}): not worth adopting"]
     elif o.kind == "mixed":
         losses = f", below 1.0 at {_csv(o.losses)}" if o.losses else ""
@@ -269,7 +270,7 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     groups: dict[tuple[Any, ...], list[str]] = {}
     for cat, o in outcomes.items():
         groups.setdefault((o.kind, o.limit, o.beaten_above, o.varies, o.blocked, o.n_points, o.n_wins,
-                           o.n_losses), []).append(cat)
+                           o.n_losses, o.n_same), []).append(cat)
     parts: list[Inline] = []
     for _, cats in sorted(groups.items(), key=lambda kv: (-_RANK[kv[0][0]], -(kv[0][1] or 0))):
         if parts:

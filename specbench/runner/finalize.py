@@ -21,6 +21,7 @@ from ..metrics import CellOptions, break_even_table, compute_cells, reconciliati
 from ..metrics.drift import launch_effects
 from ..metrics.gates import eager_engine
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
+from ..metrics.requests import failure_reasons
 from ..metrics.sequential import always_valid
 from ..metrics.slo import parse_slos
 from ..metrics.source import LIGHT_COLUMNS, CellSource
@@ -115,4 +116,5 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     atomic_write(rd.launch_drift, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.errors, failure_reasons(requests, windows).to_csv(index=False))
     return render(rd.path)

@@ -86,6 +86,8 @@ class MatrixRun:
         else:
             state.launch_order = "abba"
         state.name, state.baseline, state.config_hash = self.cfg.name, self.cfg.baseline.name, config_hash(self.cfg)
+        if state.verdict is None:  # a resume keeps the settings the run was started with
+            state.verdict = {"min_speedup": self.cfg.verdict.min_speedup}
         if self.cfg.sweep.input_lens:
             from ..prompts import padding_document
 

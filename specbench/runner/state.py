@@ -62,6 +62,8 @@ class RunState(BaseModel):
     interrupted: str | None = None  # when the last interruption happened (moved to `interruptions` on resume)
     interruptions: list[str] | None = None
     resumed: list[str] | None = None
+    # the verdict settings at the start: outside the config hash, so a report re-rendered with others says so
+    verdict: dict[str, Any] | None = None
     variants: dict[str, VariantState] = {}
     # the variance history at the start: setup, history file, candidate entries, the others and why (calibration.Lookup)
     variance_history: dict[str, Any] | None = None

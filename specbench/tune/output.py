@@ -1,8 +1,9 @@
 """What `specbench tune` leaves in its directory: tune.json, tune.md (the report section) and tune.png.
 
 Per tuned variant and concurrency: the setting the search chose, its search-split speedup (biased upward:
-it is the best of several noisy estimates), the confirmed speedup on the held-out prompts with its 95%
-interval, the verdict's word there, and the chosen params, null unless that word is "adopt" (the interval
+it is the best of several noisy estimates), the confirmed speedup on the held-out prompts with the envelope
+of its points' 95% intervals (lowest low, highest high: not itself a 95% interval), the verdict's word there,
+a warning where the setting sits at the edge of its grid, and the chosen params, null unless that word is "adopt" (the interval
 clears verdict.min_speedup). Then the schedule as the engine takes it and a ready variant.
 """
 
@@ -51,6 +52,21 @@ def confirmed(cells: pd.DataFrame, variant: str, concurrency: int) -> dict[str, 
             "ci_high": _num(high.max()) if len(c) else None, "points": int(len(c))}
 
 
+def grid_edge(grid: dict[str, list[Any]], params: dict[str, Any]) -> list[str]:
+    """The params of a winner that sit at the edge of their (numeric) grid: a value beyond it, never tried,
+    may be better. `num_tokens=8 (the largest tried)`."""
+    out = []
+    for k, values in grid.items():
+        nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(set(nums)) < 2 or k not in params or params[k] not in nums:
+            continue
+        if params[k] == max(nums):
+            out.append(f"{k}={params[k]} (the largest tried)")
+        elif params[k] == min(nums):
+            out.append(f"{k}={params[k]} (the smallest tried)")
+    return out
+
+
 def build(cfg: RunConfig, res: TuneResult) -> dict[str, Any]:
     assert res.confirm is not None
     by_name = {s.name: s for ss in res.grid.values() for s in ss}
@@ -69,6 +85,7 @@ def build(cfg: RunConfig, res: TuneResult) -> dict[str, Any]:
             levels[str(c)] = {
                 "params": by_name[final].params if word == "adopt" else None,
                 "candidate": {"variant": final, "params": by_name[final].params},
+                "grid_edge": grid_edge(cfg.tune.variants[tuned] if cfg.tune else {}, by_name[final].params),
                 "search_speedup": _num(search_score(res, tuned, c)),
                 "confirmed": {**confirmed(res.confirm.cells, final, c), "outcome": word},
                 "search": [{"round": r, "variant": n, "speedup": _num(s)}
@@ -128,8 +145,8 @@ def markdown(cfg: RunConfig, data: dict[str, Any], plot: bool) -> str:
              "plain decoding (null). The search-split speedup is the best of several noisy estimates, so it "
              "overstates: its gap to the confirmed speedup is the winner's curse.", ""]
     for tuned, e in data["variants"].items():
-        lines += [f"## {tuned}", "",
-                  "| C | setting | search speedup | confirmed speedup | 95% interval | verdict | chosen |",
+        lines += [f"## {tuned}", "", "| C | setting | search speedup | confirmed speedup | envelope of the points' "
+                  "95% intervals | verdict | chosen |",
                   "| ---: | --- | ---: | ---: | --- | --- | --- |"]
         for c, lv in e["concurrency"].items():
             conf = lv["confirmed"]
@@ -139,6 +156,10 @@ def markdown(cfg: RunConfig, data: dict[str, Any], plot: bool) -> str:
                          f"{'-' if lo is None else f'{lo:.3f}-{hi:.3f}'} | {conf['outcome']} | "
                          f"{'plain decoding' if lv['params'] is None else label} |")
         lines.append("")
+        edges = [f"⚠ C={c}: the setting standing sits at the edge of the grid ({', '.join(lv['grid_edge'])}): a "
+                 "value beyond it was never tried and may be better; widen the grid."
+                 for c, lv in e["concurrency"].items() if lv.get("grid_edge")]
+        lines += [*edges, ""] if edges else []
         if e.get("dynamic_measured"):
             d = e["dynamic_measured"]
             lines.append(f"Dynamic schedule measured as `{d['variant']}` (per_batch_size "

@@ -169,7 +169,14 @@ def search_spec(cfg: RunConfig, grid: dict[str, list[Setting]], alive: dict[tupl
     variants = [variant_of(cfg, s) for ss in grid.values() for s in ss if s.name in wanted]
     return RoundSpec(label=f"search-{round_no}", variants=variants,
                      concurrency=sorted({c for _, c in open_groups}),
-                     repeats=cfg.tune.search_repeats * 2 ** (round_no - 1), launches=1, prompts_file=prompts_file)
+                     repeats=cfg.tune.search_repeats, launches=search_launches(round_no), prompts_file=prompts_file)
+
+
+def search_launches(round_no: int) -> int:
+    """Launches per setting in search round `round_no`: doubled each round (1, 2, 4, ...). Launches vary far
+    more than repeats inside one launch, so twice as long a measurement is twice the launches, not twice
+    the repeats (which would not shrink the launch variance that dominates)."""
+    return 2 ** (round_no - 1)
 
 
 # -- the printed plan ------------------------------------------------------------------------------
@@ -199,7 +206,7 @@ def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tupl
         n = sum(min(len(ss), len(levels) * survivors(len(ss), r)) for ss in grid.values()
                 if r == 1 or survivors(len(ss), r) > 1)
         if n:
-            out.append((f"search-{r}", n, levels, cfg.tune.search_repeats * 2 ** (r - 1), 1))
+            out.append((f"search-{r}", n, levels, cfg.tune.search_repeats, search_launches(r)))
     dynamic = len(grid) if cfg.engine.kind == "vllm" else 0
     finals = sum(min(len(ss), len(levels)) for ss in grid.values())
     out.append(("confirm", finals + dynamic, levels, cfg.sweep.repeats, cfg.sweep.launches))

@@ -4,7 +4,7 @@ A client of the matrix runner: each round is an ordinary RunConfig (the baseline
 settings, one variant each) run by `run_matrix` into its own run directory under the tune directory;
 the search reads the rounds' cells.csv and nothing else. Per tuned variant and concurrency the better
 half (by the geometric mean of its speedups over the level's points) goes on to the next round, measured
-twice as long; the last one standing is measured against the baseline on the held-out prompts, with the
+with twice the launches; the last one standing is measured against the baseline on the held-out prompts, with the
 sweep's own launches and repeats, and decided by the verdict's own outcomes (report/decisions.py).
 """
 

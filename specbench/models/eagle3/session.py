@@ -62,7 +62,6 @@ def session(name: str, recipe: Eagle3Recipe) -> Iterator[Session]:
     import torch
     from loguru import logger
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-    from rich.progress import Progress as Bar
     from transformers.utils import logging as hf_logging
 
     logger.disable("speculators")  # its per-tensor loading notes; errors still raise
@@ -73,8 +72,10 @@ def session(name: str, recipe: Eagle3Recipe) -> Iterator[Session]:
     random.seed(recipe.seed)
     torch.manual_seed(recipe.seed)
     try:
-        with Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                 transient=False) as bar:
+        from ...progress import progress_bar
+
+        with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn()) as bar:
             yield Session(name, bar)
     finally:
         torch.set_num_threads(threads)
