@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -231,6 +232,17 @@ def inconsistency(cells: pd.DataFrame, baseline: str, history: Calibration) -> s
             notes.append(f"this run's {name} CV {100 * math.sqrt(new.var):.1f}% (df {new.df:g}) is inconsistent "
                          f"with the history's {100 * math.sqrt(old.var):.1f}% (df {old.df:g}; F test p = {test.p:.3g})")
     return "; ".join(notes) or None
+
+
+def usable(history: Calibration | None, launches: int, cells: Callable[[], pd.DataFrame],
+           baseline: str) -> tuple[Calibration | None, str | None]:
+    """The history a run's intervals may use, and why not when refused: a run with 2+ launches first
+    tests its own estimates (`cells()`: its cells without the history) against it (`inconsistency`).
+    runner.matrix.derive_cells and benchmarks/decision_cost.py both decide by this function."""
+    if history is None or launches < 2:
+        return history, None
+    reason = inconsistency(cells(), baseline, history)
+    return (None, reason) if reason else (history, None)
 
 
 def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None:

@@ -83,21 +83,32 @@ def _rate(rates: float | dict[int, float], concurrency: int) -> float:
     return rates[nearest]
 
 
+def _rates(cfg: RunConfig, history: Calibration | None) -> tuple[float | dict[int, float] | None, str]:
+    """Per-request speeds (one figure, or per concurrency) and where they come from."""
+    if history is not None and history.rates:
+        return {int(k): float(v) for k, v in history.rates.items()}, f"measured ({history.history})"
+    return cfg.estimates.per_request_tok_s, "config estimates.per_request_tok_s"
+
+
+def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: int, concurrency: int) -> float | None:
+    """One window of a closed-loop point: waves x output_len / per-request speed at its concurrency (None
+    without speeds). The plan's measuring time is the sum of these over the sweep's points."""
+    rates, _ = _rates(cfg, history)
+    return None if rates is None else cfg.sweep.waves * output_len / _rate(rates, concurrency)
+
+
 def _measuring(cfg: RunConfig, categories: int, history: Calibration | None,
                cap: int | None = None) -> tuple[float | None, str]:
     """One repeat of the sweep's measuring time (for a variant capped at `cap`: its points only)."""
     s = cfg.sweep
-    rates: float | dict[int, float] | None = cfg.estimates.per_request_tok_s
-    where = "config estimates.per_request_tok_s"
-    if history is not None and history.rates:
-        rates, where = {int(k): float(v) for k, v in history.rates.items()}, f"measured ({history.history})"
+    rates, where = _rates(cfg, history)
     if rates is None:
         return None, "unknown: set estimates.per_request_tok_s, or calibrate this hardware"
     if s.load.open:  # one mixed point per rate: its arrivals span n / rate, then the last request drains
         n = s.load.warmup_requests + s.load.requests_per_rate
         per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
-    per_point = [s.waves * o / _rate(rates, c) for o in s.output_lens for c in s.concurrency
+    per_point = [point_seconds(cfg, history, o, c) or 0.0 for o in s.output_lens for c in s.concurrency
                  if cap is None or c <= cap]
     n_other = categories * len(s.input_lens or [None]) * len(s.temperatures)
     return sum(per_point) * n_other, where

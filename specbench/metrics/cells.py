@@ -233,13 +233,7 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     extra = launch_components(calibration if single else None, n_variants=2)
     # speedup = output_throughput(variant) / output_throughput(baseline), same point_id
     out["speedup"] = safe_ratio(row["output_throughput_tok_s"], brow["output_throughput_tok_s"])
-    prior = None if single else _history_prior(cell, calibration)
-    if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
-        ci = stats.pooled_ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), prior)
-    else:
-        ci = stats.ratio_ci(unit_means(cell.window_tp), unit_means(base.window_tp), extra_log=extra)
-    if ci.df is None and single and math.isfinite(out["speedup"]):  # too few units: the history's components
-        ci = _component_ci(out["speedup"], cell, base, calibration)
+    ci = speedup_ci(cell.window_tp, base.window_tp, calibration, out["speedup"])
     if math.isfinite(out["speedup"]):
         out["speedup_ci_low"], out["speedup_ci_high"] = interval_or_nan(ci.bounds)
         out["speedup_ci_df"] = NAN if ci.df is None else ci.df
@@ -254,24 +248,51 @@ def _speedups(cell: _Cell, base: _Cell, calibration: LaunchVariance | None) -> d
     return out
 
 
-def _history_prior(cell: _Cell, cal: LaunchVariance | None) -> stats.Component | None:
+Windows = Mapping[tuple[int, int], float]  # (launch, repeat) -> the window's throughput
+
+
+def _n_launches(windows: Windows) -> int:
+    return len({la for la, _ in windows})
+
+
+def speedup_ci(variant: Windows, base: Windows, calibration: LaunchVariance | None,
+               speedup: float) -> stats.TInterval:
+    """The 95% speedup interval of one point from the two cells' window throughputs (the rule of
+    docs/metrics.md, "Intervals"): launch means pooled with the history's launch-mean variance when both
+    sides ran 2+ launches and the history has both components (launch+history), else Welch over units
+    with the calibrated launch variance added when either side ran once, else, too few units, the
+    history's components alone (history). `speedup` is the point estimate (ratio of the cells' means).
+    benchmarks/decision_cost.py and benchmarks/interval_coverage.py simulate this very function."""
+    single = _n_launches(variant) < 2 or _n_launches(base) < 2
+    extra = launch_components(calibration if single else None, n_variants=2)
+    prior = None if single else _history_prior(variant, calibration)
+    if prior is not None:  # launches measured here and in the history: one pooled launch-mean variance
+        ci = stats.pooled_ratio_ci(unit_means(variant), unit_means(base), prior)
+    else:
+        ci = stats.ratio_ci(unit_means(variant), unit_means(base), extra_log=extra)
+    if ci.df is None and single and math.isfinite(speedup):  # too few units: the history's components
+        ci = _component_ci(speedup, variant, base, calibration)
+    return ci
+
+
+def _history_prior(windows: Windows, cal: LaunchVariance | None) -> stats.Component | None:
     """The history's variance of one launch mean of this cell, s_L^2 + s_R^2 / r (r = its windows per
     launch), with the launch component's df; None without both components."""
     if cal is None or not (cal.df > 0 and cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)
                            and cal.rel_var >= 0):
         return None
-    r = max(1, len(cell.window_tp) // max(1, cell.n_launches))
+    r = max(1, len(windows) // max(1, _n_launches(windows)))
     return cal.rel_var + cal.repeat_rel_var / r, cal.df
 
 
-def _component_ci(speedup: float, cell: _Cell, base: _Cell, cal: LaunchVariance | None) -> stats.TInterval:
+def _component_ci(speedup: float, variant: Windows, base: Windows, cal: LaunchVariance | None) -> stats.TInterval:
     """The speedup interval of cells too small to estimate their own variance (one launch, one repeat),
     from the history's pooled launch and repeat components (decision.component_interval)."""
     if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var) and cal.rel_var >= 0):
         return stats.UNDEFINED_T
     comps = Components(Estimate(cal.rel_var, cal.df), Estimate(cal.repeat_rel_var, cal.repeat_df))
-    lo, hi, df = component_interval(speedup, comps, Design(cell.n_launches, max(1, len(cell.window_tp))),
-                                    Design(base.n_launches, max(1, len(base.window_tp))))
+    lo, hi, df = component_interval(speedup, comps, Design(_n_launches(variant), max(1, len(variant))),
+                                    Design(_n_launches(base), max(1, len(base))))
     return stats.TInterval(lo, hi, df) if math.isfinite(lo) else stats.UNDEFINED_T
 
 

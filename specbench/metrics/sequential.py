@@ -12,6 +12,9 @@ that it holds, and what it saves.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import pandas as pd
 
 from ..config import SweepConfig
@@ -52,3 +55,31 @@ def undecided_points(cells: pd.DataFrame, sweep: SweepConfig, min_speedup: float
         if more.units is not None:
             out.setdefault(str(r["variant"]), set()).add(str(r["point_id"]))
     return out
+
+
+@dataclass(frozen=True)
+class Round:
+    """The next round of a sequential run: (variant, point ids) to launch, in launch order, the baseline
+    first; empty when the run stops, then `reason` says why."""
+
+    todo: list[tuple[str, frozenset[str]]]
+    reason: str = ""
+
+
+def next_round(cells: pd.DataFrame, sweep: SweepConfig, min_speedup: float, baseline: str, launched: int,
+               status: Mapping[str, str]) -> Round:
+    """After `launched` launches: the baseline on every point still undecided for some drafter, then each
+    such drafter on its own undecided points (docs/metrics.md, "Sequential measurement"). `status`: each
+    variant's run status in launch order (only "done" variants are launched again). The runner and
+    benchmarks/decision_cost.py both decide by this function."""
+    open_points = undecided_points(always_valid(cells, sweep), sweep, min_speedup)
+    live = {v: pts for v, pts in open_points.items() if status.get(v) == "done"}
+    if not live:
+        return Round([], f"every point decided (or out of reach of max_launches) after {launched} launches")
+    if launched >= sweep.max_launches:
+        k = sum(map(len, live.values()))
+        return Round([], f"{k} point{'s' if k != 1 else ''} still undecided at max_launches {launched}")
+    if status.get(baseline) != "done":
+        return Round([], "the baseline failed; no more launches")
+    todo = {baseline: frozenset().union(*live.values()), **{v: frozenset(p) for v, p in live.items()}}
+    return Round([(v, todo[v]) for v in status if v in todo])

@@ -313,11 +313,11 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource
     cal = calibration.load(rd.path / calibration.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
                        plain=plain_variants(cfg))
-    if cal is not None and cfg.sweep.launches >= 2:  # the run's own estimates first, then the F test
-        reason = calibration.inconsistency(compute_cells(requests, windows, opts), cfg.baseline.name, cal)
-        if reason:
-            print(f"warning: {reason}: the history is not pooled into this run's intervals", file=sys.stderr)
-            cal = None
+    # the run's own estimates first, then the F test
+    cal, reason = calibration.usable(cal, cfg.sweep.launches, lambda: compute_cells(requests, windows, opts),
+                                     cfg.baseline.name)
+    if reason:
+        print(f"warning: {reason}: the history is not pooled into this run's intervals", file=sys.stderr)
     if cal is not None:
         opts = replace(opts, calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})"))
     cells = compute_cells(requests, windows, opts)
