@@ -6,6 +6,7 @@ are None (scalars handed to callers) or NaN (values bound for a DataFrame column
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from dataclasses import dataclass
@@ -86,12 +87,18 @@ def satterthwaite_df(components: Sequence[Component]) -> float | None:
     return math.inf if denom == 0 else total * total / denom
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _t_ppf(q: float, df: float) -> float:
+    """Student t's q-quantile, cached (pooled intervals repeat a few df)."""
+    return float(scipy.stats.t.ppf(q, df))
+
+
 def _t_bounds(center: float, variance: float, df: float | None, confidence: float,
               log: bool = False) -> TInterval:
     """center +- t_{df} sqrt(variance) (on the log scale, then exponentiated, when `log`)."""
     if df is None or not (variance >= 0 and math.isfinite(variance) and math.isfinite(center)):
         return UNDEFINED_T
-    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
+    half = _t_ppf(0.5 + confidence / 2, df) * math.sqrt(variance)
     lo, hi = center - half, center + half
     if not log:
         return TInterval(lo, hi, df)

@@ -17,6 +17,7 @@ measurably but not practically slower, and the action (don't bother) is the same
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -68,7 +69,10 @@ def summary_word(outcomes: Iterable[Outcome]) -> str:
 # How many units would decide an undecided point
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def t_quantile(df: float, alpha: float = ALPHA) -> float:
+    """The upper-alpha quantile of Student's t on df (the normal's for infinite df); cached: the
+    sequential rule and its simulation ask for the same few df over and over."""
     return float(scipy.stats.t.ppf(1 - alpha, df)) if math.isfinite(df) else float(scipy.stats.norm.ppf(1 - alpha))
 
 

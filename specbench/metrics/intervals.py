@@ -53,7 +53,7 @@ def unit_means(windows: Mapping[tuple[int, int], float]) -> list[float]:
     for (la, rep), v in sorted(windows.items()):
         if math.isfinite(v):
             by_unit.setdefault(unit_key(la, rep, n_launches), []).append(v)
-    return [float(np.mean(v)) for v in by_unit.values()]
+    return [math.fsum(v) / len(v) for v in by_unit.values()]  # fsum: exact, and fast on a few values
 
 
 def launch_components(calibration: LaunchVariance | None, n_variants: int = 1) -> list[stats.Component]:
