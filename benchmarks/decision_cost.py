@@ -165,6 +165,7 @@ class Run:
         self.mx, self.world, self.truth = mx, world, truth
         self.windows: dict[str, dict[str, Windows]] = {v: {p: {} for p in mx.points[v]} for v in mx.variants}
         self.seconds = 0.0
+        self._ci: dict[tuple[str, str, int, int, bool], tuple[float, stats.TInterval]] = {}
 
     def launch(self, variant: str, launch: int, points: frozenset[str] | list[str], repeats: int) -> None:
         pts = [p for p in self.mx.points[variant] if p in points]
@@ -185,8 +186,11 @@ class Run:
         for v in mx.variants[1:]:
             for p in mx.points[v]:
                 w = self.windows[v][p]
-                s = safe_ratio(stats.mean(list(w.values())), stats.mean(list(base[p].values())))
-                ci = speedup_ci(w, base[p], lv, s)
+                key = (v, p, len(w), len(base[p]), lv is None)  # unchanged windows: the same interval
+                if key not in self._ci:
+                    s = safe_ratio(stats.mean(list(w.values())), stats.mean(list(base[p].values())))
+                    self._ci[key] = s, speedup_ci(w, base[p], lv, s)
+                s, ci = self._ci[key]
                 rows.append({"variant": v, "point_id": p, "is_baseline": False, "valid": True,
                              "launches": len({la for la, _ in w}), "speedup": s,
                              "speedup_ci_low": math.nan if ci.low is None else ci.low,

@@ -6,13 +6,13 @@ are None (scalars handed to callers) or NaN (values bound for a DataFrame column
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
 import numpy as np
+import scipy.special
 import scipy.stats
 
 ArrayLike = Sequence[float] | np.ndarray
@@ -87,18 +87,12 @@ def satterthwaite_df(components: Sequence[Component]) -> float | None:
     return math.inf if denom == 0 else total * total / denom
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _t_ppf(q: float, df: float) -> float:
-    """Student t's q-quantile, cached (pooled intervals repeat a few df)."""
-    return float(scipy.stats.t.ppf(q, df))
-
-
 def _t_bounds(center: float, variance: float, df: float | None, confidence: float,
               log: bool = False) -> TInterval:
     """center +- t_{df} sqrt(variance) (on the log scale, then exponentiated, when `log`)."""
     if df is None or not (variance >= 0 and math.isfinite(variance) and math.isfinite(center)):
         return UNDEFINED_T
-    half = _t_ppf(0.5 + confidence / 2, df) * math.sqrt(variance)
+    half = float(scipy.special.stdtrit(df, 0.5 + confidence / 2)) * math.sqrt(variance)  # = t.ppf, faster
     lo, hi = center - half, center + half
     if not log:
         return TInterval(lo, hi, df)

@@ -17,12 +17,12 @@ measurably but not practically slower, and the action (don't bother) is the same
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import scipy.special
 import scipy.stats
 
 ALPHA = 0.025  # per side: the 95% two-sided interval
@@ -69,11 +69,11 @@ def summary_word(outcomes: Iterable[Outcome]) -> str:
 # How many units would decide an undecided point
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def t_quantile(df: float, alpha: float = ALPHA) -> float:
-    """The upper-alpha quantile of Student's t on df (the normal's for infinite df); cached: the
-    sequential rule and its simulation ask for the same few df over and over."""
-    return float(scipy.stats.t.ppf(1 - alpha, df)) if math.isfinite(df) else float(scipy.stats.norm.ppf(1 - alpha))
+    """The upper-alpha quantile of Student's t on df (the normal's for infinite df). scipy.special.stdtrit
+    is scipy.stats.t.ppf without its argument checks (the same values, some 300 times faster: the
+    sequential rule and its simulation ask for it at every point of every look)."""
+    return float(scipy.special.stdtrit(df, 1 - alpha)) if math.isfinite(df) else float(scipy.stats.norm.ppf(1 - alpha))
 
 
 def decisive_half_width(log_speedup: float, min_speedup: float) -> float:
