@@ -20,6 +20,12 @@ from .metrics.decision import Components, Design, Estimate, Plan, component_inte
     optimal_design, t_quantile
 
 
+# What benchmarks/decision_cost.py measured (docs/metrics.md, "What it saves"): the reason `plan` recommends
+# the fixed cost-optimal design over sequential measurement.
+SEQUENTIAL_VS_FIXED = ("in simulation the sequential rule costs less but decides fewer points than the "
+                       "cost-optimal fixed design with the same history (docs/metrics.md, \"What it saves\")")
+
+
 @dataclass(frozen=True)
 class Source:
     value: float | None
@@ -166,7 +172,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                         else (None, comps_history is None))
     optimal = None
     if comps is not None and measuring is not None and startup.value is not None:
-        optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup)
+        pooled = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
+        optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup, prior_df=pooled)
     capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
                      _measuring(cfg, categories, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
@@ -229,6 +236,9 @@ def render(p: CostPlan) -> str:
         lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
                      f"{o.design.repeats} repeat(s) per variant, {_dur(o.cost)} per variant, "
                      f"{n * o.cost / 3600:.1f} node-hours (expected half-width {o.half_width:.4f} on ln speedup)")
+        if p.sequential is not None:
+            lines.append(f"  recommended: this fixed design (sweep.launches: {o.design.launches}, repeats: "
+                         f"{o.design.repeats}, until: fixed) rather than until: decided: {SEQUENTIAL_VS_FIXED}")
     elif p.components is not None and p.measuring_s is not None and p.startup.value is not None:
         lines.append(f"  cost-optimal design: none within 30 launches resolves min_speedup {p.min_speedup:g}")
     return "\n".join(lines)

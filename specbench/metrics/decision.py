@@ -232,10 +232,12 @@ class Plan:
 
 
 def optimal_design(comps: Components, launch_cost: float, repeat_cost: float, min_speedup: float,
-                   max_launches: int = 30) -> Plan | None:
+                   max_launches: int = 30, prior_df: float = 0.0) -> Plan | None:
     """The cheapest launches x repeats (per variant, the same for the baseline) whose expected
     half-width is at most target_half_width(m); None when no design within max_launches reaches it.
-    Repeats are searched around Kalibera & Jones' r*; t uses the df the design itself would have."""
+    Repeats are searched around Kalibera & Jones' r*; t uses the df the design itself would have:
+    2(n - 1) of its own launch means, plus `prior_df` when a variance history is pooled into them
+    (stats.pooled_ratio_ci, interval_unit launch+history)."""
     target = target_half_width(min_speedup)
     r_star = optimal_repeats(launch_cost, repeat_cost, comps)
     best: Plan | None = None
@@ -243,7 +245,7 @@ def optimal_design(comps: Components, launch_cost: float, repeat_cost: float, mi
         for n in range(2, max_launches + 1):
             d = Design(n, r)
             var = log_ratio_variance(comps, d, d)
-            df = 2 * (n - 1)  # the run's own launch means, Welch with equal variances
+            df = prior_df + 2 * (n - 1)  # the run's own launch means (Welch, equal variances), and the history's
             half = t_quantile(df) * math.sqrt(var)
             if half <= target:
                 cost = n * (launch_cost + r * repeat_cost)
