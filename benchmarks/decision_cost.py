@@ -18,7 +18,8 @@ them. The fixed design is the one make_plan (`specbench plan`) calls cost-optima
 (metrics.decision.optimal_design); its one look draws the 95% intervals. The sequential design starts with 2
 launches x 1 repeat and runs sequential.next_round (the runner's rule: always-valid intervals, undecided
 points, the baseline then each drafter concerned) up to `--max-launches`. Both read every look's cells
-through the product: calibration.usable (the F test of the run's own estimates against the history),
+through the product: calibration.check_run (the speed test and the F tests of every variant's own
+estimates against the history),
 cells.speedup_ci (launch+history or launch intervals), sequential.always_valid, and the report's
 outcomes (report.decisions.point_outcomes, decision.classify) with m = verdict.min_speedup.
 
@@ -62,7 +63,7 @@ from specbench.metrics.sequential import always_valid, next_round
 from specbench.plan import build_sweep, variant_points
 from specbench.prompts import load_prompts
 from specbench.report.decisions import point_outcomes
-from specbench.runner.scheduler import launch_order
+from specbench.runner.scheduler import launch_order, round_order
 from specbench import stats
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,6 +167,7 @@ class Run:
         self.windows: dict[str, dict[str, Windows]] = {v: {p: {} for p in mx.points[v]} for v in mx.variants}
         self.seconds = 0.0
         self._ci: dict[tuple[str, str, int, int, bool], tuple[float, stats.TInterval]] = {}
+        self._levels: dict[tuple[str, str, int], dict] = {}
 
     def launch(self, variant: str, launch: int, points: frozenset[str] | list[str], repeats: int) -> None:
         pts = [p for p in self.mx.points[variant] if p in points]
@@ -178,10 +180,10 @@ class Run:
 
     def cells(self, history: Calibration | None, sweep: SweepConfig) -> pd.DataFrame:
         """The cells a look reads (the columns the verdict and the sequential rule use), as derive_cells
-        makes them: the F test against the history, the speedup intervals, always-valid intervals."""
+        makes them: the history's checks (calibration.check_run), the speedup intervals, always-valid intervals."""
         mx, base = self.mx, self.windows[self.mx.baseline]
-        cal, _ = calibration.usable(history, sweep.launches, lambda: self._baseline_cells(), mx.baseline)
-        lv = cal.variance("simulated history") if cal is not None else None
+        own = _levels_frame(self.windows, self._levels) if history is not None else pd.DataFrame()
+        lv = calibration.check_run(own, mx.variants, history, sweep.launches).variance("simulated history")
         rows = []
         for v in mx.variants[1:]:
             for p in mx.points[v]:
@@ -198,16 +200,25 @@ class Run:
                              "speedup_ci_df": math.nan if ci.df is None else ci.df})
         return always_valid(pd.DataFrame(rows), sweep)
 
-    def _baseline_cells(self) -> pd.DataFrame:
-        return _levels_frame(self.mx.baseline, self.windows[self.mx.baseline])
 
 
-def _levels_frame(variant: str, by_point: dict[str, Windows]) -> pd.DataFrame:
-    """A variant's cells as calibration.estimate reads them (launch_cv, repeat_cv by variance_levels)."""
+def _levels_frame(windows: dict[str, dict[str, Windows]], cache: dict[tuple[str, str, int], dict] | None = None,
+                  ) -> pd.DataFrame:
+    """The cells as the history's checks read them (calibration.check_run, estimate: launch_cv and repeat_cv
+    by variance_levels, the output throughput by point), computed without the history."""
     rows = []
-    for w in by_point.values():
-        rows.append({"variant": variant, "valid": True, "launches": len({la for la, _ in w}), "repeats": len(w),
-                     **variance_levels(w, [])})
+    for v, by_point in windows.items():
+        for p, w in by_point.items():
+            key = (v, p, len(w))
+            if cache is None or key not in cache:
+                row = {"variant": v, "point_id": p, "valid": True, "launches": len({la for la, _ in w}),
+                       "repeats": len(w), "output_throughput_tok_s": stats.mean(list(w.values())),
+                       **variance_levels(w, [])}
+                if cache is None:
+                    rows.append(row)
+                    continue
+                cache[key] = row
+            rows.append(cache[key])
     return pd.DataFrame(rows)
 
 
@@ -221,10 +232,11 @@ def simulated_history(mx: Matrix, world: World, entries: int) -> Calibration | N
         run = Run(mx, h, {})
         for la in range(1, CAL_LAUNCHES + 1):
             run.launch(mx.baseline, la, mx.points[mx.baseline], CAL_REPEATS)
-        est = calibration.estimate(_levels_frame(mx.baseline, run.windows[mx.baseline]), mx.baseline, hardware={},
-                                   engine="simulated", model=calibration.model_key(mx.cfg), source_run=f"cal{i}")
-        if est is not None:
-            out.append(est)
+        frame = _levels_frame({mx.baseline: run.windows[mx.baseline]})
+        est = calibration.estimate(frame, mx.baseline, hardware={}, engine="simulated",
+                                   model=calibration.model_key(mx.cfg), source_run=f"cal{i}")
+        if est is not None:  # what run_estimate adds: the baseline's speeds (the speed test), repeats per launch
+            out.append(replace(est, speeds=calibration._speeds(frame, mx.baseline), repeats=CAL_REPEATS))
     return calibration.pooled(out, "simulated")
 
 
@@ -298,8 +310,9 @@ def run_sequential(mx: Matrix, world: World, truth: dict[tuple[str, str], float]
     while (todo := next_round(run.cells(history, sweep), sweep, mx.cfg.verdict.min_speedup, mx.baseline, n,
                               status).todo):
         n += 1
-        for v, pts in todo:
-            run.launch(v, n, pts, 1)
+        points = dict(todo)
+        for v in round_order(list(points), n):  # the runner's order of a round
+            run.launch(v, n, points[v], 1)
     score.add(run, run.cells(history, sweep), mx.cfg.verdict.min_speedup)
     return n
 

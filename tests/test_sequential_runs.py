@@ -3,7 +3,8 @@ decided at the first look and gets no more launches; one whose launches alternat
 token (a speedup near 1.05 with a launch CV near 15%) cannot be decided within max_launches and is not
 chased (windows of 3 waves of 48 tokens: a late wake-up of the machine cannot move either). The loop
 itself on given cells tables (no engine): launches added only for the reachable undecided points, in
-A B order, each launch measuring only those points; max_launches and budget_h stop it."""
+the counterbalanced order (round n reversed when n is even: ABBA), each launch measuring only those points;
+max_launches and budget_h stop it."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def loop(tmp_path: Path, model_dir: Path, port: int, rounds: list[pd.DataFrame],
         "concurrency": [1, 2], "output_lens": [8], "launches": 3, "until": "decided", "max_launches": 5, **sweep})
     plan = prepare_plan(parse_config(data))
     state = RunState.new()
+    state.launch_order = "abba"  # as run_matrix sets it in a new run
     for v in ("base", "fast", "shaky"):
         state.variants[v] = VariantState(status="done", startup_s=1.0, wall_s=30.0)
     ctx = RunContext(plan=plan, rd=RunDir(tmp_path), sink=None, done=set(), throughput={},  # type: ignore[arg-type]
@@ -114,12 +116,12 @@ def test_the_loop_adds_launches_only_where_reachable_and_undecided(tmp_path, mod
                     ("shaky", p1, *OUT_OF_REACH), ("shaky", p2, *DONE)])
     second = _cells([("base", p1, 1, 1), ("fast", p1, *DONE), ("shaky", p1, *OUT_OF_REACH)])
     ran, only, logs = loop(tmp_path, model_dir, port, [first, second])
-    assert ran == [("base", 4), ("fast", 4)]  # the baseline first, then the drafter concerned
+    assert ran == [("fast", 4), ("base", 4)]  # round 4 reverses round 3 (ABBA): the drafter concerned, the baseline
     assert only == {("base", 4): frozenset({p1}), ("fast", 4): frozenset({p1})}
-    assert logs[0] == "sequential: launch 4 of base, fast for 1 undecided point"
+    assert logs[0] == "sequential: launch 4 of fast, base for 1 undecided point"
     # still undecided at max_launches: the loop stops there
     ran, _, logs = loop(tmp_path, model_dir, port, [first, first, first])
-    assert ran == [("base", 4), ("fast", 4), ("base", 5), ("fast", 5)]
+    assert ran == [("fast", 4), ("base", 4), ("base", 5), ("fast", 5)]
     assert logs[-1] == "sequential: 1 point still undecided at max_launches 5"
 
 

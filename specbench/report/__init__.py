@@ -25,7 +25,8 @@ from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
 from .audits import environment_section, fairness_section, hardware_section, status_section, warnings_section
 from .load import RunData, load_report_data, normalize_break_even, normalize_cells
 from .slo import is_open_loop, open_loop_sections
-from .summary import context, gates_section, intervals_section, plot_section, variance_section, verdict_section
+from .summary import (context, drift_section, gates_section, intervals_section, plot_section, variance_section,
+                      verdict_section)
 from .tables import (acceptance_distribution, acceptance_table, break_even_table, cell_table, lossless_section,
                      speedup_tables)
 from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
@@ -46,7 +47,7 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
     blocks += verdict_section(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)
-    for section in (speedup_tables, intervals_section, variance_section, break_even_table, acceptance_table,
+    for section in (speedup_tables, intervals_section, variance_section, drift_section, break_even_table, acceptance_table,
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,
                     warnings_section, status_section, environment_section):
         blocks += section(data)

@@ -86,7 +86,9 @@ class RunData:
     cells: pd.DataFrame
     break_even: pd.DataFrame
     acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)  # per request (acceptance.csv)
-    history: dict[str, Any] | None = None  # the pooled variance history the run used (calibration.json)
+    history: dict[str, Any] | None = None  # the pooled variance history the intervals use (variance_history.json)
+    history_notes: list[str] = field(default_factory=list)  # history entries not pooled, and why
+    drift: pd.DataFrame = field(default_factory=pd.DataFrame)  # the baseline's launch effects (launch_drift.csv)
     open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x offered rate (open_loop.csv)
     capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (capacity.csv)
 
@@ -154,8 +156,17 @@ def load_report_data(run_dir: str | Path) -> RunData:
     return RunData(path=rd.path, meta=read_json(rd.meta) or {}, environment=read_json(rd.environment) or {},
                    config=config, fairness=read_json(rd.fairness), cells=normalize_cells(read_csv(rd.cells)),
                    break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),
-                   history=read_json(rd.path / "calibration.json"),
+                   **_history(rd), drift=read_csv(rd.path / "launch_drift.csv"),
                    open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity))
+
+
+def _history(rd: RunDir) -> dict[str, Any]:
+    """The history the intervals use and the report's lines about it: variance_history.json (what the
+    checks left), else, in a run written before it, calibration.json as copied."""
+    record = read_json(rd.path / "variance_history.json")
+    if record is None:
+        return {"history": read_json(rd.path / "calibration.json")}
+    return {"history": record.get("used"), "history_notes": [str(n) for n in record.get("notes") or []]}
 
 
 def normalize_open_loop(points: pd.DataFrame) -> pd.DataFrame:

@@ -72,8 +72,9 @@ def verdict_section(data: RunData) -> list[Block]:
     table = verdict_table(data)
     more: list[list[Inline]] = [[Strong(v), f": {advice}."] for v in data.drafters
                                  if (advice := undecided_advice(data, v, _min_speedup(data)))]
+    history: list[list[Inline]] = [[note] for note in data.history_notes]
     return [Heading("Verdict"), *([table] if table is not None else []), Bullets(items, overall),
-            *([Bullets(more, "note")] if more else []),
+            *([Bullets(more, "note")] if more else []), *([Bullets(history, "warn")] if history else []),
             Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
                        f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter), as "
                        f"no practical difference when the interval lies inside [{1 / _min_speedup(data):.3f}, "
@@ -150,6 +151,36 @@ def variance_section(data: RunData) -> list[Block]:
                        "repetitions "
                        "where the variance is: when launches vary more than repeats, more launches (sweep.launches) "
                        "narrow the speedup interval and more repeats do not."], "note")]
+
+
+def drift_section(data: RunData) -> list[Block]:
+    """The baseline's launch means against time (launch_drift.csv), the launch order, and a warning when
+    they trend (metrics.drift.trend: slope t test over launch index)."""
+    from ..metrics.drift import DRIFT_ALPHA, trend
+
+    d = data.drift
+    if not len(d):
+        return []
+    d = d.sort_values("launch")
+    rows = [[fmt_len(r["launch"]), f"{float(r['start_s']) / 60:.1f}", fmt_len(r["windows"]),
+             f"{float(r['effect']):.3f}"] for _, r in d.iterrows()]
+    order = str(data.meta.get("launch_order") or "interleaved")
+    said = ("counterbalanced (ABBA: each round reverses the one before)" if order == "abba"
+            else "interleaved (A B A B, a run started before ABBA)")
+    blocks: list[Block] = [Heading("Drift over the run"),
+                           Table(["baseline launch", "started (min)", "windows", "relative speed"], rows,
+                                 numeric=frozenset(range(4)))]
+    t = trend([float(x) for x in d["effect"]])
+    test = (f"slope {100 * t.slope:+.1f}% per launch, t = {t.t:.2f} on {t.df} df, p = {t.p:.2g}"
+            if math.isfinite(t.p) else "fewer than 3 launches: no trend test")
+    if t.trending:
+        blocks.append(Bullets([[Strong("drift"), f": the baseline's launch speeds trend over the run ({test} < "
+                                f"{DRIFT_ALPHA:g}): the machine changed while it was measured; every variant's "
+                                "later launches moved with it, and no interval holds that. Rerun on a quiet "
+                                "machine, or check what changed (load, clocks, a tenant)."]], "warn"))
+    blocks.append(Paragraph([f"Launch order: {said}. Relative speed: the geometric mean over a launch's windows of "
+                             f"window throughput over its cell's mean ({test})."], "note"))
+    return blocks
 
 
 def gates_section(data: RunData) -> list[Block]:

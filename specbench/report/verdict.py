@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..config import DEFAULT_MIN_SPEEDUP
 from ..metrics.decision import Outcome as Outcome4
-from ..metrics.decision import classify
+from ..metrics.decision import BOUND_LEVEL, SMALL_DF, classify
 from ..metrics.warnings import BLOCKING, decode_warnings
 from ..hardware import check_saved
 from .document import Inline, Strong, Tone
@@ -208,8 +208,10 @@ def _history_text(history: dict[str, Any] | None) -> str:
     if not history:
         return "this hardware's calibration"
     entries = int(history.get("entries") or 1)
-    return (f"this hardware's variance history ({history.get('history') or 'calibration'}, pooled df "
-            f"{float(history.get('df') or 0):g} over {entries} entr{'ies' if entries != 1 else 'y'})")
+    bound = (f", its {100 * BOUND_LEVEL:g}% upper confidence bound added (df < {SMALL_DF})"
+             if history.get("bounded") and not math.isfinite(float(history.get("added_df") or 0)) else "")
+    return (f"this setup's variance history ({history.get('history') or 'calibration'}, pooled df "
+            f"{float(history.get('df') or 0):g} over {entries} entr{'ies' if entries != 1 else 'y'}{bound})")
 
 
 def launch_basis(cells: pd.DataFrame, variant: str, baseline: str,

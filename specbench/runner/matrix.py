@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import pandas as pd
 
@@ -26,6 +26,7 @@ from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, Stor
 from ..hardware import check as hardware_check
 from ..hardware import withhold_speedups
 from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
+from ..metrics.drift import launch_effects
 from ..metrics.gates import eager_engine
 from ..metrics.sequential import always_valid
 from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
@@ -37,6 +38,7 @@ from ..report import render
 from ..reuse import copy_reusable, variant_fingerprints
 from ..metrics.source import LIGHT_COLUMNS, CellSource
 from ..rundir import RunDir, atomic_write, records_frame
+from ..setupkey import setup_of
 from ..store import open_store
 from .prepare import (Plan, check_run_dir, check_writable, config_hash, default_run_path, open_run_dir, prepare_plan,
                       write_side_files)
@@ -49,6 +51,9 @@ from .unit import measure_launch, open_context
 
 if TYPE_CHECKING:
     from ..slurm import Allocation
+
+VARIANCE_HISTORY = "variance_history.json"  # what the intervals took from the variance history, and why
+LAUNCH_DRIFT = "launch_drift.csv"  # the baseline's launch means against time (metrics.drift)
 
 
 @dataclass
@@ -87,6 +92,8 @@ class MatrixRun:
             if state.config_hash not in (None, config_hash(self.cfg)):
                 raise RunDirError(f"--resume: the config differs from the one {rd.path} was started with")
             state.note_resume()
+        else:
+            state.launch_order = "abba"
         state.name, state.baseline, state.config_hash = self.cfg.name, self.cfg.baseline.name, config_hash(self.cfg)
         if self.cfg.sweep.input_lens:
             from ..prompts import padding_document
@@ -122,12 +129,8 @@ class MatrixRun:
         self.rd = rd = open_run_dir(o.out, o.resume, o.force)
         self.state = state = self._start_state(rd, plan)
         write_side_files(rd, plan)
-        if not o.resume:  # this hardware's pooled variance history, if any
-            cal = calibration.attach(rd.path, hardware_fingerprint(),
-                                     calibration.history_dir(self.cfg.verdict.history_dir))
-            if cal is not None:
-                self.reporter.log(f"between-launch CV {100 * cal.launch_cv:.1f}% (pooled df {cal.df:g}, "
-                                  f"{cal.entries} entries of {cal.history}) goes into every interval")
+        if not o.resume:  # this setup's pooled variance history, if any
+            self._attach_history(plan, rd, state)
         state.save(rd)
 
         sink = RecordSink.open(rd, state.run_id)  # opening repairs a torn tail (before --reuse appends too)
@@ -138,6 +141,19 @@ class MatrixRun:
             raise
         self._close(sink, rd, state, quiet=False)
         return RunResult(run_dir=rd.path, status=dict(state.statuses()))
+
+    def _attach_history(self, plan: Plan, rd: RunDir, state: RunState) -> None:
+        """Copy this setup's pooled variance history into the run (calibration.json) and record in run.json
+        (`variance_history`) the setup, the entries that may be pooled and why the others are not."""
+        setup = setup_of(hardware_fingerprint(), plan.engine, plan.launch(self.cfg.baseline.name), self.cfg.engine.nodes)
+        found = calibration.attach(rd.path, setup, calibration.history_dir(self.cfg.verdict.history_dir))
+        state.variance_history = found.to_dict()
+        for note in found.notes:
+            self.reporter.log(note)
+        cal = found.pooled
+        if cal is not None:
+            self.reporter.log(f"between-launch CV {100 * cal.launch_cv:.1f}% (pooled df {cal.df:g}, "
+                              f"{cal.entries} entries of {cal.history}, this setup) goes into every interval")
 
     def _close(self, sink: RecordSink, rd: RunDir, state: RunState, quiet: bool) -> None:
         """Close the record files, save run.json, stop the progress display: each is tried even when an
@@ -168,7 +184,7 @@ class MatrixRun:
         ctx = open_context(rd.path, plan=plan, sink=sink, reporter=self.reporter)
         ctx.checkpoint = lambda: state.save(rd)
         names = [vl.name for vl in plan.launches]
-        units = launch_order(names, self.cfg.sweep.launches)
+        units = launch_order(names, self.cfg.sweep.launches, state.launch_order or "interleaved")
         if placer is not None:  # Slurm: one launch per variant on its own node(s)
             await placer.run(units, lambda n: bool(ctx.todo(n)), ctx.checkpoint)
         else:
@@ -308,24 +324,41 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource
     """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
     with the pooled history where it applies, speedups withheld across unlike hardware, always-valid
     intervals for a sequential run."""
+    return _derive(rd, cfg, requests, windows)[0]
+
+
+def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
+            windows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, calibration.HistoryUse]:
+    """derive_cells, with what the intervals took from the variance history (calibration.check_run)."""
     if requests is None or windows is None:
         requests, windows = open_store(rd), records_frame(rd.window_records())
     cal = calibration.load(rd.path / calibration.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
                        plain=plain_variants(cfg))
-    # the run's own estimates first, then the F test
-    cal, reason = calibration.usable(cal, cfg.sweep.launches, lambda: compute_cells(requests, windows, opts),
-                                     cfg.baseline.name)
-    if reason:
-        print(f"warning: {reason}: the history is not pooled into this run's intervals", file=sys.stderr)
-    if cal is not None:
-        opts = replace(opts, calibration=cal.variance(f"{calibration.FILE} ({cal.source_run})"))
+    variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
+    use = calibration.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
+                                variants, cal, cfg.sweep.launches)
+    for note in use.notes:  # the run's own estimates first, then the checks
+        print(f"warning: {note}", file=sys.stderr)
+    if (lv := use.variance(f"{calibration.FILE} ({cal.source_run if cal else ''})")) is not None:
+        opts = replace(opts, calibration=lv)
     cells = compute_cells(requests, windows, opts)
     env = json.loads(rd.environment.read_text()) if rd.environment.exists() else {}
     cells = withhold_speedups(cells, hardware_check(env, cfg.baseline.name, cfg.scheduler.allow_mixed_hardware))
     if cfg.sweep.load.open and len(cells):
         cells["warnings"] = cells["warnings"].map(open_loop_warnings)
-    return always_valid(cells, cfg.sweep)
+    return always_valid(cells, cfg.sweep), use
+
+
+def history_record(rd: RunDir, use: calibration.HistoryUse) -> dict[str, Any]:
+    """variance_history.json: the setup and the history file (run.json's `variance_history`, from the
+    run's start), every entry pooled into the intervals (`pooled`), every one not pooled with why
+    (`not_pooled`: another setup or unkeyed; `refused`: by this run's checks), the figure added (`used`)."""
+    start = dict(RunState.load(rd).variance_history or {}) if rd.meta.exists() else {}
+    out = {"setup": start.get("setup") or {}, "history": start.get("history") or "", **use.to_dict()}
+    out["not_pooled"] = start.get("not_pooled") or []
+    out["notes"] = [*(start.get("notes") or []), *use.notes]
+    return out
 
 
 def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
@@ -334,8 +367,9 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     if cfg is None:
         cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
     store, windows = open_store(rd), records_frame(rd.window_records())
-    cells = derive_cells(rd, cfg, store, windows)
+    cells, use = _derive(rd, cfg, store, windows)
     atomic_write(rd.cells, cells.to_csv(index=False))
+    atomic_write(rd.path / VARIANCE_HISTORY, json.dumps(history_record(rd, use), indent=2) + "\n")
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
     atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
     # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
@@ -346,6 +380,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         points = open_loop_table(requests, windows, slos)
         atomic_write(rd.open_loop, points.to_csv(index=False))
         atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name).to_csv(index=False))
+    atomic_write(rd.path / LAUNCH_DRIFT, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
     return render(rd.path)

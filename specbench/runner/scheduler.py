@@ -14,10 +14,24 @@ from .unit import LaunchUnit
 Execute = Callable[[LaunchUnit, VariantState], Awaitable[VariantState]]
 
 
-def launch_order(variants: Sequence[str], launches: int = 1) -> list[LaunchUnit]:
-    """Every variant's launches interleaved (A B A B ...), so slow drift of the machine spreads over all
-    variants instead of landing on one. One launch per variant: the config order."""
-    return [LaunchUnit(v, n) for n in range(1, launches + 1) for v in variants]
+ORDERS = ("abba", "interleaved")  # run.json `launch_order`; "interleaved": runs started before ABBA (A B A B)
+
+
+def round_order(variants: Sequence[str], launch: int, order: str = "abba") -> list[str]:
+    """The variants of round `launch` (1-based) in the order they launch. "abba": the config order in odd
+    rounds, reversed in even ones (A B, B A, A B, ...), so a drift linear in time lands on every variant's
+    mean launch time alike (with 2 rounds, A B B A: both at the same mean position) and cancels from the
+    speedup; "interleaved" (runs started before it): the config order in every round."""
+    if order not in ORDERS:
+        raise ValueError(f"launch order {order!r} (known: {', '.join(ORDERS)})")
+    names = list(variants)
+    return names[::-1] if order == "abba" and launch % 2 == 0 else names
+
+
+def launch_order(variants: Sequence[str], launches: int = 1, order: str = "abba") -> list[LaunchUnit]:
+    """Every variant's launches, round by round (`round_order`): A B B A A B ... One launch per variant:
+    the config order. Reproducible from the config and run.json's `launch_order` alone (resume)."""
+    return [LaunchUnit(v, n) for n in range(1, launches + 1) for v in round_order(variants, n, order)]
 
 
 async def run_schedule(units: Sequence[LaunchUnit], state: RunState, execute: Execute,

@@ -1,8 +1,9 @@
 """`sweep.until: decided`: after the configured launches, one more launch at a time, only where a point is
 still undecided, until every point is decided, `sweep.max_launches` is reached or `sweep.budget_h` would
 be exceeded. Each round launches the baseline (every still-undecided point) and then each drafter with
-undecided points (only those), the A B order `launch_order` uses. The decision at each look reads the
-always-valid intervals of metrics/sequential.py."""
+undecided points (only those), in the counterbalanced order of `scheduler.round_order` (round n reversed
+when n is even, as the first launches). The decision at each look reads the always-valid intervals of
+metrics/sequential.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 
 from ..metrics.sequential import next_round
 from ..plan import variant_points
-from .scheduler import Execute, run_schedule
+from .scheduler import Execute, round_order, run_schedule
 from .state import RunState
 from .unit import LaunchUnit, RunContext
 
@@ -61,7 +62,7 @@ async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: 
                           f"would exceed budget_h {sweep.budget_h:g}")
                 return
         n += 1
-        names = list(todo)
+        names = round_order(list(todo), n, state.launch_order or "interleaved")
         k = len(todo[baseline])
         looks.log(f"sequential: launch {n} of {', '.join(names)} for {k} undecided point{'s' if k != 1 else ''}")
         for v in names:

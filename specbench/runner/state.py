@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +63,9 @@ class RunState(BaseModel):
     interruptions: list[str] | None = None
     resumed: list[str] | None = None
     variants: dict[str, VariantState] = {}
+    # the variance history at the start: setup, history file, candidate entries, the others and why (calibration.Lookup)
+    variance_history: dict[str, Any] | None = None
+    launch_order: str | None = None  # scheduler.ORDERS; unset in runs started before it: "interleaved"
 
     @classmethod
     def new(cls) -> RunState:
