@@ -19,16 +19,17 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 import pandas as pd
 
-from specbench import stats
+from specbench import calibration, stats
+from specbench.calibration import Calibration
 from specbench.metrics.cells import speedup_ci
-from specbench.metrics.intervals import LaunchVariance, variance_levels
+from specbench.metrics.intervals import variance_levels
 
 NS = (3, 5, 10)
 CVS = (0.02, 0.05, 0.10, 0.30)  # 30%: the between-launch CV an A/A run measured on a loaded 2-core CPU
@@ -250,36 +251,43 @@ def _windows(rng: np.random.Generator, mean: float, launches: int, repeats: int)
     return {(la + 1, r + 1): float(launch[la] * rep[la, r]) for la in range(launches) for r in range(repeats)}
 
 
-def simulated_history(rng: np.random.Generator, calibrations: int) -> LaunchVariance | None:
+def simulated_history(rng: np.random.Generator, calibrations: int) -> Calibration | None:
     """`calibrations` A/A calibrations of the baseline (CAL_LAUNCHES x CAL_REPEATS on CAL_CELLS cells that
     share each launch's effect), estimated by calibration.estimate and pooled by calibration.pooled."""
-    from specbench import calibration
-
     entries = []
     for i in range(calibrations):
         launch = _units(rng, CAL_LAUNCHES, LAUNCH_CV, 100.0)
-        rows = []
-        for _ in range(CAL_CELLS):
+        cells = {}
+        for c in range(CAL_CELLS):
             rep = _units(rng, CAL_LAUNCHES * CAL_REPEATS, REPEAT_CV).reshape(CAL_LAUNCHES, CAL_REPEATS)
-            w = {(la + 1, r + 1): float(launch[la] * rep[la, r]) for la in range(CAL_LAUNCHES)
-                 for r in range(CAL_REPEATS)}
-            rows.append({"variant": "base", "valid": True, "launches": CAL_LAUNCHES, "repeats": len(w),
-                         **variance_levels(w, [])})
-        est = calibration.estimate(pd.DataFrame(rows), "base", hardware={}, engine="", model="", source_run=str(i))
-        if est is not None:
-            entries.append(est)
-    pooled = calibration.pooled(entries, "simulated")
-    return None if pooled is None else pooled.variance("simulated")
+            cells[f"c{c}"] = {(la + 1, r + 1): float(launch[la] * rep[la, r]) for la in range(CAL_LAUNCHES)
+                              for r in range(CAL_REPEATS)}
+        frame = _cells_frame({"base": cells})
+        est = calibration.estimate(frame, "base", hardware={}, engine="", model="", source_run=str(i))
+        if est is not None:  # as run_estimate records it: the baseline's speeds, repeats per launch
+            entries.append(replace(est, speeds=calibration._speeds(frame, "base"), repeats=CAL_REPEATS))
+    return calibration.pooled(entries, "simulated")
+
+
+def _cells_frame(windows: dict[str, dict[str, dict[tuple[int, int], float]]]) -> pd.DataFrame:
+    """Cells as the history's checks read them: per variant and point, launches, repeats, the output
+    throughput and the variance levels (metrics.variance_levels)."""
+    return pd.DataFrame([{"variant": v, "point_id": p, "valid": True, "launches": len({la for la, _ in w}),
+                          "repeats": len(w), "output_throughput_tok_s": stats.mean(list(w.values())),
+                          **variance_levels(w, [])} for v, by_point in windows.items() for p, w in by_point.items()])
 
 
 def _speedup_trial(launches: int, repeats: int, calibrations: int) -> RowTrial:
     """The report's speedup interval of one point (cells.speedup_ci) for a variant and a baseline measured
-    launches x repeats each, with the pooled history of `calibrations` calibrations (0: none)."""
+    launches x repeats each, with the pooled history of `calibrations` calibrations (0: none) as the run
+    would use it after calibration.check_run (its speed and F tests; its upper bound when launched once)."""
     def trial(rng: np.random.Generator) -> tuple[stats.TInterval, float]:
         cal = simulated_history(rng, calibrations) if calibrations else None
         v, b = _windows(rng, 100.0 * TRUE_SPEEDUP, launches, repeats), _windows(rng, 100.0, launches, repeats)
+        own = _cells_frame({"base": {"c0": b}, "v": {"c0": v}})
+        lv = calibration.check_run(own, ["base", "v"], cal, launches).variance("simulated")
         point = stats.mean(list(v.values())) / stats.mean(list(b.values()))
-        return speedup_ci(v, b, cal, point), TRUE_SPEEDUP
+        return speedup_ci(v, b, lv, point), TRUE_SPEEDUP
     return trial
 
 
