@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench.report.compare import EXIT_INDICATIVE, EXIT_REGRESSED, compare_cells, exit_code
-from specbench.metrics.cells import interval_unit, mark_history_intervals, speedup_columns
+from specbench.metrics.cells import interval_unit, mark_history_intervals
 from specbench.metrics.intervals import LaunchVariance
+from specbench.metrics.speedup import speedup_columns
+from specbench.report.compare import EXIT_INDICATIVE, EXIT_REGRESSED, compare_cells, exit_code
 
 BASE, DRAFTER = "base", "ngram"
 POINTS = [(cat, out, c) for cat in ("code", "chat") for out in (64, 256, 1024) for c in (1, 2, 4, 8, 16)]

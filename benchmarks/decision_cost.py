@@ -1,30 +1,43 @@
-"""What a decisive verdict costs: the fixed design (3 launches x 3 repeats) against sequential measurement
-(`sweep.until: decided`) on a simulated K2.6-like matrix.
+"""What a decision costs, and how often it is wrong: sequential measurement (`sweep.until: decided`) against
+the best fixed design `specbench plan` recommends, both with the same variance history, on the cell
+structure of a real matrix, through specbench's own functions.
 
-    python -m benchmarks.decision_cost [--matrices 300] [--history-df 8] [--seed 0] [--write docs/metrics.md]
+    python -m benchmarks.decision_cost [--matrices 120] [--quick] [--seed 0] [--write docs/metrics.md]
 
-The matrix (docs/cluster.md's K2.6 figures): a baseline and two drafters; 5 categories x 6
-concurrency levels = 30 points per drafter, each costing 128 s per repeat (the three output lengths at
-~26 tok/s); a launch costs a 10-minute load. True speedups fall with concurrency from 1.6 to 0.7, with
-points at exactly 1.0 and at 1.05 (A: 1.6 1.3 1.05 1.0 0.85 0.7, B: 1.4 1.2 1.1 1.0 0.9 0.75). Each
-matrix draws a launch CV in [2%, 5%] and a repeat CV in [1%, 3%]; a launch effect is shared by every
-point of that launch, repeats add their own. A/A matrices (every true speedup 1.0) measure false adopts.
+The matrix is configs/demo-cpu-full.yaml's, as specbench plans it (plan.build_sweep, plan.variant_points):
+8 variants (the baseline and 7 drafters, three of them capped at C = 1), 5 categories x 2 output lengths x
+3 concurrency levels, every output length its own point (30 points, 10 for a capped drafter), each window
+costing waves x output_len / per-request speed (planner.point_seconds, the config's estimates), each launch
+the config's startup (31 s). Only the variance is simulated: per matrix a launch CV in [1%, 4%] and a
+repeat CV in [0.5%, 2%]; a window's log throughput is log(truth) + a launch effect (shared by the launch's
+points) + a repeat effect.
 
-Fixed: every variant launched 3 times with 3 repeats; each point's 95% Welch interval over its launch
-means (stats.ratio_ci, as specbench without a history).
-Sequential: 2 launches x 1 repeat (Kalibera & Jones' r* = 1 here: a launch varies more than a repeat
-and its load costs less than a sweep), then, while points are undecided and fewer than 8 launches ran,
-one more launch of the baseline (the undecided points of any drafter) and of each drafter concerned (its
-undecided points only). Every look draws each interval at one-sided alpha 0.025 / K, K = 7 looks
-(decision.look_alpha), with the launch-mean variance pooled with the hardware's variance history
-(stats.pooled_ratio_ci; the history is simulated with --history-df df on the true variances, as
-calibrations or earlier runs of this node type would have left it; its cost is not counted). The
-reported interval of a point is the last look's. Outcomes by decision.classify with m = 1.05.
+The history: `--history-entries` calibrations (3 launches x 2 repeats of the baseline on every point),
+each estimated by calibration.estimate and pooled by calibration.pooled, as `specbench calibrate` leaves
+them. The fixed design is the one make_plan (`specbench plan`) calls cost-optimal with that history
+(metrics.decision.optimal_design); its one look draws the 95% intervals. The sequential design starts with 2
+launches x 1 repeat and runs sequential.next_round (the runner's rule: always-valid intervals, undecided
+points, the baseline then each drafter concerned) up to `--max-launches`. Both read every look's cells
+through the product: calibration.check_run (the speed test and the F tests of every variant's own
+estimates against the history),
+speedup.speedup_ci (launch+history or launch intervals), sequential.always_valid, and the report's
+outcomes (report.decisions.point_outcomes, decision.classify) with m = verdict.min_speedup.
 
-Reported: GPU-hours (startups + measuring) relative to the fixed design, points decided, false adopts
-on A/A matrices, coverage of the reported intervals (true speedup inside). The last line reads
-`decision cost: <P>% of the fixed design's GPU-hours, <D>% of points decided (fixed: <F>%), false adopt
-<A>%, coverage <C>`; goal P <= 40 with D >= F, A <= 5, C >= 0.93 (exit code 1 otherwise).
+Truths: `profile` (speedups from 0.6 to 1.5 across drafters, concurrency, output lengths and categories,
+the realistic matrix: cost, points decided, coverage), and the boundaries, every drafter point at
+m (P(adopt), P(same)), at 1/m (P(same)), at 1 (A/A: P(slower), P(adopt)). Conditions: a matched history;
+a misspecified one (its SDs halved, doubled); drift (log throughput rising by half a launch SD per full
+round of launches, in the product's launch order); heavy tails (launch and repeat effects t with 3 df,
+same SD); a launch x point interaction (half the launch variance drawn per point). Error rates are per
+drafter point, their Monte Carlo error the standard error over matrices (points of one matrix share
+launches). The last line reads
+
+    decision cost: <P>% of the best fixed design's GPU-hours, <D>% of points decided (fixed: <F>%), worst
+    boundary error <E>% (misspecified history: <M>%), coverage <C>
+
+(on one line): P, D, F and C on the profile with a matched history, E the worst boundary error over the
+conditions with a matched history (matched, drift, heavy tails, interaction), M over the misspecified
+ones. Goal P <= 70, D >= F, E <= 2.5, M <= 5, C >= 0.93 (exit code 1 otherwise).
 """
 
 from __future__ import annotations
@@ -32,197 +45,412 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from specbench import stats
-from specbench.metrics.decision import MeasuredInterval, Outcome, classify, look_alpha, units_to_decide
+from specbench import calibration, planner, stats
+from specbench.calibration import Calibration
+from specbench.config import RunConfig, SweepConfig, load_config
+from specbench.metrics.common import safe_ratio
+from specbench.metrics.decision import Design, Outcome
+from specbench.metrics.intervals import variance_levels
+from specbench.metrics.sequential import always_valid, next_round
+from specbench.metrics.speedup import speedup_ci
+from specbench.plan import build_sweep, variant_points
+from specbench.prompts import load_prompts
+from specbench.report.decisions import point_outcomes
+from specbench.runner.scheduler import launch_order, round_order
 
-STARTUP_S = 600.0
-POINT_S = 128.0  # one point (category x concurrency, its three output lengths), one repeat
-CATEGORIES = 5
-PROFILES = {"A": (1.6, 1.3, 1.05, 1.0, 0.85, 0.7), "B": (1.4, 1.2, 1.1, 1.0, 0.9, 0.75)}
-M = 1.05
-FIXED = (3, 3)  # launches x repeats
-START, MAX_LAUNCHES, SEQ_REPEATS = 2, 8, 1
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "demo-cpu-full.yaml"
+LAUNCH_CV, REPEAT_CV = (0.01, 0.04), (0.005, 0.02)
+SEQ_START = 2
+CAL_LAUNCHES, CAL_REPEATS = 3, 2
+GOAL = {"P": 70.0, "E": 2.5, "M": 5.0, "C": 0.93}
 MARK_START = "<!-- decision-cost:start -->"
 MARK_END = "<!-- decision-cost:end -->"
 
+Windows = dict[tuple[int, int], float]
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    history_sd: float = 1.0  # the history's SDs over the true ones
+    drift: float = 0.0  # launch SDs of drift per full round of launches
+    tails: bool = False  # t(3) effects instead of normal ones
+    interaction: float = 0.0  # share of the launch variance drawn per point
+
+    @property
+    def misspecified(self) -> bool:
+        return self.history_sd != 1.0
+
+
+CONDITIONS = (Condition("matched"), Condition("history SD halved", history_sd=0.5),
+              Condition("history SD doubled", history_sd=2.0), Condition("drift", drift=0.5),
+              Condition("heavy tails", tails=True), Condition("launch x point interaction", interaction=0.5))
+TRUTHS = ("profile", "m", "1/m", "1")
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The config's matrix as specbench plans it: variants in launch order, each one's point ids, and
+    what one window of each point costs."""
+
+    cfg: RunConfig
+    baseline: str
+    variants: list[str]
+    points: dict[str, list[str]]  # variant -> its point ids
+    keys: dict[str, tuple[str, int, int]]  # point id -> (category, output_len, concurrency)
+    seconds: dict[str, float]  # point id -> one window
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> Matrix:
+        sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))
+        points = {v.name: [p.key(v.name).point_id for p in variant_points(cfg, sweep, v.name)] for v in cfg.variants}
+        keys = {p.key("").point_id: (p.category, p.output_len, p.concurrency) for p in sweep.points}
+        seconds = {pid: planner.point_seconds(cfg, None, o, c) or 0.0 for pid, (_, o, c) in keys.items()}
+        return cls(cfg, cfg.baseline.name, [v.name for v in cfg.variants], points, keys, seconds)
+
+    def launch_s(self, points: frozenset[str] | list[str], repeats: int) -> float:
+        return (self.cfg.estimates.startup_s or 0.0) + repeats * sum(self.seconds[p] for p in points)
+
+    def truth(self, kind: str) -> dict[tuple[str, str], float]:
+        m = self.cfg.verdict.min_speedup
+        fixed = {"m": m, "1/m": 1 / m, "1": 1.0}
+        return {(v, p): fixed[kind] if kind in fixed else _profile(i, *self.keys[p])
+                for i, v in enumerate(self.variants[1:]) for p in self.points[v]}
+
+
+def _profile(drafter: int, category: str, output_len: int, concurrency: int) -> float:
+    """A realistic spread of true speedups: each drafter's gain at C = 1 falling with concurrency, a
+    little higher at the longer output, varying by category (0.6 to 1.5)."""
+    at_c1 = (1.45, 1.25, 0.7, 1.35, 0.95, 1.15, 1.05)[drafter % 7]
+    fall = (0.12, 0.08, -0.05, 0.1, 0.0, 0.06, 0.05)[drafter % 7]
+    cat = 1.0 + 0.03 * ((sum(map(ord, category)) % 5) - 2)
+    return at_c1 * cat * (1.02 if output_len > 64 else 1.0) * (1 - fall * math.log2(concurrency) / 2)
+
+
+class World:
+    """One simulated node: the variance components, the condition, the clock (for drift)."""
+
+    def __init__(self, rng: np.random.Generator, cond: Condition, s_l: float, s_r: float, round_s: float):
+        self.rng, self.cond, self.s_l, self.s_r = rng, cond, s_l, s_r
+        self.rate = cond.drift * s_l / round_s  # drift per second of the run
+        self.clock = 0.0
+
+    def _noise(self, sd: float, size: int | None = None) -> np.ndarray:
+        if self.cond.tails:
+            return sd / math.sqrt(3) * self.rng.standard_t(3, size)
+        return self.rng.normal(0.0, sd, size)
+
+    def launch(self, truths: list[float], repeats: int, seconds: float) -> np.ndarray:
+        """(repeats, points) window throughputs of one launch; the clock advances by its cost."""
+        share = self.cond.interaction
+        effect = (self._noise(self.s_l * math.sqrt(1 - share)) + self._noise(self.s_l * math.sqrt(share), len(truths))
+                  + self.rate * self.clock)
+        self.clock += seconds
+        log = np.log(truths) + effect + self._noise(self.s_r, (repeats, len(truths)))
+        return 100.0 * np.exp(log)
+
+
+class Run:
+    """The windows one design measured: variant -> point id -> (launch, repeat) -> throughput."""
+
+    def __init__(self, mx: Matrix, world: World, truth: dict[tuple[str, str], float]):
+        self.mx, self.world, self.truth = mx, world, truth
+        self.windows: dict[str, dict[str, Windows]] = {v: {p: {} for p in mx.points[v]} for v in mx.variants}
+        self.seconds = 0.0
+        self._ci: dict[tuple[str, str, int, int, bool], tuple[float, stats.TInterval]] = {}
+        self._levels: dict[tuple[str, str, int], dict] = {}
+
+    def launch(self, variant: str, launch: int, points: frozenset[str] | list[str], repeats: int) -> None:
+        pts = [p for p in self.mx.points[variant] if p in points]
+        cost = self.mx.launch_s(pts, repeats)
+        tps = self.world.launch([self.truth.get((variant, p), 1.0) for p in pts], repeats, cost)
+        self.seconds += cost
+        for j, p in enumerate(pts):
+            for r in range(repeats):
+                self.windows[variant][p][(launch, r + 1)] = float(tps[r, j])
+
+    def cells(self, history: Calibration | None, sweep: SweepConfig) -> pd.DataFrame:
+        """The cells a look reads (the columns the verdict and the sequential rule use), as derive_cells
+        makes them: the history's checks (calibration.check_run), the speedup intervals, always-valid intervals."""
+        mx, base = self.mx, self.windows[self.mx.baseline]
+        own = _levels_frame(self.windows, self._levels) if history is not None else pd.DataFrame()
+        lv = calibration.check_run(own, mx.variants, history, sweep.launches).variance("simulated history")
+        rows = []
+        for v in mx.variants[1:]:
+            for p in mx.points[v]:
+                w = self.windows[v][p]
+                key = (v, p, len(w), len(base[p]), lv is None)  # unchanged windows: the same interval
+                if key not in self._ci:
+                    s = safe_ratio(stats.mean(list(w.values())), stats.mean(list(base[p].values())))
+                    self._ci[key] = s, speedup_ci(w, base[p], lv, s)
+                s, ci = self._ci[key]
+                rows.append({"variant": v, "point_id": p, "is_baseline": False, "valid": True,
+                             "launches": len({la for la, _ in w}), "speedup": s,
+                             "speedup_ci_low": math.nan if ci.low is None else ci.low,
+                             "speedup_ci_high": math.nan if ci.high is None else ci.high,
+                             "speedup_ci_df": math.nan if ci.df is None else ci.df})
+        return always_valid(pd.DataFrame(rows), sweep)
+
+
+
+def _levels_frame(windows: dict[str, dict[str, Windows]], cache: dict[tuple[str, str, int], dict] | None = None,
+                  ) -> pd.DataFrame:
+    """The cells as the history's checks read them (calibration.check_run, estimate: launch_cv and repeat_cv
+    by variance_levels, the output throughput by point), computed without the history."""
+    rows = []
+    for v, by_point in windows.items():
+        for p, w in by_point.items():
+            key = (v, p, len(w))
+            if cache is None or key not in cache:
+                row = {"variant": v, "point_id": p, "valid": True, "launches": len({la for la, _ in w}),
+                       "repeats": len(w), "output_throughput_tok_s": stats.mean(list(w.values())),
+                       **variance_levels(w, [])}
+                if cache is None:
+                    rows.append(row)
+                    continue
+                cache[key] = row
+            rows.append(cache[key])
+    return pd.DataFrame(rows)
+
+
+def simulated_history(mx: Matrix, world: World, entries: int) -> Calibration | None:
+    """`entries` calibrations of the baseline (CAL_LAUNCHES x CAL_REPEATS), on a node whose SDs are the
+    condition's history_sd times the true ones, estimated and pooled by specbench."""
+    h = World(world.rng, replace(world.cond, drift=0.0), world.s_l * world.cond.history_sd,
+              world.s_r * world.cond.history_sd, 1.0)
+    out = []
+    for i in range(entries):
+        run = Run(mx, h, {})
+        for la in range(1, CAL_LAUNCHES + 1):
+            run.launch(mx.baseline, la, mx.points[mx.baseline], CAL_REPEATS)
+        frame = _levels_frame({mx.baseline: run.windows[mx.baseline]})
+        est = calibration.estimate(frame, mx.baseline, hardware={}, engine="simulated",
+                                   model=calibration.model_key(mx.cfg), source_run=f"cal{i}")
+        if est is not None:  # what run_estimate adds: the baseline's speeds (the speed test), repeats per launch
+            out.append(replace(est, speeds=calibration._speeds(frame, mx.baseline), repeats=CAL_REPEATS))
+    return calibration.pooled(out, "simulated")
+
 
 @dataclass
-class Result:
+class Score:
+    """Outcome counts over drafter points, and per matrix (for the Monte Carlo error)."""
+
     seconds: float = 0.0
     points: int = 0
-    decided: int = 0
-    adopts: int = 0
-    slower: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {o.value: 0 for o in Outcome})
     covered: int = 0
+    per_matrix: list[dict[str, float]] = field(default_factory=list)
+
+    def add(self, run: Run, cells: pd.DataFrame, m: float) -> None:
+        self.seconds += run.seconds
+        mine = {o.value: 0 for o in Outcome}
+        n = 0
+        for v in run.mx.variants[1:]:
+            outs = point_outcomes(cells, v, m)
+            sub = cells.loc[outs.index]
+            for out, lo, hi, p in zip(outs, sub["speedup_ci_low"], sub["speedup_ci_high"], sub["point_id"]):
+                mine[out.value] += 1
+                n += 1
+                self.covered += bool(lo <= run.truth[(v, p)] <= hi)
+        self.points += n
+        for k, c in mine.items():
+            self.counts[k] += c
+        self.per_matrix.append({k: c / n for k, c in mine.items()})
+
+    def rate(self, outcome: Outcome) -> tuple[float, float]:
+        """(percent of points, its Monte Carlo standard error in points of percent)."""
+        xs = np.array([d[outcome.value] for d in self.per_matrix])
+        se = float(xs.std(ddof=1) / math.sqrt(xs.size)) if xs.size > 1 else math.nan
+        return 100 * self.counts[outcome.value] / max(1, self.points), 100 * se
+
+    @property
+    def decided(self) -> float:
+        return 100 * (1 - self.counts[Outcome.UNDECIDED.value] / max(1, self.points))
+
+    @property
+    def coverage(self) -> float:
+        return self.covered / max(1, self.points)
 
 
-def truths(aa: bool) -> np.ndarray:
-    """(drafters, points) true speedups: each profile repeated over the categories."""
-    rows = [np.tile(np.ones(6) if aa else np.array(p), CATEGORIES) for p in PROFILES.values()]
-    return np.array(rows)
+def fixed_design(mx: Matrix, history: Calibration | None) -> Design:
+    """The cost-optimal launches x repeats `specbench plan` recommends with this history (its largest
+    design, 30 launches, when none resolves m)."""
+    plan = planner.make_plan(mx.cfg, history)
+    return plan.optimal.design if plan.optimal is not None else Design(30, 1)
 
 
-class Launcher:
-    """Launch means on the log scale: log truth + a launch effect shared by the launch's points + the
-    mean of r repeat effects per point."""
-
-    def __init__(self, rng: np.random.Generator, s_launch: float, s_repeat: float):
-        self.rng, self.sl, self.sr = rng, s_launch, s_repeat
-
-    def launch(self, log_truth: np.ndarray, repeats: int) -> np.ndarray:
-        effect = self.rng.normal(0, self.sl)
-        return log_truth + effect + self.rng.normal(0, self.sr, (repeats, log_truth.size)).mean(axis=0)
-
-
-def fixed(rng: np.random.Generator, truth: np.ndarray, lau: Launcher, res: Result) -> None:
-    n, r = FIXED
-    base = np.array([lau.launch(np.zeros(truth.shape[1]), r) for _ in range(n)])
-    res.seconds += (1 + len(truth)) * n * (STARTUP_S + r * truth.shape[1] * POINT_S)
-    for row in truth:
-        drafter = np.array([lau.launch(np.log(row), r) for _ in range(n)])
-        for p in range(row.size):
-            ci = stats.ratio_ci(np.exp(drafter[:, p]), np.exp(base[:, p]))
-            _score(ci, row[p], res)
+def run_fixed(mx: Matrix, world: World, truth: dict[tuple[str, str], float], history: Calibration | None,
+              score: Score) -> Design:
+    design = fixed_design(mx, history)
+    sweep = mx.cfg.sweep.model_copy(update={"launches": design.launches, "repeats": design.repeats, "until": "fixed"})
+    run = Run(mx, world, truth)
+    for unit in launch_order(mx.variants, design.launches):
+        run.launch(unit.variant, unit.launch, mx.points[unit.variant], design.repeats)
+    score.add(run, run.cells(history, sweep), mx.cfg.verdict.min_speedup)
+    return design
 
 
-def sequential(rng: np.random.Generator, truth: np.ndarray, lau: Launcher, prior: tuple[float, float],
-               res: Result, naive: bool = False) -> None:
-    """`naive`: every look at the plain 95% interval (peeking without spending alpha), for comparison."""
-    n_d, n_p = truth.shape
-    k = MAX_LAUNCHES - START + 1
-    alpha = 0.025 if naive else look_alpha(k)
-    confidence = 1 - 2 * alpha
-    base: list[list[float]] = [[] for _ in range(n_p)]
-    draft: list[list[list[float]]] = [[[] for _ in range(n_p)] for _ in range(n_d)]
-    open_pts = [set(range(n_p)) for _ in range(n_d)]
-    last: dict[tuple[int, int], stats.TInterval] = {}
-    for n in range(1, MAX_LAUNCHES + 1):
-        union = sorted(set().union(*open_pts))
-        if not union:
-            break
-        # the baseline, then each drafter with open points (A B order)
-        vals = lau.launch(np.zeros(n_p), SEQ_REPEATS)
-        res.seconds += STARTUP_S + SEQ_REPEATS * len(union) * POINT_S
-        for p in union:
-            base[p].append(float(vals[p]))
-        for d in range(n_d):
-            if not open_pts[d]:
-                continue
-            vals = lau.launch(np.log(truth[d]), SEQ_REPEATS)
-            res.seconds += STARTUP_S + SEQ_REPEATS * len(open_pts[d]) * POINT_S
-            for p in open_pts[d]:
-                draft[d][p].append(float(vals[p]))
-        if n < START:
-            continue
-        for d in range(n_d):  # the look: every point's interval on all its data so far
-            for p in range(n_p):
-                if p in open_pts[d] or base[p] and len(base[p]) > len(draft[d][p]):
-                    ci = stats.pooled_ratio_ci(np.exp(draft[d][p]), np.exp(base[p]), prior, confidence)
-                    last[(d, p)] = ci
-                    decided = classify(_f(ci.low), _f(ci.high), M) is not Outcome.UNDECIDED
-                    if decided or _futile(ci, len(draft[d][p]), alpha):
-                        open_pts[d].discard(p)
-                    elif p not in open_pts[d] and n < MAX_LAUNCHES:
-                        open_pts[d].add(p)  # the baseline's new launches moved it back: measure it again
-    for (d, p), ci in last.items():
-        _score(ci, truth[d, p], res)
+def run_sequential(mx: Matrix, world: World, truth: dict[tuple[str, str], float], history: Calibration | None,
+                   score: Score, max_launches: int) -> int:
+    sweep = mx.cfg.sweep.model_copy(update={"launches": SEQ_START, "repeats": 1, "until": "decided",
+                                            "max_launches": max_launches})
+    run = Run(mx, world, truth)
+    for unit in launch_order(mx.variants, SEQ_START):
+        run.launch(unit.variant, unit.launch, mx.points[unit.variant], 1)
+    n, status = SEQ_START, {v: "done" for v in mx.variants}
+    while (todo := next_round(run.cells(history, sweep), sweep, mx.cfg.verdict.min_speedup, mx.baseline, n,
+                              status).todo):
+        n += 1
+        points = dict(todo)
+        for v in round_order(list(points), n):  # the runner's order of a round
+            run.launch(v, n, points[v], 1)
+    score.add(run, run.cells(history, sweep), mx.cfg.verdict.min_speedup)
+    return n
 
 
-def _futile(ci: stats.TInterval, launches: int, alpha: float) -> bool:
-    """Undecided, and not decidable within MAX_LAUNCHES if its estimate and variance held."""
-    if ci.low is None or ci.high is None or ci.df is None:
-        return False
-    more = units_to_decide(MeasuredInterval(ci.low, ci.high, ci.df, launches), M, cap=MAX_LAUNCHES, alpha=alpha)
-    return more.units is None
+@dataclass
+class Cell:
+    """One (condition, truth) entry: both designs' scores."""
+
+    fixed: Score = field(default_factory=Score)
+    sequential: Score = field(default_factory=Score)
+    designs: list[Design] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
 
 
-def _f(x: float | None) -> float:
-    return math.nan if x is None else x
-
-
-def _score(ci: stats.TInterval, true: float, res: Result) -> None:
-    lo, hi = _f(ci.low), _f(ci.high)
-    outcome = classify(lo, hi, M)
-    res.points += 1
-    res.decided += outcome is not Outcome.UNDECIDED
-    res.adopts += outcome is Outcome.ADOPT
-    res.slower += outcome is Outcome.SLOWER
-    res.covered += lo <= true <= hi
-
-
-def history_prior(rng: np.random.Generator, s_launch: float, s_repeat: float, df: float) -> tuple[float, float]:
-    """The history's launch-mean variance (s_L^2 + s_R^2 / r) as df earlier launches would estimate it."""
-    est_l = s_launch**2 * rng.chisquare(df) / df
-    est_r = s_repeat**2 * rng.chisquare(4 * df) / (4 * df)
-    return est_l + est_r / SEQ_REPEATS, df
-
-
-def run(matrices: int, history_df: float, seed: int) -> dict[str, Result]:
+def simulate(mx: Matrix, cond: Condition, truth_kind: str, opts: argparse.Namespace, seed: int) -> Cell:
     rng = np.random.default_rng(seed)
-    out = {k: Result() for k in ("fixed", "sequential", "naive", "fixed A/A", "sequential A/A", "naive A/A")}
-    for i in range(matrices):
-        aa = i % 2 == 1
-        s_l, s_r = rng.uniform(0.02, 0.05), rng.uniform(0.01, 0.03)
-        lau = Launcher(rng, s_l, s_r)
-        truth = truths(aa)
-        tag = " A/A" if aa else ""
-        fixed(rng, truth, lau, out["fixed" + tag])
-        prior = history_prior(rng, s_l, s_r, history_df)
-        state = rng.bit_generator.state  # the naive rule sees the very same launches
-        sequential(rng, truth, lau, prior, out["sequential" + tag])
-        rng.bit_generator.state = state
-        sequential(rng, truth, lau, prior, out["naive" + tag], naive=True)
-    return out
+    truth = mx.truth(truth_kind)
+    full_round = sum(mx.launch_s(mx.points[v], 1) for v in mx.variants)
+    cell = Cell()
+    for _ in range(opts.matrices):
+        s_l, s_r = rng.uniform(*LAUNCH_CV), rng.uniform(*REPEAT_CV)
+        world = World(rng, cond, s_l, s_r, full_round)
+        history = simulated_history(mx, world, opts.history_entries)
+        world.clock = 0.0
+        cell.designs.append(run_fixed(mx, world, truth, history, cell.fixed))
+        world.clock = 0.0
+        cell.rounds.append(run_sequential(mx, world, truth, history, cell.sequential, opts.max_launches))
+    return cell
 
 
-def table(out: dict[str, Result], history_df: float) -> str:
-    fx = out["fixed"].seconds + out["fixed A/A"].seconds
-    lines = ["| design | GPU-hours vs fixed | points decided | adopt on A/A | adopt or slower on A/A | coverage |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    names = {"fixed": "fixed, 3 launches x 3 repeats", "sequential": "sequential (until: decided), alpha spent",
-             "naive": "sequential, 95% at every look (no spending)"}
-    for name, label in names.items():
-        r, a = out[name], out[name + " A/A"]
-        cost = 100 * (r.seconds + a.seconds) / fx
-        lines.append(f"| {label} | {cost:.0f}% | {100 * r.decided / r.points:.1f}% | "
-                     f"{100 * a.adopts / a.points:.2f}% | "
-                     f"{100 * (a.adopts + a.slower) / a.points:.2f}% | "
-                     f"{(r.covered + a.covered) / (r.points + a.points):.3f} |")
-    lines.append(f"\nHistory df {history_df:g}; launch CV 2-5%, repeat CV 1-3%; m = {M}.")
+def boundary_errors(results: dict[tuple[str, str], Cell], design: str) -> Iterator[tuple[str, str, float, float]]:
+    """(condition, error name, percent, Monte Carlo SE) of every boundary error rate."""
+    checks = (("m", Outcome.ADOPT, "P(adopt | m)"), ("m", Outcome.NO_DIFFERENCE, "P(same | m)"),
+              ("1/m", Outcome.NO_DIFFERENCE, "P(same | 1/m)"), ("1", Outcome.SLOWER, "P(slower | 1)"),
+              ("1", Outcome.ADOPT, "P(adopt | 1)"))
+    for cond in CONDITIONS:
+        for truth, outcome, name in checks:
+            if (cond.name, truth) in results:
+                sc = getattr(results[(cond.name, truth)], design)
+                yield (cond.name, name, *sc.rate(outcome))
+
+
+def worst(results: dict[tuple[str, str], Cell], misspecified: bool) -> tuple[float, float, str]:
+    names = {c.name for c in CONDITIONS if c.misspecified == misspecified}
+    rows = [(p, se, f"{name} ({cond})") for cond, name, p, se in boundary_errors(results, "sequential")
+            if cond in names]
+    return max(rows) if rows else (math.nan, math.nan, "")
+
+
+SCENARIOS = [("matched", "profile")] + [(c.name, t) for c in CONDITIONS for t in TRUTHS[1:]]
+
+
+def tables(results: dict[tuple[str, str], Cell], opts: argparse.Namespace) -> str:
+    prof = results[("matched", "profile")]
+    fx, sq = prof.fixed, prof.sequential
+    designs = sorted({(d.launches, d.repeats) for d in prof.designs})
+    counts = {d: sum((x.launches, x.repeats) == d for x in prof.designs) for d in designs}
+    lines = [f"Profile, matched history ({opts.matrices} matrices):", "",
+             "| design | cost vs fixed | points decided | adopt | same | slower | coverage |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for label, sc in (("fixed (`specbench plan`'s cost-optimal)", fx),
+                      (f"sequential (2 launches, then until decided, max {opts.max_launches})", sq)):
+        r = {o: sc.rate(o)[0] for o in Outcome}
+        lines.append(f"| {label} | {100 * sc.seconds / fx.seconds:.0f}% | {sc.decided:.1f}% | "
+                     f"{r[Outcome.ADOPT]:.1f}% | {r[Outcome.NO_DIFFERENCE]:.1f}% | {r[Outcome.SLOWER]:.1f}% | "
+                     f"{sc.coverage:.3f} |")
+    lines += ["", "Fixed designs recommended (launches x repeats: matrices): "
+              + ", ".join(f"{n} x {r}: {counts[(n, r)]}" for n, r in designs)
+              + f"; sequential launches used: median {np.median(prof.rounds):g}, max {max(prof.rounds)}.", "",
+              "Boundary error rates per drafter point, percent (in brackets the Monte Carlo SE over matrices), "
+              "sequential / fixed; coverage of the reported intervals over those points:",
+              "", "| condition | P(adopt \\| m) | P(same \\| m) | P(same \\| 1/m) | P(slower \\| 1) | P(adopt \\| 1) "
+              "| coverage |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    seq = list(boundary_errors(results, "sequential"))
+    fix = list(boundary_errors(results, "fixed"))
+    for cond in CONDITIONS:
+        cells = [f"{p:.2f} ({se:.2f}) / {fp:.2f}" for (c, _, p, se), (_, _, fp, _) in zip(seq, fix) if c == cond.name]
+        if not cells:
+            continue
+        runs = [results[(cond.name, t)] for t in TRUTHS[1:] if (cond.name, t) in results]
+        cov = [sum(getattr(r, k).covered for r in runs) / sum(getattr(r, k).points for r in runs)
+               for k in ("sequential", "fixed")]
+        lines.append(f"| {cond.name} | " + " | ".join(cells) + f" | {cov[0]:.3f} / {cov[1]:.3f} |")
+    lines += ["", f"{opts.matrices} matrices per entry; launch CV {100 * LAUNCH_CV[0]:g}-{100 * LAUNCH_CV[1]:g}%, "
+              f"repeat CV {100 * REPEAT_CV[0]:g}-{100 * REPEAT_CV[1]:g}%; history: {opts.history_entries} "
+              f"calibrations of {CAL_LAUNCHES} launches x {CAL_REPEATS} repeats; m = {opts.min_speedup:g}; "
+              f"seed {opts.seed}."]
     return "\n".join(lines)
 
 
+def _one(job: tuple[RunConfig, Condition, str, argparse.Namespace, int]) -> Cell:
+    cfg, cond, truth, opts, seed = job
+    return simulate(Matrix.of(cfg), cond, truth, opts, seed)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--matrices", type=int, default=300, help="simulated matrices (half of them A/A)")
-    ap.add_argument("--history-df", type=float, default=8.0)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.decision_cost", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--matrices", type=int, default=120, help="simulated matrices per condition and truth")
+    ap.add_argument("--quick", action="store_true", help="a few matrices, the matched history only (a test)")
+    ap.add_argument("--history-entries", type=int, default=2)
+    ap.add_argument("--max-launches", type=int, default=10)
+    ap.add_argument("--config", type=Path, default=CONFIG)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--write", type=Path, help="replace the table between the markers in this file")
-    a = ap.parse_args(argv)
-    out = run(a.matrices, a.history_df, a.seed)
-    text = table(out, a.history_df)
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (the scenarios run in parallel)")
+    ap.add_argument("--write", type=Path, help="replace the tables between the markers in this file")
+    opts = ap.parse_args(argv)
+    if opts.quick:
+        opts.matrices = min(opts.matrices, 3)
+    cfg = load_config(opts.config)
+    opts.min_speedup = cfg.verdict.min_speedup
+    names = {CONDITIONS[0].name, CONDITIONS[1].name} if opts.quick else {c.name for c in CONDITIONS}
+    by_name = {c.name: c for c in CONDITIONS}
+    scen = [(c, t) for c, t in SCENARIOS if c in names]
+    jobs = [(cfg, by_name[c], t, opts, opts.seed * 1000 + i) for i, (c, t) in enumerate(scen)]
+    if opts.jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(opts.jobs) as pool:
+            cells = pool.map(_one, jobs, chunksize=1)
+    else:
+        cells = [_one(j) for j in jobs]
+    results = dict(zip(scen, cells))
+    text = tables(results, opts)
     print(text)
-    if a.write:
-        doc = a.write.read_text()
-        i, j = doc.index(MARK_START) + len(MARK_START), doc.index(MARK_END)
-        a.write.write_text(doc[:i] + "\n" + text + "\n" + doc[j:])
-    fx = out["fixed"].seconds + out["fixed A/A"].seconds
-    sq = out["sequential"].seconds + out["sequential A/A"].seconds
-    p = 100 * sq / fx
-    d = 100 * out["sequential"].decided / out["sequential"].points
-    f = 100 * out["fixed"].decided / out["fixed"].points
-    aa = out["sequential A/A"]
-    adopt = 100 * aa.adopts / aa.points
-    both = out["sequential"], out["sequential A/A"]
-    cov = sum(r.covered for r in both) / sum(r.points for r in both)
-    print(f"decision cost: {p:.0f}% of the fixed design's GPU-hours, {d:.0f}% of points decided (fixed: {f:.0f}%), "
-          f"false adopt {adopt:.1f}%, coverage {cov:.3f}")
-    return 0 if p <= 40 and d >= f and adopt <= 5 and cov >= 0.93 else 1
+    if opts.write:
+        doc = opts.write.read_text()
+        a, b = doc.index(MARK_START) + len(MARK_START), doc.index(MARK_END)
+        opts.write.write_text(doc[:a] + "\n" + text + "\n" + doc[b:])
+    prof = results[("matched", "profile")]
+    p = 100 * prof.sequential.seconds / prof.fixed.seconds
+    d, f = prof.sequential.decided, prof.fixed.decided
+    e, e_se, e_where = worst(results, misspecified=False)
+    mm, _, m_where = worst(results, misspecified=True)
+    c = prof.sequential.coverage
+    print(f"worst boundary error: {e_where}, Monte Carlo SE {e_se:.2f}; misspecified: {m_where}")
+    print(f"decision cost: {p:.0f}% of the best fixed design's GPU-hours, {d:.0f}% of points decided (fixed: {f:.0f}%), "
+          f"worst boundary error {e:.1f}% (misspecified history: {mm:.1f}%), coverage {c:.3f}")
+    ok = p <= GOAL["P"] and d >= f and e <= GOAL["E"] and mm <= GOAL["M"] and c >= GOAL["C"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -19,12 +19,16 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from specbench import stats
+from specbench import calibration, stats
+from specbench.calibration import Calibration
+from specbench.metrics.intervals import variance_levels
+from specbench.metrics.speedup import speedup_ci
 
 NS = (3, 5, 10)
 CVS = (0.02, 0.05, 0.10, 0.30)  # 30%: the between-launch CV an A/A run measured on a loaded 2-core CPU
@@ -181,30 +185,6 @@ def launch_table(trials: int, seed: int) -> list[list[str]]:
     return rows
 
 
-def calibration_row(trials: int, seed: int, cal_launches: int = 3, repeats: int = 3) -> list[str]:
-    """One launch per variant plus a calibration: an A/A of the baseline with `cal_launches` launches x
-    `repeats` gives the between-launch variance (Kalibera-Jones estimate, df = launches - 1); the speedup
-    interval over repeats adds it (`repeat+calibration`). Same launch and repeat CVs as launch_table."""
-    from specbench.metrics.intervals import LaunchVariance, launch_components, variance_levels
-
-    rng = np.random.default_rng(seed)
-    hits = hits_plain = 0
-    for _ in range(trials):
-        aa = _units(rng, cal_launches, 0.10, 100.0)[:, None] * _units(rng, cal_launches * repeats, 0.02).reshape(
-            cal_launches, repeats)
-        cv = variance_levels({(la + 1, r + 1): float(aa[la, r]) for la in range(cal_launches)
-                              for r in range(repeats)}, [])["launch_cv"]
-        cal = LaunchVariance(rel_var=cv * cv, df=cal_launches - 1.0, source="simulated")
-        v = 100.0 * TRUE_SPEEDUP * _units(rng, 1, 0.10) * _units(rng, repeats, 0.02)
-        b = 100.0 * _units(rng, 1, 0.10) * _units(rng, repeats, 0.02)
-        ci = stats.ratio_ci(v, b, extra_log=launch_components(cal, n_variants=2))
-        hits += ci.low <= TRUE_SPEEDUP <= ci.high  # type: ignore[operator]
-        plain = stats.ratio_ci(v, b)
-        hits_plain += plain.low <= TRUE_SPEEDUP <= plain.high  # type: ignore[operator]
-    return [f"1 x {repeats} + calibration ({cal_launches}-launch A/A)", f"{hits / trials:.3f}",
-            f"{hits_plain / trials:.3f}"]
-
-
 def adaptive_rows(trials: int, seed: int) -> list[list[str]]:
     """Adaptive repeats (one launch, windows as units): windows drawn one at a time until the runner's own
     rule (metrics.adaptive_done, the config's default target and cap) stops; then the output throughput
@@ -265,13 +245,133 @@ def previous_method(trials: int, seed: int) -> list[list[str]]:
     return rows
 
 
+# ---------------------------------------------------------------------------------------------------
+# Gated rows: every speedup interval the report prints, by its interval_unit, through the product's own
+# speedup.speedup_ci, with its coverage gate. To add a row: one GatedRow with a trial function.
+
+LAUNCH_CV, REPEAT_CV = 0.10, 0.02  # as launch_table: launches vary far more than repeats
+CAL_LAUNCHES, CAL_REPEATS, CAL_CELLS = 3, 2, 4  # one `specbench calibrate --launches 3` (repeats >= 2)
+
+RowTrial = Callable[[np.random.Generator], tuple[stats.TInterval, float]]
+
+
+@dataclass(frozen=True)
+class GatedRow:
+    """One gated row: the interval (the report's interval_unit), how it is drawn, its trial and its gate
+    (the lowest acceptable coverage; the script exits 1 below it)."""
+
+    interval: str
+    design: str
+    trial: RowTrial
+    gate: float = GOAL[0]
+
+
+def _windows(rng: np.random.Generator, mean: float, launches: int, repeats: int) -> dict[tuple[int, int], float]:
+    """(launch, repeat) -> window throughput: a launch effect (LAUNCH_CV) times a repeat effect (REPEAT_CV)."""
+    launch = _units(rng, launches, LAUNCH_CV, mean)
+    rep = _units(rng, launches * repeats, REPEAT_CV).reshape(launches, repeats)
+    return {(la + 1, r + 1): float(launch[la] * rep[la, r]) for la in range(launches) for r in range(repeats)}
+
+
+def simulated_history(rng: np.random.Generator, calibrations: int) -> Calibration | None:
+    """`calibrations` A/A calibrations of the baseline (CAL_LAUNCHES x CAL_REPEATS on CAL_CELLS cells that
+    share each launch's effect), estimated by calibration.estimate and pooled by calibration.pooled."""
+    entries = []
+    for i in range(calibrations):
+        launch = _units(rng, CAL_LAUNCHES, LAUNCH_CV, 100.0)
+        cells = {}
+        for c in range(CAL_CELLS):
+            rep = _units(rng, CAL_LAUNCHES * CAL_REPEATS, REPEAT_CV).reshape(CAL_LAUNCHES, CAL_REPEATS)
+            cells[f"c{c}"] = {(la + 1, r + 1): float(launch[la] * rep[la, r]) for la in range(CAL_LAUNCHES)
+                              for r in range(CAL_REPEATS)}
+        frame = _cells_frame({"base": cells})
+        est = calibration.estimate(frame, "base", hardware={}, engine="", model="", source_run=str(i))
+        if est is not None:  # as run_estimate records it: the baseline's speeds, repeats per launch
+            entries.append(replace(est, speeds=calibration._speeds(frame, "base"), repeats=CAL_REPEATS))
+    return calibration.pooled(entries, "simulated")
+
+
+def _cells_frame(windows: dict[str, dict[str, dict[tuple[int, int], float]]]) -> pd.DataFrame:
+    """Cells as the history's checks read them: per variant and point, launches, repeats, the output
+    throughput and the variance levels (metrics.variance_levels)."""
+    return pd.DataFrame([{"variant": v, "point_id": p, "valid": True, "launches": len({la for la, _ in w}),
+                          "repeats": len(w), "output_throughput_tok_s": stats.mean(list(w.values())),
+                          **variance_levels(w, [])} for v, by_point in windows.items() for p, w in by_point.items()])
+
+
+def _speedup_trial(launches: int, repeats: int, calibrations: int) -> RowTrial:
+    """The report's speedup interval of one point (speedup.speedup_ci) for a variant and a baseline measured
+    launches x repeats each, with the pooled history of `calibrations` calibrations (0: none) as the run
+    would use it after calibration.check_run (its speed and F tests; its upper bound when launched once)."""
+    def trial(rng: np.random.Generator) -> tuple[stats.TInterval, float]:
+        cal = simulated_history(rng, calibrations) if calibrations else None
+        v, b = _windows(rng, 100.0 * TRUE_SPEEDUP, launches, repeats), _windows(rng, 100.0, launches, repeats)
+        own = _cells_frame({"base": {"c0": b}, "v": {"c0": v}})
+        lv = calibration.check_run(own, ["base", "v"], cal, launches).variance("simulated")
+        point = stats.mean(list(v.values())) / stats.mean(list(b.values()))
+        return speedup_ci(v, b, lv, point), TRUE_SPEEDUP
+    return trial
+
+
+GATED: list[GatedRow] = [
+    GatedRow("launch", "2 launches x 1 repeat (n = 2), no history", _speedup_trial(2, 1, 0)),
+    GatedRow("launch", "2 launches x 3 repeats (n = 2), no history", _speedup_trial(2, 3, 0)),
+    GatedRow("repeat+calibration", "1 launch x 3 repeats + 1 calibration", _speedup_trial(1, 3, 1)),
+    GatedRow("repeat+calibration", "1 launch x 3 repeats + 3 calibrations", _speedup_trial(1, 3, 3)),
+    GatedRow("history", "1 launch x 1 repeat + 1 calibration", _speedup_trial(1, 1, 1)),
+    GatedRow("history", "1 launch x 1 repeat + 3 calibrations", _speedup_trial(1, 1, 3)),
+    GatedRow("launch+history", "2 launches x 1 repeat + 1 calibration", _speedup_trial(2, 1, 1)),
+    GatedRow("launch+history", "2 launches x 1 repeat + 3 calibrations", _speedup_trial(2, 1, 3)),
+    GatedRow("launch+history", "3 launches x 1 repeat + 3 calibrations", _speedup_trial(3, 1, 3)),
+]
+
+
+def _at(trial: Trial, n: int, cv: float) -> RowTrial:
+    """A main-table trial at a fixed n and CV (a gated row of its own: the main table starts at n = 3)."""
+    return lambda rng: trial(rng, n, cv)
+
+
+GATED += [GatedRow(f"{name} (n = 2)", f"2 units, CV {100 * cv:.0f}%: {method}", _at(trial, 2, cv))
+          for name, (method, trial) in INTERVALS.items() for cv in (0.05, 0.30)]
+
+
+LAST_LINE = [""]  # the summary line main prints last
+
+
+def gated_rows(trials: int, seed: int) -> tuple[list[list[str]], bool]:
+    """Each gated row's coverage with its Monte Carlo standard error, its gate and whether it passes."""
+    rows, ok = [], True
+    lowest: tuple[float, float, str] = (math.inf, 0.0, "")
+    for i, row in enumerate(GATED):
+        rng = np.random.default_rng(seed + 7919 * (i + 1))
+        hits = done = 0
+        for _ in range(trials):
+            ci, truth = row.trial(rng)
+            if ci.low is None or ci.high is None:
+                continue
+            done += 1
+            hits += ci.low <= truth <= ci.high
+        cov = hits / done if done else math.nan
+        se = math.sqrt(cov * (1 - cov) / done) if done else math.nan
+        passed = cov >= row.gate
+        ok &= passed
+        lowest = min(lowest, (cov - row.gate, cov, f"{row.interval}, {row.design}"))
+        rows.append([f"`{row.interval}`", row.design, f"{cov:.3f} ({se:.3f})", f">= {row.gate:.2f}",
+                     "pass" if passed else "FAIL"])
+    n_pass = sum(r[-1] == "pass" for r in rows)
+    LAST_LINE[0] = (f"interval coverage: {n_pass} of {len(rows)} gated rows pass; closest to its gate: {lowest[2]} "
+                    f"at {lowest[1]:.3f}")
+    return rows, ok
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     return "\n".join(["\n".join(lines), *("| " + " | ".join(r) + " |" for r in rows)])
 
 
 def run(trials: int, seed: int, previous_trials: int) -> tuple[str, bool]:
-    rows, ok = [], True
+    gated, ok = gated_rows(trials, seed)
+    rows = []
     for name, (method, trial) in INTERVALS.items():
         for cv in CVS:
             cells = []
@@ -289,7 +389,14 @@ def run(trials: int, seed: int, previous_trials: int) -> tuple[str, bool]:
             f"Launch effect (between-launch CV 10%, repeats inside a launch CV 2%, speedup, {trials} "
             "measurements): coverage with launch means as units vs repeats treated as independent.", "",
             _table(["launches x repeats", "launches as units (or calibrated)", "repeats as units"],
-                   launch_table(trials, seed) + [calibration_row(trials, seed)]),
+                   launch_table(trials, seed)),
+            "",
+            f"Every speedup interval the report prints, by its `interval_unit`, through speedup.speedup_ci ({trials} "
+            f"measurements per row; between-launch CV {100 * LAUNCH_CV:.0f}%, between-repeat CV "
+            f"{100 * REPEAT_CV:.0f}%; a calibration is {CAL_LAUNCHES} launches x {CAL_REPEATS} repeats of the "
+            f"baseline on {CAL_CELLS} cells, estimated and pooled by specbench.calibration). In brackets the "
+            "Monte Carlo standard error; a row below its gate fails the script.", "",
+            _table(["interval_unit", "design", "coverage", "gate", ""], gated),
             "",
             f"Positive figures (output throughput, {trials} measurements per row): coverage of the Student t "
             "interval on the natural scale (the former method) and on the log scale (specbench's), in brackets "
@@ -320,14 +427,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--previous-trials", type=int, default=400,
                    help="measurements per entry for the previous bootstrap method (0: skip it)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="100 measurements per entry, no bootstrap rows (a test)")
     p.add_argument("--write", type=Path, metavar="DOC", help="also write the tables between the markers in DOC")
     a = p.parse_args(argv)
+    if a.quick:
+        a.trials, a.previous_trials = min(a.trials, 100), 0
     block, ok = run(a.trials, a.seed, a.previous_trials)
     print(block)
     if a.write:
         write_into(a.write, block)
     if not ok:
-        print(f"coverage outside {GOAL[0]}-{GOAL[1]} for at least one interval", file=sys.stderr)
+        print(f"coverage outside {GOAL[0]}-{GOAL[1]} for at least one interval, or a gated row below its gate",
+              file=sys.stderr)
+    print(LAST_LINE[0])
     return 0 if ok else 1
 
 

@@ -28,6 +28,11 @@ from .metrics.decision import (
 )
 from .plan import capped_variants
 
+# What benchmarks/decision_cost.py measured (docs/metrics.md, "What it saves"): the reason `plan` recommends
+# the fixed cost-optimal design over sequential measurement.
+SEQUENTIAL_VS_FIXED = ("in simulation the sequential rule costs less but decides fewer points than the "
+                       "cost-optimal fixed design with the same history (docs/metrics.md, \"What it saves\")")
+
 
 @dataclass(frozen=True)
 class Source:
@@ -92,21 +97,32 @@ def _rate(rates: float | dict[int, float], concurrency: int) -> float:
     return rates[nearest]
 
 
+def _rates(cfg: RunConfig, history: Calibration | None) -> tuple[float | dict[int, float] | None, str]:
+    """Per-request speeds (one figure, or per concurrency) and where they come from."""
+    if history is not None and history.rates:
+        return {int(k): float(v) for k, v in history.rates.items()}, f"measured ({history.history})"
+    return cfg.estimates.per_request_tok_s, "config estimates.per_request_tok_s"
+
+
+def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: int, concurrency: int) -> float | None:
+    """One window of a closed-loop point: waves x output_len / per-request speed at its concurrency (None
+    without speeds). The plan's measuring time is the sum of these over the sweep's points."""
+    rates, _ = _rates(cfg, history)
+    return None if rates is None else cfg.sweep.waves * output_len / _rate(rates, concurrency)
+
+
 def _measuring(cfg: RunConfig, categories: int, history: Calibration | None,
                cap: int | None = None) -> tuple[float | None, str]:
     """One repeat of the sweep's measuring time (for a variant capped at `cap`: its points only)."""
     s = cfg.sweep
-    rates: float | dict[int, float] | None = cfg.estimates.per_request_tok_s
-    where = "config estimates.per_request_tok_s"
-    if history is not None and history.rates:
-        rates, where = {int(k): float(v) for k, v in history.rates.items()}, f"measured ({history.history})"
+    rates, where = _rates(cfg, history)
     if rates is None:
         return None, "unknown: set estimates.per_request_tok_s, or calibrate this hardware"
     if s.load.open:  # one mixed point per rate: its arrivals span n / rate, then the last request drains
         n = s.load.warmup_requests + s.load.requests_per_rate
         per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
-    per_point = [s.waves * o / _rate(rates, c) for o in s.output_lens for c in s.concurrency
+    per_point = [point_seconds(cfg, history, o, c) or 0.0 for o in s.output_lens for c in s.concurrency
                  if cap is None or c <= cap]
     n_other = categories * len(s.input_lens or [None]) * len(s.temperatures)
     return sum(per_point) * n_other, where
@@ -166,7 +182,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                         else (None, comps_history is None))
     optimal = None
     if comps is not None and measuring is not None and startup.value is not None:
-        optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup)
+        pooled = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
+        optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup, prior_df=pooled)
     capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
                      _measuring(cfg, categories, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
@@ -230,6 +247,9 @@ def render(p: CostPlan) -> str:
         lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
                      f"{o.design.repeats} repeat(s) per variant, {_dur(o.cost)} per variant, "
                      f"{n * o.cost / 3600:.1f} node-hours (expected half-width {o.half_width:.4f} on ln speedup)")
+        if p.sequential is not None:
+            lines.append(f"  recommended: this fixed design (sweep.launches: {o.design.launches}, repeats: "
+                         f"{o.design.repeats}, until: fixed) rather than until: decided: {SEQUENTIAL_VS_FIXED}")
     elif p.components is not None and p.measuring_s is not None and p.startup.value is not None:
         lines.append(f"  cost-optimal design: none within 30 launches resolves min_speedup {p.min_speedup:g}")
     return "\n".join(lines)

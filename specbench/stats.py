@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import scipy.special
 import scipy.stats
 
 ArrayLike = Sequence[float] | np.ndarray
@@ -92,7 +93,7 @@ def _t_bounds(center: float, variance: float, df: float | None, confidence: floa
     """center +- t_{df} sqrt(variance) (on the log scale, then exponentiated, when `log`)."""
     if df is None or not (variance >= 0 and math.isfinite(variance) and math.isfinite(center)):
         return UNDEFINED_T
-    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(variance)
+    half = float(scipy.special.stdtrit(df, 0.5 + confidence / 2)) * math.sqrt(variance)  # = t.ppf, faster
     lo, hi = center - half, center + half
     if not log:
         return TInterval(lo, hi, df)

@@ -175,3 +175,13 @@ def test_alpha_spending_keeps_the_error_rate_however_often_one_looks() -> None:
     5% (two sides); at 2.5% / 6 per side it stays below 5% (union bound; seeded, so deterministic)."""
     naive, spent = _aa_paths(6, 0.025), _aa_paths(6, look_alpha(6))
     assert naive > 0.10 and spent <= 0.05
+
+
+def test_optimal_design_counts_the_pooled_history_df() -> None:
+    """With a history pooled into the launch means (launch+history), t has the history's df too: the
+    cost-optimal design needs no more launches, and with a small run fewer (specbench plan)."""
+    comps = Components(Estimate(0.02 ** 2, 4), Estimate(0.01 ** 2, 8))
+    alone = optimal_design(comps, 600, 100, M)
+    pooled = optimal_design(comps, 600, 100, M, prior_df=40)
+    assert alone is not None and pooled is not None
+    assert pooled.design.launches < alone.design.launches and pooled.cost < alone.cost

@@ -1,14 +1,85 @@
-"""benchmarks/decision_cost.py: its last line's exact format, on a small seeded run."""
+"""benchmarks/decision_cost.py and benchmarks/interval_coverage.py: their quick runs print their lines, and
+what they simulate is specbench's own code (a change to the product changes their figures)."""
 
 from __future__ import annotations
 
+import argparse
 import re
 
-from benchmarks import decision_cost
+import numpy as np
+import pytest
+
+from benchmarks import decision_cost, interval_coverage
+from specbench import calibration, stats
+from specbench.config import load_config
+from specbench.metrics import sequential, speedup
+from specbench.report import decisions
+from specbench.runner import scheduler
+
+LAST = (r"decision cost: \d+% of the best fixed design's GPU-hours, \d+% of points decided \(fixed: \d+%\), "
+        r"worst boundary error \d+\.\d% \(misspecified history: \d+\.\d%\), coverage \d\.\d{3}")
 
 
-def test_last_line_format(capsys) -> None:
-    decision_cost.main(["--matrices", "4", "--seed", "3"])
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert re.fullmatch(r"decision cost: \d+% of the fixed design's GPU-hours, \d+% of points decided "
-                        r"\(fixed: \d+%\), false adopt \d+\.\d%, coverage \d\.\d{3}", last), last
+def test_decision_cost_quick_prints_its_line(capsys) -> None:
+    decision_cost.main(["--quick", "--matrices", "1", "--jobs", "1", "--seed", "3"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(LAST, out[-1]), out[-1]
+    assert any(line.startswith("| matched |") for line in out)
+    assert any(line.startswith("| history SD halved |") for line in out)
+
+
+def test_decision_cost_calls_the_product() -> None:
+    """The rule pieces are specbench's objects, not copies."""
+    assert decision_cost.next_round is sequential.next_round
+    assert decision_cost.always_valid is sequential.always_valid
+    assert decision_cost.speedup_ci is speedup.speedup_ci
+    assert decision_cost.point_outcomes is decisions.point_outcomes
+    assert decision_cost.launch_order is scheduler.launch_order
+    assert decision_cost.calibration is calibration
+
+
+def _one_matrix(truth: str = "profile") -> decision_cost.Cell:
+    mx = decision_cost.Matrix.of(load_config(decision_cost.CONFIG))
+    opts = argparse.Namespace(matrices=1, history_entries=2, max_launches=6)
+    return decision_cost.simulate(mx, decision_cost.CONDITIONS[0], truth, opts, seed=11)
+
+
+def test_decision_cost_follows_the_products_sequential_rule(monkeypatch) -> None:
+    """With the product's undecided_points saying nothing is left, the simulated run stops after its first
+    2 launches: the benchmark's sequential arm is the product's rule."""
+    assert _one_matrix().rounds[0] > decision_cost.SEQ_START
+    monkeypatch.setattr(sequential, "undecided_points", lambda *a, **k: {})
+    assert _one_matrix().rounds == [decision_cost.SEQ_START]
+
+
+def test_decision_cost_reads_the_products_history_check(monkeypatch) -> None:
+    """calibration.inconsistency refusing every history turns the launch+history intervals into plain
+    launch intervals: the simulated outcomes change."""
+    before = _one_matrix().fixed.counts
+    monkeypatch.setattr(calibration, "inconsistency", lambda *a, **k: "refused")
+    assert _one_matrix().fixed.counts != before
+
+
+def test_interval_coverage_quick_prints_its_gated_rows(capsys) -> None:
+    interval_coverage.main(["--quick", "--trials", "30"])
+    out = capsys.readouterr().out
+    for unit in ("`launch+history`", "`history`", "`repeat+calibration`", "(n = 2)"):
+        assert unit in out
+    assert re.search(r"\| 0\.\d{3} \(0\.\d{3}\) \| >= 0\.93 \| (pass|FAIL) \|", out)
+    assert re.search(r"interval coverage: \d+ of \d+ gated rows pass", out.strip().splitlines()[-1])
+
+
+def test_interval_coverage_rows_use_the_products_interval(monkeypatch) -> None:
+    """The launch+history rows go through stats.pooled_ratio_ci (via speedup.speedup_ci): an interval that
+    covers everything makes them cover every time."""
+    row = next(r for r in interval_coverage.GATED if r.interval == "launch+history")
+    calls = []
+
+    def everything(*a: object, **k: object) -> stats.TInterval:
+        calls.append(1)
+        return stats.TInterval(1e-9, 1e9, 1.0)
+
+    monkeypatch.setattr(stats, "pooled_ratio_ci", everything)
+    rng = np.random.default_rng(0)
+    lows = [row.trial(rng)[0].low for _ in range(5)]
+    assert calls and lows.count(pytest.approx(1e-9)) == len(calls)  # (a history the checks refuse: Welch)

@@ -72,6 +72,18 @@ def test_plan_of_a_sequential_config(tmp_path: Path) -> None:
     assert "at most 8 launches" in text and "2.5% / 7 per side" in text
 
 
+def test_plan_of_a_sequential_config_recommends_the_fixed_design(tmp_path: Path) -> None:
+    """benchmarks/decision_cost.py: sequential measurement decides fewer points than the cost-optimal fixed
+    design, so plan recommends the fixed one."""
+    path = tmp_path / "seq.yaml"
+    path.write_text(f"include: {K26}\nsweep: {{launches: 2, repeats: 1, until: decided, max_launches: 8}}\n"
+                    "estimates: {launch_cv: 0.02, repeat_cv: 0.01}\n")
+    p = make_plan(load_config(path), None)
+    assert p.optimal is not None
+    assert (f"recommended: this fixed design (sweep.launches: {p.optimal.design.launches}, repeats: "
+            f"{p.optimal.design.repeats}, until: fixed) rather than until: decided") in render(p)
+
+
 def test_plan_of_an_open_loop(tmp_path: Path) -> None:
     path = tmp_path / "slo.yaml"
     path.write_text(f"include: {CONFIGS[0].parent / 'demo-cpu-slo.yaml'}\n"

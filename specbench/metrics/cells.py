@@ -22,7 +22,7 @@ from .lossless import cell_lossless, output_digest
 from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from .requests import MeasuredRequest, request_itls_array, request_tpot, to_measured_requests, window_throughput_arrays
 from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
-from .speedup import MeasuredCell, speedup_columns, speedups  # noqa: F401 (speedup_columns: re-exported)
+from .speedup import MeasuredCell, speedups
 from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import scipy.special
 import scipy.stats
 
 ALPHA = 0.025  # per side: the 95% two-sided interval
@@ -69,7 +70,10 @@ def summary_word(outcomes: Iterable[Outcome]) -> str:
 
 
 def t_quantile(df: float, alpha: float = ALPHA) -> float:
-    return float(scipy.stats.t.ppf(1 - alpha, df)) if math.isfinite(df) else float(scipy.stats.norm.ppf(1 - alpha))
+    """The upper-alpha quantile of Student's t on df (the normal's for infinite df). scipy.special.stdtrit
+    is scipy.stats.t.ppf without its argument checks (the same values, some 300 times faster: the
+    sequential rule and its simulation ask for it at every point of every look)."""
+    return float(scipy.special.stdtrit(df, 1 - alpha)) if math.isfinite(df) else float(scipy.stats.norm.ppf(1 - alpha))
 
 
 def decisive_half_width(log_speedup: float, min_speedup: float) -> float:
@@ -235,10 +239,12 @@ class Plan:
 
 
 def optimal_design(comps: Components, launch_cost: float, repeat_cost: float, min_speedup: float,
-                   max_launches: int = 30) -> Plan | None:
+                   max_launches: int = 30, prior_df: float = 0.0) -> Plan | None:
     """The cheapest launches x repeats (per variant, the same for the baseline) whose expected
     half-width is at most target_half_width(m); None when no design within max_launches reaches it.
-    Repeats are searched around Kalibera & Jones' r*; t uses the df the design itself would have."""
+    Repeats are searched around Kalibera & Jones' r*; t uses the df the design itself would have:
+    2(n - 1) of its own launch means, plus `prior_df` when a variance history is pooled into them
+    (stats.pooled_ratio_ci, interval_unit launch+history)."""
     target = target_half_width(min_speedup)
     r_star = optimal_repeats(launch_cost, repeat_cost, comps)
     best: Plan | None = None
@@ -246,7 +252,7 @@ def optimal_design(comps: Components, launch_cost: float, repeat_cost: float, mi
         for n in range(2, max_launches + 1):
             d = Design(n, r)
             var = log_ratio_variance(comps, d, d)
-            df = 2 * (n - 1)  # the run's own launch means, Welch with equal variances
+            df = prior_df + 2 * (n - 1)  # the run's own launch means (Welch, equal variances), and the history's
             half = t_quantile(df) * math.sqrt(var)
             if half <= target:
                 cost = n * (launch_cost + r * repeat_cost)

@@ -10,7 +10,7 @@ the variance of each estimate with its own degrees of freedom.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -45,7 +45,7 @@ def group_units(items: Sequence[T], key: Callable[[T], Hashable]) -> list[list[T
     return list(groups.values())
 
 
-def unit_means(windows: dict[tuple[int, int], float]) -> list[float]:
+def unit_means(windows: Mapping[tuple[int, int], float]) -> list[float]:
     """Per-unit mean of a per-window figure keyed by (launch, repeat), in (launch, repeat) order;
     non-finite windows dropped."""
     n_launches = len({la for la, _ in windows})
@@ -53,7 +53,7 @@ def unit_means(windows: dict[tuple[int, int], float]) -> list[float]:
     for (la, rep), v in sorted(windows.items()):
         if math.isfinite(v):
             by_unit.setdefault(unit_key(la, rep, n_launches), []).append(v)
-    return [float(np.mean(v)) for v in by_unit.values()]
+    return [math.fsum(v) / len(v) for v in by_unit.values()]  # fsum: exact, and fast on a few values
 
 
 def launch_components(calibration: LaunchVariance | None, n_variants: int = 1) -> list[stats.Component]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..metrics.sequential import always_valid, undecided_points
+from ..metrics.sequential import next_round
 from ..plan import variant_points
 from .scheduler import Execute, round_order, run_schedule
 from .state import RunState
@@ -49,19 +49,12 @@ async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: 
     launches = {v: sweep.launches for v in order}
     n = sweep.launches
     while True:
-        open_points = undecided_points(always_valid(looks.cells(), sweep), sweep, ctx.cfg.verdict.min_speedup)
-        live = {v: pts for v, pts in open_points.items() if state.variants[v].status == "done"}
-        if not live:
-            looks.log(f"sequential: every point decided (or out of reach of max_launches) after {n} launches")
+        status = {v: state.variants[v].status for v in order}
+        nxt = next_round(looks.cells(), sweep, ctx.cfg.verdict.min_speedup, baseline, n, status)
+        if not nxt.todo:
+            looks.log(f"sequential: {nxt.reason}")
             return
-        if n >= sweep.max_launches:
-            k = sum(map(len, live.values()))
-            looks.log(f"sequential: {k} point{'s' if k != 1 else ''} still undecided at max_launches {n}")
-            return
-        if state.variants[baseline].status != "done":
-            looks.log("sequential: the baseline failed; no more launches")
-            return
-        todo = {baseline: frozenset().union(*live.values()), **{v: frozenset(p) for v, p in live.items()}}
+        todo = dict(nxt.todo)
         if sweep.budget_h is not None:
             spent, cost = time.monotonic() - looks.started, _round_cost(ctx, state, launches, todo)
             if spent + cost > sweep.budget_h * 3600:
@@ -69,7 +62,7 @@ async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: 
                           f"would exceed budget_h {sweep.budget_h:g}")
                 return
         n += 1
-        names = round_order([v for v in order if v in todo], n, state.launch_order or "interleaved")
+        names = round_order(list(todo), n, state.launch_order or "interleaved")
         k = len(todo[baseline])
         looks.log(f"sequential: launch {n} of {', '.join(names)} for {k} undecided point{'s' if k != 1 else ''}")
         for v in names:
