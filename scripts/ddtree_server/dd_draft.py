@@ -86,7 +86,7 @@ class DFlashHead:
                       position_embeddings=rope, past_key_value=cache)
         if cache is not None:  # keep the context's entries, drop the block's: the next block replaces it
             self.cached += new
-            cache.crop(self.cached)
+            cache.crop(-self.block_size)  # negative: drop that many from the end (transformers 5's form)
             self.context = None
         logits = m.lm_head(m.norm(h))[0, 1:].float()
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
