@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Protocol
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -119,7 +119,7 @@ class PlainBar:
     """rich.progress.Progress's add_task / advance / update for a log that is not a terminal: one plain
     line per task at every 10% (a live bar written to a file comes out truncated, e.g. "━━━ 4… 0:0…")."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.lines = PlainReporter(stream)
         self.tasks: dict[int, list] = {}  # id -> [description, total, done, last tenth printed]
 
@@ -148,7 +148,7 @@ class PlainBar:
             self.lines.log(f"{t[0]}: {t[2]:g}/{t[1]:g} ({10 * tenth}%)")
 
 
-def progress_bar(*columns: object):
+def progress_bar(*columns: Any) -> Any:
     """A rich progress bar on a terminal, plain lines (PlainBar) otherwise; a context manager either way."""
     from rich.progress import Progress as Bar
 

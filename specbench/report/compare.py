@@ -189,7 +189,7 @@ def classify(a: Estimate, b: Estimate, threshold: float) -> tuple[Status, str]:
     return gate([(a, b)], threshold)[0]
 
 
-def estimate(row: Mapping[str, Any] | None, col: str) -> Estimate | None:
+def estimate(row: Mapping[Any, Any] | None, col: str) -> Estimate | None:
     """A cells.csv figure with its 95% interval (`col`, `col_ci_low`, `col_ci_high`), the interval's df and
     whether it carries launch variance; None without a row."""
     if row is None:
