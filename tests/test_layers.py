@@ -20,9 +20,7 @@ ROOT = "__init__"  # the layer table's name for specbench/__init__.py (the packa
 EVERY = "*"  # the rules table's name for every module
 
 # (importer, imported module or name): imports that break a rule today and are being removed elsewhere
-KNOWN_EXCEPTIONS = {
-    ("runner.window", "ClosedLoop"),  # removed by the shards branch (the sharded closed loop chosen by load/)
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()  # (module, what it imports against a rule): none today
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from .common import geometric_mean
 
 NAN = float("nan")
 
@@ -144,8 +145,8 @@ def predict(curve: Curve, al: float, al_low: float | None = None, al_high: float
 
 
 def geomean(xs: Sequence[float]) -> float:
-    vals = [x for x in xs if _finite(x) and x > 0]
-    return math.exp(sum(math.log(x) for x in vals) / len(vals)) if vals else NAN
+    """The geometric mean over the finite positive values (metrics.common.geometric_mean, the one rule)."""
+    return geometric_mean(xs).value
 
 
 def pooled(predictions: Sequence[Prediction]) -> Prediction:
