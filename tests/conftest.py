@@ -114,12 +114,25 @@ def port() -> int:
     return free_port()
 
 
+# Tests that take more than a few CPU-seconds (a model built or run, the real SGLang parser in its own
+# interpreter, a CLI in a child process, a long simulation): `make check` leaves them to `make test`.
+# Measured with --durations on the fast set (AMD EPYC, 2 vCPU, load average 9-35 while measuring).
+SLOW = ("tests/test_ddtree_server.py::", "tests/test_fidelity_script.py::", "tests/test_models_eagle3.py::",
+        "tests/test_models_dflash.py::", "tests/test_models.py::test_real_build", "tests/test_sglang_protocol.py::",
+        "tests/test_validate.py::test_real_sglang_parser", "tests/test_validate.py::test_shipped_flag_list",
+        "tests/test_multinode.py::test_real_sglang_parser", "tests/test_bad_input.py::test_bad_input_in_a_real_process",
+        "tests/test_golden_reports.py::", "tests/test_decision.py::test_alpha_spending")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that takes a port serves something on it (the stand-in, an engine): mark it `standin`, so a
-    run that must stay in-process (the mutation benchmark) can deselect it with `-m "not standin"`."""
+    run that must stay in-process (the mutation benchmark) can deselect it with `-m "not standin"`. A test
+    in SLOW is marked `slow`."""
     for item in items:
         if "port" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.standin)
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
 
 
 # -- a model folder ------------------------------------------------------------------------------------
