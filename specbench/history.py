@@ -135,7 +135,7 @@ def history(paths: list[Path], variant: str | None = None, threshold: float = 0.
             estimates[(v, point)] = []
             for r in runs:
                 rows = r.cells[(r.cells["variant"] == v) & (r.cells["point_id"] == point)]
-                estimates[(v, point)].append(estimate(rows.iloc[0], "speedup") if len(rows) else None)
+                estimates[(v, point)].append(estimate(rows.iloc[0].to_dict(), "speedup") if len(rows) else None)
     series: dict[tuple[str, str], list[Step]] = {k: [Step(e[0])] for k, e in estimates.items()}
     for i in range(1, len(runs)):  # each step is one comparison: Holm over its cells
         keys = [k for k, e in estimates.items() if e[i - 1] is not None and e[i] is not None]
