@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ from .engines import Engine
 from .engines.base import dist_version, parse_version
 from .engines.pins import (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD, SGLANG_GRAPH_RENAMED_IN, has_option,
                            parse_options)
-from .errors import UsageError
+from .errors import ConfigError, UsageError
 from .launch import VariantLaunch
 
 
@@ -186,6 +188,56 @@ def engine_install_problems(cfg: RunConfig, engine: Engine, launched: list[Varia
             if not (Path(exe).exists() or shutil.which(exe)):
                 out.append(f"variants[{cfg.variants.index(la.variant)}].command: executable not found: {exe}")
     return out
+
+
+# -- the model folder's context ------------------------------------------------------------------
+# config.json keys that hold a model's context length, most specific first
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length")
+# engine flags that cap the context below the model's own (vLLM, SGLang)
+_CONTEXT_FLAGS = ("--max-model-len", "--context-length")
+
+
+def model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """(context length in tokens, where it comes from) for the model folder and the engine args, or None."""
+    found: list[tuple[int, str]] = []
+    conf = Path(model_path) / "config.json"
+    try:
+        data = json.loads(conf.read_text())
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        for section in (data, data.get("text_config")):
+            if not isinstance(section, dict):
+                continue
+            key = next((k for k in _CONTEXT_KEYS if isinstance(section.get(k), int) and section[k] > 0), None)
+            if key:
+                found.append((int(section[key]), f"{key} in {conf}"))
+                break
+    for where, args in [("engine.args", cfg.engine.args)] + [
+            (f"variants[{i}].args", v.args) for i, v in enumerate(cfg.variants)]:
+        for i, a in enumerate(args):
+            flag, eq, val = a.partition("=")
+            if flag in _CONTEXT_FLAGS:
+                raw = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+                if raw.isdigit() and int(raw) > 0:
+                    found.append((int(raw), f"{flag} in {where}"))
+    return min(found) if found else None
+
+
+def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> None:
+    """Refuse a sweep whose lengths cannot fit the model's context (ConfigError naming the sweep field)."""
+    ctx = model_context(cfg, model_path)
+    if ctx is None:
+        return
+    limit, source = ctx
+    s = cfg.sweep
+    longest_out = max(s.output_lens)
+    if longest_out >= limit:
+        raise ConfigError("sweep.output_lens", f"{longest_out} output tokens do not fit the model's context "
+                          f"of {limit} tokens ({source})")
+    if s.input_lens and max(s.input_lens) + longest_out > limit:
+        raise ConfigError("sweep.input_lens", f"{max(s.input_lens)} input + {longest_out} output tokens exceed "
+                          f"the model's context of {limit} tokens ({source})")
 
 
 def _unique(items: list[str]) -> list[str]:

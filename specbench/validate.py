@@ -19,14 +19,14 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from .config import RunConfig, check_model_context, load_config
+from .config import RunConfig, load_config
 from .engines import Engine
 from .errors import PreflightError
 from .fairness import audit
 from .launch import VariantLaunch, make_engine, plan_launches
 from .multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
 from .plan import Sweep, build_sweep, window_requests
-from .preflight import config_problems, host_problems
+from .preflight import check_model_context, config_problems, host_problems
 from .prompts import load_prompts
 
 Out = Callable[[str], None]

@@ -322,8 +322,10 @@ def test_alias_bomb_is_refused_before_anything_walks_it(tmp_path, monkeypatch, c
     h = next(v for k, v in yaml.compose(ALIAS_BOMB).value if k.value == "h")
     assert config.expanded_size(h, limit=10**12) == 111_111_111
     assert config.expanded_size(h) == config.MAX_YAML_NODES + 1  # stops at the cap
-    monkeypatch.setattr(config, "parse_config", lambda *a, **k: pytest.fail("the bomb reached validation"))
-    monkeypatch.setattr(config._BoundedLoader, "construct_object",
+    from specbench.config import load as config_load  # where load_config looks its helpers up
+
+    monkeypatch.setattr(config_load, "parse_config", lambda *a, **k: pytest.fail("the bomb reached validation"))
+    monkeypatch.setattr(config_load._BoundedLoader, "construct_object",
                         lambda *a, **k: pytest.fail("the bomb reached construction"))
     path = tmp_path / "bomb.yaml"
     path.write_text(ALIAS_BOMB)

@@ -16,11 +16,12 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import environment
-from ..config import RunConfig, VerdictConfig, check_model_context, dump_config
+from ..config import RunConfig, VerdictConfig, dump_config
 from ..engines.base import Engine
 from ..errors import ConfigError, RunDirError
 from ..launch import VariantLaunch, api_headers, make_engine, plan_launches
 from ..plan import Sweep, build_sweep
+from ..preflight import check_model_context
 from ..rundir import RAW_FILES, RunDir, atomic_write, write_json
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")

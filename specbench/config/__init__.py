@@ -1,0 +1,23 @@
+"""The one YAML file that describes a matrix run, as pydantic models.
+
+`base` (model, engine, variants, the small sections), `sweep` (load, SLO, capacity), `run` (`RunConfig`,
+the rules across sections), `load` (YAML with includes and the alias guard, validation errors as a
+`ConfigError` naming the field path). Every name callers use is re-exported here. Reading the model
+folder's config.json for its context length is I/O: `preflight.check_model_context`.
+"""
+
+from .base import (DEFAULT_MIN_SPEEDUP, ClientConfig, EngineConfig, EstimatesConfig, ModelConfig, SchedulerConfig,
+                   Strict, VariantConfig, VerdictConfig)
+from .load import (MAX_YAML_NODES, expanded_size, format_validation_error, load_config, load_yaml, non_finite,
+                   parse_config)
+from .run import RunConfig, TuneConfig, dump_config
+from .sweep import (DEFAULT_MAX_IN_FLIGHT, SLO_METRICS, AdaptiveConfig, CapacityConfig, LoadConfig, PromptSource,
+                    SweepConfig)
+
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MIN_SPEEDUP", "MAX_YAML_NODES", "SLO_METRICS", "AdaptiveConfig",
+    "CapacityConfig", "ClientConfig", "EngineConfig", "EstimatesConfig", "LoadConfig", "ModelConfig",
+    "PromptSource", "RunConfig", "SchedulerConfig", "Strict", "SweepConfig", "TuneConfig", "VariantConfig",
+    "VerdictConfig", "dump_config", "expanded_size", "format_validation_error", "load_config", "load_yaml",
+    "non_finite", "parse_config",
+]

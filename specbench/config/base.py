@@ -1,0 +1,142 @@
+"""The config's parts that are not the sweep: the model, the engine, the variants, and the small sections
+(estimates, verdict, scheduler, client). `Strict` forbids unknown keys in every section.
+
+Anything engine-specific stays a pass-through list of arguments (`engine.args`, `variants[].args`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..registry import ENGINE_TARGETS
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(Strict):
+    """The target model: a local folder, or a demo model specbench prepares offline (`demo: smollm2`)."""
+
+    path: str | None = None
+    demo: str | None = None
+    tokenizer: str | None = None  # defaults to the model folder
+    served_name: str | None = None  # name sent as "model" in requests; defaults to the path
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelConfig":
+        if bool(self.path) == bool(self.demo):
+            raise ValueError("give exactly one of model.path or model.demo")
+        return self
+
+
+class EngineConfig(Strict):
+    kind: str = "vllm"  # a name in registry.ENGINE_TARGETS
+    python: str | None = None  # interpreter that has the engine; default: the one running specbench
+    launch_prefix: list[str] = Field(default_factory=list)  # e.g. ["srun", "--gres=gpu:8"] or a container exec
+    command: list[str] | None = None  # kind=command: argv template with {model} {host} {port} {draft_model} ...
+    args: list[str] = Field(default_factory=list)  # passed to every variant
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    startup_timeout_s: float = Field(600.0, gt=0)
+    stop_timeout_s: float = Field(30.0, gt=0)  # grace period before SIGKILL
+    url: str | None = None  # kind=external: the running endpoint, e.g. http://127.0.0.1:30000
+    metrics_url: str | None = None  # Prometheus endpoint when not <url>/metrics
+    api_key_env: str | None = None  # NAME of the environment variable holding the API key, never the key
+    version: str | None = None  # engine version when it cannot be probed (launch prefix, container)
+    acceptance_field: str | None = None  # kind=command: dotted path of a per-response acceptance field
+    # what acceptance_field holds: tokens per verify step (bonus included) or a count of verify steps
+    acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
+    acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
+    allow_busy_gpu: bool = False
+    nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
+    dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        if v not in ENGINE_TARGETS:
+            raise ValueError(f"unknown engine kind {v!r} (known: {', '.join(ENGINE_TARGETS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "EngineConfig":
+        if self.kind == "external" and not self.url:
+            raise ValueError("engine.kind external needs engine.url")
+        if self.kind == "command" and not self.command:
+            raise ValueError("engine.kind command needs engine.command (an argv template)")
+        return self
+
+
+class VariantConfig(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    drafter: str
+    baseline: bool = False
+    params: dict[str, Any] = Field(default_factory=dict)
+    args: list[str] = Field(default_factory=list)  # extra engine args for this variant only
+    env: dict[str, str] = Field(default_factory=dict)
+    command: list[str] | None = None  # overrides engine.command for this variant (kind=command)
+    url: str | None = None  # kind=external: this variant's endpoint, when not engine.url
+    # The variant's server runs at most this many requests at once (e.g. a batch-1 reference server): sweep
+    # points above it are not measured for this variant (closed loop only). None: every point.
+    max_concurrency: int | None = Field(None, ge=1)
+
+
+class EstimatesConfig(Strict):
+    """Stated estimates for `specbench plan` where no run has measured them yet (the history's figures,
+    when it has them, come first for the variance components)."""
+
+    startup_s: float | None = Field(None, gt=0)  # one engine launch until it generates
+    # per-request decode speed (tok/s): one figure, or per concurrency ({1: 26, 32: 25.2}; nearest used)
+    per_request_tok_s: float | dict[int, float] | None = None
+    launch_cv: float | None = Field(None, ge=0, lt=1)  # between launches, relative
+    repeat_cv: float | None = Field(None, ge=0, lt=1)  # between repeats inside a launch, relative
+
+    @field_validator("per_request_tok_s")
+    @classmethod
+    def _rates(cls, v: float | dict[int, float] | None) -> float | dict[int, float] | None:
+        rates = v.values() if isinstance(v, dict) else [] if v is None else [v]
+        if any(not r > 0 for r in rates) or (isinstance(v, dict) and (not v or min(v) < 1)):
+            raise ValueError("must be a positive rate, or a map of concurrency >= 1 to positive rates")
+        return v
+
+
+# A drafter costs memory (draft weights, its KV cache) that could otherwise hold a larger batch, and a
+# second model to deploy and keep in step with the target: a gain below 5% rarely pays for that. The
+# default asks the whole 95% interval to clear +5% (docs/metrics.md, "Verdict").
+DEFAULT_MIN_SPEEDUP = 1.05
+
+
+class VerdictConfig(Strict):
+    """How the report turns intervals into advice."""
+
+    min_speedup: float = Field(DEFAULT_MIN_SPEEDUP, ge=1.0)  # adopt only where the interval's low end clears it
+    # the variance history's directory (a team's shared one); default $SPECBENCH_HISTORY, else the cache
+    history_dir: str | None = None
+
+
+class SchedulerConfig(Strict):
+    """How the variants are placed on machines (docs/cluster.md)."""
+
+    # compare variants measured on nodes whose hardware fingerprints differ (the report says so)
+    allow_mixed_hardware: bool = False
+    srun_args: list[str] = Field(default_factory=list)  # added to every srun step, e.g. [--gres=gpu:8]
+
+
+class ClientConfig(Strict):
+    """specbench's own load generator. `processes`: worker processes that share the streams of each window
+    (C in flight in total; `auto`: one per CPU specbench may use, at most 8); 1 = the runner's own process."""
+
+    processes: int | Literal["auto"] = Field(1)
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+            raise ValueError(f"must be a number of processes between 1 and 64, or auto (got {v!r})")
+        return v

@@ -1,0 +1,106 @@
+"""`RunConfig`, the whole file: its sections and the rules that span them (one baseline, caps, SLO needs an
+open loop, tuned variants exist)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from .base import (ClientConfig, EngineConfig, EstimatesConfig, ModelConfig, SchedulerConfig, Strict,
+                   VariantConfig, VerdictConfig)
+from .sweep import CapacityConfig, SweepConfig, _check_slo
+
+
+class TuneConfig(Strict):
+    """`specbench tune`: per tuned variant, a grid of the drafter's own params (docs/metrics.md, "Tuning").
+    Each setting is one launch; the search is successive halving per concurrency on the search split of
+    the prompts, the winners confirmed against the baseline on the held-out split."""
+
+    variants: dict[str, dict[str, list[Any]]] = Field(min_length=1)  # variant -> {param: [values]}
+    confirm_fraction: float = Field(0.5, gt=0, lt=1)  # share of each category's prompts held out
+    search_repeats: int = Field(1, ge=1)  # repeats per launch in every search round (launches double)
+
+    @field_validator("variants")
+    @classmethod
+    def _grids(cls, v: dict[str, dict[str, list[Any]]]) -> dict[str, dict[str, list[Any]]]:
+        for name, grid in v.items():
+            if not grid:
+                raise ValueError(f"{name}: give at least one param and its values")
+            for param, values in grid.items():
+                if not isinstance(values, list) or not values:
+                    raise ValueError(f"{name}.{param}: give a non-empty list of values")
+                if len({repr(x) for x in values}) != len(values):
+                    raise ValueError(f"{name}.{param}: has duplicate values")
+        return v
+
+
+class RunConfig(Strict):
+    name: str = "run"
+    model: ModelConfig
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    variants: list[VariantConfig] = Field(min_length=1)
+    sweep: SweepConfig
+    verdict: VerdictConfig = Field(default_factory=VerdictConfig)
+    estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
+    slo: dict[str, dict[str, float]] | None = None  # e.g. {ttft_s: {p90: 0.5}}: open loop (docs/metrics.md)
+    capacity: CapacityConfig = Field(default_factory=CapacityConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    tune: TuneConfig | None = None  # read by `specbench tune` only; `specbench run` ignores it
+    client: ClientConfig = Field(default_factory=ClientConfig)
+    output_dir: str = "runs"
+
+    @model_validator(mode="after")
+    def _variants(self) -> "RunConfig":
+        names = [v.name for v in self.variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variants: duplicate variant names: {', '.join(dupes)}")
+        baselines = [v.name for v in self.variants if v.baseline]
+        if len(baselines) != 1:
+            found = ", ".join(baselines) if baselines else "none"
+            raise ValueError(f"variants: exactly one variant must have baseline: true (found {found})")
+        _check_caps(self)
+        if self.slo and not self.sweep.load.open:
+            raise ValueError("slo: needs sweep.load.kind open (an SLO is met at an offered rate)")
+        if self.capacity.search and not self.slo:
+            raise ValueError("capacity.search: needs an slo to search the capacity under")
+        for name in (self.tune.variants if self.tune else {}):
+            if name not in names:
+                raise ValueError(f"tune.variants.{name}: no such variant (known: {', '.join(names)})")
+            if name == baselines[0]:
+                raise ValueError(f"tune.variants.{name}: is the baseline; tune a drafter's variant")
+        return self
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]] | None:
+        return _check_slo(v)
+
+    @property
+    def baseline(self) -> VariantConfig:
+        return next(v for v in self.variants if v.baseline)
+
+    def variant(self, name: str) -> VariantConfig:
+        return next(v for v in self.variants if v.name == name)
+
+
+def _check_caps(cfg: "RunConfig") -> None:
+    """variants[i].max_concurrency: a closed loop only, below nothing it would leave unmeasured, not the baseline."""
+    for i, v in enumerate(cfg.variants):
+        if v.max_concurrency is None:
+            continue
+        where = f"variants[{i}].max_concurrency"
+        if cfg.sweep.load.open:
+            raise ValueError(f"{where}: needs a closed loop (an open loop offers rates, not a concurrency)")
+        if v.baseline:
+            raise ValueError(f"{where}: the baseline measures every point (each speedup needs it); cap a drafter's "
+                             "variant")
+        if v.max_concurrency < min(cfg.sweep.concurrency):
+            raise ValueError(f"{where}: {v.max_concurrency} is below every sweep.concurrency "
+                             f"({', '.join(map(str, cfg.sweep.concurrency))}): nothing would be measured")
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True), sort_keys=False)

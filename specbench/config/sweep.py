@@ -1,0 +1,179 @@
+"""The sweep section: the prompts, the axes, the load (closed or open loop), the repeats and stopping rules;
+and the open loop's SLO and capacity search."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import Strict
+
+
+class PromptSource(Strict):
+    set: str = "seed"  # seed | mtbench | humaneval | file
+    path: str | None = None  # set=file: a JSONL file of {"category", "prompt"} lines
+    categories: list[str] | None = None  # None: all of the set's categories
+    per_category: int | None = Field(None, ge=1)  # prompts taken from each category (None: all)
+
+
+class AdaptiveConfig(Strict):
+    """Repeat a cell until the 95% interval of its output throughput is narrow enough."""
+
+    target_rel_half_width: float = Field(0.03, gt=0, lt=1)
+    max_repeats: int = Field(10, ge=2)
+
+
+DEFAULT_MAX_IN_FLIGHT = 256  # open loop: requests in flight beyond this wait (a late send is recorded)
+
+
+class LoadConfig(Strict):
+    """How requests are offered: a closed loop (`sweep.concurrency` in flight) or an open loop (arrivals at
+    offered rates, whatever is in flight). docs/metrics.md, "Open loop"."""
+
+    kind: Literal["closed", "open"] = "closed"
+    rates: list[float] | None = None  # requests/s; with a trace: the trace time-scaled to each rate
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    burstiness: float = Field(1.0, gt=0)  # gamma shape: 1 = poisson, < 1 burstier
+    requests_per_rate: int = Field(100, ge=2)  # measured requests per rate and window
+    warmup_requests: int = Field(10, ge=0)  # sent first at the same rate, left out of every figure
+    trace: str | None = None  # JSONL of arrival offsets (+ prompt_id, input_len, output_len) replayed as recorded
+    max_in_flight: int = Field(DEFAULT_MAX_IN_FLIGHT, ge=1)  # the safety cap
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, v: list[float] | None) -> list[float] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("needs at least one rate")
+        for i, x in enumerate(v):
+            if not x > 0:
+                raise ValueError(f"item {i} is {x}: must be > 0 requests/s")
+        if len(set(v)) != len(v):
+            raise ValueError("has duplicate values")
+        return sorted(float(x) for x in v)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "LoadConfig":
+        if self.kind == "closed":
+            if self.rates is not None or self.trace is not None:
+                raise ValueError("rates and trace need kind: open (a closed loop uses sweep.concurrency)")
+        elif self.rates is None and self.trace is None:
+            raise ValueError("kind open needs rates (requests/s) or a trace file")
+        if self.burstiness != 1.0 and self.arrival != "gamma":
+            raise ValueError("burstiness applies to arrival: gamma only")
+        return self
+
+    @property
+    def open(self) -> bool:
+        return self.kind == "open"
+
+
+class SweepConfig(Strict):
+    prompts: list[PromptSource] = Field(default_factory=lambda: [PromptSource()], min_length=1)
+    output_lens: list[int] = Field(min_length=1)
+    concurrency: list[int] = Field(min_length=1)  # open loop: [load.max_in_flight], filled in
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    input_lens: list[int] | None = None  # pad prompts with a shared document to ~N prompt tokens
+    temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+    waves: int = Field(1, ge=1)  # requests per cell and repeat = waves x concurrency
+    repeats: int = Field(1, ge=1)  # windows per cell in each launch
+    # engine launches per variant, interleaved (A B A B ...): launches are a level of variation of their own
+    launches: int = Field(1, ge=1)
+    adaptive: AdaptiveConfig | None = None
+    warmup_requests: int = Field(2, ge=0)
+    seed: int = 0
+    endpoint: Literal["chat", "completions"] = "chat"
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    request_timeout_s: float = Field(600.0, gt=0)
+    max_error_rate: float = Field(0.0, ge=0, le=1)  # a cell with more failed requests is invalid
+    # "decided": after `launches`, one more launch at a time (baseline and the drafters concerned, only
+    # their undecided points) until every point is decided, `max_launches` is reached or `budget_h` is
+    # spent; intervals then spend alpha over the max_launches - launches + 1 looks (docs/metrics.md)
+    until: Literal["fixed", "decided"] = "fixed"
+    max_launches: int = Field(10, ge=2)
+    budget_h: float | None = Field(None, gt=0)  # wall-time budget of the whole run (until: decided)
+
+    @model_validator(mode="after")
+    def _sequential(self) -> "SweepConfig":
+        if self.until == "decided" and self.launches < 2:
+            raise ValueError("until: decided needs launches >= 2 (each look compares launch means)")
+        if self.until == "decided" and self.max_launches <= self.launches:
+            raise ValueError(f"until: decided needs max_launches > launches ({self.launches})")
+        if self.until == "decided" and self.load.open:
+            raise ValueError("until: decided decides closed-loop speedups (load.kind: closed)")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _open_concurrency(cls, data: Any) -> Any:
+        """An open loop has no concurrency axis: `concurrency` holds its in-flight cap (sizes the pool)."""
+        if isinstance(data, dict) and isinstance(data.get("load"), dict) and data["load"].get("kind") == "open":
+            cap = data["load"].get("max_in_flight", DEFAULT_MAX_IN_FLIGHT)
+            if data.get("concurrency") not in (None, [cap]):
+                raise ValueError("concurrency is not used with sweep.load.kind open (the in-flight cap is "
+                                 "sweep.load.max_in_flight)")
+            data = {**data, "concurrency": [cap]}
+        return data
+
+    @field_validator("output_lens", "concurrency", "input_lens")
+    @classmethod
+    def _positive(cls, v: list[int] | None) -> list[int] | None:
+        for i, x in enumerate(v or []):
+            if x < 1:
+                raise ValueError(f"item {i} is {x}: must be >= 1")
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("has duplicate values")
+        return sorted(v) if v is not None else None
+
+    @model_validator(mode="after")
+    def _open_loop(self) -> "SweepConfig":
+        if self.load.open and self.adaptive is not None:
+            raise ValueError("adaptive: repeats until a throughput interval is narrow apply to a closed loop "
+                             "only (an open loop measures load.requests_per_rate per rate)")
+        return self
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temps(cls, v: list[float]) -> list[float]:
+        if any(t < 0 for t in v):
+            raise ValueError("temperatures must be >= 0")
+        return v
+
+
+SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s")
+
+
+class CapacityConfig(Strict):
+    """Capacity under the SLO: with `search`, rates are added by bisection between the highest measured rate
+    that meets an SLO and the lowest that fails it, until they are within `tolerance` (relative)."""
+
+    search: bool = False
+    tolerance: float = Field(0.05, gt=0, lt=1)
+    max_steps: int = Field(6, ge=1, le=20)  # bisection windows per SLO and variant, at most
+
+
+def _check_slo(v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]] | None:
+    """`{metric: {pNN: seconds}}`: metrics ttft_s, tpot_s, e2e_s; percentiles p50..p99 (p99.9 allowed)."""
+    if v is None:
+        return None
+    if not v:
+        raise ValueError("needs at least one of ttft_s, tpot_s, e2e_s")
+    for metric, pcts in v.items():
+        if metric not in SLO_METRICS:
+            raise ValueError(f"unknown metric {metric!r} (known: {', '.join(SLO_METRICS)})")
+        if not isinstance(pcts, dict) or not pcts:
+            raise ValueError(f"{metric}: give percentiles and thresholds, e.g. {{p90: 0.5}}")
+        for key, thr in pcts.items():
+            try:
+                q = float(str(key).removeprefix("p"))
+            except ValueError:
+                q = math.nan
+            if not str(key).startswith("p") or not 50 <= q < 100:
+                raise ValueError(f"{metric}.{key}: percentiles are p50 .. p99 (e.g. p90, p99.9)")
+            if not isinstance(thr, (int, float)) or isinstance(thr, bool) or not thr > 0:
+                raise ValueError(f"{metric}.{key}: threshold must be a positive number of seconds, not {thr!r}")
+    return v
