@@ -1,7 +1,7 @@
 """How often `specbench compare` exits 1 on two runs of an unchanged drafter, and how often it catches a
 real regression, by simulation through the product's own code.
 
-    python -m benchmarks.compare_gate [--pairs 1000] [--seed 0] [--write docs/metrics.md]
+    python -m benchmarks.compare_gate [--pairs 300] [--seed 0] [--write docs/metrics.md]
 
 Each simulated run is a matrix of 30 drafter points (2 categories x 3 output lengths x 5 concurrencies)
 plus the baseline's. Every variant's launch has a launch effect, lognormal with the given CV and shared by
@@ -159,7 +159,7 @@ def write(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=1000)
+    ap.add_argument("--pairs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write", type=Path, help="replace the table between the compare-gate markers of this file")
     a = ap.parse_args(argv)

@@ -7,15 +7,8 @@ import time
 from typing import Any, Protocol, TextIO
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 
 class Reporter(Protocol):
@@ -121,7 +114,7 @@ class PlainBar:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.lines = PlainReporter(stream)
-        self.tasks: dict[int, list] = {}  # id -> [description, total, done, last tenth printed]
+        self.tasks: dict[int, list[Any]] = {}  # id -> [description, total, done, last tenth printed]
 
     def __enter__(self) -> PlainBar:
         return self
@@ -148,9 +141,7 @@ class PlainBar:
             self.lines.log(f"{t[0]}: {t[2]:g}/{t[1]:g} ({10 * tenth}%)")
 
 
-def progress_bar(*columns: Any) -> Any:
+def progress_bar(*columns: str | ProgressColumn) -> Progress | PlainBar:
     """A rich progress bar on a terminal, plain lines (PlainBar) otherwise; a context manager either way."""
-    from rich.progress import Progress as Bar
-
     console = Console()
-    return Bar(*columns, console=console, transient=False) if console.is_terminal else PlainBar(sys.stdout)
+    return Progress(*columns, console=console, transient=False) if console.is_terminal else PlainBar(sys.stdout)

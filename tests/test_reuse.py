@@ -60,14 +60,18 @@ def test_compare_cli_gates_on_regression(tmp_path, model_dir, port, capsys, no_s
     data = standin_config(model_dir, port, sweep={"repeats": 3})
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))
     # The stand-in's ngram does not speculate, so its measured speedup is noise around 1.0: pin run A's
-    # drafter cells to a known speedup and interval, and make run B's clearly worse (half of each).
+    # drafter cells to a known speedup and interval, as measured over 3 launches (launch variance in the
+    # interval: a change can be established), and make run B's clearly worse (half of each).
     cells = pd.read_csv(tmp_path / "a" / "cells.csv")
     drafter = cells.variant == "ngram"
-    cells.loc[drafter, ["speedup", "speedup_ci_low", "speedup_ci_high"]] = [1.5, 1.45, 1.55]
+    cells.loc[drafter, ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_ci_df", "launches"]] = \
+        [1.5, 1.45, 1.55, 4.0, 3]
+    cells.loc[drafter, "interval_unit"] = "launch"
     cells.to_csv(tmp_path / "a" / "cells.csv", index=False)
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
-    assert "**0 regressed**, 0 improved" in out and "No cell regressed beyond the threshold." in out
+    assert "**0 regressed**, 0 dropped (indicative only), 0 improved" in out
+    assert "No cell regressed (established)." in out
 
     b = tmp_path / "b"
     b.mkdir()

@@ -50,13 +50,15 @@ def test_repeat_rule_fixed_and_adaptive():
     fixed = RepeatRule(SweepConfig(output_lens=[8], concurrency=[1], repeats=3))
     assert fixed.next_repeats("c", {window_id("c", 2)}, {}) == [1, 3]
     adaptive = RepeatRule(SweepConfig(output_lens=[8], concurrency=[1], repeats=1,
-                                      adaptive={"target_rel_half_width": 0.05, "max_repeats": 5}))
-    done = {window_id("c", r) for r in (1, 2, 3)}
-    noisy = {window_id("c", 1): 100.0, window_id("c", 2): 150.0, window_id("c", 3): 60.0}
-    steady = {window_id("c", r): 100.0 for r in (1, 2, 3)}
-    assert adaptive.next_repeats("c", done, noisy) == [4]  # one more at a time while the interval is wide
+                                      adaptive={"target_rel_half_width": 0.05, "max_repeats": 9}))
+    first = {window_id("c", r) for r in (1, 2, 3)}
+    assert adaptive.next_repeats("c", first, {w: 100.0 for w in first}) == [4]  # no stop before 7 windows
+    done = {window_id("c", r) for r in range(1, 8)}
+    noisy = {window_id("c", r): v for r, v in zip(range(1, 8), (100.0, 150.0, 60.0, 120.0, 80.0, 140.0, 70.0))}
+    steady = {window_id("c", r): 100.0 for r in range(1, 8)}
+    assert adaptive.next_repeats("c", done, noisy) == [8]  # one more at a time while the interval is wide
     assert adaptive.next_repeats("c", done, steady) == []
-    assert adaptive.next_repeats("c", done | {window_id("c", 4), window_id("c", 5)}, noisy) == []  # the cap
+    assert adaptive.next_repeats("c", done | {window_id("c", 8), window_id("c", 9)}, noisy) == []  # the cap
 
 
 def test_launch_order_counterbalances_variants():

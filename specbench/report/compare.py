@@ -270,12 +270,18 @@ def _hardware_note(run_a: Path, meta_a: dict[str, Any], run_b: Path, meta_b: dic
 Caps = Mapping[str, int]
 
 
+def _records(cells: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{str(k): v for k, v in r.items()} for r in cells.to_dict("records")]
+
+
 def compare_cells(cells_a: pd.DataFrame, cells_b: pd.DataFrame, baselines: set[str], threshold: float,
                   caps: tuple[Caps, Caps] = ({}, {})) -> list[CellChange]:
     """Per-cell change from cells table A to cells table B (the module's rule, `gate`), regressions first.
     `caps`: each run's max_concurrency per variant, to say why a cell is only in one run."""
-    rows_a = {(r["variant"], r["point_id"]): r for r in cells_a.to_dict("records") if r["variant"] not in baselines}
-    rows_b = {(r["variant"], r["point_id"]): r for r in cells_b.to_dict("records") if r["variant"] not in baselines}
+    rows_a: dict[tuple[str, str], dict[str, Any]] = {
+        (r["variant"], r["point_id"]): r for r in _records(cells_a) if r["variant"] not in baselines}
+    rows_b: dict[tuple[str, str], dict[str, Any]] = {
+        (r["variant"], r["point_id"]): r for r in _records(cells_b) if r["variant"] not in baselines}
     keys = list(rows_a) + [k for k in rows_b if k not in rows_a]
     both = [k for k in keys if k in rows_a and k in rows_b]
     pairs = [(estimate(rows_a[k], "speedup"), estimate(rows_b[k], "speedup")) for k in both]
