@@ -10,7 +10,12 @@ every n and CV (exit code 1 otherwise). A second table shows why launches must b
 effect, an interval that treats the repeats inside launches as independent covers far less. A third row
 set reproduces the previous method (paired BCa bootstrap over repeats) for comparison. A fourth compares,
 for output throughput with few units and a large CV, the Student t interval on the natural scale (which
-can reach below 0) with the one on the log scale.
+can reach below 0) with the one on the log scale. The gated rows (`GATED`, one `GatedRow` each) draw every
+speedup interval the report prints by its interval_unit (launch at n = 2, repeat+calibration, history,
+launch+history) through cells.speedup_ci, with the history as calibration.check_run hands it to a run, and
+every main-table interval at n = 2; each prints its coverage, Monte Carlo SE and gate, and a row below its
+gate fails the script (exit 1). `--quick`: 100 measurements per entry (a test). Last line:
+`interval coverage: K of N gated rows pass; closest to its gate: ...`.
 """
 
 from __future__ import annotations
