@@ -60,7 +60,10 @@ TINY = Eagle3Recipe(train_sequences=3, regenerated_sequences=1, heldout_sequence
 def test_a_budget_scales_the_training_data() -> None:
     base = Eagle3Recipe()
     assert Eagle3Recipe.for_minutes(3) == base and base.train_sequences == 180  # the curve's budget
-    double = Eagle3Recipe.for_minutes(12)
+    from specbench.models.dflash.recipe import DFlashRecipe
+
+    assert DFlashRecipe.for_minutes(6) == DFlashRecipe()  # DFlash keeps its own 6-minute sizing
+    double = Eagle3Recipe.for_minutes(6)
     assert double.train_sequences == 2 * base.train_sequences and double.heldout_sequences == base.heldout_sequences
     assert double.regenerated_sequences == 2 * base.regenerated_sequences  # both kinds of training data
     assert double.scan_conversations >= 8 * (double.train_sequences + double.regenerated_sequences)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..eagle3.recipe import Eagle3Recipe
 
@@ -13,6 +14,7 @@ class DFlashRecipe(Eagle3Recipe):
     for_minutes (inherited) scales the training sequences the same way."""
 
     # the data DFlash's head was measured with (docs/engine-notes.md), kept when EAGLE-3's default changed
+    default_minutes: ClassVar[float] = 6.0  # the budget these defaults are sized for (EAGLE-3's is 3)
     train_sequences: int = 360
     regenerated_sequences: int = 0
     heldout_sequences: int = 12

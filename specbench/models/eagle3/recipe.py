@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 
 @dataclass(frozen=True)
@@ -11,6 +11,7 @@ class Eagle3Recipe:
     """Everything that decides the head; stored in the manifest. Defaults fit ~3 minutes on 2 cores: the
     learning curve (docs/engine-notes.md) buys no held-out accuracy beyond that."""
 
+    default_minutes: ClassVar[float] = 3.0  # what the default recipe is sized for (2 cores, quiet machine)
     seed: int = 0
     threads: int = 2  # fixed: greedy generation and float reductions depend on the thread count
     train_sequences: int = 180  # the dataset's own responses, teacher-forced through the target (one pass)
@@ -39,7 +40,7 @@ class Eagle3Recipe:
         """The default recipe scaled to a build budget: training sequences of both kinds (and so the generation,
         the data pass and the training steps) grow in proportion; the held-out set stays the same, so heads compare."""
         base = cls()
-        scale = minutes / DEFAULT_MINUTES
+        scale = minutes / cls.default_minutes
         own, read = round(base.regenerated_sequences * scale), round(base.train_sequences * scale)
         if own + read == 0:
             own, read = (1, 0) if base.regenerated_sequences else (0, 1)
@@ -47,7 +48,6 @@ class Eagle3Recipe:
                        scan_conversations=max(base.scan_conversations, 8 * (own + read)))
 
 
-DEFAULT_MINUTES = 3.0  # what the default recipe is sized for (2 cores, quiet machine)
 
 
 @dataclass
