@@ -54,11 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     for _, r in pred.iterrows():
         flag = " disagree" if r["disagree"] else ""
         print(f"{r['variant']:<14} {int(r['concurrency']):>3} {r['acceptance_ref']:>6.2f} {r['acceptance_at_c']:>7.2f} "
-              f"{r['predicted']:>6.3f} [{r['predicted_low']:.3f}, {r['predicted_high']:.3f}] {r['predicted_at_c']:>6.3f} "
+              f"{r['predicted']:>6.3f} [{r['predicted_low']:.3f}, {r['predicted_high']:.3f}] "
+              f"{r['predicted_at_c']:>6.3f} "
               f"{r['measured']:>6.3f} [{r['measured_low']:.3f}, {r['measured_high']:.3f}] "
-              f"{100 * r['error']:>+6.1f}%{flag}" if math.isfinite(r["error"]) else f"{r['variant']} C={r['concurrency']}: n/a")
+              f"{100 * r['error']:>+6.1f}%{flag}"
+              if math.isfinite(r["error"]) else f"{r['variant']} C={r['concurrency']}: n/a")
     for v, (pl, ml, levels) in sorted(break_even_levels(pred).items()):
-        name = lambda i: f"C={levels[i]}" if i < len(levels) else "beyond"  # noqa: E731
+        name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond"  # noqa: E731
         print(f"break-even {v}: predicted {name(pl)}, measured {name(ml)}")
     print(summary_line(pred, at))
     return 0

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for q, rate, n in CASES:
         b, i, tr, truth = coverage(q, rate, n, a.windows)
-        print(f"| M/D/{q.slots} ({q.service_s:g}, {q.first_token_s:g}) | {rate:g} | {rate * q.service_s / q.slots:.2f} | "
-              f"{n} | {truth:.3f} | {b:.3f} | {i:.3f} | {tr:.3f} |")
+        print(f"| M/D/{q.slots} ({q.service_s:g}, {q.first_token_s:g}) | {rate:g} | "
+              f"{rate * q.service_s / q.slots:.2f} | {n} | {truth:.3f} | {b:.3f} | {i:.3f} | {tr:.3f} |")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     for note in found.notes:
         print(note, file=sys.stderr)
     pooled = found.pooled
-    total = f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries" if pooled else ""
+    total = (f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries"
+             if pooled else "")
     print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
           f"{cal.df:g} df) added to {path}{total}; later runs on this hardware with one launch per variant use it")
     return 0

@@ -110,6 +110,7 @@ def test_the_open_loop_sends_on_schedule_up_to_its_cap():
 
 
 def test_a_token_count_the_usage_contradicts_is_caught_in_process():
-    reads = [(0.01, sse(chunk(1), chunk(2, 5))), (0.02, sse({"choices": [], "usage": {"completion_tokens": 5}}, "[DONE]"))]
+    reads = [(0.01, sse(chunk(1), chunk(2, 5))),
+             (0.02, sse({"choices": [], "usage": {"completion_tokens": 5}}, "[DONE]"))]
     r = asyncio.run(stream_request(endpoint(FakeTransport(lambda body: reads)), spec(tokens=5)))
     assert r.error == "token count mismatch: 2 token ids streamed, usage deltas count 5"

@@ -36,7 +36,8 @@ def _config():
                    "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
                    "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
         "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
-                     {"name": "draft", "drafter": "draft_model", "params": {"model": "smollm2-draft", "num_tokens": 2}}],
+                     {"name": "draft", "drafter": "draft_model",
+                      "params": {"model": "smollm2-draft", "num_tokens": 2}}],
         "sweep": {"prompts": [{"set": "seed", "categories": ["explanation"], "per_category": 2}],
                   "output_lens": [64], "concurrency": [1, 2], "waves": 2, "repeats": 1, "warmup_requests": 1},
     })

@@ -65,7 +65,8 @@ def test_nothing_after_done_is_read_and_the_body_is_still_drained():
 def test_a_bad_chunk_size_fails_the_exchange(size):
     raw = HEAD + size + b"\r\ndata: x\n\n\r\n0\r\n\r\n"
     got, ex = parse(raw, 1 << 20)
-    assert got == [] and ex.done.done() and "malformed HTTP response: Invalid character in chunk size" in str(ex.done.exception())
+    assert got == [] and ex.done.done() and ("malformed HTTP response: Invalid character in chunk size"
+                                             in str(ex.done.exception()))
 
 
 

@@ -165,8 +165,8 @@ def test_prediction_of_a_run_and_the_benchmark_line():
     # a run whose head accepts 2.0 at C=1: predicted sqrt(0.8 * 2) = 1.265 at C=1, sqrt(0.5 * 1.25) = 0.79 at C=4
     run = _cells([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
                        speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
-                 + [dict(variant="e", output_len=64, concurrency=1, speedup=1.3, speedup_ci_low=1.2, speedup_ci_high=1.4,
-                         acceptance_length=2.0),
+                 + [dict(variant="e", output_len=64, concurrency=1, speedup=1.3, speedup_ci_low=1.2,
+                         speedup_ci_high=1.4, acceptance_length=2.0),
                     dict(variant="e", output_len=64, concurrency=4, speedup=0.70, speedup_ci_low=0.65,
                          speedup_ci_high=0.75, acceptance_length=1.8)])
     pred = predict_run(run, "ar", surface).set_index("concurrency")
@@ -224,7 +224,8 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
     rows = [dict(variant="ng", forced_acceptance=a, concurrency=c, speedup=s, speedup_ci_low=s / 1.1,
                  speedup_ci_high=s * 1.1, measured_acceptance=a, measured_acceptance_low=a, measured_acceptance_high=a,
                  readback="ok", cells=1)
-            for c, (s1, s3) in {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}.items() for a, s in ((1.0, s1), (3.0, s3))]
+            for c, (s1, s3) in {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}.items()
+            for a, s in ((1.0, s1), (3.0, s3))]
     surface = tmp_path / "surface"
     surface.mkdir()
     pd.DataFrame(rows, columns=SURFACE_COLUMNS).to_csv(surface / "surface.csv", index=False)

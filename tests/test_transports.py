@@ -42,7 +42,8 @@ def chunk(i: int) -> bytes:
                   "usage": {"prompt_tokens": 2, "completion_tokens": i}})
 
 
-STREAM = [*(chunk(i) for i in range(1, 5)), event({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 4}}),
+STREAM = [*(chunk(i) for i in range(1, 5)),
+          event({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 4}}),
           event(b"[DONE]")]  # a complete 4-token stream, one event per part
 
 
@@ -96,7 +97,8 @@ FRAMING = {
          *chunked(*STREAM[1:])], "after chunk data"),
     # (1 MB: the lean transport counts the bytes of reads without progress, and a read is at most 256 KiB)
     "unterminated chunk-size line": (
-        [HEAD + b"transfer-encoding: chunked\r\n\r\n", b"1;" + b"e" * 1_000_000], "chunk-size line or trailer section over 64 KiB"),
+        [HEAD + b"transfer-encoding: chunked\r\n\r\n", b"1;" + b"e" * 1_000_000],
+        "chunk-size line or trailer section over 64 KiB"),
     "response head over 64 KiB": ([HEAD + b"x-big: " + b"a" * 200_000], "response head over 64 KiB"),
 }
 

@@ -173,7 +173,8 @@ def test_a_verdict_margin_changed_after_the_run_is_said() -> None:
     from specbench.report.summary import settings_note, verdict_section
 
     def data(started: dict | None, now: float) -> RunData:
-        meta = {"baseline": "base", "variants": {"spec": {"status": "done"}}, **({"verdict": started} if started else {})}
+        meta = {"baseline": "base", "variants": {"spec": {"status": "done"}},
+                **({"verdict": started} if started else {})}
         return RunData(path=Path("."), meta=meta, environment={}, config={"verdict": {"min_speedup": now}},
                        fairness=None, cells=pd.DataFrame(curve_rows((WIN, WIN))), break_even=pd.DataFrame())
 

@@ -145,8 +145,9 @@ class Gain:
 
 def capacity_gain(variant: Capacity, baseline: Capacity) -> Gain:
     """gain = crossing(variant) / crossing(baseline) (the point estimates); interval [cap_v / upper_b,
-    upper_v / cap_b], cap = the highest met rate, upper = the lowest missed one: the range the two brackets allow. Its low end above 1 says the variant meets the SLO at
-    a rate the baseline misses. The value is NaN unless both estimates cross inside the measured rates; an end
+    upper_v / cap_b], cap = the highest met rate, upper = the lowest missed one: the range the two brackets
+    allow. Its low end above 1 says the variant meets the SLO at a rate the baseline misses. The value is NaN
+    unless both estimates cross inside the measured rates; an end
     is NaN when a bracket end that sets it is missing."""
     low = variant.value / baseline.high if variant.value > 0 and baseline.high > 0 else NAN
     high = variant.high / baseline.value if variant.high > 0 and baseline.value > 0 else NAN

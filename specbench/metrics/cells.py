@@ -158,7 +158,8 @@ def _lengths(c: MeasuredCell) -> tuple[Any, Any]:
     return key_nan(c.row["input_len"]), c.row["output_len"]
 
 
-def _lossless(cells: list[MeasuredCell], source: CellSource, forced: frozenset[str]) -> dict[str, tuple[float, float, float]]:
+def _lossless(cells: list[MeasuredCell], source: CellSource,
+              forced: frozenset[str]) -> dict[str, tuple[float, float, float]]:
     """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
     memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
     prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""

@@ -181,12 +181,13 @@ def halves(windows: Sequence[Sequence[float]], q: float, confidence: float = CON
     estimate, F1 and F2 the fractions of the first and second halves' values <= x, each with the batch-means
     SE of `_cdf_se` (5 batches per half-window): they disagree when |F1 - F2| > max(t SE, z SE_iid),
     SE = sqrt(SE1^2 + SE2^2), t of Student with the batches' df (95%, two-sided), SE_iid the binomial
-    sqrt(p (1 - p) (1/n1 + 1/n2)) of independent requests (a floor). F1 > F2: the second half is slower (RISING: the queue
-    still filling, from the empty server the window started on); F1 < F2: FALLING."""
+    sqrt(p (1 - p) (1/n1 + 1/n2)) of independent requests (a floor). F1 > F2: the second half is slower
+    (RISING: the queue still filling, from the empty server the window started on); F1 < F2: FALLING."""
     split = [(list(w[: len(w) // 2]), list(w[len(w) // 2:])) for w in windows]
     first, second = [a for a, _ in split], [b for _, b in split]
     x = quantile_ci([v for w in windows for v in w], q).estimate
-    q1, q2 = quantile_ci([v for w in first for v in w], q).estimate, quantile_ci([v for w in second for v in w], q).estimate
+    q1, q2 = (quantile_ci([v for w in first for v in w], q).estimate,
+              quantile_ci([v for w in second for v in w], q).estimate)
     if math.isnan(x) or math.isinf(x):
         return Halves(q1, q2, "")
     p = q / 100.0

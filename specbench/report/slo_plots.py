@@ -93,7 +93,8 @@ def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
         cross = g["crossing_offered_req_s"].to_numpy(float)
         val = np.nan_to_num(np.where(np.isnan(cross), met, cross))
         lo = np.where(np.isnan(met), val, met)
-        hi = np.where(np.isnan(g["missed_offered_req_s"].to_numpy(float)), val, g["missed_offered_req_s"].to_numpy(float))
+        hi = np.where(np.isnan(g["missed_offered_req_s"].to_numpy(float)), val,
+                      g["missed_offered_req_s"].to_numpy(float))
         bars = ax.bar(x, val, width, color=colors[str(v)], label=label(v))
         ax.vlines(x, lo, hi, color="black", lw=1.2)  # decided met .. decided missed (an open end: to the bar)
         for bar, status in zip(bars, g["status"].astype(str)):

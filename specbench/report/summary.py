@@ -93,8 +93,9 @@ def settings_note(data: RunData) -> str:
     now = _min_speedup(data)
     if "min_speedup" not in started or float(started["min_speedup"]) == now:
         return ""
-    return (f"This verdict uses verdict.min_speedup {now:g}; the run was started with {float(started['min_speedup']):g} "
-            "(run.json). The verdict settings are outside the config hash: a margin chosen after seeing the data "
+    return (f"This verdict uses verdict.min_speedup {now:g}; the run was started with "
+            f"{float(started['min_speedup']):g} (run.json). The verdict settings are outside the config hash: "
+            "a margin chosen after seeing the data "
             "changes the verdict, not the measurements.")
 
 

@@ -39,7 +39,8 @@ def prediction_section(data: RunData) -> list[Block]:
     blocks: list[Block] = [
         Heading("Predicted from the speedup surface"),
         Paragraph(["Each drafter's speedup predicted from the speedup surface at the acceptance it measured at the "
-                   "reference concurrency (docs/metrics.md, \"Speedup surface\"), next to the measured speedup."], "note"),
+                   "reference concurrency (docs/metrics.md, \"Speedup surface\"), next to the measured speedup."],
+                  "note"),
         Table(["variant", "C", "AL (ref)", "AL at C", "predicted", "measured", "error", ""], rows,
               numeric=frozenset({1, 2, 3, 6}))]
     if flagged:

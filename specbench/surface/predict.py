@@ -141,7 +141,8 @@ def break_even_levels(pred: pd.DataFrame) -> dict[str, tuple[int, int, list[int]
 def summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None) -> str:
     """The benchmark's last line: absolute relative errors at the concurrencies `at` (default all but the
     reference), and how many variants' break-even concurrency is predicted within one sweep level."""
-    sel = pred[pred["concurrency"] != pred["reference_concurrency"]] if at is None else pred[pred["concurrency"].isin(at)]
+    sel = (pred[pred["concurrency"] != pred["reference_concurrency"]] if at is None
+           else pred[pred["concurrency"].isin(at)])
     errs = sorted(abs(e) for e in sel["error"] if math.isfinite(e))
     med = (errs[(len(errs) - 1) // 2] + errs[len(errs) // 2]) / 2 if errs else math.nan
     worst = errs[-1] if errs else math.nan

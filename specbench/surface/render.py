@@ -66,7 +66,8 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
                   "| C | forced AL | read back | speedup | 95% interval |", "| ---: | ---: | ---: | ---: | --- |"]
         for _, r in s.iterrows():
             flag = "" if r["readback"] == "ok" else f" ({r['readback']})"
-            lines.append(f"| {int(r['concurrency'])} | {r['forced_acceptance']:g} | {_f(r['measured_acceptance'])}{flag} "
+            lines.append(f"| {int(r['concurrency'])} | {r['forced_acceptance']:g} | "
+                         f"{_f(r['measured_acceptance'])}{flag} "
                          f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} |")
         lines += ["", "Break-even acceptance (the AL at which the speedup reaches 1.0; `beyond`: not within the forced "
                   "lengths; extended: the last segment extended past the highest forced length, an extrapolation):", "",
@@ -108,13 +109,15 @@ def prediction_markdown(pred: pd.DataFrame, surface_dir: Path) -> str:
     lines = ["# Predicted from the speedup surface", "",
              f"Surface: `{surface_dir}`. Predicted: S(C, AL) at the acceptance each point measured at the reference "
              "concurrency; `at C`: with the acceptance measured at that concurrency instead (the difference is the "
-             "acceptance's drift with load). **disagree**: the predicted and measured 95% intervals do not overlap.", "",
+             "acceptance's drift with load). **disagree**: the predicted and measured 95% intervals do not overlap.",
+             "",
              "| variant | C | AL (ref) | AL at C | predicted | 95% interval | at C | measured | 95% interval | error |",
              "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: |"]
     for _, r in pred.iterrows():
         flag = " **disagree**" if r["disagree"] else ""
         ext = " (extrapolated)" if r["extrapolated"] else ""
-        lines.append(f"| {r['variant']} | {int(r['concurrency'])} | {_f(r['acceptance_ref'])} | {_f(r['acceptance_at_c'])} "
+        lines.append(f"| {r['variant']} | {int(r['concurrency'])} | {_f(r['acceptance_ref'])} | "
+                     f"{_f(r['acceptance_at_c'])} "
                      f"| {_f(r['predicted'], 3)}{ext} | [{_f(r['predicted_low'], 3)}, {_f(r['predicted_high'], 3)}] "
                      f"| {_f(r['predicted_at_c'], 3)} | {_f(r['measured'], 3)} | [{_f(r['measured_low'], 3)}, "
                      f"{_f(r['measured_high'], 3)}] | {100 * r['error']:+.1f}%{flag} |")

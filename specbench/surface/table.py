@@ -51,7 +51,8 @@ def surface_table(cells: pd.DataFrame) -> pd.DataFrame:
         for c, gc in g.groupby("concurrency"):
             measured = _mean(gc["acceptance_length"])
             rows.append(dict(variant=base, forced_acceptance=forced, concurrency=int(float(c)),  # type: ignore[arg-type]
-                             speedup=geomean(gc["speedup"].tolist()), speedup_ci_low=geomean(gc["speedup_ci_low"].tolist()),
+                             speedup=geomean(gc["speedup"].tolist()),
+                             speedup_ci_low=geomean(gc["speedup_ci_low"].tolist()),
                              speedup_ci_high=geomean(gc["speedup_ci_high"].tolist()), measured_acceptance=measured,
                              measured_acceptance_low=_mean(gc["acceptance_length_ci_low"]),
                              measured_acceptance_high=_mean(gc["acceptance_length_ci_high"]),

@@ -3,8 +3,8 @@
 Per tuned variant and concurrency: the setting the search chose, its search-split speedup (biased upward:
 it is the best of several noisy estimates), the confirmed speedup on the held-out prompts with the envelope
 of its points' 95% intervals (lowest low, highest high: not itself a 95% interval), the verdict's word there,
-a warning where the setting sits at the edge of its grid, and the chosen params, null unless that word is "adopt" (the interval
-clears verdict.min_speedup). Then the schedule as the engine takes it and a ready variant.
+a warning where the setting sits at the edge of its grid, and the chosen params, null unless that word is
+"adopt" (the interval clears verdict.min_speedup). Then the schedule as the engine takes it and a ready variant.
 """
 
 from __future__ import annotations

@@ -87,7 +87,8 @@ class RawServer:
                         return
                     buf += got
                 head, _, buf = buf.partition(b"\r\n\r\n")
-                n = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")))
+                n = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
+                             if ln.lower().startswith(b"content-length")))
                 while len(buf) < n:
                     got = conn.recv(65536)
                     if not got:
