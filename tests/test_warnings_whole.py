@@ -34,6 +34,6 @@ def test_terminal_and_report_print_the_same_rows_with_remedy():
     lines = warning_lines(cells)
     assert lines[0] == (f"warning: few_repeats in 2 cell(s), e.g. ngram p1 (2 repeats): "
                         f"{REMEDY[WarningCode.FEW_REPEATS]}")
-    data = SimpleNamespace(meta={}, cells=cells)  # the two fields warnings_section reads
+    data = SimpleNamespace(meta={}, cells=cells, errors=pd.DataFrame())  # the fields warnings_section reads
     md = render(Document(title="t", blocks=warnings_section(data)))  # type: ignore[arg-type]
     assert "CV 14%" in md and REMEDY[WarningCode.HIGH_VARIANCE].split(":")[0] in md
