@@ -29,6 +29,7 @@ class Reply:
     writes: list[bytes]  # written in order, one sendall each
     close: bool = False  # close the connection once written (without saying so in the head)
     hang_up: bool = False  # close it after reading the request, without a reply
+    close_on: threading.Event | None = None  # close it once written and this is set (the test says when)
 
 
 @dataclass
@@ -102,6 +103,9 @@ class RawServer:
                     break
                 for w in reply.writes:
                     conn.sendall(w)
+                if reply.close_on is not None:
+                    reply.close_on.wait(10)
+                    break
                 if reply.close:
                     break
         except OSError:
