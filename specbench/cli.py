@@ -424,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("name", help="smollm2, smollm2-draft, smollm2-eagle3 or smollm2-dflash")
     mp.add_argument("--force", action="store_true")
     mp.add_argument("--minutes", type=float, default=None,
-                    help="a trained head's build budget (default 6, sized for 2 cores); rebuilds")
+                    help="a trained head's build budget in minutes (default: EAGLE-3 3, DFlash 6, sized for 2 "
+                         "cores); rebuilds")
     mp.set_defaults(fn=_cmd_models)
 
     d = sub.add_parser("drafters", help="list the drafter families found in drafters/")
