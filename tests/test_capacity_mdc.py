@@ -99,7 +99,10 @@ def test_capacity_matches_the_simulated_queue(tmp_path: Path, port: int,
         assert abs(measured[v] / expected[v] - 1) < TOLERANCE, (v, measured[v], expected[v])
         assert not cap.loc[v, "capacity_offered_req_s"] > measured[v]  # the estimate stays inside the bracket
         assert not cap.loc[v, "missed_offered_req_s"] < measured[v]
-        assert cap.loc[v, "rates_measured"] > 3  # the bisection added rates
+        # the three planned rates at least: whether the search adds one depends on which rates 60 requests
+        # decide, which moves with the machine's timing (it failed on a quiet machine, passed under load); the
+        # search itself is pinned deterministically by test_slo_known_answer.py and test_open_loop.py
+        assert cap.loc[v, "rates_measured"] >= 3
     assert cap.loc["fast", "gain"] == pytest.approx(measured["fast"] / measured["base"], rel=1e-12)
     assert measured["fast"] > 1.3 * measured["base"]  # the shorter service time really pays
 

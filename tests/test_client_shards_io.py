@@ -182,10 +182,10 @@ def test_an_exception_inside_a_worker_fails_the_window_as_in_one_process(process
         async def run() -> Any:
             http, sse = make_http_client(4), SSEClient()
             try:
-                ep = Endpoint(engine(), http, server.url, 60.0, headers, sse)
+                ep = Endpoint(engine(), sse, server.url, 60.0, headers)
                 return await run_closed_loop(ep, planned(4), 2, lambda r: None)
             finally:
-                sse.close()
+                await sse.close()
                 await http.aclose()
         return asyncio.run(run())
 
