@@ -28,7 +28,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WINDOW = (1400, 3000)
 # A warm run takes 1-3 s; from a cold page cache (after a long suite, on a slow disk) one took 16 s here
-# (AMD EPYC, 2 vCPU, after drop_caches), and CI saw two runs pass 20 s. A dialog hangs forever, so a
+# (AMD EPYC, 2 vCPU, after drop_caches), and CI saw two runs exceed 20 s. A dialog hangs forever, so a
 # generous bound still catches it.
 TIMEOUT_S = 240
 
