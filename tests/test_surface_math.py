@@ -13,6 +13,7 @@ from specbench.errors import ConfigError, UsageError
 from specbench.metrics.surface import (
     Curve,
     Prediction,
+    anchored,
     break_even_acceptance,
     break_even_level,
     crossing,
@@ -149,6 +150,22 @@ def _surface_cells():
     return _cells(rows)
 
 
+def test_break_even_words_say_at_most_and_none():
+    from specbench.surface.render import surface_markdown
+    from specbench.surface.table import break_even_text
+
+    one_launch = surface_table(_cells([dict(variant=derived_name("e", al), output_len=64, concurrency=1, speedup=s,
+                                            speedup_ci_low=math.nan, speedup_ci_high=math.nan, acceptance_length=al)
+                                       for al, s in ((1.0, 1.09), (2.0, 2.1))]))
+    row = break_even_table(one_launch).iloc[0]
+    assert break_even_text(row) == ("at most 1.00", "none")  # pays at AL 1 already; the points have no interval
+    assert "| 1 | at most 1.00 | none |" in surface_markdown(one_launch, break_even_table(one_launch))
+    with_ci = break_even_table(surface_table(_surface_cells())).iloc[0]
+    value, interval = break_even_text(with_ci)
+    assert value == f"{with_ci['break_even_acceptance']:.2f}" and interval.startswith("[")
+    assert not with_ci["break_even_acceptance_at_most"]
+
+
 def test_surface_table_pools_cells_and_reads_the_acceptance_back():
     t = surface_table(_surface_cells())
     assert list(t["forced_acceptance"]) == [1.0, 3.0, 1.0, 3.0] and (t["cells"] == 2).all()
@@ -178,6 +195,33 @@ def test_prediction_of_a_run_and_the_benchmark_line():
     line = summary_line(pred.reset_index())
     assert line == ("prediction: 1 points, median error 12.9%, worst 12.9%, "
                     "break-even within one level for 1 of 1 variants")
+    # anchored: the measured 1.3 at C=1 times the surface's fall from C=1 to C=4 at AL 2, sqrt(0.625 / 1.6)
+    assert pred.loc[1, "anchored"] == pytest.approx(1.3)
+    assert pred.loc[4, "anchored"] == pytest.approx(1.3 * 0.625)
+    below = math.sqrt(math.log(1.3 / 1.2) ** 2 + 2 * math.log(1.2) ** 2)
+    above = math.sqrt(math.log(1.4 / 1.3) ** 2 + 2 * math.log(1.2) ** 2)
+    assert pred.loc[4, "anchored_low"] == pytest.approx(0.8125 * math.exp(-below))
+    assert pred.loc[4, "anchored_high"] == pytest.approx(0.8125 * math.exp(above))
+    assert pred.loc[4, "anchored_error"] == pytest.approx(0.8125 / 0.70 - 1)
+    assert summary_line(pred.reset_index(), method="anchored") == (
+        "prediction: 1 points, median error 16.1%, worst 16.1%, break-even within one level for 1 of 1 variants")
+
+
+def test_anchored_prediction_cancels_what_a_launch_shares_across_concurrencies():
+    measured = Prediction(1.2, 1.2, 1.2, False)  # the head at C=1, without an interval
+    # the same surface measured against a baseline launch 20% faster at every concurrency: every S / 1.2
+    for f in (1.0, 1.2):
+        a = anchored(Prediction(0.5 / f, 0.5 / f, 0.5 / f, False), Prediction(1.0 / f, 1.0 / f, 1.0 / f, False),
+                     measured)
+        assert a.speedup == pytest.approx(0.6) and a.low == a.high == pytest.approx(0.6)  # no interval anywhere
+    # one side's interval alone gives the anchored one: S(C) 0.5 [0.4, 0.55]
+    a = anchored(Prediction(0.5, 0.4, 0.55, True), Prediction(1.0, 1.0, 1.0, False), measured)
+    assert (a.low, a.high, a.extrapolated) == (pytest.approx(0.48), pytest.approx(0.66), True)
+    # the reference point divides: its high end lowers the prediction, its low end raises it
+    a = anchored(Prediction(0.5, 0.5, 0.5, False), Prediction(1.0, 0.8, 1.25, False), measured)
+    assert (a.low, a.high) == (pytest.approx(0.48), pytest.approx(0.75))
+    assert math.isnan(anchored(Prediction(0.5, 0.5, 0.5, False), Prediction(math.nan, math.nan, math.nan, False),
+                               measured).speedup)
 
 
 def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
@@ -235,7 +279,7 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
     _cells([dict(variant="ng", output_len=64, concurrency=1, speedup=1.7, speedup_ci_low=1.6, speedup_ci_high=1.8,
                  acceptance_length=2.0)]).to_csv(run / "cells.csv", index=False)
     text = plan_text(cfg, surface, run, None)
-    assert "ng: break-even acceptance length C=1: 1.00 [1.00, 1.00]; C=4: beyond 3" in text
+    assert "ng: break-even acceptance length C=1: at most 1.00 [1.00, 1.00]; C=4: beyond 3" in text
     # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided
     assert "C=1: 1.70 [1.54, 1.87] pays; C=4: 0.67 [0.61, 0.74] slower; C=16: 0.95 [0.86, 1.04] undecided" in text
     assert "measure only C in [16]" in text

@@ -110,16 +110,21 @@ def extended_crossing(al: Sequence[float], values: Sequence[float]) -> float:
 class BreakEvenAL:
     """The acceptance length a drafter needs at one concurrency to pay (speedup >= 1), with its 95%
     interval: `low` from the curve through the points' high ends, `high` from the curve through their low
-    ends. +inf: not reached within the forced lengths measured; equal to the lowest forced length: pays there."""
+    ends (NaN when the points have no interval). +inf: not reached within the forced lengths measured.
+    `at_most`: the curve pays at its lowest forced length already, so the break-even is that length or below."""
 
     value: float
     low: float
     high: float
+    at_most: bool = False
 
 
 def break_even_acceptance(curve: Curve) -> BreakEvenAL:
-    return BreakEvenAL(crossing(curve.al, curve.speedup), crossing(curve.al, curve.high),
-                       crossing(curve.al, curve.low))
+    value = crossing(curve.al, curve.speedup)
+    at_most = bool(len(curve)) and curve.speedup[0] >= 1.0
+    if curve.low == curve.speedup == curve.high:  # no point has an interval: neither has the break-even
+        return BreakEvenAL(value, NAN, NAN, at_most)
+    return BreakEvenAL(value, crossing(curve.al, curve.high), crossing(curve.al, curve.low), at_most)
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,35 @@ def predict(curve: Curve, al: float, al_low: float | None = None, al_high: float
     xs = [x for x in (al_low, al, al_high) if x is not None and math.isfinite(x)]
     return Prediction(curve.at(al), min(curve.at(x, "low") for x in xs), max(curve.at(x, "high") for x in xs),
                       any(curve.extrapolated(x) for x in xs))
+
+
+def _log_half_widths(p: Prediction) -> tuple[float, float]:
+    """ln(point / low) and ln(high / point); 0 for a missing or zero-width end."""
+    if not (_finite(p.speedup) and p.speedup > 0):
+        return NAN, NAN
+    below = math.log(p.speedup / p.low) if _finite(p.low) and 0 < p.low < p.speedup else 0.0
+    above = math.log(p.high / p.speedup) if _finite(p.high) and p.high > p.speedup else 0.0
+    return below, above
+
+
+def anchored(at_c: Prediction, at_ref: Prediction, measured_ref: Prediction) -> Prediction:
+    """The surface's shape, the run's own level: `S_meas(ref) x S(C, a) / S(ref, a)`.
+
+    The surface predicts how the speedup falls from the reference concurrency to C; the run's speedup
+    measured at the reference (which a C=1 run of the head has anyway) sets where the curve starts. A launch
+    that runs fast or slow at every concurrency moves S(ref, a) and S(C, a) alike and cancels from the ratio,
+    and so does a level error of the surface itself (a drafter whose forced launch differs from its plain one).
+    Interval: on each side the three relative half-widths in log space combine in quadrature (the run and the
+    surface are independent launches; the surface's two points share theirs, whose common part quadrature
+    counts twice, so the interval errs wide). A side with no interval anywhere stays at the point."""
+    if not all(_finite(p.speedup) and p.speedup > 0 for p in (at_c, at_ref, measured_ref)):
+        return Prediction(NAN, NAN, NAN, at_c.extrapolated or at_ref.extrapolated)
+    point = measured_ref.speedup * at_c.speedup / at_ref.speedup
+    (m_lo, m_hi), (c_lo, c_hi), (r_lo, r_hi) = (_log_half_widths(p) for p in (measured_ref, at_c, at_ref))
+    below = math.sqrt(m_lo ** 2 + c_lo ** 2 + r_hi ** 2)  # the reference point divides: its high end lowers
+    above = math.sqrt(m_hi ** 2 + c_hi ** 2 + r_lo ** 2)
+    return Prediction(point, point * math.exp(-below), point * math.exp(above),
+                      at_c.extrapolated or at_ref.extrapolated)
 
 
 def geomean(xs: Sequence[float]) -> float:

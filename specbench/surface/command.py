@@ -72,11 +72,6 @@ def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) 
     return "\n".join(lines)
 
 
-def _ci(lo: float, hi: float) -> str:
-    f = lambda x: "beyond" if x == math.inf else (f"{x:.2f}" if math.isfinite(x) else "n/a")  # noqa: E731
-    return f"[{f(lo)}, {f(hi)}]"
-
-
 def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, history: Calibration | None) -> str:
     """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
@@ -86,16 +81,15 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     from ..report.load import normalize_cells
     from ..rundir import RunDir
     from .predict import predicted_curve
-    from .table import break_even_table, curves, load_surface
+    from .table import break_even_table, break_even_text, curves, load_surface
 
     surface = load_surface(surface_dir)
     be = break_even_table(surface)
     lines = [f"surface on record: {surface_dir}"]
     for v in sorted(surface["variant"].unique()):
-        parts = [f"C={int(r['concurrency'])}: {r['break_even_acceptance']:.2f} "
-                 f"{_ci(r['break_even_acceptance_low'], r['break_even_acceptance_high'])}"
-                 if math.isfinite(r["break_even_acceptance"]) else f"C={int(r['concurrency'])}: beyond "
-                 f"{surface[surface['variant'] == v]['forced_acceptance'].max():g}"
+        top = surface[surface["variant"] == v]["forced_acceptance"].max()
+        parts = [f"C={int(r['concurrency'])}: "
+                 + (" ".join(break_even_text(r)) if math.isfinite(r["break_even_acceptance"]) else f"beyond {top:g}")
                  for _, r in be[be["variant"] == v].iterrows()]
         lines.append(f"  {v}: break-even acceptance length " + "; ".join(parts))
     if acceptance_run is None:

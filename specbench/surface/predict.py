@@ -14,14 +14,19 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..metrics.surface import Curve, Prediction, break_even_level, geomean, pooled, predict
+from ..metrics.surface import Curve, Prediction, anchored, break_even_level, geomean, pooled, predict
 from .table import curves
 
 POINT = ["category", "input_len", "output_len", "temperature"]
+# Two predictions (docs/metrics.md, "Speedup surface"): `surface`, S(C, a) itself; `anchored`, the run's own
+# speedup at the reference concurrency times the surface's fall from there to C. Column of each, and its error.
+METHODS = {"surface": ("predicted", "error"), "anchored": ("anchored", "anchored_error")}
+DEFAULT_METHOD = "surface"  # what `specbench plan --surface --acceptance` and the benchmark's last line use
 PREDICTION_FILE = "prediction.csv"
 PREDICTION_COLUMNS = ["variant", "surface_variant", "concurrency", "reference_concurrency", "acceptance_ref",
                       "acceptance_at_c", "predicted", "predicted_low", "predicted_high", "extrapolated",
-                      "predicted_at_c", "measured", "measured_low", "measured_high", "error", "disagree"]
+                      "predicted_at_c", "measured", "measured_low", "measured_high", "error", "disagree",
+                      "anchored", "anchored_low", "anchored_high", "anchored_error", "anchored_disagree"]
 
 
 def _key(row: pd.Series) -> tuple:
@@ -42,8 +47,32 @@ def acceptance_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> 
     return out
 
 
+def speedup_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> dict[tuple, Prediction]:
+    """The measured speedup per point of `variant` at `concurrency`, as a Prediction (point, 95% ends; a
+    missing end is the point)."""
+    out = {}
+    sel = cells[(cells["variant"] == variant) & (cells["concurrency"] == concurrency) & cells["valid"]]
+    for _, r in sel.iterrows():
+        s = float(r["speedup"])
+        if not (math.isfinite(s) and s > 0):
+            continue
+        lo, hi = float(r["speedup_ci_low"]), float(r["speedup_ci_high"])
+        out[_key(r)] = Prediction(s, lo if math.isfinite(lo) else s, hi if math.isfinite(hi) else s, False)
+    return out
+
+
 def _predict_points(curve: Curve, acc: Mapping[tuple, tuple[float, float, float]], keys: list[tuple]) -> Prediction:
     return pooled([predict(curve, *acc[k]) for k in keys if k in acc])
+
+
+def _anchor_points(curve: Curve, ref_curve: Curve | None, acc: Mapping[tuple, tuple[float, float, float]],
+                   measured_ref: Mapping[tuple, Prediction], keys: list[tuple]) -> Prediction:
+    """The anchored prediction (metrics.surface.anchored) per point, pooled; NaN without the surface's curve
+    at the reference concurrency."""
+    if ref_curve is None:
+        return Prediction(math.nan, math.nan, math.nan, False)
+    return pooled([anchored(predict(curve, *acc[k]), predict(ref_curve, *acc[k]), measured_ref[k])
+                   for k in keys if k in acc and k in measured_ref])
 
 
 def reference_level(cells: pd.DataFrame, variant: str, reference: int | None = None) -> int | None:
@@ -52,13 +81,18 @@ def reference_level(cells: pd.DataFrame, variant: str, reference: int | None = N
 
 
 def predicted_curve(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Curve],
-                    reference: int | None = None) -> dict[int, Prediction]:
-    """The variant's speedup predicted at every concurrency of the surface from its acceptance at the
-    reference concurrency alone (what `specbench plan --surface` knows from a new head's C=1 run)."""
+                    reference: int | None = None, method: str = DEFAULT_METHOD) -> dict[int, Prediction]:
+    """The variant's speedup predicted at every concurrency of the surface from what a run at the reference
+    concurrency alone measured (what `specbench plan --surface` knows from a new head's C=1 run): its
+    acceptance (`surface`), and its speedup there too (`anchored`)."""
     ref = reference_level(cells, variant, reference)
     if ref is None:
         return {}
     acc = acceptance_by_point(cells, variant, ref)
+    if method == "anchored":
+        speed = speedup_by_point(cells, variant, ref)
+        return {c: _anchor_points(curve, curve_at.get(ref), acc, speed, list(acc))
+                for c, curve in sorted(curve_at.items())}
     return {c: _predict_points(curve, acc, list(acc)) for c, curve in sorted(curve_at.items())}
 
 
@@ -71,6 +105,7 @@ def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Cu
     levels = sorted(int(c) for c in mine["concurrency"].unique())
     ref = reference if reference is not None else levels[0]
     acc_ref = acceptance_by_point(cells, variant, ref)
+    speed_ref = speedup_by_point(cells, variant, ref)
     rows = []
     for c in levels:
         if c not in curve_at:
@@ -79,6 +114,7 @@ def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Cu
         keys = [_key(r) for _, r in at_c.iterrows()]
         p = _predict_points(curve_at[c], acc_ref, keys)
         p_c = _predict_points(curve_at[c], acceptance_by_point(cells, variant, c), keys)
+        a = _anchor_points(curve_at[c], curve_at.get(ref), acc_ref, speed_ref, keys)
         m, lo, hi = (geomean(at_c[col].tolist()) for col in ("speedup", "speedup_ci_low", "speedup_ci_high"))
         disagree = _apart((p.low, p.speedup, p.high), (lo, m, hi))
         rows.append(dict(variant=variant, concurrency=c, reference_concurrency=ref,
@@ -86,9 +122,14 @@ def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Cu
                          acceptance_at_c=_mean(at_c["acceptance_length"].tolist()),
                          predicted=p.speedup, predicted_low=p.low, predicted_high=p.high, extrapolated=p.extrapolated,
                          predicted_at_c=p_c.speedup, measured=m, measured_low=lo, measured_high=hi,
-                         error=p.speedup / m - 1 if m > 0 and math.isfinite(p.speedup) else math.nan,
-                         disagree=disagree))
+                         error=_error(p.speedup, m), disagree=disagree, anchored=a.speedup, anchored_low=a.low,
+                         anchored_high=a.high, anchored_error=_error(a.speedup, m),
+                         anchored_disagree=_apart((a.low, a.speedup, a.high), (lo, m, hi))))
     return rows
+
+
+def _error(predicted: float, measured: float) -> float:
+    return predicted / measured - 1 if measured > 0 and math.isfinite(predicted) else math.nan
 
 
 def _apart(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
@@ -127,26 +168,30 @@ def predict_run(cells: pd.DataFrame, baseline: str, surface: pd.DataFrame, mappi
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
 
-def break_even_levels(pred: pd.DataFrame) -> dict[str, tuple[int, int, list[int]]]:
+
+
+def break_even_levels(pred: pd.DataFrame, method: str = DEFAULT_METHOD) -> dict[str, tuple[int, int, list[int]]]:
     """Per variant: (predicted break-even level, measured level, the levels) by `break_even_level`."""
+    column = METHODS[method][0]
     out = {}
     for v, g in pred.groupby("variant"):
         g = g.sort_values("concurrency")
         levels = [int(c) for c in g["concurrency"]]
-        out[str(v)] = (break_even_level(levels, g["predicted"].tolist()),
+        out[str(v)] = (break_even_level(levels, g[column].tolist()),
                        break_even_level(levels, g["measured"].tolist()), levels)
     return out
 
 
-def summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None) -> str:
+def summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None, method: str = DEFAULT_METHOD) -> str:
     """The benchmark's last line: absolute relative errors at the concurrencies `at` (default all but the
-    reference), and how many variants' break-even concurrency is predicted within one sweep level."""
+    reference), and how many variants' break-even concurrency is predicted within one sweep level, for the
+    prediction `method` (METHODS: `surface`, the surface's level; `anchored`, the run's level at the reference)."""
     sel = (pred[pred["concurrency"] != pred["reference_concurrency"]] if at is None
            else pred[pred["concurrency"].isin(at)])
-    errs = sorted(abs(e) for e in sel["error"] if math.isfinite(e))
+    errs = sorted(abs(e) for e in sel[METHODS[method][1]] if math.isfinite(e))
     med = (errs[(len(errs) - 1) // 2] + errs[len(errs) // 2]) / 2 if errs else math.nan
     worst = errs[-1] if errs else math.nan
-    levels = break_even_levels(pred)
+    levels = break_even_levels(pred, method)
     ok = sum(abs(p - m) <= 1 for p, m, _ in levels.values())
     return (f"prediction: {len(errs)} points, median error {100 * med:.1f}%, worst {100 * worst:.1f}%, "
             f"break-even within one level for {ok} of {len(levels)} variants")

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from ..rundir import RunDir, atomic_write
 from .predict import PREDICTION_FILE, break_even_levels
-from .table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, curves, surface_table
+from .table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, break_even_text, curves, surface_table
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
                "outputs are not the target's and their losslessness is not checked; only the cost of drafting and "
@@ -70,11 +70,12 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
                          f"{_f(r['measured_acceptance'])}{flag} "
                          f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} |")
         lines += ["", "Break-even acceptance (the AL at which the speedup reaches 1.0; `beyond`: not within the forced "
-                  "lengths; extended: the last segment extended past the highest forced length, an extrapolation):", "",
+                  "lengths; `at most`: pays at the lowest forced length already; "
+                  "extended: the last segment extended past the highest forced length, an extrapolation):", "",
                   "| C | break-even AL | 95% interval | extended |", "| ---: | ---: | --- | ---: |"]
         for _, r in be[be["variant"] == v].iterrows():
-            lines.append(f"| {int(r['concurrency'])} | {_f(r['break_even_acceptance'])} | "
-                         f"{_interval(r['break_even_acceptance_low'], r['break_even_acceptance_high'])} | "
+            value, interval = break_even_text(r)
+            lines.append(f"| {int(r['concurrency'])} | {value} | {interval} | "
                          f"{_f(r['break_even_acceptance_extrapolated'])} |")
         lines.append("")
     bad = surface[surface["readback"] != "ok"]

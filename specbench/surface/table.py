@@ -23,7 +23,8 @@ READBACK_TOLERANCE = 0.10  # relative: forced 2.0 must read back within [1.8, 2.
 SURFACE_COLUMNS = ["variant", "forced_acceptance", "concurrency", "speedup", "speedup_ci_low", "speedup_ci_high",
                    "measured_acceptance", "measured_acceptance_low", "measured_acceptance_high", "readback", "cells"]
 BREAK_EVEN_COLUMNS = ["variant", "concurrency", "break_even_acceptance", "break_even_acceptance_low",
-                      "break_even_acceptance_high", "break_even_acceptance_extrapolated"]
+                      "break_even_acceptance_high", "break_even_acceptance_at_most",
+                      "break_even_acceptance_extrapolated"]
 
 
 def _mean(xs: pd.Series) -> float:
@@ -77,8 +78,23 @@ def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
             be = break_even_acceptance(curve)
             rows.append(dict(variant=v, concurrency=c, break_even_acceptance=be.value,
                              break_even_acceptance_low=be.low, break_even_acceptance_high=be.high,
+                             break_even_acceptance_at_most=be.at_most,
                              break_even_acceptance_extrapolated=extended_crossing(curve.al, curve.speedup)))
     return pd.DataFrame(rows, columns=BREAK_EVEN_COLUMNS)
+
+
+def _al(x: float) -> str:
+    return "beyond" if x == math.inf else (f"{x:.2f}" if math.isfinite(x) else "n/a")
+
+
+def break_even_text(row: pd.Series) -> tuple[str, str]:
+    """A break_even_al.csv row as words: the break-even (`at most 1.00` when the drafter pays at the lowest
+    forced length, `beyond` when no forced length pays) and its 95% interval (`none` without one)."""
+    value, lo, hi = (float(row[c]) for c in ("break_even_acceptance", "break_even_acceptance_low",
+                                             "break_even_acceptance_high"))
+    at_most = str(row.get("break_even_acceptance_at_most", False)).lower() == "true"
+    interval = "none" if math.isnan(lo) and math.isnan(hi) else f"[{_al(lo)}, {_al(hi)}]"
+    return (f"at most {_al(value)}" if at_most else _al(value)), interval
 
 
 def load_surface(path: Path) -> pd.DataFrame:
