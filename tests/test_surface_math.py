@@ -205,6 +205,14 @@ def test_prediction_of_a_run_and_the_benchmark_line():
     assert pred.loc[4, "anchored_error"] == pytest.approx(0.8125 / 0.70 - 1)
     assert summary_line(pred.reset_index(), method="anchored") == (
         "prediction: 1 points, median error 16.1%, worst 16.1%, break-even within one level for 1 of 1 variants")
+    from pathlib import Path
+
+    from specbench.surface.render import prediction_markdown
+
+    md = prediction_markdown(pred.reset_index(), Path("s"))
+    assert ("| e | 4 | 2.00 | 1.80 | 0.791 | [0.659, 0.949] | 0.721 | +12.9% | 0.813 | [0.620, 1.063] | +16.1% "
+            "| 0.700 | [0.650, 0.750] |") in md
+    assert "- e (surface): predicted C=4, measured C=4" in md and "- e (anchored): predicted C=4" in md
 
 
 def test_anchored_prediction_cancels_what_a_launch_shares_across_concurrencies():
@@ -296,16 +304,19 @@ def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(
     pred = pd.DataFrame([dict(variant="e", surface_variant="e", concurrency=c, reference_concurrency=1,
                               acceptance_ref=1.8, acceptance_at_c=1.7, predicted=p, predicted_low=p / 1.1,
                               predicted_high=p * 1.1, extrapolated=False, predicted_at_c=p, measured=m,
-                              measured_low=m / 1.05, measured_high=m * 1.05, error=p / m - 1, disagree=d)
+                              measured_low=m / 1.05, measured_high=m * 1.05, error=p / m - 1, disagree=d,
+                              anchored=m * 1.02, anchored_low=m / 1.1, anchored_high=m * 1.1, anchored_error=0.02,
+                              anchored_disagree=False)
                          for c, p, m, d in ((1, 1.2, 1.2, False), (16, 0.9, 0.6, True))], columns=PREDICTION_COLUMNS)
     pred.to_csv(tmp_path / "prediction.csv", index=False)
     data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
                    break_even=pd.DataFrame(), config={"variants": [{"name": "e-al2", "forced_acceptance": 2.0}]})
     text = render(Document("t", forced_section(data) + prediction_section(data)))
     assert "Forced acceptance (`e-al2`)" in text and "not the target's" in text
-    assert "| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | 0.60 [0.57, 0.63] | +50.0% | disagree |" in text
-    assert "e at C=16: predicted and measured intervals do not overlap" in text
-    assert "| e | 1 |" in text and text.count("disagree |") == 1
+    assert ("| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | +50.0% | 0.61 [0.55, 0.66] | +2.0% | 0.60 [0.57, 0.63] "
+            "| disagree (surface) |") in text
+    assert "e at C=16: the surface prediction and the measured interval do not overlap" in text
+    assert "| e | 1 |" in text and text.count("disagree (") == 1
 
 
 def test_disagreement_needs_an_interval_on_one_side_at_least():

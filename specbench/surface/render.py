@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..rundir import RunDir, atomic_write
-from .predict import PREDICTION_FILE, break_even_levels
+from .predict import METHODS, PREDICTION_FILE, break_even_levels
 from .table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, break_even_text, curves, surface_table
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
@@ -108,26 +108,37 @@ def write_surface(run_dir: Path) -> list[Path]:
 
 def prediction_markdown(pred: pd.DataFrame, surface_dir: Path) -> str:
     lines = ["# Predicted from the speedup surface", "",
-             f"Surface: `{surface_dir}`. Predicted: S(C, AL) at the acceptance each point measured at the reference "
-             "concurrency; `at C`: with the acceptance measured at that concurrency instead (the difference is the "
-             "acceptance's drift with load). **disagree**: the predicted and measured 95% intervals do not overlap.",
+             f"Surface: `{surface_dir}`. `surface`: S(C, AL) at the acceptance each point measured at the reference "
+             "concurrency; `at C`: the same with the acceptance measured at that concurrency (the difference is the "
+             "acceptance's drift with load); `anchored`: the speedup the run measured at the reference concurrency "
+             "times the surface's fall from there to C (docs/metrics.md, \"Speedup surface\"). **disagree**: a "
+             "prediction's 95% interval and the measured one do not overlap.",
              "",
-             "| variant | C | AL (ref) | AL at C | predicted | 95% interval | at C | measured | 95% interval | error |",
-             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: |"]
+             "| variant | C | AL (ref) | AL at C | surface | 95% interval | at C | error | anchored | 95% interval "
+             "| error | measured | 95% interval |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |"]
     for _, r in pred.iterrows():
-        flag = " **disagree**" if r["disagree"] else ""
         ext = " (extrapolated)" if r["extrapolated"] else ""
         lines.append(f"| {r['variant']} | {int(r['concurrency'])} | {_f(r['acceptance_ref'])} | "
                      f"{_f(r['acceptance_at_c'])} "
                      f"| {_f(r['predicted'], 3)}{ext} | [{_f(r['predicted_low'], 3)}, {_f(r['predicted_high'], 3)}] "
-                     f"| {_f(r['predicted_at_c'], 3)} | {_f(r['measured'], 3)} | [{_f(r['measured_low'], 3)}, "
-                     f"{_f(r['measured_high'], 3)}] | {100 * r['error']:+.1f}%{flag} |")
+                     f"| {_f(r['predicted_at_c'], 3)} | {_pct(r['error'], r['disagree'])} "
+                     f"| {_f(r['anchored'], 3)} | [{_f(r['anchored_low'], 3)}, {_f(r['anchored_high'], 3)}] "
+                     f"| {_pct(r['anchored_error'], r['anchored_disagree'])} "
+                     f"| {_f(r['measured'], 3)} | [{_f(r['measured_low'], 3)}, {_f(r['measured_high'], 3)}] |")
     lines += ["", "Break-even concurrency (first sweep level with speedup below 1.0):", ""]
-    for v, (p, m, levels) in sorted(break_even_levels(pred).items()):
-        name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond the sweep"  # noqa: E731
-        lines.append(f"- {v}: predicted {name(p)}, measured {name(m)}"
-                     + ("" if abs(p - m) <= 1 else " (**more than one level apart**)"))
+    for method in METHODS:
+        for v, (p, m, levels) in sorted(break_even_levels(pred, method).items()):
+            name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond the sweep"  # noqa: E731
+            lines.append(f"- {v} ({method}): predicted {name(p)}, measured {name(m)}"
+                         + ("" if abs(p - m) <= 1 else " (**more than one level apart**)"))
     return "\n".join(lines) + "\n"
+
+
+def _pct(error: float, disagree: bool) -> str:
+    if not math.isfinite(error):
+        return "n/a"
+    return f"{100 * error:+.1f}%" + (" **disagree**" if disagree else "")
 
 
 def write_prediction(run_dir: Path, surface_dir: Path, mapping: dict[str, str] | None = None,
