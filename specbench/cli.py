@@ -146,8 +146,11 @@ def _cmd_surface(a: argparse.Namespace) -> int:
     opts.reuse = Path(a.reuse) if a.reuse else None
     code = _execute(derived, opts)
     if opts.out is not None and (opts.out / "cells.csv").exists():
+        from .report import render as render_report
+
         for p in write_surface(opts.out):
             print(p)
+        render_report(opts.out)  # the report again, now with the break-even acceptance
     return code
 
 
@@ -225,10 +228,12 @@ def _cmd_report(a: argparse.Namespace) -> int:
     for p in finalize(rd):
         print(p)
     if "forced_acceptance" in rd.config.read_text():  # a surface run: its surface files are derived too
+        from .report import render
         from .surface.render import write_surface
 
         for p in write_surface(rd.path):
             print(p)
+        render(rd.path)  # the report again, now with the break-even acceptance
     if a.surface:
         from .report import render
         from .surface.render import write_prediction

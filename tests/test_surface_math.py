@@ -150,9 +150,9 @@ def _surface_cells():
     return _cells(rows)
 
 
-def test_break_even_words_say_at_most_and_none():
+def test_break_even_words_say_at_most_and_none(tmp_path):
+    from specbench.report.surface import break_even_text
     from specbench.surface.render import surface_markdown
-    from specbench.surface.table import break_even_text
 
     one_launch = surface_table(_cells([dict(variant=derived_name("e", al), output_len=64, concurrency=1, speedup=s,
                                             speedup_ci_low=math.nan, speedup_ci_high=math.nan, acceptance_length=al)
@@ -164,6 +164,16 @@ def test_break_even_words_say_at_most_and_none():
     value, interval = break_even_text(with_ci)
     assert value == f"{with_ci['break_even_acceptance']:.2f}" and interval.startswith("[")
     assert not with_ci["break_even_acceptance_at_most"]
+    # the surface run's report.md carries the same table (report section "Break-even acceptance")
+    from specbench.report.document import Document
+    from specbench.report.load import RunData
+    from specbench.report.markdown import render
+    from specbench.report.surface import break_even_al_section
+
+    break_even_table(one_launch).to_csv(tmp_path / "break_even_al.csv", index=False)
+    data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
+                   break_even=pd.DataFrame(), config={})
+    assert "| e | 1 | at most 1.00 | none | 1.00 |" in render(Document("t", break_even_al_section(data)))
 
 
 def test_surface_table_pools_cells_and_reads_the_acceptance_back():

@@ -35,7 +35,7 @@ from .summary import (
     variance_section,
     verdict_section,
 )
-from .surface import forced_section, prediction_section
+from .surface import break_even_al_section, forced_section, prediction_section
 from .tables import (
     acceptance_distribution,
     acceptance_table,
@@ -62,8 +62,8 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
     blocks += forced_section(data) + verdict_section(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)
-    for section in (speedup_tables, prediction_section, intervals_section, variance_section, drift_section,
-                    break_even_table, acceptance_table,
+    for section in (speedup_tables, break_even_al_section, prediction_section, intervals_section, variance_section,
+                    drift_section, break_even_table, acceptance_table,
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,
                     warnings_section, status_section, environment_section):
         blocks += section(data)

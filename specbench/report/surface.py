@@ -1,7 +1,10 @@
-"""Report sections of the speedup surface: the note on forced-acceptance variants, and the speedups
-predicted from a surface next to the measured ones (prediction.csv, written by `specbench report --surface`)."""
+"""Report sections of the speedup surface: the note on forced-acceptance variants, a surface run's break-even
+acceptance (break_even_al.csv), and the speedups predicted from a surface next to the measured ones
+(prediction.csv, written by `specbench report --surface`)."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
@@ -21,8 +24,41 @@ def forced_section(data: RunData) -> list[Block]:
     return [Paragraph(["Forced acceptance (", Code(", ".join(forced)), FORCED_NOTE], "warn")]
 
 
-def _error(x: object) -> str:
-    return f"{100 * float(x):+.1f}%" if pd.notna(x) else "n/a"  # type: ignore[arg-type]
+def _al(x: float) -> str:
+    return "beyond" if x == math.inf else (f"{x:.2f}" if math.isfinite(x) else "n/a")
+
+
+def break_even_text(row: pd.Series | dict) -> tuple[str, str]:
+    """A break_even_al.csv row as words: the break-even (`at most 1.00` when the drafter pays at the lowest
+    forced length, `beyond` when no forced length pays) and its 95% interval (`none` without one)."""
+    value, lo, hi = (float(row[c]) for c in ("break_even_acceptance", "break_even_acceptance_low",
+                                             "break_even_acceptance_high"))
+    at_most = str(row.get("break_even_acceptance_at_most", False)).lower() == "true"
+    interval = "none" if math.isnan(lo) and math.isnan(hi) else f"[{_al(lo)}, {_al(hi)}]"
+    return (f"at most {_al(value)}" if at_most else _al(value)), interval
+
+
+def break_even_al_section(data: RunData) -> list[Block]:
+    """A surface run's break-even acceptance per drafter and concurrency, with its interval."""
+    be = read_csv(data.path / "break_even_al.csv")
+    if not len(be):
+        return []
+    rows = []
+    for _, r in be.iterrows():
+        value, interval = break_even_text(r)
+        rows.append([str(r["variant"]), fmt(r["concurrency"], 0), value, interval,
+                     _al(float(r["break_even_acceptance_extrapolated"]))])
+    return [Heading("Break-even acceptance"),
+            Paragraph(["The acceptance length (tokens per target step) at which each drafter's speedup reaches 1.0 "
+                       "at each concurrency, from the forced lengths measured (docs/metrics.md, \"Speedup surface\"; "
+                       "the curves: ", Code("surface.md"), "). ", Code("beyond"), ": no forced length pays; ",
+                       Code("at most"), ": the lowest forced length pays already; extended: the last segment extended "
+                       "past the highest forced length (an extrapolation)."], "note"),
+            Table(["drafter", "C", "break-even AL", "95% interval", "extended"], rows, numeric=frozenset({1, 2, 4}))]
+
+
+def _error(x: float) -> str:
+    return f"{100 * x:+.1f}%" if math.isfinite(x) else "n/a"
 
 
 def _true(x: object) -> bool:
@@ -41,8 +77,10 @@ def prediction_section(data: RunData) -> list[Block]:
     for _, r in pred.iterrows():
         apart = [name for name, col in (("surface", "disagree"), ("anchored", "anchored_disagree")) if _true(r[col])]
         rows.append([str(r["variant"]), fmt(r["concurrency"], 0), fmt(r["acceptance_ref"]), fmt(r["acceptance_at_c"]),
-                     fmt_interval(r["predicted"], r["predicted_low"], r["predicted_high"]), _error(r["error"]),
-                     fmt_interval(r["anchored"], r["anchored_low"], r["anchored_high"]), _error(r["anchored_error"]),
+                     fmt_interval(r["predicted"], r["predicted_low"], r["predicted_high"]),
+                     _error(float(r["error"])),
+                     fmt_interval(r["anchored"], r["anchored_low"], r["anchored_high"]),
+                     _error(float(r["anchored_error"])),
                      fmt_interval(r["measured"], r["measured_low"], r["measured_high"]),
                      "disagree (" + ", ".join(apart) + ")" if apart else ""])
         if apart:

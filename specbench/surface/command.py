@@ -79,9 +79,10 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     from ..config import load_yaml, parse_config
     from ..planner import _dur, make_plan
     from ..report.load import normalize_cells
+    from ..report.surface import break_even_text
     from ..rundir import RunDir
     from .predict import predicted_curve
-    from .table import break_even_table, break_even_text, curves, load_surface
+    from .table import break_even_table, curves, load_surface
 
     surface = load_surface(surface_dir)
     be = break_even_table(surface)

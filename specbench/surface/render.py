@@ -9,9 +9,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..report.surface import break_even_text
 from ..rundir import RunDir, atomic_write
 from .predict import METHODS, PREDICTION_FILE, break_even_levels
-from .table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, break_even_text, curves, surface_table
+from .table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, curves, surface_table
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
                "outputs are not the target's and their losslessness is not checked; only the cost of drafting and "

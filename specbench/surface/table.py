@@ -83,20 +83,6 @@ def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=BREAK_EVEN_COLUMNS)
 
 
-def _al(x: float) -> str:
-    return "beyond" if x == math.inf else (f"{x:.2f}" if math.isfinite(x) else "n/a")
-
-
-def break_even_text(row: pd.Series) -> tuple[str, str]:
-    """A break_even_al.csv row as words: the break-even (`at most 1.00` when the drafter pays at the lowest
-    forced length, `beyond` when no forced length pays) and its 95% interval (`none` without one)."""
-    value, lo, hi = (float(row[c]) for c in ("break_even_acceptance", "break_even_acceptance_low",
-                                             "break_even_acceptance_high"))
-    at_most = str(row.get("break_even_acceptance_at_most", False)).lower() == "true"
-    interval = "none" if math.isnan(lo) and math.isnan(hi) else f"[{_al(lo)}, {_al(hi)}]"
-    return (f"at most {_al(value)}" if at_most else _al(value)), interval
-
-
 def load_surface(path: Path) -> pd.DataFrame:
     """surface.csv of a surface directory (or the file itself)."""
     from ..errors import UsageError
