@@ -2,12 +2,14 @@
 acceptance at the run's lowest concurrency (normally C=1), against the speedup the run measured.
 
     python -m benchmarks.prediction RUN_DIR SURFACE_DIR [--at 4,16] [--method anchored|surface]
-                                    [--as RUN_VARIANT=SURFACE_VARIANT ...]
+                                    [--reference C1_RUN_DIR] [--as RUN_VARIANT=SURFACE_VARIANT ...]
 
 RUN_DIR: a finished `specbench run` (its cells.csv); SURFACE_DIR: a finished `specbench surface` run (its
 surface.csv). The variants predicted are the run's drafters that have a surface of the same name (or given
-by --as). Errors are |predicted / measured - 1| at the concurrencies --at (default: every level but the
-reference); break-even concurrency is the first sweep level with speedup below 1.0, predicted and measured
+by --as). The acceptance (and, for `anchored`, the speedup) at the reference concurrency is read from RUN_DIR
+itself, or with --reference from another run (a head's separate C=1 run: the prediction then shares no
+launch with the speedups it is compared with, as when it stands in for a matrix not measured). Errors are
+|predicted / measured - 1| at the concurrencies --at (default: every level but the reference); break-even concurrency is the first sweep level with speedup below 1.0, predicted and measured
 (metrics.surface.break_even_level). Both predictions are shown (docs/metrics.md, "Speedup surface"):
 `surface`, the surface's speedup at the head's acceptance, and `anchored`, the surface's fall from the
 reference concurrency applied to the speedup the run measured there; the summary of the other method comes
@@ -42,15 +44,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--at", help="concurrencies whose errors count, comma-separated (default: all but the reference)")
     p.add_argument("--method", choices=sorted(METHODS), default=DEFAULT_METHOD,
                    help=f"whose summary is the last line (default {DEFAULT_METHOD})")
+    p.add_argument("--reference", metavar="C1_RUN_DIR",
+                   help="read the reference concurrency's acceptance and speedup from this run (default RUN_DIR)")
     p.add_argument("--as", dest="as_", action="append", default=[], metavar="RUN_VARIANT=SURFACE_VARIANT")
     a = p.parse_args(argv)
     rd = RunDir(Path(a.run_dir))
     if not rd.cells.exists():
         print(f"error: {rd.path} has no cells.csv (not a finished specbench run)", file=sys.stderr)
         return 2
+    ref_cells = None
+    if a.reference:
+        ref = RunDir(Path(a.reference))
+        if not ref.cells.exists():
+            print(f"error: --reference: {ref.path} has no cells.csv (not a finished specbench run)", file=sys.stderr)
+            return 2
+        ref_cells = normalize_cells(pd.read_csv(ref.cells))
     cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
     pred = predict_run(normalize_cells(pd.read_csv(rd.cells)), cfg.baseline.name, load_surface(Path(a.surface_dir)),
-                       dict(x.split("=", 1) for x in a.as_))
+                       dict(x.split("=", 1) for x in a.as_), ref_cells=ref_cells)
     if pred.empty:
         print("error: no run variant has a surface (name them with --as RUN_VARIANT=SURFACE_VARIANT)", file=sys.stderr)
         return 2

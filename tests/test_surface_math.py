@@ -225,6 +225,56 @@ def test_prediction_of_a_run_and_the_benchmark_line():
     assert "- e (surface): predicted C=4, measured C=4" in md and "- e (anchored): predicted C=4" in md
 
 
+def _head_run(c1_speedup, c1_al):
+    return _cells([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+                        speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
+                  + [dict(variant="e", output_len=64, concurrency=1, speedup=c1_speedup, speedup_ci_low=math.nan,
+                          speedup_ci_high=math.nan, acceptance_length=c1_al),
+                     dict(variant="e", output_len=64, concurrency=4, speedup=0.70, speedup_ci_low=0.65,
+                          speedup_ci_high=0.75, acceptance_length=1.8)])
+
+
+def test_a_separate_reference_run_supplies_the_acceptance_and_the_anchor():
+    surface = surface_table(_surface_cells())
+    own = predict_run(_head_run(1.3, 2.0), "ar", surface).set_index("concurrency")
+    # the head's separate C=1 run accepted 3.0 and ran 1.6x: both predictions follow it, not the run's own C=1
+    other = _head_run(1.6, 3.0)
+    pred = predict_run(_head_run(1.3, 2.0), "ar", surface, ref_cells=other).set_index("concurrency")
+    assert pred.loc[4, "acceptance_ref"] == 3.0 and pred.loc[4, "predicted"] == pytest.approx(1.25)
+    assert pred.loc[4, "anchored"] == pytest.approx(1.6 * 1.25 / 2.0)
+    assert pred.loc[1, "anchored"] == pytest.approx(1.6) and pred.loc[1, "measured"] == pytest.approx(1.3)
+    assert own.loc[4, "anchored"] == pytest.approx(1.3 * 0.625)
+
+
+def test_the_prediction_benchmark_prints_both_methods_and_the_goal_line(tmp_path, capsys):
+    from benchmarks.prediction import main
+    from specbench.config import dump_config
+
+    cfg = parse_config({"name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
+                        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                                     {"name": "e", "drafter": "ngram", "params": {"num_tokens": 3}}],
+                        "sweep": {"prompts": [{"set": "seed", "categories": ["code"]}], "output_lens": [64],
+                                  "concurrency": [1, 4]}})
+    for name, run in (("run", _head_run(1.3, 2.0)), ("c1", _head_run(1.6, 3.0))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(dump_config(cfg))
+        run.to_csv(tmp_path / name / "cells.csv", index=False)
+    (tmp_path / "surface").mkdir()
+    surface_table(_surface_cells()).to_csv(tmp_path / "surface" / "surface.csv", index=False)
+    args = [str(tmp_path / "run"), str(tmp_path / "surface"), "--at", "4"]
+    assert main([*args, "--method", "anchored"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == ("surface: prediction: 1 points, median error 12.9%, worst 12.9%, "
+                       "break-even within one level for 1 of 1 variants")
+    assert out[-1] == ("prediction: 1 points, median error 16.1%, worst 16.1%, "
+                       "break-even within one level for 1 of 1 variants")
+    assert main([*args, "--reference", str(tmp_path / "c1")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("prediction: 1 points, median error 78.6%")  # 1.25 / 0.70 - 1: the surface's, last
+    assert main([*args, "--reference", str(tmp_path / "nowhere")]) == 2
+    assert "--reference" in capsys.readouterr().err
+
+
 def test_anchored_prediction_cancels_what_a_launch_shares_across_concurrencies():
     measured = Prediction(1.2, 1.2, 1.2, False)  # the head at C=1, without an interval
     # the same surface measured against a baseline launch 20% faster at every concurrency: every S / 1.2

@@ -97,15 +97,18 @@ def predicted_curve(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Cu
 
 
 def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Curve],
-                    reference: int | None = None) -> list[dict]:
-    """Rows of prediction.csv for one run variant against one surface variant's curves."""
+                    reference: int | None = None, ref_cells: pd.DataFrame | None = None) -> list[dict]:
+    """Rows of prediction.csv for one run variant against one surface variant's curves. `ref_cells`: the
+    cells the acceptance and speedup at the reference concurrency are read from (default `cells`, the run's
+    own); another run's (a head's separate C=1 run) shares no launch with the speedups predicted."""
     mine = cells[(cells["variant"] == variant) & cells["valid"]]
-    if mine.empty:
+    source = cells if ref_cells is None else ref_cells
+    ref = reference_level(source, variant, reference)
+    if mine.empty or ref is None:
         return []
     levels = sorted(int(c) for c in mine["concurrency"].unique())
-    ref = reference if reference is not None else levels[0]
-    acc_ref = acceptance_by_point(cells, variant, ref)
-    speed_ref = speedup_by_point(cells, variant, ref)
+    acc_ref = acceptance_by_point(source, variant, ref)
+    speed_ref = speedup_by_point(source, variant, ref)
     rows = []
     for c in levels:
         if c not in curve_at:
@@ -152,10 +155,11 @@ def _mean(xs: list[float]) -> float:
 
 
 def predict_run(cells: pd.DataFrame, baseline: str, surface: pd.DataFrame, mapping: Mapping[str, str] | None = None,
-                reference: int | None = None) -> pd.DataFrame:
+                reference: int | None = None, ref_cells: pd.DataFrame | None = None) -> pd.DataFrame:
     """prediction.csv for every run variant that has a surface: `mapping` run variant -> surface variant
-    (default: the same name)."""
-    closed = cells[cells["rate"].isna()] if "rate" in cells else cells
+    (default: the same name); `ref_cells`: see predict_variant."""
+    closed = _closed(cells)
+    ref_closed = None if ref_cells is None else _closed(ref_cells)
     names = set(surface["variant"])
     pairs = dict(mapping or {})
     for v in closed["variant"].unique():
@@ -163,11 +167,15 @@ def predict_run(cells: pd.DataFrame, baseline: str, surface: pd.DataFrame, mappi
             pairs[str(v)] = str(v)
     rows = []
     for v, s in sorted(pairs.items()):
-        for r in predict_variant(closed, v, curves(surface, s), reference):
+        for r in predict_variant(closed, v, curves(surface, s), reference, ref_closed):
             rows.append({**r, "surface_variant": s})
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
 
+
+
+def _closed(cells: pd.DataFrame) -> pd.DataFrame:
+    return cells[cells["rate"].isna()] if "rate" in cells else cells
 
 
 def break_even_levels(pred: pd.DataFrame, method: str = DEFAULT_METHOD) -> dict[str, tuple[int, int, list[int]]]:
