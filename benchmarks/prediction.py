@@ -9,7 +9,8 @@ surface.csv). The variants predicted are the run's drafters that have a surface 
 by --as). The acceptance (and, for `anchored`, the speedup) at the reference concurrency is read from RUN_DIR
 itself, or with --reference from another run (a head's separate C=1 run: the prediction then shares no
 launch with the speedups it is compared with, as when it stands in for a matrix not measured). Errors are
-|predicted / measured - 1| at the concurrencies --at (default: every level but the reference); break-even concurrency is the first sweep level with speedup below 1.0, predicted and measured
+|predicted / measured - 1| at the concurrencies --at (default: every level but the reference); break-even
+concurrency is the first sweep level with speedup below 1.0, predicted and measured
 (metrics.surface.break_even_level). Both predictions are shown (docs/metrics.md, "Speedup surface"):
 `surface`, the surface's speedup at the head's acceptance, and `anchored`, the surface's fall from the
 reference concurrency applied to the speedup the run measured there; the summary of the other method comes
