@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from fixtures_surface import acceptance_run, cells_frame, plan_config, surface_dir
 
 from specbench.config import parse_config
 from specbench.errors import ConfigError, UsageError
@@ -134,12 +135,6 @@ def test_forced_acceptance_is_refused_where_it_cannot_apply():
     assert _launches(ok)["ng"].spec.argv[-1] == "0"
 
 
-def _cells(rows):
-    base = dict(category="c", input_len=math.nan, temperature=0.0, rate=math.nan, valid=True,
-                acceptance_length_ci_low=math.nan, acceptance_length_ci_high=math.nan)
-    return pd.DataFrame([{**base, **r} for r in rows])
-
-
 def _surface_cells():
     rows = []
     for c, s1, s3 in ((1, 0.8, 2.0), (4, 0.5, 1.25)):
@@ -147,14 +142,14 @@ def _surface_cells():
             for out in (64, 256):
                 rows.append(dict(variant=derived_name("e", al), output_len=out, concurrency=c, speedup=s,
                                  speedup_ci_low=s / 1.2, speedup_ci_high=s * 1.2, acceptance_length=al * 0.98))
-    return _cells(rows)
+    return cells_frame(rows)
 
 
 def test_break_even_words_say_at_most_and_none(tmp_path):
     from specbench.report.surface import break_even_text
     from specbench.surface.render import surface_markdown
 
-    one_launch = surface_table(_cells([dict(variant=derived_name("e", al), output_len=64, concurrency=1, speedup=s,
+    one_launch = surface_table(cells_frame([dict(variant=derived_name("e", al), output_len=64, concurrency=1, speedup=s,
                                             speedup_ci_low=math.nan, speedup_ci_high=math.nan, acceptance_length=al)
                                        for al, s in ((1.0, 1.09), (2.0, 2.1))]))
     row = break_even_table(one_launch).iloc[0]
@@ -190,7 +185,7 @@ def test_surface_table_pools_cells_and_reads_the_acceptance_back():
 def test_prediction_of_a_run_and_the_benchmark_line():
     surface = surface_table(_surface_cells())
     # a run whose head accepts 2.0 at C=1: predicted sqrt(0.8 * 2) = 1.265 at C=1, sqrt(0.5 * 1.25) = 0.79 at C=4
-    run = _cells([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+    run = cells_frame([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
                        speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
                  + [dict(variant="e", output_len=64, concurrency=1, speedup=1.3, speedup_ci_low=1.2,
                          speedup_ci_high=1.4, acceptance_length=2.0),
@@ -226,7 +221,7 @@ def test_prediction_of_a_run_and_the_benchmark_line():
 
 
 def _head_run(c1_speedup, c1_al):
-    return _cells([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+    return cells_frame([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
                         speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
                   + [dict(variant="e", output_len=64, concurrency=1, speedup=c1_speedup, speedup_ci_low=math.nan,
                           speedup_ci_high=math.nan, acceptance_length=c1_al),
@@ -321,31 +316,12 @@ def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
 
 
 def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undecided(tmp_path):
-    from specbench.config import dump_config
     from specbench.surface.command import plan_text
-    from specbench.surface.table import SURFACE_COLUMNS
 
-    cfg = parse_config({
-        "name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
-        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
-                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3}}],
-        "sweep": {"prompts": [{"set": "seed", "categories": ["code"]}], "output_lens": [64],
-                  "concurrency": [1, 4, 16]},
-        "estimates": {"startup_s": 30, "per_request_tok_s": 30.0}})
+    cfg = parse_config(plan_config())
     # S(a): at C=1 from 1.2 to 2.4, at C=4 from 0.5 to 0.9, at C=16 from 0.6 to 1.5 over a = 1..3 (+-10%)
-    rows = [dict(variant="ng", forced_acceptance=a, concurrency=c, speedup=s, speedup_ci_low=s / 1.1,
-                 speedup_ci_high=s * 1.1, measured_acceptance=a, measured_acceptance_low=a, measured_acceptance_high=a,
-                 readback="ok", cells=1)
-            for c, (s1, s3) in {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}.items()
-            for a, s in ((1.0, s1), (3.0, s3))]
-    surface = tmp_path / "surface"
-    surface.mkdir()
-    pd.DataFrame(rows, columns=SURFACE_COLUMNS).to_csv(surface / "surface.csv", index=False)
-    run = tmp_path / "c1"  # a C=1 run of the head: acceptance 2.0 on its one point
-    run.mkdir()
-    (run / "config.yaml").write_text(dump_config(cfg))
-    _cells([dict(variant="ng", output_len=64, concurrency=1, speedup=1.7, speedup_ci_low=1.6, speedup_ci_high=1.8,
-                 acceptance_length=2.0)]).to_csv(run / "cells.csv", index=False)
+    surface = surface_dir(tmp_path, {"ng": {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}})
+    run = acceptance_run(tmp_path, cfg, ("ng",))  # a C=1 run of the head: acceptance 2.0 on its one point
     text = plan_text(cfg, surface, run, None)
     assert "ng: break-even acceptance length C=1: at most 1.00 [1.00, 1.00]; C=4: beyond 3" in text
     # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided

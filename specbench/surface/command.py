@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,7 @@ from ..calibration import Calibration
 from ..config import RunConfig
 from ..drafter import LaunchContext
 from ..errors import UsageError
-from ..metrics.surface import decided, has_interval
+from ..metrics.surface import Prediction, decided, has_interval
 from .derive import default_lengths, draft_tokens, split_name, surface_config
 
 
@@ -72,17 +73,52 @@ def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) 
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class HeadPrediction:
+    """One head's predicted speedup per concurrency, what it decides there, and the levels left to measure."""
+
+    name: str
+    curve: dict[int, Prediction]  # per concurrency on the surface
+    words: dict[int, str]  # per level of the sweep on the surface: `decided`'s word
+    todo: list[int]  # undecided or off the surface, at most the head's max_concurrency (above it: never measured)
+
+
+def predict_heads(cfg: RunConfig, surface: pd.DataFrame, cells: pd.DataFrame) -> list[HeadPrediction]:
+    """The heads of `cfg` on the surface and in the acceptance run's cells, predicted from the run's acceptance:
+    the one rule by which `plan` prices the undecided levels and `plan --write` narrows a config to them."""
+    from .predict import predicted_curve
+    from .table import curves
+
+    out = []
+    for v in [x for x in cfg.variants if not x.baseline]:
+        if v.name not in set(surface["variant"]) or v.name not in set(cells["variant"]):
+            continue
+        curve = predicted_curve(cells, v.name, curves(surface, v.name))
+        words = {c: decided(curve[c], cfg.verdict.min_speedup) for c in cfg.sweep.concurrency if c in curve}
+        todo = [c for c in cfg.sweep.concurrency if words.get(c, "undecided") == "undecided"
+                and (v.max_concurrency is None or c <= v.max_concurrency)]
+        out.append(HeadPrediction(v.name, curve, words, todo))
+    return out
+
+
+def read_acceptance(run: Path) -> tuple[pd.DataFrame, str]:
+    """The acceptance run's cells and its config's name."""
+    from ..config import load_yaml, parse_config
+    from ..report.load import normalize_cells
+    from ..rundir import RunDir
+
+    rd = RunDir(run)
+    run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    return normalize_cells(pd.read_csv(rd.cells)), run_cfg.name
+
+
 def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, history: Calibration | None) -> str:
     """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
-    from ..config import load_yaml, parse_config
     from ..planner import _dur, make_plan
-    from ..report.load import normalize_cells
     from ..report.surface import break_even_text
-    from ..rundir import RunDir
-    from .predict import predicted_curve
-    from .table import break_even_table, curves, load_surface
+    from .table import break_even_table, load_surface
 
     surface = load_surface(surface_dir)
     be = break_even_table(surface)
@@ -95,31 +131,23 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
         lines.append(f"  {v}: break-even acceptance length " + "; ".join(parts))
     if acceptance_run is None:
         return "\n".join(lines)
-    rd = RunDir(acceptance_run)
-    cells = normalize_cells(pd.read_csv(rd.cells))
-    run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    cells, run_name = read_acceptance(acceptance_run)
     full = make_plan(cfg, history)
-    for v in [x for x in cfg.variants if not x.baseline]:
-        if v.name not in set(surface["variant"]) or v.name not in set(cells["variant"]):
-            continue
-        curve = predicted_curve(cells, v.name, curves(surface, v.name))
-        levels = [c for c in cfg.sweep.concurrency if c in curve]
-        words = {c: decided(curve[c], cfg.verdict.min_speedup) for c in levels}
-        todo = [c for c in cfg.sweep.concurrency if words.get(c, "undecided") == "undecided"]
-        lines.append(f"  {v.name} (acceptance from {acceptance_run}, {run_cfg.name}): predicted "
+    for h in predict_heads(cfg, surface, cells):
+        curve, levels = h.curve, list(h.words)
+        lines.append(f"  {h.name} (acceptance from {acceptance_run}, {run_name}): predicted "
                      + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
-                                 f"{words[c]}" for c in levels))
+                                 f"{h.words[c]}" for c in levels))
         ends = all(has_interval(curve[c]) for c in levels)  # else the verdict says it is indicative
         crossing = stats.break_even(levels, [curve[c].speedup for c in levels],
                                     [curve[c].low for c in levels] if ends else None,
                                     [curve[c].high for c in levels] if ends else None)
         lines.append(f"    predicted break-even concurrency: {crossing.verdict}")
-        if not todo:
-            lines.append(f"    every level decided by the prediction: nothing to measure for {v.name}")
+        if not h.todo:
+            lines.append(f"    every level decided by the prediction: nothing to measure for {h.name}")
             continue
-        part = cfg.model_copy(update={"sweep": cfg.sweep.model_copy(update={"concurrency": todo})})
-        cost, whole = make_plan(part, history).cost_of(v.name), full.cost_of(v.name)
-        lines.append(f"    measure only C in {todo}: {_dur(cost)} instead of {_dur(whole)} for its full sweep"
+        part = cfg.model_copy(update={"sweep": cfg.sweep.model_copy(update={"concurrency": h.todo})})
+        cost, whole = make_plan(part, history).cost_of(h.name), full.cost_of(h.name)
+        lines.append(f"    measure only C in {h.todo}: {_dur(cost)} instead of {_dur(whole)} for its full sweep"
                      + (f" ({100 * cost / whole:.0f}%)" if cost is not None and whole else ""))
     return "\n".join(lines)
-
