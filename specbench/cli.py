@@ -98,6 +98,11 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     from .config import load_config
     from .planner import make_plan, render
 
+    if a.write and not (a.surface and a.acceptance):
+        raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
+                         "leaves undecided)")
+    if a.acceptance and not a.surface:
+        raise UsageError("plan: --acceptance needs --surface (the surface the acceptance is read against)")
     cfg = load_config(a.config)
     history = calibration.history_for(cfg)
     print(render(make_plan(cfg, history)))
@@ -105,8 +110,15 @@ def _cmd_plan(a: argparse.Namespace) -> int:
         from .surface.command import plan_text
 
         print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, history))
-    elif a.acceptance:
-        raise UsageError("plan: --acceptance needs --surface (the surface the acceptance is read against)")
+    if a.write:
+        import shlex
+
+        from .surface.narrow import Inputs, write_narrowed
+
+        command = shlex.join(["specbench", "plan", a.config, "--surface", a.surface, "--acceptance", a.acceptance,
+                              "--write", a.write])
+        given = Inputs(Path(a.surface), Path(a.acceptance), command)
+        print(write_narrowed(Path(a.config), cfg, given, Path(a.write), history))
     return 0
 
 
@@ -333,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--surface", metavar="SURFACE_DIR", help="a `specbench surface` run: its break-even acceptance")
     pl.add_argument("--acceptance", metavar="RUN_DIR", help="with --surface: a run of the heads (e.g. at C=1) whose "
                     "acceptance predicts their speedup; only the points the prediction leaves undecided are priced")
+    pl.add_argument("--write", metavar="OUT.yaml", help="with --surface and --acceptance: write a config that "
+                    "includes CONFIG and measures only the undecided levels (the baseline and the heads concerned)")
     pl.set_defaults(fn=_cmd_plan)
     sf = sub.add_parser("surface", help="speedup against forced acceptance length and concurrency, and the "
                                         "break-even acceptance (docs/surface.md)")
