@@ -71,8 +71,8 @@ def header(given: Inputs, run_name: str, cfg: RunConfig, heads: list[HeadPredict
         if extra:
             lines.append(f"    {h.name} is measured at C={', '.join(map(str, extra))} too, which it did not need: the "
                          "sweep is the union of every head's undecided levels")
-    if _unpredicted(cfg, heads):
-        lines.append(_unpredicted(cfg, heads))
+    if missing := _unpredicted(cfg, heads):
+        lines.append(missing)
     lines += ["include: CONFIG by its absolute path (load.py resolves an include against this file's folder and",
               "  leaves an absolute one as it is), so this file still loads wherever it is moved.",
               "variants: a list replaces the included one, so the baseline and the measured heads are written in full.",
@@ -131,7 +131,8 @@ def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, 
                          f"the acceptance run {given.acceptance}: nothing predicted to narrow")
     kept = [h.name for h in heads if h.todo]
     if not kept:
-        return NOTHING + (f"\n  {_unpredicted(cfg, heads)}" if _unpredicted(cfg, heads) else "")
+        missing = _unpredicted(cfg, heads)
+        return NOTHING + (f"\n  {missing}" if missing else "")
     data = overrides(config_path, cfg, heads)
     notes = header(given, run_name, cfg, heads, data["sweep"]["concurrency"])
     text = "".join(f"# {line}\n" for line in notes) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
