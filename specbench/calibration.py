@@ -31,9 +31,9 @@ from typing import Any
 
 import pandas as pd
 
-from .config import RunConfig
-from .errors import RunDirError, UsageError
-from .metrics.decision import (
+from specbench.config import RunConfig
+from specbench.errors import RunDirError, UsageError
+from specbench.metrics.decision import (
     SPEED_ALPHA,
     Design,
     Estimate,
@@ -43,9 +43,9 @@ from .metrics.decision import (
     speed_consistent,
     variance_bound,
 )
-from .metrics.intervals import LaunchVariance
-from .rundir import RunDir
-from .setupkey import differences, hardware_key, setup_of
+from specbench.metrics.intervals import LaunchVariance
+from specbench.rundir import RunDir
+from specbench.setupkey import differences, hardware_key, setup_of
 
 FILE = "calibration.json"  # the copy inside a run directory
 HISTORY_ENV = "SPECBENCH_HISTORY"
@@ -97,7 +97,7 @@ def model_key(cfg: RunConfig) -> str:
 
 def history_dir(configured: str | None = None) -> Path:
     """Where histories live: the config's verdict.history_dir, else $SPECBENCH_HISTORY, else the cache."""
-    from .models import cache_dir
+    from specbench.models import cache_dir
 
     if configured:
         return Path(configured).expanduser()
@@ -433,7 +433,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     """What a finished run can add to its hardware's history: the baseline's launch and repeat
     components (2+ launches), or its repeat component alone (one launch, 2+ repeats); None otherwise.
     Keyed by the setup the run recorded when it started (run.json `variance_history.setup`)."""
-    from . import environment
+    from specbench import environment
 
     rd = RunDir(run_dir)
     cells = pd.read_csv(rd.cells)
@@ -488,9 +488,9 @@ def attach(run_dir: Path, setup: dict[str, str], cache: Path | None = None) -> L
 
 def config_setup(cfg: RunConfig) -> dict[str, str]:
     """The setup a config's baseline would run (`setupkey.setup_of`), before any launch or model build."""
-    from .environment import hardware_fingerprint
-    from .launch import make_engine, plan_launches
-    from .models import demo_model_path
+    from specbench.environment import hardware_fingerprint
+    from specbench.launch import make_engine, plan_launches
+    from specbench.models import demo_model_path
 
     path = str(demo_model_path(cfg.model.demo) if cfg.model.demo else Path(cfg.model.path or "").expanduser())
     engine = make_engine(cfg, path, cfg.model.served_name or path)

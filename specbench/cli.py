@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import SpecbenchError, UsageError
+from specbench.errors import SpecbenchError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -19,8 +19,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
-    from .config import load_config
-    from .runner import RunOptions
+    from specbench.config import load_config
+    from specbench.runner import RunOptions
 
     if a.resume:
         run_dir = Path(a.resume)
@@ -41,8 +41,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 
 def _execute(cfg, opts) -> int:
-    from .report.terminal import print_summary
-    from .runner import run_matrix
+    from specbench.report.terminal import print_summary
+    from specbench.runner import run_matrix
 
     result = run_matrix(cfg, opts)
     print_summary(result.run_dir)
@@ -51,7 +51,7 @@ def _execute(cfg, opts) -> int:
 
 
 def _cmd_worker(a: argparse.Namespace) -> int:
-    from .runner.worker import run_worker
+    from specbench.runner.worker import run_worker
 
     return run_worker(Path(a.run_dir), a.variant, a.launch, a.nodes.split(","), a.port_offset, a.init_addr)
 
@@ -60,7 +60,7 @@ def _cmd_fingerprint(a: argparse.Namespace) -> int:
     import json
     import os
 
-    from .environment import node_fingerprint
+    from specbench.environment import node_fingerprint
 
     node = os.environ.get("SLURMD_NODENAME") or node_fingerprint(None)["host"]
     print(json.dumps({node: node_fingerprint(a.engine_version)}))
@@ -68,9 +68,9 @@ def _cmd_fingerprint(a: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(a: argparse.Namespace) -> int:
-    from . import calibration
-    from .config import load_config
-    from .runner import RunOptions, run_matrix
+    from specbench import calibration
+    from specbench.config import load_config
+    from specbench.runner import RunOptions, run_matrix
 
     cfg = calibration.calibration_config(load_config(a.config), a.launches)
     result = run_matrix(cfg, RunOptions(out=Path(a.out) if a.out else None, force=a.force))
@@ -94,9 +94,9 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def _cmd_plan(a: argparse.Namespace) -> int:
-    from . import calibration
-    from .config import load_config
-    from .planner import make_plan, render
+    from specbench import calibration
+    from specbench.config import load_config
+    from specbench.planner import make_plan, render
 
     if a.write and not (a.surface and a.acceptance):
         raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
@@ -107,13 +107,13 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     history = calibration.history_for(cfg)
     print(render(make_plan(cfg, history)))
     if a.surface:
-        from .surface.command import plan_text
+        from specbench.surface.command import plan_text
 
         print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, history))
     if a.write:
         import shlex
 
-        from .surface.narrow import Inputs, write_narrowed
+        from specbench.surface.narrow import Inputs, write_narrowed
 
         command = shlex.join(["specbench", "plan", a.config, "--surface", a.surface, "--acceptance", a.acceptance,
                               "--write", a.write])
@@ -132,10 +132,10 @@ def _lengths(text: str | None) -> list[float] | None:
 
 
 def _cmd_surface(a: argparse.Namespace) -> int:
-    from .config import load_config
-    from .runner import RunOptions
-    from .surface.command import cost_text, derive
-    from .surface.render import write_surface
+    from specbench.config import load_config
+    from specbench.runner import RunOptions
+    from specbench.surface.command import cost_text, derive
+    from specbench.surface.render import write_surface
 
     if a.resume:
         run_dir = Path(a.resume)
@@ -148,8 +148,8 @@ def _cmd_surface(a: argparse.Namespace) -> int:
         derived = derive(load_config(a.config), a.variant, _lengths(a.al))
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
-        from . import calibration
-        from .planner import make_plan, render
+        from specbench import calibration
+        from specbench.planner import make_plan, render
 
         history = calibration.history_for(derived)
         print(render(make_plan(derived, history)))
@@ -158,7 +158,7 @@ def _cmd_surface(a: argparse.Namespace) -> int:
     opts.reuse = Path(a.reuse) if a.reuse else None
     code = _execute(derived, opts)
     if opts.out is not None and (opts.out / "cells.csv").exists():
-        from .report import render as render_report
+        from specbench.report import render as render_report
 
         for p in write_surface(opts.out):
             print(p)
@@ -169,11 +169,11 @@ def _cmd_surface(a: argparse.Namespace) -> int:
 def _cmd_tune(a: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from . import calibration
-    from .config import load_config
-    from .tune.output import summary
-    from .tune.plan import check_budget, make_tune_plan
-    from .tune.search import TuneOptions, run_tune
+    from specbench import calibration
+    from specbench.config import load_config
+    from specbench.tune.output import summary
+    from specbench.tune.plan import check_budget, make_tune_plan
+    from specbench.tune.search import TuneOptions, run_tune
 
     if a.resume:
         out = Path(a.resume)
@@ -207,8 +207,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from .config import parse_config
-    from .runner import RunOptions
+    from specbench.config import parse_config
+    from specbench.runner import RunOptions
 
     data = {
         "name": a.name,
@@ -225,14 +225,14 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
 
 def _cmd_validate(a: argparse.Namespace) -> int:
-    from .validate import validate
+    from specbench.validate import validate
 
     return validate(a.config, print_commands=a.print_commands)
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from .rundir import RunDir
-    from .runner import finalize
+    from specbench.rundir import RunDir
+    from specbench.runner import finalize
 
     rd = RunDir(Path(a.run_dir))
     if not rd.meta.exists():
@@ -240,15 +240,15 @@ def _cmd_report(a: argparse.Namespace) -> int:
     for p in finalize(rd):
         print(p)
     if "forced_acceptance" in rd.config.read_text():  # a surface run: its surface files are derived too
-        from .report import render
-        from .surface.render import write_surface
+        from specbench.report import render
+        from specbench.surface.render import write_surface
 
         for p in write_surface(rd.path):
             print(p)
         render(rd.path)  # the report again, now with the break-even acceptance
     if a.surface:
-        from .report import render
-        from .surface.render import write_prediction
+        from specbench.report import render
+        from specbench.surface.render import write_prediction
 
         mapping = dict(pair.split("=", 1) for pair in a.as_ or [])
         pred, paths = write_prediction(rd.path, Path(a.surface), mapping)
@@ -274,7 +274,7 @@ def _gate_message(regressed: list, indicative: list, threshold: float, where: st
 
 
 def _cmd_compare(a: argparse.Namespace) -> int:
-    from .report.compare import compare
+    from specbench.report.compare import compare
 
     cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
                   allow_mixed_hardware=a.allow_mixed_hardware)
@@ -284,7 +284,7 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 
 def _cmd_history(a: argparse.Namespace) -> int:
-    from .report.history import history, plot, to_markdown
+    from specbench.report.history import history, plot, to_markdown
 
     h = history([Path(r) for r in a.run_dirs], variant=a.variant, threshold=a.threshold,
                 allow_mixed_hardware=a.allow_mixed_hardware)
@@ -298,14 +298,14 @@ def _cmd_history(a: argparse.Namespace) -> int:
 
 
 def _cmd_models(a: argparse.Namespace) -> int:
-    from .models import prepare
+    from specbench.models import prepare
 
     print(prepare(a.name, force=a.force, minutes=a.minutes))
     return 0
 
 
 def _cmd_drafters(a: argparse.Namespace) -> int:
-    from .drafter import DRAFTERS
+    from specbench.drafter import DRAFTERS
 
     for name in DRAFTERS.names():
         d = DRAFTERS.get(name)

@@ -27,13 +27,13 @@ from typing import Any
 import httpx
 import msgspec
 
-from .engines.base import Engine, RequestSpec
-from .engines.fastchunk import FastChunk, chunk_reader
-from .httpx_transport import HttpxTransport
-from .plan import PlannedRequest
-from .records import RequestRecord, SpecDetails
-from .sse_http import SSEClient
-from .transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
+from specbench.engines.base import Engine, RequestSpec
+from specbench.engines.fastchunk import FastChunk, chunk_reader
+from specbench.httpx_transport import HttpxTransport
+from specbench.plan import PlannedRequest
+from specbench.records import RequestRecord, SpecDetails
+from specbench.sse_http import SSEClient
+from specbench.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
 
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _DONE = (b"[DONE]", "[DONE]")

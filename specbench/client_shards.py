@@ -36,12 +36,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .client import Endpoint, make_http_client, make_transport, stream_planned
-from .engines.base import Engine
-from .errors import ClientWorkerError
-from .looplag import LagTimer
-from .plan import PlannedRequest
-from .records import RequestRecord
+from specbench.client import Endpoint, make_http_client, make_transport, stream_planned
+from specbench.engines.base import Engine
+from specbench.errors import ClientWorkerError
+from specbench.looplag import LagTimer
+from specbench.plan import PlannedRequest
+from specbench.records import RequestRecord
 
 MAX_AUTO = 8
 

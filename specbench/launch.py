@@ -7,12 +7,12 @@ import json
 import os
 from dataclasses import dataclass
 
-from .config import EngineConfig, RunConfig, VariantConfig
-from .drafter import Drafter, DrafterParams, LaunchContext, get_drafter
-from .engines import ENGINES, Engine, LaunchSpec
-from .engines.base import parse_version
-from .errors import ConfigError, PreflightError, UsageError
-from .specs import SweepFacts
+from specbench.config import EngineConfig, RunConfig, VariantConfig
+from specbench.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
+from specbench.engines import ENGINES, Engine, LaunchSpec
+from specbench.engines.base import parse_version
+from specbench.errors import ConfigError, PreflightError, UsageError
+from specbench.specs import SweepFacts
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
@@ -86,7 +86,7 @@ def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
     except Exception as exc:  # pydantic ValidationError: name the offending parameter
         from pydantic import ValidationError
 
-        from .config import format_validation_error
+        from specbench.config import format_validation_error
 
         if not isinstance(exc, ValidationError):
             raise
@@ -116,7 +116,7 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
         port = cfg.engine.port
         spec = eng.launch_spec(v, drafter_args, port, f"variants[{i}]")
         if cfg.engine.nodes > 1 and spec is not None:
-            from .multinode import rank_flags
+            from specbench.multinode import rank_flags
 
             rank_flags(eng)  # an engine that cannot span nodes is refused here, naming engine.nodes
         base = eng.base_url(v, port)

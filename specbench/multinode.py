@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engines import Engine, LaunchSpec
-from .errors import ConfigError
+from specbench.engines import Engine, LaunchSpec
+from specbench.errors import ConfigError
 
 RANK_SHELL = 'exec "$@" {flag} "$SLURM_NODEID"'
 

@@ -13,12 +13,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
-from .arrivals import Trace, arrival_offsets, load_trace
-from .config import RunConfig
-from .errors import ConfigError
-from .prompts import Prompt
-from .records import CellKey
-from .specs import RequestSpec
+from specbench.arrivals import Trace, arrival_offsets, load_trace
+from specbench.config import RunConfig
+from specbench.errors import ConfigError
+from specbench.prompts import Prompt
+from specbench.records import CellKey
+from specbench.specs import RequestSpec
 
 
 class RequestIdentity(TypedDict):

@@ -14,19 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import RunConfig
-from .drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
-from .engines import Engine
-from .engines.base import dist_version, parse_version
-from .engines.pins import (
+from specbench.config import RunConfig
+from specbench.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
+from specbench.engines import Engine
+from specbench.engines.base import dist_version, parse_version
+from specbench.engines.pins import (
     SGLANG_GRAPH_FLAG_NEW,
     SGLANG_GRAPH_FLAG_OLD,
     SGLANG_GRAPH_RENAMED_IN,
     has_option,
     parse_options,
 )
-from .errors import ConfigError, UsageError
-from .launch import VariantLaunch
+from specbench.errors import ConfigError, UsageError
+from specbench.launch import VariantLaunch
 
 
 def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], port: int) -> list[str]:
@@ -155,7 +155,7 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
         for g in gpu_processes() or []:
             out.append(f"GPU busy: PID {g.pid} ({_command_of(g.pid, g.name)}) holds {g.memory}; stop it or set "
                        f"engine.allow_busy_gpu: true")
-    from .ports import port_in_use, port_owner
+    from specbench.ports import port_in_use, port_owner
 
     if port_in_use(cfg.engine.host, port):
         owner = port_owner(port) or "a process specbench cannot see"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psutil
 
-from .engines.base import LaunchSpec
-from .errors import EngineStartError
-from .ports import describe_pid, listening_pids, port_in_use
+from specbench.engines.base import LaunchSpec
+from specbench.errors import EngineStartError
+from specbench.ports import describe_pid, listening_pids, port_in_use
 
 _LIVE: set[EngineProcess] = set()
 

@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .config import PromptSource
-from .errors import UsageError
+from specbench.config import PromptSource
+from specbench.errors import UsageError
 
 MTBENCH_FILE = "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
 HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"

@@ -12,13 +12,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from . import environment
-from .config import RunConfig
-from .engines.base import Engine
-from .errors import RunDirError
-from .launch import VariantLaunch
-from .plan import Sweep
-from .rundir import RunDir
+from specbench import environment
+from specbench.config import RunConfig
+from specbench.engines.base import Engine
+from specbench.errors import RunDirError
+from specbench.launch import VariantLaunch
+from specbench.plan import Sweep
+from specbench.rundir import RunDir
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from .sse import SSEParser
-from .transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
+from specbench.sse import SSEParser
+from specbench.transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
 
 __all__ = ["ABORT", "CONTINUE", "END", "SSEClient", "StreamError", "Response"]
 

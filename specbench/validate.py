@@ -19,15 +19,15 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import RunConfig, load_config
-from .engines import Engine
-from .errors import PreflightError
-from .fairness import audit
-from .launch import VariantLaunch, make_engine, plan_launches
-from .multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
-from .plan import Sweep, build_sweep, window_requests
-from .preflight import check_model_context, config_problems, host_problems
-from .prompts import load_prompts
+from specbench.config import RunConfig, load_config
+from specbench.engines import Engine
+from specbench.errors import PreflightError
+from specbench.fairness import audit
+from specbench.launch import VariantLaunch, make_engine, plan_launches
+from specbench.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
+from specbench.plan import Sweep, build_sweep, window_requests
+from specbench.preflight import check_model_context, config_problems, host_problems
+from specbench.prompts import load_prompts
 
 Out = Callable[[str], None]
 
@@ -58,7 +58,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     cfg = load_config(path)
     tuned = ""
     if cfg.tune is not None:  # specbench tune launches the baseline and every setting: check each launch
-        from .tune.plan import settings_config
+        from specbench.tune.plan import settings_config
 
         cfg, tuned = settings_config(cfg)
     engine = _engine(cfg)
@@ -101,7 +101,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
 
 def open_loop_summary(cfg: RunConfig, sweep: Sweep) -> str:
     """One line: the offered load, the SLOs, the search, and how long the configured rates take to send."""
-    from .metrics.slo import parse_slos
+    from specbench.metrics.slo import parse_slos
 
     load, cap = cfg.sweep.load, cfg.capacity
     send_s = sum((window_requests(cfg, sweep, p, "v", r)[-1].at_s or 0.0) for p in sweep.points
@@ -121,7 +121,7 @@ def _engine(cfg: RunConfig) -> Engine:
     if cfg.model.path:
         model_path = str(Path(cfg.model.path).expanduser())
     else:
-        from .models import demo_model, demo_model_path
+        from specbench.models import demo_model, demo_model_path
 
         demo_model(cfg.model.demo or "")  # an unknown name is refused as run refuses it
         model_path = str(demo_model_path(cfg.model.demo or ""))
@@ -137,7 +137,7 @@ def _ranked(cfg: RunConfig, la: VariantLaunch, engine: Engine) -> RankedLaunch |
 
 
 def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
-    from .launch import redact_env
+    from specbench.launch import redact_env
 
     kind = (la.engine or engine).kind
     role = " (baseline)" if la.variant.baseline else ""
@@ -160,7 +160,7 @@ def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_comm
 
 def _environment_problems(cfg: RunConfig) -> list[str]:
     """What run refuses in this shell's environment (an unset API key variable)."""
-    from .launch import api_headers
+    from specbench.launch import api_headers
 
     try:
         api_headers(cfg.engine)
@@ -204,7 +204,7 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
 def _offline_flag_check(raw_version: str | None, argvs: dict[str, list[str]], why: str,
                         said: str = "") -> tuple[dict[str, str], str, str]:
     """({variant: unknown flags}, status line, what stays unchecked) from the shipped flag lists."""
-    from .sglang_flags import argv_problems, flags_for
+    from specbench.sglang_flags import argv_problems, flags_for
 
     found = flags_for(raw_version)
     if isinstance(found, str):

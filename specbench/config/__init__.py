@@ -6,7 +6,7 @@ the rules across sections), `load` (YAML with includes and the alias guard, vali
 folder's config.json for its context length is I/O: `preflight.check_model_context`.
 """
 
-from .base import (
+from specbench.config.base import (
                    DEFAULT_MIN_SPEEDUP,
                    ClientConfig,
                    EngineConfig,
@@ -17,7 +17,7 @@ from .base import (
                    VariantConfig,
                    VerdictConfig,
 )
-from .load import (
+from specbench.config.load import (
                    MAX_YAML_NODES,
                    expanded_size,
                    format_validation_error,
@@ -26,8 +26,8 @@ from .load import (
                    non_finite,
                    parse_config,
 )
-from .run import RunConfig, TuneConfig, dump_config
-from .sweep import (
+from specbench.config.run import RunConfig, TuneConfig, dump_config
+from specbench.config.sweep import (
                    DEFAULT_MAX_IN_FLIGHT,
                    SLO_METRICS,
                    AdaptiveConfig,

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ..errors import ConfigError
-from .run import RunConfig
+from specbench.config.run import RunConfig
+from specbench.errors import ConfigError
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:

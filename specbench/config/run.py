@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from .base import (
+from specbench.config.base import (
     ClientConfig,
     EngineConfig,
     EstimatesConfig,
@@ -18,7 +18,7 @@ from .base import (
     VariantConfig,
     VerdictConfig,
 )
-from .sweep import CapacityConfig, SweepConfig, _check_slo
+from specbench.config.sweep import CapacityConfig, SweepConfig, _check_slo
 
 
 class TuneConfig(Strict):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Strict
+from specbench.config.base import Strict
 
 
 class PromptSource(Strict):

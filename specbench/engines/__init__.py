@@ -3,8 +3,8 @@ from an argv template) and `external` (an endpoint that is already running)."""
 
 from __future__ import annotations
 
-from ..registry import ENGINE_TARGETS, Registry
-from .base import ChunkInfo, Engine, LaunchSpec, RequestSpec
+from specbench.engines.base import ChunkInfo, Engine, LaunchSpec, RequestSpec
+from specbench.registry import ENGINE_TARGETS, Registry
 
 ENGINES: Registry[type[Engine]] = Registry("engine", ENGINE_TARGETS)
 

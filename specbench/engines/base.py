@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import httpx
 from packaging.version import InvalidVersion, Version
 
-from ..config import EngineConfig, VariantConfig
-from ..records import SpecDetails
-from ..specs import RequestSpec, SweepFacts
+from specbench.config import EngineConfig, VariantConfig
+from specbench.records import SpecDetails
+from specbench.specs import RequestSpec, SweepFacts
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from typing import Any
 
 import httpx
 
-from ..config import VariantConfig
-from ..errors import ConfigError
-from ..records import SpecDetails
-from .base import Engine, LaunchSpec
-from .prometheus import scrape, total
+from specbench.config import VariantConfig
+from specbench.engines.base import Engine, LaunchSpec
+from specbench.engines.prometheus import scrape, total
+from specbench.errors import ConfigError
+from specbench.records import SpecDetails
 
 BUILTIN = ("python", "model", "host", "port", "served_name")
 
@@ -62,7 +62,7 @@ class CommandEngine(Engine):
 
     @staticmethod
     def _drafter_values(variant: VariantConfig) -> dict[str, str]:
-        from ..drafter import get_drafter
+        from specbench.drafter import get_drafter
 
         params = get_drafter(variant.drafter).parse_params(variant.params).model_dump(mode="json")
         return {k: "" if v is None else str(v) for k, v in params.items() if not isinstance(v, (list, dict))}

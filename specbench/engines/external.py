@@ -6,9 +6,9 @@ endpoint. Acceptance options are those of the command engine (a response field o
 
 from __future__ import annotations
 
-from ..config import VariantConfig
-from .base import LaunchSpec
-from .command import CommandEngine
+from specbench.config import VariantConfig
+from specbench.engines.base import LaunchSpec
+from specbench.engines.command import CommandEngine
 
 
 class ExternalEngine(CommandEngine):

@@ -21,11 +21,20 @@ from typing import Any
 
 import httpx
 
-from ..config import VariantConfig
-from ..records import SpecDetails
-from .base import Engine, LaunchSpec, Probe, RequestSpec, dist_version, json_float, json_int, parse_version
-from .pins import sglang_pins
-from .prometheus import scrape, total
+from specbench.config import VariantConfig
+from specbench.engines.base import (
+    Engine,
+    LaunchSpec,
+    Probe,
+    RequestSpec,
+    dist_version,
+    json_float,
+    json_int,
+    parse_version,
+)
+from specbench.engines.pins import sglang_pins
+from specbench.engines.prometheus import scrape, total
+from specbench.records import SpecDetails
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
 COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with --enable-metrics

@@ -27,12 +27,12 @@ from typing import Any
 
 import httpx
 
-from ..config import VariantConfig
-from ..errors import ConfigError
-from ..records import SpecDetails
-from .base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
-from .pins import vllm_pins
-from .prometheus import scrape, total
+from specbench.config import VariantConfig
+from specbench.engines.base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
+from specbench.engines.pins import vllm_pins
+from specbench.engines.prometheus import scrape, total
+from specbench.errors import ConfigError
+from specbench.records import SpecDetails
 
 COUNTERS = {  # window counter name -> vLLM metric sample name
     "num_drafts": "vllm:spec_decode_num_drafts_total",

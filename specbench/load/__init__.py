@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..client_shards import ShardedClient
-from ..plan import PlannedRequest
-from .base import Load, OnRecord, Target
-from .closed import ClosedLoop
-from .open import OpenLoop
-from .sharded import ShardedClosedLoop
+from specbench.client_shards import ShardedClient
+from specbench.load.base import Load, OnRecord, Target
+from specbench.load.closed import ClosedLoop
+from specbench.load.open import OpenLoop
+from specbench.load.sharded import ShardedClosedLoop
+from specbench.plan import PlannedRequest
 
 
 def make_load(planned: Sequence[PlannedRequest], shards: ShardedClient | None = None) -> Load:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ..client import Endpoint, stream_planned
-from ..plan import PlannedRequest
-from ..records import RequestRecord
+from specbench.client import Endpoint, stream_planned
+from specbench.plan import PlannedRequest
+from specbench.records import RequestRecord
 
 OnRecord = Callable[[RequestRecord], None]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..client import run_closed_loop
-from ..plan import PlannedRequest
-from ..records import RequestRecord
-from .base import OnRecord, Target
+from specbench.client import run_closed_loop
+from specbench.load.base import OnRecord, Target
+from specbench.plan import PlannedRequest
+from specbench.records import RequestRecord
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..plan import PlannedRequest
-from ..records import RequestRecord
-from .base import OnRecord, Target, stream_planned
+from specbench.load.base import OnRecord, Target, stream_planned
+from specbench.plan import PlannedRequest
+from specbench.records import RequestRecord
 
 SPIN_S = 0.0015  # the last 1.5 ms before a send are waited by yielding, not sleeping (timer granularity)
 

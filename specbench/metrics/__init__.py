@@ -14,21 +14,21 @@ common (shared helpers).
 
 from __future__ import annotations
 
-from .acceptance import (
+from specbench.metrics.acceptance import (
                          REQUEST_ACCEPTANCE_COLUMNS,
                          draft_acceptance_length,
                          request_acceptance_length,
                          request_acceptance_table,
                          tau_from_counters,
 )
-from .adaptive import adaptive_done
-from .breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
-from .cells import CellOptions, compute_cells
-from .columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
-from .common import NAN
-from .lossless import common_prefix_len, compare_outputs
-from .reconcile import acceptance_checks, reconciliation_table, timing_checks
-from .requests import (
+from specbench.metrics.adaptive import adaptive_done
+from specbench.metrics.breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
+from specbench.metrics.cells import CellOptions, compute_cells
+from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
+from specbench.metrics.common import NAN
+from specbench.metrics.lossless import common_prefix_len, compare_outputs
+from specbench.metrics.reconcile import acceptance_checks, reconciliation_table, timing_checks
+from specbench.metrics.requests import (
                          measured_requests,
                          request_itls,
                          request_output_tokens,

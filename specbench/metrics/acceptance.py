@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from .common import NAN, as_float, interval_or_nan, opt_list, opt_str, safe_ratio
-from .intervals import unit_key
-from .requests import MeasuredRequest, measured_requests, request_output_tokens
+from specbench import stats
+from specbench.metrics.common import NAN, as_float, interval_or_nan, opt_list, opt_str, safe_ratio
+from specbench.metrics.intervals import unit_key
+from specbench.metrics.requests import MeasuredRequest, measured_requests, request_output_tokens
 
 REQUEST_ACCEPTANCE_COLUMNS = ["variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id",
                               "output_tokens", "verify_steps", "drafted_steps", "accepted_drafts",

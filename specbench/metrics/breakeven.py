@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .. import stats
-from .common import NAN
+from specbench import stats
+from specbench.metrics.common import NAN
 
 BREAK_EVEN_GROUP = ["variant", "category", "input_len", "output_len", "temperature"]
 BREAK_EVEN_COLUMNS = BREAK_EVEN_GROUP + [

@@ -19,8 +19,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .common import NAN
-from .slo import FALLING, RISING
+from specbench.metrics.common import NAN
+from specbench.metrics.slo import FALLING, RISING
 
 BELOW = "below_lowest_rate"  # the lowest decided rate misses the SLO: the capacity is below it
 BEYOND = "beyond_highest_rate"  # no rate decided missed: the capacity is at least the highest met rate

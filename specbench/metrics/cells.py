@@ -12,18 +12,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from . import gates
-from .acceptance import cell_acceptance
-from .columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
-from .common import NAN, interval_or_nan, key_nan
-from .intervals import LaunchVariance, group_units, launch_components, unit_key, unit_means, variance_levels
-from .lossless import cell_lossless, output_digest
-from .reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
-from .requests import MeasuredRequest, request_itls_array, request_tpot, to_measured_requests, window_throughput_arrays
-from .source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
-from .speedup import MeasuredCell, speedups
-from .warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
+from specbench import stats
+from specbench.metrics import gates
+from specbench.metrics.acceptance import cell_acceptance
+from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
+from specbench.metrics.common import NAN, interval_or_nan, key_nan
+from specbench.metrics.intervals import (
+    LaunchVariance,
+    group_units,
+    launch_components,
+    unit_key,
+    unit_means,
+    variance_levels,
+)
+from specbench.metrics.lossless import cell_lossless, output_digest
+from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
+from specbench.metrics.requests import (
+    MeasuredRequest,
+    request_itls_array,
+    request_tpot,
+    to_measured_requests,
+    window_throughput_arrays,
+)
+from specbench.metrics.source import OUTPUT_COLUMNS, SUMMARY_COLUMNS, CellSource, FrameSource
+from specbench.metrics.speedup import MeasuredCell, speedups
+from specbench.metrics.warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
 
 # rate: an open-loop point's offered requests/s (NaN in a closed loop, whose load is `concurrency`)

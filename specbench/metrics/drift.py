@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from .requests import to_measured_requests, window_throughput_arrays
+from specbench.metrics.requests import to_measured_requests, window_throughput_arrays
 
 DRIFT_ALPHA = 0.05  # two-sided level of the slope t test that warns of a trend
 COLUMNS = ["variant", "launch", "start_s", "windows", "effect"]

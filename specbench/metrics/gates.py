@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .warnings import (
+from specbench.metrics.warnings import (
     CLIENT_SATURATED_SHARE,
     GPU_CLOCK_DRIFT,
     GPU_TEMP_DRIFT_C,

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from .. import stats
+from specbench import stats
 
 T = TypeVar("T")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .common import NAN
-from .requests import MeasuredRequest, OutputDigest
+from specbench.metrics.common import NAN
+from specbench.metrics.requests import MeasuredRequest, OutputDigest
 
 
 def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:

@@ -13,12 +13,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from .capacity import MEASURED, Capacity, Gain, RatePoint, capacity, capacity_gain, decide
-from .common import NAN, as_float, as_list, key_nan, opt_str
-from .requests import measured_requests, request_output_tokens, request_tpot
-from .slo import SLO, RequestLatency, WindowTiming, batch_quantile_ci, goodput, halves, saturation, send_lag_bound
-from .warnings import decode_warnings
+from specbench import stats
+from specbench.metrics.capacity import MEASURED, Capacity, Gain, RatePoint, capacity, capacity_gain, decide
+from specbench.metrics.common import NAN, as_float, as_list, key_nan, opt_str
+from specbench.metrics.requests import measured_requests, request_output_tokens, request_tpot
+from specbench.metrics.slo import (
+    SLO,
+    RequestLatency,
+    WindowTiming,
+    batch_quantile_ci,
+    goodput,
+    halves,
+    saturation,
+    send_lag_bound,
+)
+from specbench.metrics.warnings import decode_warnings
 
 GROUP = ["variant", "category", "input_len", "output_len", "temperature"]  # one latency-vs-rate curve
 CAPACITY_COLUMNS = ["variant", "slo", "capacity_offered_req_s", "missed_offered_req_s", "crossing_offered_req_s",

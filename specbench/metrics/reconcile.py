@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from .common import NAN, as_float
-from .requests import MeasuredRequest, measured_requests, to_measured_requests
-from .warnings import (
+from specbench.metrics.common import NAN, as_float
+from specbench.metrics.requests import MeasuredRequest, measured_requests, to_measured_requests
+from specbench.metrics.warnings import (
     TIMING_ABOVE_ABS_S,
     TIMING_ABOVE_REL,
     TIMING_BELOW_ABS_S,

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..records import RequestRecord
-from .common import NAN, as_float, as_list, opt_list, opt_str, safe_ratio
+from specbench.metrics.common import NAN, as_float, as_list, opt_list, opt_str, safe_ratio
+from specbench.records import RequestRecord
 
 
 def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | np.ndarray | None) -> float:

@@ -18,8 +18,16 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..config import SweepConfig
-from .decision import MeasuredInterval, Outcome, classify, look_alpha, t_quantile, units_to_decide, widen
+from specbench.config import SweepConfig
+from specbench.metrics.decision import (
+    MeasuredInterval,
+    Outcome,
+    classify,
+    look_alpha,
+    t_quantile,
+    units_to_decide,
+    widen,
+)
 
 
 def looks(sweep: SweepConfig) -> int:

@@ -8,8 +8,8 @@ from typing import Protocol
 
 import pandas as pd
 
-from ..records import RequestRecord
-from .requests import measured_requests
+from specbench.metrics.requests import measured_requests
+from specbench.records import RequestRecord
 
 # what losslessness compares (the outputs), and what everything else reads (all but the outputs)
 OUTPUT_COLUMNS = ("window_id", "warmup", "launch", "repeat", "index", "prompt_id", "error", "token_ids", "text")

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import stats
-from .common import NAN, interval_or_nan, safe_ratio
-from .decision import Components, Design, Estimate, component_interval
-from .intervals import LaunchVariance, launch_components, unit_means
-from .requests import MeasuredRequest
-from .warnings import CellWarning
+from specbench import stats
+from specbench.metrics.common import NAN, interval_or_nan, safe_ratio
+from specbench.metrics.decision import Components, Design, Estimate, component_interval
+from specbench.metrics.intervals import LaunchVariance, launch_components, unit_means
+from specbench.metrics.requests import MeasuredRequest
+from specbench.metrics.warnings import CellWarning
 
 
 @dataclass

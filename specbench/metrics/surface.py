@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .common import geometric_mean
+from specbench.metrics.common import geometric_mean
 
 NAN = float("nan")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .common import MIN_REPEATS_FOR_INTERVAL
+from specbench.metrics.common import MIN_REPEATS_FOR_INTERVAL
 
 # Thresholds, written once.
 SLOW_FIRST_REPEAT_FRACTION = 0.10  # first repeat more than 10% below the mean of the others

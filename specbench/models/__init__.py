@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ModelConfig, RunConfig
-from ..errors import UsageError
-from .gguf import (
+from specbench.config import ModelConfig, RunConfig
+from specbench.errors import UsageError
+from specbench.models.gguf import (
     DTYPE,
     GGUF_FILE,
     GGUF_PACKAGE,
@@ -173,7 +173,7 @@ def trained_models() -> list[str]:
 
 
 def _build_head(module: str, base: Path, dest: Path, o: BuildOptions) -> object:
-    from .eagle3 import build_in_subprocess  # torch, transformers, speculators: only to build
+    from specbench.models.eagle3 import build_in_subprocess  # torch, transformers, speculators: only to build
 
     return build_in_subprocess(base, dest, progress=o.progress, minutes=o.minutes, module=module)
 

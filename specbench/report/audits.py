@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..hardware import check_saved
-from ..metrics.warnings import warning_rows
-from .document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
-from .fmt import UNDEFINED, fmt
-from .load import RunData
+from specbench.hardware import check_saved
+from specbench.metrics.warnings import warning_rows
+from specbench.report.document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
+from specbench.report.fmt import UNDEFINED, fmt
+from specbench.report.load import RunData
 
 
 def gpus_text(env: dict[str, Any]) -> str:

@@ -32,14 +32,14 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from ..errors import RunDirError, UsageError
-from ..hardware import describe, differences, variant_fingerprints
-from ..metrics.change import GATE_ALPHA, Side, change_test, holm
-from ..rundir import RunDir
-from .document import Table
-from .fmt import UNDEFINED, fmt, fmt_interval, num
-from .load import config_caps, normalize_cells, read_config, read_json
-from .markdown import code_span, escape, table
+from specbench.errors import RunDirError, UsageError
+from specbench.hardware import describe, differences, variant_fingerprints
+from specbench.metrics.change import GATE_ALPHA, Side, change_test, holm
+from specbench.report.document import Table
+from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, num
+from specbench.report.load import config_caps, normalize_cells, read_config, read_json
+from specbench.report.markdown import code_span, escape, table
+from specbench.rundir import RunDir
 
 Status = Literal["regressed", "indicative_drop", "improved", "indicative_gain", "within_noise", "only_a", "only_b",
                  "undefined"]

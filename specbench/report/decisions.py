@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from ..config import DEFAULT_MIN_SPEEDUP
-from ..metrics.decision import (
+from specbench.config import DEFAULT_MIN_SPEEDUP
+from specbench.metrics.decision import (
     ADVICE_POWER,
     MIXED,
     RANK,
@@ -19,11 +19,11 @@ from ..metrics.decision import (
     summary_word,
     units_to_decide,
 )
-from ..metrics.warnings import BLOCKING, decode_warnings
-from .document import Table
-from .fmt import NOT_MEASURED, caps_note
-from .load import RunData
-from .verdict import launch_basis
+from specbench.metrics.warnings import BLOCKING, decode_warnings
+from specbench.report.document import Table
+from specbench.report.fmt import NOT_MEASURED, caps_note
+from specbench.report.load import RunData
+from specbench.report.verdict import launch_basis
 
 BLOCKED = "blocked"  # a table cell whose adopting point a sanity gate overrules
 

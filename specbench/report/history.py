@@ -25,14 +25,24 @@ from typing import Any
 
 import pandas as pd
 
-from .. import calibration
-from ..errors import UsageError
-from ..rundir import RunDir
-from .compare import CellChange, Comparison, Estimate, Status, compare, estimate, exit_code, gate, load_cells
-from .document import Table
-from .fmt import UNDEFINED
-from .load import read_json
-from .markdown import code_span, escape, table
+from specbench import calibration
+from specbench.errors import UsageError
+from specbench.report.compare import (
+    CellChange,
+    Comparison,
+    Estimate,
+    Status,
+    compare,
+    estimate,
+    exit_code,
+    gate,
+    load_cells,
+)
+from specbench.report.document import Table
+from specbench.report.fmt import UNDEFINED
+from specbench.report.load import read_json
+from specbench.report.markdown import code_span, escape, table
+from specbench.rundir import RunDir
 
 MARKED = ("regressed", "improved", "indicative_drop", "indicative_gain")  # the steps outside the noise
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
+from specbench.report.document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
 
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;

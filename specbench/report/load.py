@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..rundir import RunDir
-from .fmt import fmt_len, fmt_temp, num
+from specbench.report.fmt import fmt_len, fmt_temp, num
+from specbench.rundir import RunDir
 
 NUMERIC_COLUMNS = (
     "input_len", "output_len", "concurrency", "temperature", "n_requests", "n_errors", "error_rate", "repeats",
@@ -148,7 +148,7 @@ def read_csv(path: Path) -> pd.DataFrame:
 
 
 def load_report_data(run_dir: str | Path) -> RunData:
-    from ..errors import RunDirError
+    from specbench.errors import RunDirError
 
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
+from specbench.report.document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
 
 _SPECIAL = re.compile(r"([\\`*<>])")
 _TONE_MARK = {"bad": "⚠ ", "warn": "⚠ ", "good": "✓ ", "note": "", "verdict": "", "": ""}

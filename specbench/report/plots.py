@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .fmt import num
+from specbench.report.fmt import num
 
 MAX_LINES = 6
 DPI = 110

@@ -14,11 +14,11 @@ import math
 
 import pandas as pd
 
-from ..metrics.capacity import BELOW, BEYOND, MEASURED
-from .document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
-from .fmt import UNDEFINED, fmt, fmt_len, fmt_pct, num
-from .load import RunData
-from .slo_plots import capacity_bars, goodput_vs_rate, latency_vs_rate
+from specbench.metrics.capacity import BELOW, BEYOND, MEASURED
+from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
+from specbench.report.fmt import UNDEFINED, fmt, fmt_len, fmt_pct, num
+from specbench.report.load import RunData
+from specbench.report.slo_plots import capacity_bars, goodput_vs_rate, latency_vs_rate
 
 
 def is_open_loop(data: RunData) -> bool:

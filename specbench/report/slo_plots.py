@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .plots import LEGEND_SIZE, _palette, _png, label
+from specbench.report.plots import LEGEND_SIZE, _palette, _png, label
 
 PERCENTILES = (50, 90, 99)
 STYLES = {50: "-", 90: "--", 99: ":"}

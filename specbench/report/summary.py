@@ -10,13 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import DEFAULT_MIN_SPEEDUP
-from .audits import gpus_text
-from .decisions import legend, undecided_advice, verdict_table
-from .document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
-from .fmt import fmt_len, fmt_pct, num
-from .load import RunData
-from .verdict import drafter_verdict
+from specbench.config import DEFAULT_MIN_SPEEDUP
+from specbench.report.audits import gpus_text
+from specbench.report.decisions import legend, undecided_advice, verdict_table
+from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
+from specbench.report.fmt import fmt_len, fmt_pct, num
+from specbench.report.load import RunData
+from specbench.report.verdict import drafter_verdict
 
 
 def _when(created: Any) -> str:
@@ -171,7 +171,7 @@ def variance_section(data: RunData) -> list[Block]:
 def drift_section(data: RunData) -> list[Block]:
     """The baseline's launch means against time (launch_drift.csv), the launch order, and a warning when
     they trend (metrics.drift.trend: slope t test over launch index)."""
-    from ..metrics.drift import DRIFT_ALPHA, trend
+    from specbench.metrics.drift import DRIFT_ALPHA, trend
 
     d = data.drift
     if not len(d):
@@ -200,7 +200,7 @@ def drift_section(data: RunData) -> list[Block]:
 
 def gates_section(data: RunData) -> list[Block]:
     """Every sanity gate that fired, with the variants it fired on and its remedy."""
-    from ..metrics.warnings import BLOCKING, REMEDY, WarningCode, decode_warnings
+    from specbench.metrics.warnings import BLOCKING, REMEDY, WarningCode, decode_warnings
 
     fired: dict[str, set[str]] = {}
     for _, r in data.cells.iterrows():
@@ -215,7 +215,7 @@ def gates_section(data: RunData) -> list[Block]:
 
 
 def plot_section(data: RunData) -> list[Block]:
-    from . import plots
+    from specbench.report import plots
 
     figs = plots.all_figures(data.cells, baseline=data.baseline)
     hist = plots.acceptance_histogram(data.acceptance)

@@ -9,11 +9,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from ..metrics.common import geometric_mean
-from ..metrics.warnings import warning_rows
-from ..rundir import RunDir
-from .audits import failure_lines
-from .slo import open_loop_warnings_text
+from specbench.metrics.common import geometric_mean
+from specbench.metrics.warnings import warning_rows
+from specbench.report.audits import failure_lines
+from specbench.report.slo import open_loop_warnings_text
+from specbench.rundir import RunDir
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:

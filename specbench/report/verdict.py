@@ -18,14 +18,14 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from ..config import DEFAULT_MIN_SPEEDUP
-from ..hardware import check_saved
-from ..metrics.decision import BOUND_LEVEL, SMALL_DF, classify
-from ..metrics.decision import Outcome as Outcome4
-from ..metrics.warnings import BLOCKING, decode_warnings
-from .document import Inline, Strong, Tone
-from .fmt import fmt_span, num
-from .load import RunData
+from specbench.config import DEFAULT_MIN_SPEEDUP
+from specbench.hardware import check_saved
+from specbench.metrics.decision import BOUND_LEVEL, SMALL_DF, classify
+from specbench.metrics.decision import Outcome as Outcome4
+from specbench.metrics.warnings import BLOCKING, decode_warnings
+from specbench.report.document import Inline, Strong, Tone
+from specbench.report.fmt import fmt_span, num
+from specbench.report.load import RunData
 
 Call = Literal["win", "same", "lose", "unclear"]
 Kind = Literal["never", "mixed", "inconclusive", "no_difference", "adopt_upto", "adopt_all"]

@@ -10,12 +10,12 @@
     matrix     run_matrix: `specbench run` from start to report, interrupts included
 """
 
-from .finalize import finalize
-from .matrix import RunOptions, RunResult, run_matrix
-from .session import RecordSink, VariantSession
-from .state import RunState, VariantState, VariantStatus
-from .unit import LaunchUnit, RunContext, measure_launch, open_context
-from .window import counter_delta, measure_window
+from specbench.runner.finalize import finalize
+from specbench.runner.matrix import RunOptions, RunResult, run_matrix
+from specbench.runner.session import RecordSink, VariantSession
+from specbench.runner.state import RunState, VariantState, VariantStatus
+from specbench.runner.unit import LaunchUnit, RunContext, measure_launch, open_context
+from specbench.runner.window import counter_delta, measure_window
 
 __all__ = ["LaunchUnit", "RecordSink", "RunContext", "RunOptions", "RunResult", "RunState", "VariantSession",
            "VariantState", "VariantStatus", "counter_delta", "finalize", "measure_launch", "measure_window",

@@ -21,14 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import RunConfig
-from ..rundir import RunDir, write_json
-from ..slurm import Allocation, cancel_step, step_reason, worker_step
-from .parts import merge_parts, placements
-from .session import RecordSink
-from .state import RunState, VariantState
-from .unit import LaunchUnit
-from .worker import INTERRUPTED, outcome_file
+from specbench.config import RunConfig
+from specbench.rundir import RunDir, write_json
+from specbench.runner.parts import merge_parts, placements
+from specbench.runner.session import RecordSink
+from specbench.runner.state import RunState, VariantState
+from specbench.runner.unit import LaunchUnit
+from specbench.runner.worker import INTERRUPTED, outcome_file
+from specbench.slurm import Allocation, cancel_step, step_reason, worker_step
 
 
 class SlurmPlacer:
@@ -56,7 +56,7 @@ class SlurmPlacer:
                   save: Callable[[], None]) -> None:
         need = self.cfg.engine.nodes
         if need > len(self.alloc.nodes):
-            from ..errors import ConfigError
+            from specbench.errors import ConfigError
 
             raise ConfigError("engine.nodes", f"each variant needs {need} nodes; the allocation has "
                               f"{len(self.alloc.nodes)} ({','.join(self.alloc.nodes)})")

@@ -13,29 +13,35 @@ from typing import Any
 
 import pandas as pd
 
-from .. import calibration
-from ..config import RunConfig, load_yaml, parse_config
-from ..hardware import check as hardware_check
-from ..hardware import withhold_speedups
-from ..metrics import CellOptions, break_even_table, compute_cells, reconciliation_table, request_acceptance_table
-from ..metrics.drift import launch_effects
-from ..metrics.gates import eager_engine
-from ..metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
-from ..metrics.requests import failure_reasons
-from ..metrics.sequential import always_valid
-from ..metrics.slo import parse_slos
-from ..metrics.source import LIGHT_COLUMNS, CellSource
-from ..metrics.warnings import CellWarning
-from ..plan import capped_variants
-from ..report import render
-from ..rundir import RunDir, atomic_write, records_frame
-from ..store import open_store
-from .state import RunState
+from specbench import calibration
+from specbench.config import RunConfig, load_yaml, parse_config
+from specbench.hardware import check as hardware_check
+from specbench.hardware import withhold_speedups
+from specbench.metrics import (
+    CellOptions,
+    break_even_table,
+    compute_cells,
+    reconciliation_table,
+    request_acceptance_table,
+)
+from specbench.metrics.drift import launch_effects
+from specbench.metrics.gates import eager_engine
+from specbench.metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
+from specbench.metrics.requests import failure_reasons
+from specbench.metrics.sequential import always_valid
+from specbench.metrics.slo import parse_slos
+from specbench.metrics.source import LIGHT_COLUMNS, CellSource
+from specbench.metrics.warnings import CellWarning
+from specbench.plan import capped_variants
+from specbench.report import render
+from specbench.rundir import RunDir, atomic_write, records_frame
+from specbench.runner.state import RunState
+from specbench.store import open_store
 
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:
     """Variants that decode without a drafter (autoregressive under another name, as in an A/A check)."""
-    from ..drafter import get_drafter
+    from specbench.drafter import get_drafter
 
     return frozenset(v.name for v in cfg.variants if not get_drafter(v.drafter).speculative)
 

@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from .. import calibration
-from ..config import RunConfig
-from ..environment import hardware_fingerprint
-from ..errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
-from ..progress import Reporter, make_reporter
-from ..reuse import copy_reusable, variant_fingerprints
-from ..rundir import RunDir
-from ..setupkey import setup_of
-from .finalize import derive_cells, finalize
-from .prepare import (
+from specbench import calibration
+from specbench.config import RunConfig
+from specbench.environment import hardware_fingerprint
+from specbench.errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
+from specbench.progress import Reporter, make_reporter
+from specbench.reuse import copy_reusable, variant_fingerprints
+from specbench.rundir import RunDir
+from specbench.runner.finalize import derive_cells, finalize
+from specbench.runner.prepare import (
     Plan,
     check_run_dir,
     check_writable,
@@ -35,15 +34,16 @@ from .prepare import (
     prepare_plan,
     write_side_files,
 )
-from .scheduler import launch_order, run_schedule
-from .sequential import Looks, until_decided
-from .session import RecordSink
-from .signals import describe, stop_on_signals
-from .state import RunState, VariantState
-from .unit import measure_launch, open_context
+from specbench.runner.scheduler import launch_order, run_schedule
+from specbench.runner.sequential import Looks, until_decided
+from specbench.runner.session import RecordSink
+from specbench.runner.signals import describe, stop_on_signals
+from specbench.runner.state import RunState, VariantState
+from specbench.runner.unit import measure_launch, open_context
+from specbench.setupkey import setup_of
 
 if TYPE_CHECKING:
-    from ..slurm import Allocation
+    from specbench.slurm import Allocation
 
 
 
@@ -89,7 +89,7 @@ class MatrixRun:
         if state.verdict is None:  # a resume keeps the settings the run was started with
             state.verdict = {"min_speedup": self.cfg.verdict.min_speedup}
         if self.cfg.sweep.input_lens:
-            from ..prompts import padding_document
+            from specbench.prompts import padding_document
 
             state.padding_document = padding_document().source
         for vl in plan.launches:
@@ -109,12 +109,12 @@ class MatrixRun:
             raise ConfigError("engine.nodes", f"{self.cfg.engine.nodes} nodes per variant need --scheduler slurm "
                               "(inside a Slurm allocation)")
         if o.scheduler == "slurm":
-            from ..slurm import current_allocation
+            from specbench.slurm import current_allocation
 
             alloc = current_allocation()  # refused outside an allocation, before anything is prepared
         plan = prepare_plan(self.cfg)
         if not o.skip_preflight:
-            from ..preflight import preflight
+            from specbench.preflight import preflight
 
             problems = preflight(self.cfg, plan.engine, plan.launches, self.cfg.engine.port)
             if problems:
@@ -172,7 +172,7 @@ class MatrixRun:
             self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
         placer = None
         if alloc is not None:
-            from .cluster import SlurmPlacer
+            from specbench.runner.cluster import SlurmPlacer
 
             placer = SlurmPlacer(self.cfg, rd, state, sink, alloc, self.reporter.log)
             placer.merge_all()  # what a previous head measured but did not merge (resume)

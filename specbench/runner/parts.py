@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..records import RequestRecord, WindowRecord
-from ..rundir import JsonlAppender, RunDir, read_jsonl, write_json
-from .session import RecordSink
+from specbench.records import RequestRecord, WindowRecord
+from specbench.rundir import JsonlAppender, RunDir, read_jsonl, write_json
+from specbench.runner.session import RecordSink
 
 
 def part_files(rd: RunDir, variant: str, run_id: str) -> tuple[Path, Path]:

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from .. import environment
-from ..config import RunConfig, VerdictConfig, dump_config
-from ..engines.base import Engine
-from ..errors import ConfigError, RunDirError
-from ..launch import VariantLaunch, api_headers, make_engine, plan_launches
-from ..plan import Sweep, build_sweep
-from ..preflight import check_model_context
-from ..rundir import RAW_FILES, RunDir, atomic_write, write_json
+from specbench import environment
+from specbench.config import RunConfig, VerdictConfig, dump_config
+from specbench.engines.base import Engine
+from specbench.errors import ConfigError, RunDirError
+from specbench.launch import VariantLaunch, api_headers, make_engine, plan_launches
+from specbench.plan import Sweep, build_sweep
+from specbench.preflight import check_model_context
+from specbench.rundir import RAW_FILES, RunDir, atomic_write, write_json
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
 
@@ -44,8 +44,8 @@ class Plan:
 
 
 def prepare_plan(cfg: RunConfig) -> Plan:
-    from ..models import prepare_all, resolve_model
-    from ..prompts import load_prompts
+    from specbench.models import prepare_all, resolve_model
+    from specbench.prompts import load_prompts
 
     m = cfg.model
     model_path: Path | str
@@ -130,7 +130,7 @@ def default_run_path(cfg: RunConfig) -> Path:
 
 def write_side_files(rd: RunDir, plan: Plan) -> None:
     """config.yaml (the resolved config), environment.json and fairness.json."""
-    from ..fairness import audit
+    from specbench.fairness import audit
 
     atomic_write(rd.config, dump_config(plan.cfg))
     write_json(rd.environment, environment.collect(
@@ -144,7 +144,7 @@ def config_hash(cfg: RunConfig) -> str:
 
 
 def _padder(tokenizer_path: str) -> Callable[[str, int], str]:
-    from ..prompts import load_tokenizer, pad_prompt
+    from specbench.prompts import load_tokenizer, pad_prompt
 
     tok = load_tokenizer(tokenizer_path)
     return lambda text, n: pad_prompt(text, n, tok)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from ..config import SweepConfig
-from ..metrics import adaptive_done
-from ..plan import window_id
+from specbench.config import SweepConfig
+from specbench.metrics import adaptive_done
+from specbench.plan import window_id
 
 
 class RepeatRule:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from .state import RunState, VariantState
-from .unit import LaunchUnit
+from specbench.runner.state import RunState, VariantState
+from specbench.runner.unit import LaunchUnit
 
 Execute = Callable[[LaunchUnit, VariantState], Awaitable[VariantState]]
 

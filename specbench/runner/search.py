@@ -15,13 +15,13 @@ from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
 
-from ..config import RunConfig
-from ..metrics.capacity import next_rate
-from ..metrics.openloop import open_loop_table, rate_points, slo_sets
-from ..metrics.slo import parse_slos
-from ..plan import SweepPoint
-from ..records import RequestRecord
-from ..rundir import records_frame
+from specbench.config import RunConfig
+from specbench.metrics.capacity import next_rate
+from specbench.metrics.openloop import open_loop_table, rate_points, slo_sets
+from specbench.metrics.slo import parse_slos
+from specbench.plan import SweepPoint
+from specbench.records import RequestRecord
+from specbench.rundir import records_frame
 
 
 def curves(points: Sequence[SweepPoint]) -> dict[tuple[object, ...], list[SweepPoint]]:

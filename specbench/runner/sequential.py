@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..metrics.sequential import next_round
-from ..plan import variant_points
-from .scheduler import Execute, round_order, run_schedule
-from .state import RunState
-from .unit import LaunchUnit, RunContext
+from specbench.metrics.sequential import next_round
+from specbench.plan import variant_points
+from specbench.runner.scheduler import Execute, round_order, run_schedule
+from specbench.runner.state import RunState
+from specbench.runner.unit import LaunchUnit, RunContext
 
 
 @dataclass

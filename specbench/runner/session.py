@@ -18,18 +18,18 @@ from types import TracebackType
 
 import httpx
 
-from ..client import Endpoint, make_http_client, make_transport
-from ..client_shards import ShardedClient, WorkerSpec, resolve_processes
-from ..config import RunConfig
-from ..engines.base import Engine
-from ..errors import EngineStartError, ForeignListenerError
-from ..launch import VariantLaunch, api_headers, redact_env
-from ..ports import port_in_use, port_owner
-from ..process import EngineProcess
-from ..progress import Reporter, make_reporter
-from ..records import RequestRecord, WindowRecord
-from ..rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
-from ..transport import StreamTransport
+from specbench.client import Endpoint, make_http_client, make_transport
+from specbench.client_shards import ShardedClient, WorkerSpec, resolve_processes
+from specbench.config import RunConfig
+from specbench.engines.base import Engine
+from specbench.errors import EngineStartError, ForeignListenerError
+from specbench.launch import VariantLaunch, api_headers, redact_env
+from specbench.ports import port_in_use, port_owner
+from specbench.process import EngineProcess
+from specbench.progress import Reporter, make_reporter
+from specbench.records import RequestRecord, WindowRecord
+from specbench.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
+from specbench.transport import StreamTransport
 
 
 @dataclass
@@ -66,7 +66,7 @@ class RecordSink:
         from requests.jsonl on first read)."""
         import pyarrow as pa
 
-        from ..store import write_window
+        from specbench.store import write_window
 
         try:
             write_window(rd, rec, records)

@@ -19,20 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client import run_closed_loop
-from ..config import RunConfig, load_config
-from ..errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
-from ..metrics import window_throughput
-from ..plan import SweepPoint, measured, point_requests, warmup_requests, window_id, window_requests
-from ..progress import Reporter, make_reporter
-from ..records import RequestRecord
-from ..rundir import RunDir
-from .prepare import Plan, prepare_plan
-from .repeats import RepeatRule
-from .search import pending
-from .session import RecordSink, VariantSession
-from .state import RunState, VariantState
-from .window import measure_window
+from specbench.client import run_closed_loop
+from specbench.config import RunConfig, load_config
+from specbench.errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
+from specbench.metrics import window_throughput
+from specbench.plan import SweepPoint, measured, point_requests, warmup_requests, window_id, window_requests
+from specbench.progress import Reporter, make_reporter
+from specbench.records import RequestRecord
+from specbench.rundir import RunDir
+from specbench.runner.prepare import Plan, prepare_plan
+from specbench.runner.repeats import RepeatRule
+from specbench.runner.search import pending
+from specbench.runner.session import RecordSink, VariantSession
+from specbench.runner.state import RunState, VariantState
+from specbench.runner.window import measure_window
 
 UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError, ClientWorkerError)  # end the unit; the next one runs
 

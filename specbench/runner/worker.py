@@ -19,16 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import RunConfig, load_config
-from ..environment import node_fingerprint
-from ..errors import SpecbenchError
-from ..multinode import Placement, outer_step_env, ranked_launch
-from ..rundir import RunDir, write_json
-from .parts import open_part_sink, record_placement
-from .prepare import Plan, prepare_plan
-from .signals import stop_on_signals
-from .state import RunState, VariantState
-from .unit import LaunchUnit, RunContext, measure_launch, open_context
+from specbench.config import RunConfig, load_config
+from specbench.environment import node_fingerprint
+from specbench.errors import SpecbenchError
+from specbench.multinode import Placement, outer_step_env, ranked_launch
+from specbench.rundir import RunDir, write_json
+from specbench.runner.parts import open_part_sink, record_placement
+from specbench.runner.prepare import Plan, prepare_plan
+from specbench.runner.signals import stop_on_signals
+from specbench.runner.state import RunState, VariantState
+from specbench.runner.unit import LaunchUnit, RunContext, measure_launch, open_context
 
 INTERRUPTED = "stopped by a signal: Slurm cancelled the step, or the allocation ended"
 

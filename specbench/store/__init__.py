@@ -2,8 +2,18 @@
 window, rebuilt from requests.jsonl when missing or stale) and a run directory loaded as DataFrames
 (`run.py`: `load_run`, `Run`)."""
 
-from .columnar import FIELDS, FOLDER, JSON_FIELDS, SCHEMA, VERSION, Store, open_store, window_path, write_window
-from .run import Run, load_run
+from specbench.store.columnar import (
+           FIELDS,
+           FOLDER,
+           JSON_FIELDS,
+           SCHEMA,
+           VERSION,
+           Store,
+           open_store,
+           window_path,
+           write_window,
+)
+from specbench.store.run import Run, load_run
 
 __all__ = ["FIELDS", "FOLDER", "JSON_FIELDS", "SCHEMA", "VERSION", "Run", "Store", "load_run", "open_store",
            "window_path", "write_window"]

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..errors import RunDirError
-from ..rundir import RunDir, read_csv, records_frame
-from .columnar import open_store
+from specbench.errors import RunDirError
+from specbench.rundir import RunDir, read_csv, records_frame
+from specbench.store.columnar import open_store
 
 
 @dataclass

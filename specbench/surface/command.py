@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import stats
-from ..calibration import Calibration
-from ..config import RunConfig
-from ..drafter import LaunchContext
-from ..errors import UsageError
-from ..metrics.surface import Prediction, decided, has_interval
-from .derive import default_lengths, draft_tokens, split_name, surface_config
+from specbench import stats
+from specbench.calibration import Calibration
+from specbench.config import RunConfig
+from specbench.drafter import LaunchContext
+from specbench.errors import UsageError
+from specbench.metrics.surface import Prediction, decided, has_interval
+from specbench.surface.derive import default_lengths, draft_tokens, split_name, surface_config
 
 
 def forceable(cfg: RunConfig) -> list[str]:
     """The config's speculative variants (those a surface can force)."""
-    from ..drafter import get_drafter
+    from specbench.drafter import get_drafter
 
     return [v.name for v in cfg.variants if not v.baseline and get_drafter(v.drafter).speculative
             and v.forced_acceptance is None]
@@ -27,7 +27,7 @@ def forceable(cfg: RunConfig) -> list[str]:
 
 def variant_k(cfg: RunConfig, name: str) -> int | None:
     """Draft tokens per step of a variant, from the arguments its drafter gives this engine kind."""
-    from ..launch import resolve_drafter
+    from specbench.launch import resolve_drafter
 
     i = next(j for j, v in enumerate(cfg.variants) if v.name == name)
     drafter, params = resolve_drafter(cfg, i)
@@ -49,7 +49,7 @@ def derive(cfg: RunConfig, variants: list[str] | None, lengths: list[float] | No
 
 def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) -> str:
     """The surface's cost (its forced variants and its baseline) against each forced drafter's full matrix."""
-    from ..planner import _dur, make_plan
+    from specbench.planner import _dur, make_plan
 
     sp, fp = make_plan(derived, history), make_plan(full, history)
     lines = []
@@ -86,8 +86,8 @@ class HeadPrediction:
 def predict_heads(cfg: RunConfig, surface: pd.DataFrame, cells: pd.DataFrame) -> list[HeadPrediction]:
     """The heads of `cfg` on the surface and in the acceptance run's cells, predicted from the run's acceptance:
     the one rule by which `plan` prices the undecided levels and `plan --write` narrows a config to them."""
-    from .predict import predicted_curve
-    from .table import curves
+    from specbench.surface.predict import predicted_curve
+    from specbench.surface.table import curves
 
     out = []
     for v in [x for x in cfg.variants if not x.baseline]:
@@ -103,9 +103,9 @@ def predict_heads(cfg: RunConfig, surface: pd.DataFrame, cells: pd.DataFrame) ->
 
 def read_acceptance(run: Path) -> tuple[pd.DataFrame, str]:
     """The acceptance run's cells and its config's name."""
-    from ..config import load_yaml, parse_config
-    from ..report.load import normalize_cells
-    from ..rundir import RunDir
+    from specbench.config import load_yaml, parse_config
+    from specbench.report.load import normalize_cells
+    from specbench.rundir import RunDir
 
     rd = RunDir(run)
     run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
@@ -116,9 +116,9 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
-    from ..planner import _dur, make_plan
-    from ..report.surface import break_even_text
-    from .table import break_even_table, load_surface
+    from specbench.planner import _dur, make_plan
+    from specbench.report.surface import break_even_text
+    from specbench.surface.table import break_even_table, load_surface
 
     surface = load_surface(surface_dir)
     be = break_even_table(surface)

@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from ..calibration import Calibration
-from ..config import RunConfig
-from ..errors import SpecbenchError, UsageError
-from .command import HeadPrediction
+from specbench.calibration import Calibration
+from specbench.config import RunConfig
+from specbench.errors import SpecbenchError, UsageError
+from specbench.surface.command import HeadPrediction
 
 NOTHING = "every level decided by the prediction: nothing to measure"
 
@@ -99,7 +99,7 @@ def overrides(config_path: Path, cfg: RunConfig, heads: list[HeadPrediction]) ->
 def _check(out: Path, cfg: RunConfig, data: dict[str, Any]) -> RunConfig:
     """OUT as specbench's own loader reads it: CONFIG with only the name, the concurrency axis, the variants
     (and a tune: naming a variant left out) changed, or an error."""
-    from ..config import load_config
+    from specbench.config import load_config
 
     got = load_config(out)
     keep = {d["name"] for d in data["variants"]}
@@ -114,9 +114,9 @@ def _check(out: Path, cfg: RunConfig, data: dict[str, Any]) -> RunConfig:
 
 def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, history: Calibration | None) -> str:
     """Write OUT (unless the prediction decides every level) and say what it measures and what it costs."""
-    from ..planner import _dur, make_plan
-    from .command import predict_heads, read_acceptance
-    from .table import load_surface
+    from specbench.planner import _dur, make_plan
+    from specbench.surface.command import predict_heads, read_acceptance
+    from specbench.surface.table import load_surface
 
     if out.resolve() == config_path.resolve():
         raise UsageError(f"plan --write: {out} is CONFIG itself; write the narrowed config to another file (it "

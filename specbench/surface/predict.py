@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..metrics.surface import Curve, Prediction, anchored, break_even_level, geomean, pooled, predict
-from .table import curves
+from specbench.metrics.surface import Curve, Prediction, anchored, break_even_level, geomean, pooled, predict
+from specbench.surface.table import curves
 
 POINT = ["category", "input_len", "output_len", "temperature"]
 # Two predictions (docs/metrics.md, "Speedup surface"): `surface`, S(C, a) itself; `anchored`, the run's own

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..report.surface import break_even_text
-from ..rundir import RunDir, atomic_write
-from .predict import METHODS, PREDICTION_FILE, break_even_levels
-from .table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, curves, surface_table
+from specbench.report.surface import break_even_text
+from specbench.rundir import RunDir, atomic_write
+from specbench.surface.predict import METHODS, PREDICTION_FILE, break_even_levels
+from specbench.surface.table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, curves, surface_table
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
                "outputs are not the target's and their losslessness is not checked; only the cost of drafting and "
@@ -90,7 +90,7 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
 
 def write_surface(run_dir: Path) -> list[Path]:
     """From a finished surface run's cells.csv: surface.csv, break_even_al.csv, a plot per variant, surface.md."""
-    from ..report.load import normalize_cells
+    from specbench.report.load import normalize_cells
 
     rd = RunDir(run_dir)
     cells = normalize_cells(pd.read_csv(rd.cells))
@@ -145,10 +145,10 @@ def _pct(error: float, disagree: bool) -> str:
 def write_prediction(run_dir: Path, surface_dir: Path, mapping: dict[str, str] | None = None,
                      reference: int | None = None) -> tuple[pd.DataFrame, list[Path]]:
     """prediction.csv and prediction.md in a run's directory, from its cells.csv and a surface."""
-    from ..config import load_yaml, parse_config
-    from ..report.load import normalize_cells
-    from .predict import predict_run
-    from .table import load_surface
+    from specbench.config import load_yaml, parse_config
+    from specbench.report.load import normalize_cells
+    from specbench.surface.predict import predict_run
+    from specbench.surface.table import load_surface
 
     rd = RunDir(run_dir)
     cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))

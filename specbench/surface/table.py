@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..metrics.surface import Curve, break_even_acceptance, extended_crossing, geomean
-from .derive import split_name
+from specbench.metrics.surface import Curve, break_even_acceptance, extended_crossing, geomean
+from specbench.surface.derive import split_name
 
 SURFACE_FILE = "surface.csv"
 BREAK_EVEN_FILE = "break_even_al.csv"
@@ -85,7 +85,7 @@ def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
 
 def load_surface(path: Path) -> pd.DataFrame:
     """surface.csv of a surface directory (or the file itself)."""
-    from ..errors import UsageError
+    from specbench.errors import UsageError
 
     f = path / SURFACE_FILE if path.is_dir() else path
     if not f.exists():

@@ -17,10 +17,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..config import RunConfig
-from ..rundir import atomic_write
-from .result import TuneResult, launch_argv, param_names, score, search_score, spec_k
-from .schedule import Range, flag_sets, ranges, vllm_schedule
+from specbench.config import RunConfig
+from specbench.rundir import atomic_write
+from specbench.tune.result import TuneResult, launch_argv, param_names, score, search_score, spec_k
+from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 
 DYNAMIC_NOTE = ("vLLM dynamic speculative decoding (num_speculative_tokens_per_batch_size): one launch switches "
                 "k by the number of scheduled requests")
@@ -32,8 +32,8 @@ def _num(x: float) -> float | None:
 
 def confirmed_words(confirm_dir: Path) -> dict[str, dict[int, str]]:
     """variant -> {concurrency: the verdict table's word} of the confirmation run (report/decisions.py)."""
-    from ..report.decisions import verdict_table
-    from ..report.load import load_report_data
+    from specbench.report.decisions import verdict_table
+    from specbench.report.load import load_report_data
 
     table = verdict_table(load_report_data(confirm_dir))
     if table is None:
@@ -196,7 +196,7 @@ def figure(cfg: RunConfig, res: TuneResult, data: dict[str, Any]) -> bytes | Non
     per setting; the chosen envelope (confirmed speedup, 1.0 where plain decoding is kept) in black."""
     from matplotlib.figure import Figure
 
-    from ..report.plots import _log2_x, _png, label
+    from specbench.report.plots import _log2_x, _png, label
 
     if not res.rounds:
         return None

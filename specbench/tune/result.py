@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..metrics.common import geometric_mean
-from ..rundir import RunDir
-from .plan import Setting
+from specbench.metrics.common import geometric_mean
+from specbench.rundir import RunDir
+from specbench.tune.plan import Setting
 
 
 @dataclass
@@ -49,7 +49,7 @@ def search_score(res: TuneResult, tuned: str, concurrency: int) -> float:
 
 
 def param_names(drafter: str) -> set[str]:
-    from ..drafter import get_drafter
+    from specbench.drafter import get_drafter
 
     return set(get_drafter(drafter).Params.model_fields)
 
@@ -64,7 +64,7 @@ def launch_argv(rounds: list[Round]) -> dict[str, list[str]]:
 
 
 def spec_k(argv: list[str]) -> int:
-    from .schedule import spec_config
+    from specbench.tune.schedule import spec_config
 
     c = spec_config(argv) or {}
     return int(c.get("num_speculative_tokens") or 0)

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..config import RunConfig
-from ..errors import ConfigError, RunDirError
-from ..progress import Reporter, make_reporter
-from ..rundir import RunDir
-from .plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
-from .result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
+from specbench.config import RunConfig
+from specbench.errors import ConfigError, RunDirError
+from specbench.progress import Reporter, make_reporter
+from specbench.rundir import RunDir
+from specbench.tune.plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
+from specbench.tune.result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Tune:
         self.started = time.monotonic()
 
     def _run(self, spec: RoundSpec) -> Round:
-        from ..runner import RunOptions, run_matrix
+        from specbench.runner import RunOptions, run_matrix
 
         elapsed_h = (time.monotonic() - self.started) / 3600
         if self.opts.budget_h is not None and elapsed_h > self.opts.budget_h:
@@ -96,7 +96,7 @@ class Tune:
         return res
 
     def _split(self) -> tuple[Path, Path]:
-        from ..prompts import load_prompts
+        from specbench.prompts import load_prompts
 
         assert self.cfg.tune is not None
         split = split_prompts(load_prompts(self.cfg.sweep.prompts), self.cfg.tune.confirm_fraction, self.cfg.sweep.seed)
@@ -108,7 +108,7 @@ class Tune:
         return paths
 
     def _confirm(self, res: TuneResult, prompts_file: Path) -> Round:
-        from .schedule import ranges, vllm_schedule
+        from specbench.tune.schedule import ranges, vllm_schedule
 
         cfg = self.cfg
         names = sorted(set(res.final.values()))
@@ -136,7 +136,7 @@ class Tune:
 
 def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
     """Run the search and the confirmation, then write tune.json, tune.md and tune.png (output.py)."""
-    from .output import write_outputs
+    from specbench.tune.output import write_outputs
 
     if cfg.tune is None:
         raise ConfigError("tune", "specbench tune needs a tune: section (tune.variants: {variant: {param: [values]}})")
@@ -148,7 +148,7 @@ def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
     if not opts.resume:
         if opts.out.exists() and any(opts.out.iterdir()):
             raise RunDirError(f"{opts.out} already exists and is not empty: use --resume to finish that tune")
-        from ..config import dump_config
+        from specbench.config import dump_config
 
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "tune-config.yaml").write_text(dump_config(cfg))

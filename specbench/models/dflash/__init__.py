@@ -19,7 +19,7 @@ differ (train.py).
 
 from __future__ import annotations
 
-from .build import MANIFEST, build_dflash
-from .recipe import DFlashRecipe
+from specbench.models.dflash.build import MANIFEST, build_dflash
+from specbench.models.dflash.recipe import DFlashRecipe
 
 __all__ = ["MANIFEST", "DFlashRecipe", "build_dflash"]

@@ -7,9 +7,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..eagle3.data import aux_layer_ids
-from ..eagle3.recipe import Sequence
-from .recipe import DFlashRecipe
+from specbench.models.dflash.recipe import DFlashRecipe
+from specbench.models.eagle3.data import aux_layer_ids
+from specbench.models.eagle3.recipe import Sequence
 
 
 def batch_of(seqs: list[Sequence]) -> dict[str, Any]:

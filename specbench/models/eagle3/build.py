@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import UsageError
-from .recipe import Eagle3Recipe
-from .session import Progress, collect, common_manifest, session
-from .train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
+from specbench.errors import UsageError
+from specbench.models.eagle3.recipe import Eagle3Recipe
+from specbench.models.eagle3.session import Progress, collect, common_manifest, session
+from specbench.models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
 
 MANIFEST = "specbench-eagle3.json"
 
