@@ -50,13 +50,13 @@ from typing import Any
 import numpy as np
 import psutil
 
-from specbench import environment
 from specbench.config import RunConfig, parse_config
 from specbench.engines.base import RequestSpec, dist_version
 from specbench.launch import make_engine
 from specbench.plan import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
+from specbench.shared import environment
 
 from .client_floor import FloorRun
 from .client_floor import measure as floor_measure

@@ -40,7 +40,6 @@ from typing import Any
 
 import psutil
 
-from specbench import environment
 from specbench.client import stream_request
 from specbench.config import RunConfig, parse_config
 from specbench.engines.base import LaunchSpec, dist_version
@@ -51,6 +50,7 @@ from specbench.process import EngineProcess
 from specbench.prompts import load_prompts
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
+from specbench.shared import environment
 
 from .common import REPO, BenchServe, attach, command_line, generated_header, notes_marker, write_generated
 

@@ -168,7 +168,7 @@ def main() -> None:
     meta = {"cmd": "python -m benchmarks.open_fidelity " + " ".join(sys.argv[1:]),
             "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), "cpu": platform.processor() or "?",
             "slots": a.slots, "service_ms": a.service_ms, "n": a.requests, "busy": busy}
-    from specbench.environment import collect
+    from specbench.shared.environment import collect
 
     meta["cpu"] = collect("standin", None, {}).get("cpu") or meta["cpu"]
     write_generated(Path(a.out), render(rows, meta), NAME)

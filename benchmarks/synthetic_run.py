@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 from specbench.rundir import RunDir, atomic_write, write_json
 from specbench.runner.session import RecordSink
+from specbench.shared.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 
 VARIANTS = ("autoregressive", "ngram")
 CATEGORIES = ("code", "chat")

@@ -32,7 +32,6 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import RunConfig
-from specbench.errors import RunDirError, UsageError
 from specbench.metrics.decision import (
     SPEED_ALPHA,
     Design,
@@ -46,6 +45,7 @@ from specbench.metrics.decision import (
 from specbench.metrics.intervals import LaunchVariance
 from specbench.rundir import RunDir
 from specbench.setupkey import differences, hardware_key, setup_of
+from specbench.shared.errors import RunDirError, UsageError
 
 FILE = "calibration.json"  # the copy inside a run directory
 HISTORY_ENV = "SPECBENCH_HISTORY"
@@ -433,7 +433,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     """What a finished run can add to its hardware's history: the baseline's launch and repeat
     components (2+ launches), or its repeat component alone (one launch, 2+ repeats); None otherwise.
     Keyed by the setup the run recorded when it started (run.json `variance_history.setup`)."""
-    from specbench import environment
+    from specbench.shared import environment
 
     rd = RunDir(run_dir)
     cells = pd.read_csv(rd.cells)
@@ -488,9 +488,9 @@ def attach(run_dir: Path, setup: dict[str, str], cache: Path | None = None) -> L
 
 def config_setup(cfg: RunConfig) -> dict[str, str]:
     """The setup a config's baseline would run (`setupkey.setup_of`), before any launch or model build."""
-    from specbench.environment import hardware_fingerprint
     from specbench.launch import make_engine, plan_launches
     from specbench.models import demo_model_path
+    from specbench.shared.environment import hardware_fingerprint
 
     path = str(demo_model_path(cfg.model.demo) if cfg.model.demo else Path(cfg.model.path or "").expanduser())
     engine = make_engine(cfg, path, cfg.model.served_name or path)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from specbench.errors import SpecbenchError, UsageError
+from specbench.shared.errors import SpecbenchError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +60,7 @@ def _cmd_fingerprint(a: argparse.Namespace) -> int:
     import json
     import os
 
-    from specbench.environment import node_fingerprint
+    from specbench.shared.environment import node_fingerprint
 
     node = os.environ.get("SLURMD_NODENAME") or node_fingerprint(None)["host"]
     print(json.dumps({node: node_fingerprint(a.engine_version)}))

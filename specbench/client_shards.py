@@ -38,10 +38,10 @@ from typing import Any
 
 from specbench.client import Endpoint, make_http_client, make_transport, stream_planned
 from specbench.engines.base import Engine
-from specbench.errors import ClientWorkerError
 from specbench.looplag import LagTimer
 from specbench.plan import PlannedRequest
-from specbench.records import RequestRecord
+from specbench.shared.errors import ClientWorkerError
+from specbench.shared.records import RequestRecord
 
 MAX_AUTO = 8
 

@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from specbench.errors import UsageError
-from specbench.registry import ENGINE_TARGETS, Registry
+from specbench.shared.errors import UsageError
+from specbench.shared.registry import ENGINE_TARGETS, Registry
 
 
 class DrafterParams(BaseModel):

@@ -11,7 +11,7 @@ from specbench.config import EngineConfig, RunConfig, VariantConfig
 from specbench.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from specbench.engines import ENGINES, Engine, LaunchSpec
 from specbench.engines.base import parse_version
-from specbench.errors import ConfigError, PreflightError, UsageError
+from specbench.shared.errors import ConfigError, PreflightError, UsageError
 from specbench.specs import SweepFacts
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")

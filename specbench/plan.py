@@ -15,9 +15,9 @@ from typing import NotRequired, TypedDict
 
 from specbench.arrivals import Trace, arrival_offsets, load_trace
 from specbench.config import RunConfig
-from specbench.errors import ConfigError
 from specbench.prompts import Prompt
-from specbench.records import CellKey
+from specbench.shared.errors import ConfigError
+from specbench.shared.records import CellKey
 from specbench.specs import RequestSpec
 
 

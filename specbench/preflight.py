@@ -25,8 +25,8 @@ from specbench.engines.pins import (
     has_option,
     parse_options,
 )
-from specbench.errors import ConfigError, UsageError
 from specbench.launch import VariantLaunch
+from specbench.shared.errors import ConfigError, UsageError
 
 
 def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], port: int) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import PromptSource
-from specbench.errors import UsageError
+from specbench.shared.errors import UsageError
 
 MTBENCH_FILE = "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
 HUMANEVAL_FILE = "data/HumanEval.jsonl.gz"

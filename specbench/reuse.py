@@ -12,13 +12,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from specbench import environment
 from specbench.config import RunConfig
 from specbench.engines.base import Engine
-from specbench.errors import RunDirError
 from specbench.launch import VariantLaunch
 from specbench.plan import Sweep
 from specbench.rundir import RunDir
+from specbench.shared import environment
+from specbench.shared.errors import RunDirError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.errors import UsageError
+from specbench.shared.errors import UsageError
 
 # what srun and slurmstepd print when a step ends: Slurm's banner first, else their last error
 _BANNER = re.compile(r"\*\*\* (?:STEP|JOB) .*? \*\*\*")  # *** STEP 12.3 ON n2 CANCELLED AT ... ***

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from specbench.config import RunConfig, load_config
 from specbench.engines import Engine
-from specbench.errors import PreflightError
 from specbench.fairness import audit
 from specbench.launch import VariantLaunch, make_engine, plan_launches
 from specbench.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
 from specbench.plan import Sweep, build_sweep, window_requests
 from specbench.preflight import check_model_context, config_problems, host_problems
 from specbench.prompts import load_prompts
+from specbench.shared.errors import PreflightError
 
 Out = Callable[[str], None]
 

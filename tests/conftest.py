@@ -325,7 +325,7 @@ def wait_for_standin(timeout_s: float = 0.0) -> bool:
 
 def engine_kind_available(kind: str) -> bool:
     from specbench.engines import ENGINES
-    from specbench.errors import UsageError
+    from specbench.shared.errors import UsageError
 
     try:
         ENGINES.get(kind)

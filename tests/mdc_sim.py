@@ -13,9 +13,9 @@ from specbench.config import RunConfig
 from specbench.metrics.openloop import capacity_table, open_loop_table
 from specbench.metrics.slo import parse_slos
 from specbench.plan import PlannedRequest, Sweep, window_requests
-from specbench.records import RequestRecord
 from specbench.rundir import records_frame
 from specbench.runner.search import pending
+from specbench.shared.records import RequestRecord
 
 
 def answer(queue: Queue, planned: Sequence[PlannedRequest], t0: float) -> list[RequestRecord]:

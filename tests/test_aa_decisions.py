@@ -13,9 +13,9 @@ import pandas as pd
 from conftest import force_service_times, set_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.records import WindowRecord
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
+from specbench.shared.records import WindowRecord
 
 SWEEP = {"concurrency": [1, 2], "output_lens": [24], "launches": 3, "repeats": 1}
 PACED = ["--ms-per-token", "15", "--paced"]

@@ -14,7 +14,7 @@ from specbench.engines.vllm import VLLMEngine
 from specbench.launch import sweep_facts
 from specbench.load import ClosedLoop, OpenLoop, make_load
 from specbench.plan import PlannedRequest, RequestIdentity
-from specbench.records import RequestRecord
+from specbench.shared.records import RequestRecord
 
 try:  # tests/ may or may not be a package
     from .standin.fake_transport import FakeTransport, Reads, chunk, sse, stream

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from fixtures_report import make_run
 
-from specbench.errors import RunDirError
 from specbench.report.compare import Estimate, classify, compare, gate, launch_variance_carried
+from specbench.shared.errors import RunDirError
 
 
 @pytest.fixture

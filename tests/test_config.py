@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from specbench.config import load_config
-from specbench.errors import ConfigError
+from specbench.shared.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,10 +18,10 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import parse_config
-from specbench.errors import EngineStartError
 from specbench.metrics import CellOptions, compute_cells
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RunOptions, RunResult, run_matrix
+from specbench.shared.errors import EngineStartError
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO, make_model_dir, needs_standin, set_faults, standin_config, write_config

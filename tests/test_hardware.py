@@ -13,11 +13,11 @@ from conftest import standin_config
 
 from specbench.cli import main
 from specbench.config import parse_config
-from specbench.environment import cuda_version, topology
-from specbench.errors import UsageError
 from specbench.hardware import check, differences
 from specbench.report.compare import compare
 from specbench.runner import RunOptions, run_matrix
+from specbench.shared.environment import cuda_version, topology
+from specbench.shared.errors import UsageError
 
 SMI = """+-----------------------------------------------------------------------------------------+
 | NVIDIA-SMI 570.124.06             Driver Version: 570.124.06     CUDA Version: 12.8     |

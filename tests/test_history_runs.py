@@ -14,9 +14,9 @@ from conftest import set_faults, set_launch_faults, standin_config
 
 from specbench import calibration
 from specbench.config import parse_config
-from specbench.environment import hardware_fingerprint
 from specbench.metrics.decision import Components, Design, Estimate, component_interval
 from specbench.runner import RunOptions, run_matrix
+from specbench.shared.environment import hardware_fingerprint
 
 VARIANTS = [{"name": "base", "drafter": "autoregressive", "baseline": True},
             {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}]

@@ -22,10 +22,10 @@ from conftest import force_service_times, make_model_dir, standin_config
 
 from specbench import calibration
 from specbench.config import parse_config
-from specbench.environment import hardware_fingerprint
-from specbench.records import WindowRecord
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
+from specbench.shared.environment import hardware_fingerprint
+from specbench.shared.records import WindowRecord
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"

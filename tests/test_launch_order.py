@@ -18,11 +18,11 @@ from conftest import force_service_times, set_launch_faults, standin_config
 
 from specbench.config import parse_config
 from specbench.metrics.drift import trend
-from specbench.records import WindowRecord
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.runner.scheduler import launch_order
 from specbench.runner.state import RunState
+from specbench.shared.records import WindowRecord
 
 MS = {"base": [10.0, 11.0, 12.0, 13.0], "ngram": [8.0, 8.0, 8.0, 8.0]}
 

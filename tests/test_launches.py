@@ -14,10 +14,10 @@ import pytest
 from conftest import force_service_times, set_launch_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.records import WindowRecord
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.setupkey import hardware_key
+from specbench.shared.records import WindowRecord
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
 # ms per token by launch: 8 ms +- 25%. a2 happens to get the fast launches more often than a1.

@@ -11,7 +11,7 @@ import pytest
 
 from specbench import metrics, stats
 from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings, decode_warnings
-from specbench.records import CellKey, RequestRecord, SpecDetails, WindowRecord
+from specbench.shared.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 
 
 def req(

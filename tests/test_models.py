@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from specbench import models
 from specbench.config import ModelConfig
-from specbench.errors import UsageError
+from specbench.shared.errors import UsageError
 
 TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 4, "tie_word_embeddings": True,
                "quantization_config": {"quant_method": "gguf"}, "_name_or_path": "/somewhere"}

@@ -16,7 +16,6 @@ import pytest
 
 from specbench.arrivals import arrival_offsets, load_trace, unit_gaps
 from specbench.config import parse_config
-from specbench.errors import ConfigError
 from specbench.load.open import wait_until
 from specbench.metrics.capacity import (
     BELOW,
@@ -49,6 +48,7 @@ from specbench.metrics.slo import (
 )
 from specbench.plan import MIXED, build_sweep, window_requests
 from specbench.prompts import Prompt
+from specbench.shared.errors import ConfigError
 
 BASE: dict[str, Any] = {
     "model": {"path": "/m"},
@@ -565,8 +565,8 @@ def test_a_trace_is_replayed_with_its_prompts_and_lengths(tmp_path: Path) -> Non
 
 
 def test_capacity_search_is_decided_from_the_records_alone() -> None:
-    from specbench.records import RequestRecord
     from specbench.runner.search import pending
+    from specbench.shared.records import RequestRecord
 
     c = parse_config(cfg_with(slo={"ttft_s": {"p90": 0.3}}, capacity={"search": True, "tolerance": 0.05,
                                                                        "max_steps": 2}))

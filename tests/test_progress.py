@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-from specbench.progress import PlainBar, PlainReporter, make_reporter, progress_bar
+from specbench.shared.progress import PlainBar, PlainReporter, make_reporter, progress_bar
 
 
 def test_a_head_build_bar_outside_a_terminal_is_plain_lines(capsys) -> None:

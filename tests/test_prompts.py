@@ -9,8 +9,8 @@ import pytest
 
 from specbench import prompts
 from specbench.config import PromptSource
-from specbench.errors import UsageError
 from specbench.prompts import PaddingDocument, Prompt, load_prompts, pad_prompt
+from specbench.shared.errors import UsageError
 
 SEED_CATEGORIES = ["code", "explanation", "arithmetic", "creative", "rewrite"]
 

@@ -11,8 +11,8 @@ import pytest
 from specbench.config import parse_config
 from specbench.drafter import DRAFTERS, Drafter
 from specbench.engines.vllm import VLLMEngine
-from specbench.errors import ConfigError
 from specbench.launch import plan_launches, sweep_facts
+from specbench.shared.errors import ConfigError
 
 MODULE = textwrap.dedent('''
     from pydantic import Field

@@ -126,7 +126,7 @@ def _weights(model: Path) -> None:
     ("engine env", "all"), ("variant env", "ngram"), ("drafter param", "ngram"), ("hardware", "all"),
 ])
 def test_fingerprint_changes_with_what_determines_the_measurement(change, scope, tmp_path, monkeypatch):
-    from specbench import environment
+    from specbench.shared import environment
 
     model = make_model_dir(tmp_path / "model")
     (model / "model.safetensors").write_bytes(b"v1: the original weights")

@@ -15,9 +15,9 @@ import pytest
 from conftest import set_faults, set_launch_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.errors import ConfigError
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
+from specbench.shared.errors import ConfigError
 
 VARIANTS = [{"name": "base", "drafter": "autoregressive", "baseline": True},
             {"name": "fast", "drafter": "ngram", "params": {"num_tokens": 3}},

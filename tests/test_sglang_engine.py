@@ -12,8 +12,8 @@ from specbench.engines.base import RequestSpec
 from specbench.engines.command import CommandEngine, dotted
 from specbench.engines.external import ExternalEngine
 from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
-from specbench.errors import ConfigError
 from specbench.launch import plan_launches, sweep_facts
+from specbench.shared.errors import ConfigError
 
 
 def cfg(engine: dict[str, Any] | None = None, variants: list[dict[str, Any]] | None = None) -> Any:

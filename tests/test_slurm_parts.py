@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.records import RequestRecord, WindowRecord
 from specbench.rundir import RunDir
 from specbench.runner.parts import merge_parts, open_part_sink, part_files, placements, record_placement
 from specbench.runner.session import RecordSink
+from specbench.shared.records import RequestRecord, WindowRecord
 from specbench.slurm import Allocation, step_reason
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from specbench.records import RequestRecord, WindowRecord
 from specbench.rundir import RunDir
 from specbench.runner.session import RecordSink
+from specbench.shared.records import RequestRecord, WindowRecord
 from specbench.store import open_store, window_path
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "synthetic-run"

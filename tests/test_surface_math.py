@@ -10,7 +10,6 @@ import pytest
 from fixtures_surface import acceptance_run, cells_frame, plan_config, surface_dir
 
 from specbench.config import parse_config
-from specbench.errors import ConfigError, UsageError
 from specbench.metrics.surface import (
     Curve,
     Prediction,
@@ -23,6 +22,7 @@ from specbench.metrics.surface import (
     pooled,
     predict,
 )
+from specbench.shared.errors import ConfigError, UsageError
 from specbench.surface.derive import default_lengths, derived_name, split_name, surface_config
 from specbench.surface.predict import predict_run, summary_line
 from specbench.surface.table import break_even_table, readback, surface_table

@@ -24,8 +24,8 @@ from conftest import REPO, set_faults, standin_config
 
 from specbench.config import parse_config
 from specbench.drafter import check_per_batch_size
-from specbench.errors import ConfigError
 from specbench.prompts import Prompt
+from specbench.shared.errors import ConfigError
 from specbench.tune.plan import rounds, setting_name, settings, split_prompts, survivors
 from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 from specbench.tune.search import TuneOptions, halve, run_tune

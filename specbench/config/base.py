@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specbench.registry import ENGINE_TARGETS
+from specbench.shared.registry import ENGINE_TARGETS
 
 
 class Strict(BaseModel):

@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from specbench.config.run import RunConfig
-from specbench.errors import ConfigError
+from specbench.shared.errors import ConfigError
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:

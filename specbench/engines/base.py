@@ -16,7 +16,7 @@ import httpx
 from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
-from specbench.records import SpecDetails
+from specbench.shared.records import SpecDetails
 from specbench.specs import RequestSpec, SweepFacts
 
 

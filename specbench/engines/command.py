@@ -23,8 +23,8 @@ import httpx
 from specbench.config import VariantConfig
 from specbench.engines.base import Engine, LaunchSpec
 from specbench.engines.prometheus import scrape, total
-from specbench.errors import ConfigError
-from specbench.records import SpecDetails
+from specbench.shared.errors import ConfigError
+from specbench.shared.records import SpecDetails
 
 BUILTIN = ("python", "model", "host", "port", "served_name")
 

@@ -34,7 +34,7 @@ from specbench.engines.base import (
 )
 from specbench.engines.pins import sglang_pins
 from specbench.engines.prometheus import scrape, total
-from specbench.records import SpecDetails
+from specbench.shared.records import SpecDetails
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
 COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with --enable-metrics

@@ -31,8 +31,8 @@ from specbench.config import VariantConfig
 from specbench.engines.base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
 from specbench.engines.pins import vllm_pins
 from specbench.engines.prometheus import scrape, total
-from specbench.errors import ConfigError
-from specbench.records import SpecDetails
+from specbench.shared.errors import ConfigError
+from specbench.shared.records import SpecDetails
 
 COUNTERS = {  # window counter name -> vLLM metric sample name
     "num_drafts": "vllm:spec_decode_num_drafts_total",

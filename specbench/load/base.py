@@ -9,7 +9,7 @@ from typing import Protocol
 
 from specbench.client import Endpoint, stream_planned
 from specbench.plan import PlannedRequest
-from specbench.records import RequestRecord
+from specbench.shared.records import RequestRecord
 
 OnRecord = Callable[[RequestRecord], None]
 

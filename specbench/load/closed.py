@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from specbench.client import run_closed_loop
 from specbench.load.base import OnRecord, Target
 from specbench.plan import PlannedRequest
-from specbench.records import RequestRecord
+from specbench.shared.records import RequestRecord
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from specbench.load.base import OnRecord, Target, stream_planned
 from specbench.plan import PlannedRequest
-from specbench.records import RequestRecord
+from specbench.shared.records import RequestRecord
 
 SPIN_S = 0.0015  # the last 1.5 ms before a send are waited by yielding, not sleeping (timer granularity)
 

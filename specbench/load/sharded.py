@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from specbench.client_shards import ShardedClient
 from specbench.load.base import OnRecord, Target
 from specbench.plan import PlannedRequest
-from specbench.records import RequestRecord
+from specbench.shared.records import RequestRecord
 
 
 @dataclass(frozen=True)

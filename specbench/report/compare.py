@@ -32,7 +32,6 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from specbench.errors import RunDirError, UsageError
 from specbench.hardware import describe, differences, variant_fingerprints
 from specbench.metrics.change import GATE_ALPHA, Side, change_test, holm
 from specbench.report.document import Table
@@ -40,6 +39,7 @@ from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, num
 from specbench.report.load import config_caps, normalize_cells, read_config, read_json
 from specbench.report.markdown import code_span, escape, table
 from specbench.rundir import RunDir
+from specbench.shared.errors import RunDirError, UsageError
 
 Status = Literal["regressed", "indicative_drop", "improved", "indicative_gain", "within_noise", "only_a", "only_b",
                  "undefined"]

@@ -26,7 +26,6 @@ from typing import Any
 import pandas as pd
 
 from specbench import calibration
-from specbench.errors import UsageError
 from specbench.report.compare import (
     CellChange,
     Comparison,
@@ -43,6 +42,7 @@ from specbench.report.fmt import UNDEFINED
 from specbench.report.load import read_json
 from specbench.report.markdown import code_span, escape, table
 from specbench.rundir import RunDir
+from specbench.shared.errors import UsageError
 
 MARKED = ("regressed", "improved", "indicative_drop", "indicative_gain")  # the steps outside the noise
 

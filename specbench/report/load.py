@@ -148,7 +148,7 @@ def read_csv(path: Path) -> pd.DataFrame:
 
 
 def load_report_data(run_dir: str | Path) -> RunData:
-    from specbench.errors import RunDirError
+    from specbench.shared.errors import RunDirError
 
     rd = RunDir(Path(run_dir))
     if not rd.meta.exists():

@@ -56,7 +56,7 @@ class SlurmPlacer:
                   save: Callable[[], None]) -> None:
         need = self.cfg.engine.nodes
         if need > len(self.alloc.nodes):
-            from specbench.errors import ConfigError
+            from specbench.shared.errors import ConfigError
 
             raise ConfigError("engine.nodes", f"each variant needs {need} nodes; the allocation has "
                               f"{len(self.alloc.nodes)} ({','.join(self.alloc.nodes)})")

@@ -18,9 +18,6 @@ from typing import TYPE_CHECKING, Literal, NoReturn
 
 from specbench import calibration
 from specbench.config import RunConfig
-from specbench.environment import hardware_fingerprint
-from specbench.errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
-from specbench.progress import Reporter, make_reporter
 from specbench.reuse import copy_reusable, variant_fingerprints
 from specbench.rundir import RunDir
 from specbench.runner.finalize import derive_cells, finalize
@@ -41,6 +38,9 @@ from specbench.runner.signals import describe, stop_on_signals
 from specbench.runner.state import RunState, VariantState
 from specbench.runner.unit import measure_launch, open_context
 from specbench.setupkey import setup_of
+from specbench.shared.environment import hardware_fingerprint
+from specbench.shared.errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
+from specbench.shared.progress import Reporter, make_reporter
 
 if TYPE_CHECKING:
     from specbench.slurm import Allocation

@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specbench.records import RequestRecord, WindowRecord
 from specbench.rundir import JsonlAppender, RunDir, read_jsonl, write_json
 from specbench.runner.session import RecordSink
+from specbench.shared.records import RequestRecord, WindowRecord
 
 
 def part_files(rd: RunDir, variant: str, run_id: str) -> tuple[Path, Path]:

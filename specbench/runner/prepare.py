@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from specbench import environment
 from specbench.config import RunConfig, VerdictConfig, dump_config
 from specbench.engines.base import Engine
-from specbench.errors import ConfigError, RunDirError
 from specbench.launch import VariantLaunch, api_headers, make_engine, plan_launches
 from specbench.plan import Sweep, build_sweep
 from specbench.preflight import check_model_context
 from specbench.rundir import RAW_FILES, RunDir, atomic_write, write_json
+from specbench.shared import environment
+from specbench.shared.errors import ConfigError, RunDirError
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
 

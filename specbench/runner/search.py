@@ -20,8 +20,8 @@ from specbench.metrics.capacity import next_rate
 from specbench.metrics.openloop import open_loop_table, rate_points, slo_sets
 from specbench.metrics.slo import parse_slos
 from specbench.plan import SweepPoint
-from specbench.records import RequestRecord
 from specbench.rundir import records_frame
+from specbench.shared.records import RequestRecord
 
 
 def curves(points: Sequence[SweepPoint]) -> dict[tuple[object, ...], list[SweepPoint]]:

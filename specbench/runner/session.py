@@ -22,13 +22,13 @@ from specbench.client import Endpoint, make_http_client, make_transport
 from specbench.client_shards import ShardedClient, WorkerSpec, resolve_processes
 from specbench.config import RunConfig
 from specbench.engines.base import Engine
-from specbench.errors import EngineStartError, ForeignListenerError
 from specbench.launch import VariantLaunch, api_headers, redact_env
 from specbench.ports import port_in_use, port_owner
 from specbench.process import EngineProcess
-from specbench.progress import Reporter, make_reporter
-from specbench.records import RequestRecord, WindowRecord
 from specbench.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
+from specbench.shared.errors import EngineStartError, ForeignListenerError
+from specbench.shared.progress import Reporter, make_reporter
+from specbench.shared.records import RequestRecord, WindowRecord
 from specbench.transport import StreamTransport
 
 

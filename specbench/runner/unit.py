@@ -21,11 +21,8 @@ from pathlib import Path
 
 from specbench.client import run_closed_loop
 from specbench.config import RunConfig, load_config
-from specbench.errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from specbench.metrics import window_throughput
 from specbench.plan import SweepPoint, measured, point_requests, warmup_requests, window_id, window_requests
-from specbench.progress import Reporter, make_reporter
-from specbench.records import RequestRecord
 from specbench.rundir import RunDir
 from specbench.runner.prepare import Plan, prepare_plan
 from specbench.runner.repeats import RepeatRule
@@ -33,6 +30,9 @@ from specbench.runner.search import pending
 from specbench.runner.session import RecordSink, VariantSession
 from specbench.runner.state import RunState, VariantState
 from specbench.runner.window import measure_window
+from specbench.shared.errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
+from specbench.shared.progress import Reporter, make_reporter
+from specbench.shared.records import RequestRecord
 
 UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError, ClientWorkerError)  # end the unit; the next one runs
 

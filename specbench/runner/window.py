@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 
-from specbench.environment import gpu_telemetry
-from specbench.errors import EngineDiedError, ScrapeError
 from specbench.load import make_load
 from specbench.plan import PlannedRequest
-from specbench.records import RequestRecord, WindowRecord
 from specbench.runner.selfcheck import ClientCheck
 from specbench.runner.session import VariantSession
+from specbench.shared.environment import gpu_telemetry
+from specbench.shared.errors import EngineDiedError, ScrapeError
+from specbench.shared.records import RequestRecord, WindowRecord
 
 SCRAPE_ATTEMPTS = 4
 ENGINE_EXIT_GRACE_S = 1.0  # after a window with broken connections: how long an engine's exit may take to show

@@ -37,9 +37,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specbench.errors import RunDirError
-from specbench.records import RequestRecord, WindowRecord
 from specbench.rundir import RunDir, atomic_write
+from specbench.shared.errors import RunDirError
+from specbench.shared.records import RequestRecord, WindowRecord
 
 FOLDER = "columnar"
 VERSION = "1"

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from specbench.errors import RunDirError
 from specbench.rundir import RunDir, read_csv, records_frame
+from specbench.shared.errors import RunDirError
 from specbench.store.columnar import open_store
 
 

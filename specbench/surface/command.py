@@ -12,8 +12,8 @@ from specbench import stats
 from specbench.calibration import Calibration
 from specbench.config import RunConfig
 from specbench.drafter import LaunchContext
-from specbench.errors import UsageError
 from specbench.metrics.surface import Prediction, decided, has_interval
+from specbench.shared.errors import UsageError
 from specbench.surface.derive import default_lengths, draft_tokens, split_name, surface_config
 
 

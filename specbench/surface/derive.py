@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from specbench.config import RunConfig, VariantConfig
-from specbench.errors import ConfigError, UsageError
+from specbench.shared.errors import ConfigError, UsageError
 
 STANDARD_LENGTHS = (1.0, 1.5, 2.0, 3.0)  # plus k + 1 (every draft accepted), capped at k + 1
 SEP = "-al"

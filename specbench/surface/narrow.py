@@ -14,7 +14,7 @@ import yaml
 
 from specbench.calibration import Calibration
 from specbench.config import RunConfig
-from specbench.errors import SpecbenchError, UsageError
+from specbench.shared.errors import SpecbenchError, UsageError
 from specbench.surface.command import HeadPrediction
 
 NOTHING = "every level decided by the prediction: nothing to measure"

@@ -85,7 +85,7 @@ def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
 
 def load_surface(path: Path) -> pd.DataFrame:
     """surface.csv of a surface directory (or the file itself)."""
-    from specbench.errors import UsageError
+    from specbench.shared.errors import UsageError
 
     f = path / SURFACE_FILE if path.is_dir() else path
     if not f.exists():

@@ -18,8 +18,8 @@ from typing import Any
 
 from specbench.config import RunConfig, VariantConfig
 from specbench.drafter import get_drafter
-from specbench.errors import ConfigError, UsageError
 from specbench.prompts import Prompt
+from specbench.shared.errors import ConfigError, UsageError
 
 NAME_MAX = 64  # VariantConfig.name's limit
 

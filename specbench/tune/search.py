@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from specbench.config import RunConfig
-from specbench.errors import ConfigError, RunDirError
-from specbench.progress import Reporter, make_reporter
 from specbench.rundir import RunDir
+from specbench.shared.errors import ConfigError, RunDirError
+from specbench.shared.progress import Reporter, make_reporter
 from specbench.tune.plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
 from specbench.tune.result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
 

@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import UsageError
 from specbench.models.dflash.recipe import DFlashRecipe
 from specbench.models.dflash.train import evaluate, new_head, run_head
 from specbench.models.eagle3.session import Progress, collect, common_manifest, session
 from specbench.models.eagle3.train import epoch_packs, pack, train
+from specbench.shared.errors import UsageError
 
 MANIFEST = "specbench-dflash.json"
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import UsageError
 from specbench.models.eagle3.recipe import Eagle3Recipe, Sequence, Turn
 from specbench.prompts import SHAREGPT_FILE, SHAREGPT_MIN_CONVERSATION_CHARS, sharegpt_file
+from specbench.shared.errors import UsageError
 
 
 # -- 1. prompts -------------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import UsageError
 from specbench.models.eagle3.data import dataset_pairs, generate, pad_id, teacher_forced, training_prompts
 from specbench.models.eagle3.recipe import Eagle3Recipe, Sequence
 from specbench.models.eagle3.train import vocab_mapping
+from specbench.shared.errors import UsageError
 
 INSTALL_HINT = "pip install --no-deps speculators==0.9.0 hs-connectors==0.9.0 && pip install datasets==5.1.0 loguru"
 Progress = Callable[[str], None]
@@ -72,7 +72,7 @@ def session(name: str, recipe: Eagle3Recipe) -> Iterator[Session]:
     random.seed(recipe.seed)
     torch.manual_seed(recipe.seed)
     try:
-        from specbench.progress import progress_bar
+        from specbench.shared.progress import progress_bar
 
         with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn()) as bar:

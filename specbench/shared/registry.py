@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from typing import Any, Generic, TypeVar
 
-from specbench.errors import UsageError
+from specbench.shared.errors import UsageError
 
 T = TypeVar("T")
 

@@ -1,0 +1,1 @@
+"""shared: see docs/architecture.md."""
