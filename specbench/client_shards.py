@@ -39,7 +39,7 @@ from typing import Any
 from specbench.client import Endpoint, make_http_client, make_transport, stream_planned
 from specbench.engines.base import Engine
 from specbench.looplag import LagTimer
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.errors import ClientWorkerError
 from specbench.shared.records import RequestRecord
 

@@ -8,11 +8,11 @@ import os
 from dataclasses import dataclass
 
 from specbench.config import EngineConfig, RunConfig, VariantConfig
-from specbench.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from specbench.engines import ENGINES, Engine, LaunchSpec
 from specbench.engines.base import parse_version
+from specbench.plan.windows.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
+from specbench.plan.windows.specs import SweepFacts
 from specbench.shared.errors import ConfigError, PreflightError, UsageError
-from specbench.specs import SweepFacts
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
-from specbench.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.engines import Engine
 from specbench.engines.base import dist_version, parse_version
 from specbench.engines.pins import (
@@ -26,6 +25,7 @@ from specbench.engines.pins import (
     parse_options,
 )
 from specbench.launch import VariantLaunch
+from specbench.plan.windows.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.shared.errors import ConfigError, UsageError
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from specbench.config import RunConfig
 from specbench.engines.base import Engine
 from specbench.launch import VariantLaunch
-from specbench.plan import Sweep
+from specbench.plan.windows.windows import Sweep
 from specbench.rundir import RunDir
 from specbench.shared import environment
 from specbench.shared.errors import RunDirError

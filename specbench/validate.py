@@ -24,9 +24,9 @@ from specbench.engines import Engine
 from specbench.fairness import audit
 from specbench.launch import VariantLaunch, make_engine, plan_launches
 from specbench.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
-from specbench.plan import Sweep, build_sweep, window_requests
+from specbench.plan.windows.prompts import load_prompts
+from specbench.plan.windows.windows import Sweep, build_sweep, window_requests
 from specbench.preflight import check_model_context, config_problems, host_problems
-from specbench.prompts import load_prompts
 from specbench.shared.errors import PreflightError
 
 Out = Callable[[str], None]
@@ -121,7 +121,7 @@ def _engine(cfg: RunConfig) -> Engine:
     if cfg.model.path:
         model_path = str(Path(cfg.model.path).expanduser())
     else:
-        from specbench.models import demo_model, demo_model_path
+        from specbench.plan.windows.models import demo_model, demo_model_path
 
         demo_model(cfg.model.demo or "")  # an unknown name is refused as run refuses it
         model_path = str(demo_model_path(cfg.model.demo or ""))

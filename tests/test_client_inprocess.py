@@ -13,7 +13,7 @@ from specbench.engines.base import RequestSpec
 from specbench.engines.vllm import VLLMEngine
 from specbench.launch import sweep_facts
 from specbench.load import ClosedLoop, OpenLoop, make_load
-from specbench.plan import PlannedRequest, RequestIdentity
+from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
 from specbench.shared.records import RequestRecord
 
 try:  # tests/ may or may not be a package

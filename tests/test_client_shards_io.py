@@ -24,7 +24,7 @@ from specbench.config import parse_config
 from specbench.engines.base import RequestSpec
 from specbench.engines.vllm import VLLMEngine
 from specbench.launch import sweep_facts
-from specbench.plan import PlannedRequest, RequestIdentity
+from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.runner.selfcheck import ClientCheck

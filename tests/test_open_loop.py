@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench.arrivals import arrival_offsets, load_trace, unit_gaps
 from specbench.config import parse_config
 from specbench.load.open import wait_until
 from specbench.metrics.capacity import (
@@ -46,8 +45,9 @@ from specbench.metrics.slo import (
     saturation,
     wilson,
 )
-from specbench.plan import MIXED, build_sweep, window_requests
-from specbench.prompts import Prompt
+from specbench.plan.windows.arrivals import arrival_offsets, load_trace, unit_gaps
+from specbench.plan.windows.prompts import Prompt
+from specbench.plan.windows.windows import MIXED, build_sweep, window_requests
 from specbench.shared.errors import ConfigError
 
 BASE: dict[str, Any] = {

@@ -107,8 +107,8 @@ def test_a_draft_folder_updated_in_place_is_measured_again(tmp_path, model_dir, 
 def fingerprints(data: dict[str, Any]) -> dict[str, str]:
     """The fingerprints the runner stores for each variant of this config (public building blocks only)."""
     from specbench.launch import make_engine, plan_launches
-    from specbench.plan import build_sweep
-    from specbench.prompts import load_prompts
+    from specbench.plan.windows.prompts import load_prompts
+    from specbench.plan.windows.windows import build_sweep
     from specbench.reuse import variant_fingerprints
 
     cfg = parse_config(data)

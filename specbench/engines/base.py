@@ -16,8 +16,8 @@ import httpx
 from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
+from specbench.plan.windows.specs import RequestSpec, SweepFacts
 from specbench.shared.records import SpecDetails
-from specbench.specs import RequestSpec, SweepFacts
 
 
 @dataclass(frozen=True)

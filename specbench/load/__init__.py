@@ -18,7 +18,7 @@ from specbench.load.base import Load, OnRecord, Target
 from specbench.load.closed import ClosedLoop
 from specbench.load.open import OpenLoop
 from specbench.load.sharded import ShardedClosedLoop
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 
 
 def make_load(planned: Sequence[PlannedRequest], shards: ShardedClient | None = None) -> Load:

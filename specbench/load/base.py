@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from specbench.client import Endpoint, stream_planned
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 OnRecord = Callable[[RequestRecord], None]

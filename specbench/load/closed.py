@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from specbench.client import run_closed_loop
 from specbench.load.base import OnRecord, Target
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 

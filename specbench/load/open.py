@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.load.base import OnRecord, Target, stream_planned
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 SPIN_S = 0.0015  # the last 1.5 ms before a send are waited by yielding, not sleeping (timer granularity)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from specbench.client_shards import ShardedClient
 from specbench.load.base import OnRecord, Target
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 

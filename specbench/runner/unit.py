@@ -22,7 +22,14 @@ from pathlib import Path
 from specbench.client import run_closed_loop
 from specbench.config import RunConfig, load_config
 from specbench.metrics import window_throughput
-from specbench.plan import SweepPoint, measured, point_requests, warmup_requests, window_id, window_requests
+from specbench.plan.windows.windows import (
+    SweepPoint,
+    measured,
+    point_requests,
+    warmup_requests,
+    window_id,
+    window_requests,
+)
 from specbench.rundir import RunDir
 from specbench.runner.prepare import Plan, prepare_plan
 from specbench.runner.repeats import RepeatRule

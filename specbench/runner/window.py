@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from specbench.load import make_load
-from specbench.plan import PlannedRequest
+from specbench.plan.windows.windows import PlannedRequest
 from specbench.runner.selfcheck import ClientCheck
 from specbench.runner.session import VariantSession
 from specbench.shared.environment import gpu_telemetry

@@ -13,12 +13,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
-from specbench.arrivals import Trace, arrival_offsets, load_trace
 from specbench.config import RunConfig
-from specbench.prompts import Prompt
+from specbench.plan.windows.arrivals import Trace, arrival_offsets, load_trace
+from specbench.plan.windows.prompts import Prompt
+from specbench.plan.windows.specs import RequestSpec
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import CellKey
-from specbench.specs import RequestSpec
 
 
 class RequestIdentity(TypedDict):
