@@ -20,7 +20,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from specbench.engines.base import Engine, RequestSpec
+from specbench.server.engines.base import Engine, RequestSpec
 
 PROMPT = "Write a long story about a lighthouse keeper."
 

@@ -51,11 +51,11 @@ import numpy as np
 import psutil
 
 from specbench.config import RunConfig, parse_config
-from specbench.engines.base import RequestSpec, dist_version
-from specbench.launch import make_engine
 from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
+from specbench.server.engines.base import RequestSpec, dist_version
+from specbench.server.launch import make_engine
 from specbench.shared import environment
 
 from .client_floor import FloorRun

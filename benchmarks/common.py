@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
-from specbench.launch import VariantLaunch, make_engine, plan_launches
+from specbench.server.launch import VariantLaunch, make_engine, plan_launches
 
 REPO = Path(__file__).resolve().parents[1]
 

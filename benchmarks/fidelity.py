@@ -42,14 +42,14 @@ import psutil
 
 from specbench.client import stream_request
 from specbench.config import RunConfig, parse_config
-from specbench.engines.base import LaunchSpec, dist_version
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
 from specbench.plan.windows.prompts import load_prompts
 from specbench.plan.windows.windows import Sweep, SweepPoint, build_sweep, window_requests
-from specbench.ports import port_in_use
-from specbench.process import EngineProcess
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
+from specbench.server.engines.base import LaunchSpec, dist_version
+from specbench.server.ports import port_in_use
+from specbench.server.process import EngineProcess
 from specbench.shared import environment
 
 from .common import REPO, BenchServe, attach, command_line, generated_header, notes_marker, write_generated

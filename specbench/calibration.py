@@ -488,8 +488,8 @@ def attach(run_dir: Path, setup: dict[str, str], cache: Path | None = None) -> L
 
 def config_setup(cfg: RunConfig) -> dict[str, str]:
     """The setup a config's baseline would run (`setupkey.setup_of`), before any launch or model build."""
-    from specbench.launch import make_engine, plan_launches
     from specbench.plan.windows.models import demo_model_path
+    from specbench.server.launch import make_engine, plan_launches
     from specbench.shared.environment import hardware_fingerprint
 
     path = str(demo_model_path(cfg.model.demo) if cfg.model.demo else Path(cfg.model.path or "").expanduser())

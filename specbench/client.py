@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 import msgspec
 
-from specbench.engines.base import Engine, RequestSpec
-from specbench.engines.fastchunk import FastChunk, chunk_reader
 from specbench.httpx_transport import HttpxTransport
 from specbench.plan.windows.windows import PlannedRequest
+from specbench.server.engines.base import Engine, RequestSpec
+from specbench.server.engines.fastchunk import FastChunk, chunk_reader
 from specbench.shared.records import RequestRecord, SpecDetails
 from specbench.sse_http import SSEClient
 from specbench.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy

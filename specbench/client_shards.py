@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.client import Endpoint, make_http_client, make_transport, stream_planned
-from specbench.engines.base import Engine
 from specbench.looplag import LagTimer
 from specbench.plan.windows.windows import PlannedRequest
+from specbench.server.engines.base import Engine
 from specbench.shared.errors import ClientWorkerError
 from specbench.shared.records import RequestRecord
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from specbench.engines.pins import PINNED_FLAGS, parse_options
+from specbench.server.engines.pins import PINNED_FLAGS, parse_options
 
 if TYPE_CHECKING:
-    from specbench.launch import VariantLaunch
+    from specbench.server.launch import VariantLaunch
 
 # -- audit -------------------------------------------------------------------------------------------
 @dataclass

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
-from specbench.engines import Engine
-from specbench.engines.base import dist_version, parse_version
-from specbench.engines.pins import (
+from specbench.plan.windows.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
+from specbench.server.engines import Engine
+from specbench.server.engines.base import dist_version, parse_version
+from specbench.server.engines.pins import (
     SGLANG_GRAPH_FLAG_NEW,
     SGLANG_GRAPH_FLAG_OLD,
     SGLANG_GRAPH_RENAMED_IN,
     has_option,
     parse_options,
 )
-from specbench.launch import VariantLaunch
-from specbench.plan.windows.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
+from specbench.server.launch import VariantLaunch
 from specbench.shared.errors import ConfigError, UsageError
 
 
@@ -155,7 +155,7 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
         for g in gpu_processes() or []:
             out.append(f"GPU busy: PID {g.pid} ({_command_of(g.pid, g.name)}) holds {g.memory}; stop it or set "
                        f"engine.allow_busy_gpu: true")
-    from specbench.ports import port_in_use, port_owner
+    from specbench.server.ports import port_in_use, port_owner
 
     if port_in_use(cfg.engine.host, port):
         owner = port_owner(port) or "a process specbench cannot see"

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 from specbench.config import RunConfig
-from specbench.engines.base import Engine
-from specbench.launch import VariantLaunch
 from specbench.plan.windows.windows import Sweep
 from specbench.rundir import RunDir
+from specbench.server.engines.base import Engine
+from specbench.server.launch import VariantLaunch
 from specbench.shared import environment
 from specbench.shared.errors import RunDirError
 

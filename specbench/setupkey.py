@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specbench.engines.base import Engine
-    from specbench.launch import VariantLaunch
+    from specbench.server.engines.base import Engine
+    from specbench.server.launch import VariantLaunch
 
 FIELDS = ("hardware", "engine", "launch", "model", "parallelism")
 SHOWN = ("engine", "parallelism")  # fields readable as they are; the others are hashes
@@ -73,7 +73,7 @@ def _normalize(argv: list[str], names: dict[str, str]) -> list[str]:
 
 
 def parallelism(argv: list[str], nodes: int) -> str:
-    from specbench.engines.pins import parse_options
+    from specbench.server.engines.pins import parse_options
 
     _, opts = parse_options(argv)
     sizes = {PARALLEL_FLAGS[k]: (v or "on") for k, v in sorted(opts.items()) if k in PARALLEL_FLAGS}
@@ -83,7 +83,7 @@ def parallelism(argv: list[str], nodes: int) -> str:
 
 def setup_of(hardware: dict[str, Any], engine: Engine, baseline: VariantLaunch, nodes: int = 1) -> dict[str, str]:
     """The setup of a run's baseline launch (module docstring)."""
-    from specbench.engines.pins import parse_options
+    from specbench.server.engines.pins import parse_options
 
     spec = baseline.spec
     version = engine.version()

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specbench.config import RunConfig, load_config
-from specbench.engines import Engine
 from specbench.fairness import audit
-from specbench.launch import VariantLaunch, make_engine, plan_launches
-from specbench.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
 from specbench.plan.windows.prompts import load_prompts
 from specbench.plan.windows.windows import Sweep, build_sweep, window_requests
 from specbench.preflight import check_model_context, config_problems, host_problems
+from specbench.server.engines import Engine
+from specbench.server.launch import VariantLaunch, make_engine, plan_launches
+from specbench.server.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
 from specbench.shared.errors import PreflightError
 
 Out = Callable[[str], None]
@@ -137,7 +137,7 @@ def _ranked(cfg: RunConfig, la: VariantLaunch, engine: Engine) -> RankedLaunch |
 
 
 def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
-    from specbench.launch import redact_env
+    from specbench.server.launch import redact_env
 
     kind = (la.engine or engine).kind
     role = " (baseline)" if la.variant.baseline else ""
@@ -160,7 +160,7 @@ def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_comm
 
 def _environment_problems(cfg: RunConfig) -> list[str]:
     """What run refuses in this shell's environment (an unset API key variable)."""
-    from specbench.launch import api_headers
+    from specbench.server.launch import api_headers
 
     try:
         api_headers(cfg.engine)
@@ -204,7 +204,7 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
 def _offline_flag_check(raw_version: str | None, argvs: dict[str, list[str]], why: str,
                         said: str = "") -> tuple[dict[str, str], str, str]:
     """({variant: unknown flags}, status line, what stays unchecked) from the shipped flag lists."""
-    from specbench.sglang_flags import argv_problems, flags_for
+    from specbench.server.sglang_flags import argv_problems, flags_for
 
     found = flags_for(raw_version)
     if isinstance(found, str):

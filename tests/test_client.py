@@ -10,10 +10,10 @@ import pytest
 
 from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
-from specbench.engines.base import RequestSpec
-from specbench.engines.vllm import VLLMEngine
 from specbench.httpx_transport import HttpxTransport
-from specbench.launch import sweep_facts
+from specbench.server.engines.base import RequestSpec
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import sweep_facts
 from specbench.sse_http import SSEClient
 
 CFG = parse_config({"model": {"path": "/m"}, "variants": [{"name": "a", "drafter": "autoregressive",

@@ -9,11 +9,11 @@ import pytest
 
 from specbench.client import Endpoint, stream_planned, stream_request
 from specbench.config import parse_config
-from specbench.engines.base import RequestSpec
-from specbench.engines.vllm import VLLMEngine
-from specbench.launch import sweep_facts
 from specbench.load import ClosedLoop, OpenLoop, make_load
 from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
+from specbench.server.engines.base import RequestSpec
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import sweep_facts
 from specbench.shared.records import RequestRecord
 
 try:  # tests/ may or may not be a package

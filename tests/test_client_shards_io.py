@@ -21,13 +21,13 @@ import pytest
 from specbench.client import Endpoint, make_http_client, run_closed_loop
 from specbench.client_shards import ShardedClient, WorkerSpec
 from specbench.config import parse_config
-from specbench.engines.base import RequestSpec
-from specbench.engines.vllm import VLLMEngine
-from specbench.launch import sweep_facts
 from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.runner.selfcheck import ClientCheck
+from specbench.server.engines.base import RequestSpec
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import sweep_facts
 from specbench.sse_http import SSEClient
 
 try:  # tests/ may or may not be a package

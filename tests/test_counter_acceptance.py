@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from specbench.config import parse_config
-from specbench.engines.command import CommandEngine
-from specbench.engines.vllm import VLLMEngine
-from specbench.launch import sweep_facts
 from specbench.runner import counter_delta
+from specbench.server.engines.command import CommandEngine
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import sweep_facts
 
 try:  # tests/ may or may not be a package
     from .test_metrics import cells_of, one, req, windows_for

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from specbench.config import parse_config
-from specbench.engines.pins import sglang_pins, vllm_pins
-from specbench.engines.sglang import SGLangEngine
-from specbench.engines.vllm import VLLMEngine
 from specbench.fairness import audit
-from specbench.launch import plan_launches, sweep_facts
+from specbench.server.engines.pins import sglang_pins, vllm_pins
+from specbench.server.engines.sglang import SGLangEngine
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import plan_launches, sweep_facts
 
 E3 = {"draft_model_path": "/d", "steps": 3, "topk": 1, "num_draft_tokens": 4}
 

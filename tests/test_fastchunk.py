@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from specbench.config import parse_config
-from specbench.engines.base import ChunkInfo
-from specbench.engines.command import CommandEngine
-from specbench.engines.fastchunk import chunk_reader
-from specbench.engines.sglang import SGLangEngine
-from specbench.engines.vllm import VLLMEngine
-from specbench.launch import sweep_facts
+from specbench.server.engines.base import ChunkInfo
+from specbench.server.engines.command import CommandEngine
+from specbench.server.engines.fastchunk import chunk_reader
+from specbench.server.engines.sglang import SGLangEngine
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import sweep_facts
 
 
 def _cfg(kind: str, **engine: Any) -> Any:

@@ -88,8 +88,8 @@ def test_engine_start_error_carries_exit_code_and_log_tail(tmp_path, port, no_su
     """The EngineStartError itself (what the CLI prints) has the exit code and the last log lines."""
     import asyncio
 
-    from specbench.engines.base import LaunchSpec
-    from specbench.process import EngineProcess
+    from specbench.server.engines.base import LaunchSpec
+    from specbench.server.process import EngineProcess
 
     argv = [sys.executable, "-m", "tests.standin.server", "--port", str(port), "--exit-during-startup", "7",
             "--startup-error", "ValueError: bad --max-model-len (simulated)"]

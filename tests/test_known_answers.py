@@ -25,8 +25,8 @@ import pytest
 from conftest import make_model_dir, standin_config
 
 from specbench.config import parse_config
-from specbench.launch import sweep_facts
 from specbench.runner import RunOptions, run_matrix
+from specbench.server.launch import sweep_facts
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"
@@ -265,7 +265,7 @@ def test_vllm_launches_reconcile_window_by_window(tmp_path: Path, port: int, no_
 
 def test_sglang_request_path_known_answers(tmp_path: Path, port: int, no_survivors, monkeypatch) -> None:
     """SGLang: acceptance from each request's sglext.spec_tokens_details (the eagle3 cells)."""
-    from specbench.engines.base import dist_version
+    from specbench.server.engines.base import dist_version
 
     model = make_model_dir(tmp_path / "model")
     draft = tmp_path / "eagle3"
@@ -338,7 +338,7 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",pos
 
 
 def read_counters(text: str) -> dict[str, Any]:
-    from specbench.engines.vllm import VLLMEngine
+    from specbench.server.engines.vllm import VLLMEngine
 
     cfg = parse_config({"model": {"path": "/m"}, "engine": {"kind": "vllm", "version": "0.32.0"},
                         "variants": [{"name": "a", "drafter": "autoregressive", "baseline": True}],

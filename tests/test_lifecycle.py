@@ -19,10 +19,10 @@ import psutil
 import pytest
 
 from specbench.config import parse_config
-from specbench.engines.base import LaunchSpec
-from specbench.ports import port_in_use
-from specbench.process import EngineProcess
 from specbench.rundir import RunDir
+from specbench.server.engines.base import LaunchSpec
+from specbench.server.ports import port_in_use
+from specbench.server.process import EngineProcess
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO, make_model_dir, needs_standin, standin_config, write_config
@@ -117,8 +117,8 @@ def test_atexit_stops_engines_a_script_forgot(tmp_path, port, no_survivors):
     script = f"""
         import sys, time
         from pathlib import Path
-        from specbench.engines.base import LaunchSpec
-        from specbench.process import EngineProcess
+        from specbench.server.engines.base import LaunchSpec
+        from specbench.server.process import EngineProcess
         p = EngineProcess("x", LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(60)"]),
                           Path({str(tmp_path / 'server.log')!r}), "127.0.0.1", {port})
         p.start()
@@ -139,8 +139,8 @@ def test_reaper_stops_the_engine_when_its_owner_is_sigkilled(tmp_path, port, no_
     script = f"""
         import os, signal, sys, time
         from pathlib import Path
-        from specbench.engines.base import LaunchSpec
-        from specbench.process import EngineProcess
+        from specbench.server.engines.base import LaunchSpec
+        from specbench.server.process import EngineProcess
         log = Path({str(tmp_path / 'server.log')!r})
         p = EngineProcess("x", LaunchSpec(argv=[sys.executable, "-c", {textwrap.dedent(engine)!r}]), log,
                           "127.0.0.1", {port}, reaper_grace_s=1.0)
@@ -358,7 +358,7 @@ def test_engine_host_defaults_to_loopback():
     cfg = parse_config({"model": {"path": "/m"}, "variants": [{"name": "a", "drafter": "autoregressive",
                         "baseline": True}], "sweep": {"output_lens": [8], "concurrency": [1]}})
     assert cfg.engine.host == "127.0.0.1"
-    from specbench.launch import make_engine, plan_launches
+    from specbench.server.launch import make_engine, plan_launches
 
     cfg.engine.version = "0.10.0"
     (la,) = plan_launches(cfg, make_engine(cfg, "/m", "m"))

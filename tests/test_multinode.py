@@ -12,9 +12,9 @@ from pathlib import Path
 import yaml
 
 from specbench.config import load_config
-from specbench.engines import LaunchSpec
-from specbench.launch import make_engine
-from specbench.multinode import Placement, outer_step_env, placeholder_nodes, ranked_launch
+from specbench.server.engines import LaunchSpec
+from specbench.server.launch import make_engine
+from specbench.server.multinode import Placement, outer_step_env, placeholder_nodes, ranked_launch
 from specbench.validate import validate
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
@@ -112,7 +112,7 @@ def test_the_step_runs_one_rank_per_node_from_inside_a_step(tmp_path: Path, slur
     launcher = tmp_path / "launch.py"
     launcher.write_text(
         "import json, os, subprocess, sys\n"
-        "from specbench.multinode import outer_step_env\n"
+        "from specbench.server.multinode import outer_step_env\n"
         "argv = [os.environ['SLURM_JOB_ID'] if a == '$JOB' else a for a in json.loads(sys.argv[1])]\n"
         "sys.exit(subprocess.run(argv, env=outer_step_env(dict(os.environ))).returncode)\n")
     r = slurm_cluster.run("salloc", "-N2", "--exclusive", "--quiet", "srun", "--exclusive", "-N1", "-n1", "-w", "n1",

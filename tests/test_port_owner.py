@@ -12,8 +12,8 @@ import subprocess
 import time
 
 from specbench.config import parse_config
-from specbench.ports import listening_pids
 from specbench.runner import RunOptions, run_matrix
+from specbench.server.ports import listening_pids
 
 try:  # tests/ may or may not be a package
     from .conftest import REPO, make_model_dir, needs_standin, standin_argv, standin_config
@@ -58,8 +58,8 @@ def test_foreign_listener_on_the_engine_port_fails_the_variant(tmp_path, port, m
 
 def test_own_listener_is_not_foreign(tmp_path, port):
     """The check passes for a listener in the engine's own tree (here: the engine itself)."""
-    from specbench.engines.base import LaunchSpec
-    from specbench.process import EngineProcess
+    from specbench.server.engines.base import LaunchSpec
+    from specbench.server.process import EngineProcess
 
     spec = LaunchSpec(standin_argv(port), env={"PYTHONPATH": str(REPO)})
     proc = EngineProcess("x", spec, tmp_path / "server.log", "127.0.0.1", port)
@@ -79,7 +79,7 @@ def test_a_foreign_listener_that_appears_mid_window_fails_that_window(tmp_path, 
     overlaps. The window gets no WindowRecord (resume measures it again); its request records are kept."""
     import httpx
 
-    from specbench.process import EngineProcess
+    from specbench.server.process import EngineProcess
 
     real = EngineProcess.foreign_listener
 

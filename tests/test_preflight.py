@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from specbench.config import parse_config
-from specbench.engines.base import dist_version
-from specbench.engines.sglang import SGLangEngine
-from specbench.launch import plan_launches, sweep_facts
 from specbench.preflight import config_problems, preflight
+from specbench.server.engines.base import dist_version
+from specbench.server.engines.sglang import SGLangEngine
+from specbench.server.launch import plan_launches, sweep_facts
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = REPO / "tests" / "standin" / "fake_sglang"

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 
 from specbench.config import parse_config
-from specbench.engines.command import CommandEngine
-from specbench.launch import sweep_facts
 from specbench.runner import RunOptions, run_matrix
+from specbench.server.engines.command import CommandEngine
+from specbench.server.launch import sweep_facts
 
 try:  # tests/ may or may not be a package
     from .conftest import make_model_dir, needs_standin, standin_config
@@ -130,7 +130,7 @@ def test_another_served_model_name_fails_at_once_with_the_servers_reason_and_nam
 
 
 def test_error_reason_reads_the_usual_error_bodies() -> None:
-    from specbench.engines.base import error_reason
+    from specbench.server.engines.base import error_reason
 
     def resp(body: Any, status: int = 404) -> httpx.Response:
         return httpx.Response(status, content=body if isinstance(body, bytes) else json.dumps(body).encode())

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from specbench.config import parse_config
-from specbench.engines.vllm import VLLMEngine
-from specbench.launch import plan_launches, sweep_facts
 from specbench.plan.windows.drafter import DRAFTERS, Drafter
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import plan_launches, sweep_facts
 from specbench.shared.errors import ConfigError
 
 MODULE = textwrap.dedent('''

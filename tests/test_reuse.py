@@ -106,10 +106,10 @@ def test_a_draft_folder_updated_in_place_is_measured_again(tmp_path, model_dir, 
 # -- what the fingerprint covers --------------------------------------------------------------------------
 def fingerprints(data: dict[str, Any]) -> dict[str, str]:
     """The fingerprints the runner stores for each variant of this config (public building blocks only)."""
-    from specbench.launch import make_engine, plan_launches
     from specbench.plan.windows.prompts import load_prompts
     from specbench.plan.windows.windows import build_sweep
     from specbench.reuse import variant_fingerprints
+    from specbench.server.launch import make_engine, plan_launches
 
     cfg = parse_config(data)
     engine = make_engine(cfg, cfg.model.path, cfg.model.served_name or cfg.model.path)

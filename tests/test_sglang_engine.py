@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from specbench.config import parse_config
-from specbench.engines.base import RequestSpec
-from specbench.engines.command import CommandEngine, dotted
-from specbench.engines.external import ExternalEngine
-from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
-from specbench.launch import plan_launches, sweep_facts
+from specbench.server.engines.base import RequestSpec
+from specbench.server.engines.command import CommandEngine, dotted
+from specbench.server.engines.external import ExternalEngine
+from specbench.server.engines.sglang import SGLangEngine, parse_sglang_spec
+from specbench.server.launch import plan_launches, sweep_facts
 from specbench.shared.errors import ConfigError
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.engines.sglang import _NEW, parse_sglang_spec
+from specbench.server.engines.sglang import _NEW, parse_sglang_spec
 from specbench.shared.records import SpecDetails
 from tests.standin.server import Options, StandIn
 from tests.standin.sglang_protocol import PROTOCOL_JSON, Protocol, ProtocolError, load
@@ -56,7 +56,7 @@ def test_protocol_file_is_what_pinned_sglang_generates(sglang_python: str) -> No
     fresh = _run(sglang_python, str(GENERATOR))
     assert fresh == PROTOCOL_JSON.read_text(), (
         f"{PROTOCOL_JSON.name} differs from what SGLang's classes in {sglang_python} produce: regenerate it with "
-        f"`{sglang_python} {GENERATOR.relative_to(REPO)} --write` and check specbench/engines/sglang.py's names")
+        f"`{sglang_python} {GENERATOR.relative_to(REPO)} --write` and check specbench/server/engines/sglang.py's names")
 
 
 def test_specbench_reads_a_chunk_sglang_serialized(sglang_python: str) -> None:

@@ -19,10 +19,10 @@ import pytest
 
 from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
-from specbench.engines.base import RequestSpec, dist_version
-from specbench.engines.sglang import SGLangEngine, parse_sglang_spec
 from specbench.httpx_transport import HttpxTransport
-from specbench.launch import sweep_facts
+from specbench.server.engines.base import RequestSpec, dist_version
+from specbench.server.engines.sglang import SGLangEngine, parse_sglang_spec
+from specbench.server.launch import sweep_facts
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = REPO / "tests" / "standin" / "fake_sglang"

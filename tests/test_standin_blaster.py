@@ -7,9 +7,9 @@ import asyncio
 
 from specbench.client import Endpoint, stream_request
 from specbench.config import parse_config
-from specbench.engines.base import RequestSpec
-from specbench.engines.vllm import VLLMEngine
-from specbench.launch import sweep_facts
+from specbench.server.engines.base import RequestSpec
+from specbench.server.engines.vllm import VLLMEngine
+from specbench.server.launch import sweep_facts
 from specbench.sse_http import SSEClient
 
 try:  # tests/ may or may not be a package

@@ -27,7 +27,7 @@ import pytest
 
 from specbench import rundir
 from specbench.cli import main
-from specbench.process import EngineProcess
+from specbench.server.process import EngineProcess
 
 try:  # tests/ may or may not be a package
     from .conftest import make_model_dir, needs_standin, standin_config, unavailable, write_config

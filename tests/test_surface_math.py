@@ -98,7 +98,7 @@ def _cfg(kind="vllm", extra=None):
 
 
 def _launches(cfg):
-    from specbench.launch import make_engine, plan_launches
+    from specbench.server.launch import make_engine, plan_launches
 
     return {la.name: la for la in plan_launches(cfg, make_engine(cfg, "/m", "m"))}
 
@@ -293,7 +293,7 @@ def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
 
     import torch
 
-    from specbench.engines.vllm import CPU_SYNTHETIC_PLUGIN
+    from specbench.server.engines.vllm import CPU_SYNTHETIC_PLUGIN
 
     spec = importlib.util.spec_from_file_location("plugin", CPU_SYNTHETIC_PLUGIN / "specbench_vllm_cpu_synthetic.py")
     assert spec is not None and spec.loader is not None

@@ -28,7 +28,7 @@ from specbench.runner.session import RecordSink
 from specbench.runner.state import RunState, VariantState
 from specbench.runner.unit import LaunchUnit
 from specbench.runner.worker import INTERRUPTED, outcome_file
-from specbench.slurm import Allocation, cancel_step, step_reason, worker_step
+from specbench.server.slurm import Allocation, cancel_step, step_reason, worker_step
 
 
 class SlurmPlacer:

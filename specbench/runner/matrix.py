@@ -43,7 +43,7 @@ from specbench.shared.errors import ConfigError, Interrupted, PreflightError, Ru
 from specbench.shared.progress import Reporter, make_reporter
 
 if TYPE_CHECKING:
-    from specbench.slurm import Allocation
+    from specbench.server.slurm import Allocation
 
 
 
@@ -109,7 +109,7 @@ class MatrixRun:
             raise ConfigError("engine.nodes", f"{self.cfg.engine.nodes} nodes per variant need --scheduler slurm "
                               "(inside a Slurm allocation)")
         if o.scheduler == "slurm":
-            from specbench.slurm import current_allocation
+            from specbench.server.slurm import current_allocation
 
             alloc = current_allocation()  # refused outside an allocation, before anything is prepared
         plan = prepare_plan(self.cfg)

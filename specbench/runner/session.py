@@ -21,11 +21,11 @@ import httpx
 from specbench.client import Endpoint, make_http_client, make_transport
 from specbench.client_shards import ShardedClient, WorkerSpec, resolve_processes
 from specbench.config import RunConfig
-from specbench.engines.base import Engine
-from specbench.launch import VariantLaunch, api_headers, redact_env
-from specbench.ports import port_in_use, port_owner
-from specbench.process import EngineProcess
 from specbench.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
+from specbench.server.engines.base import Engine
+from specbench.server.launch import VariantLaunch, api_headers, redact_env
+from specbench.server.ports import port_in_use, port_owner
+from specbench.server.process import EngineProcess
 from specbench.shared.errors import EngineStartError, ForeignListenerError
 from specbench.shared.progress import Reporter, make_reporter
 from specbench.shared.records import RequestRecord, WindowRecord

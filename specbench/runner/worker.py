@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig, load_config
-from specbench.multinode import Placement, outer_step_env, ranked_launch
 from specbench.rundir import RunDir, write_json
 from specbench.runner.parts import open_part_sink, record_placement
 from specbench.runner.prepare import Plan, prepare_plan
 from specbench.runner.signals import stop_on_signals
 from specbench.runner.state import RunState, VariantState
 from specbench.runner.unit import LaunchUnit, RunContext, measure_launch, open_context
+from specbench.server.multinode import Placement, outer_step_env, ranked_launch
 from specbench.shared.environment import node_fingerprint
 from specbench.shared.errors import SpecbenchError
 

@@ -17,10 +17,10 @@ T = TypeVar("T")
 # Engine kinds: name -> the Engine class. The one place an engine is registered (config validates
 # engine.kind against it; engines/__init__.py builds ENGINES from it; drafters name their recipes after it).
 ENGINE_TARGETS: dict[str, str] = {
-    "vllm": "specbench.engines.vllm:VLLMEngine",
-    "sglang": "specbench.engines.sglang:SGLangEngine",
-    "command": "specbench.engines.command:CommandEngine",
-    "external": "specbench.engines.external:ExternalEngine",
+    "vllm": "specbench.server.engines.vllm:VLLMEngine",
+    "sglang": "specbench.server.engines.sglang:SGLangEngine",
+    "command": "specbench.server.engines.command:CommandEngine",
+    "external": "specbench.server.engines.external:ExternalEngine",
 }
 
 

@@ -27,7 +27,7 @@ def forceable(cfg: RunConfig) -> list[str]:
 
 def variant_k(cfg: RunConfig, name: str) -> int | None:
     """Draft tokens per step of a variant, from the arguments its drafter gives this engine kind."""
-    from specbench.launch import resolve_drafter
+    from specbench.server.launch import resolve_drafter
 
     i = next(j for j, v in enumerate(cfg.variants) if v.name == name)
     drafter, params = resolve_drafter(cfg, i)

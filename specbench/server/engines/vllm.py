@@ -28,9 +28,9 @@ from typing import Any
 import httpx
 
 from specbench.config import VariantConfig
-from specbench.engines.base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
-from specbench.engines.pins import vllm_pins
-from specbench.engines.prometheus import scrape, total
+from specbench.server.engines.base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
+from specbench.server.engines.pins import vllm_pins
+from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
 

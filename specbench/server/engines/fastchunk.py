@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from specbench.engines.base import ChunkInfo, Engine
+from specbench.server.engines.base import ChunkInfo, Engine
 
 _UNSET = msgspec.UNSET
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.engines import Engine, LaunchSpec
+from specbench.server.engines import Engine, LaunchSpec
 from specbench.shared.errors import ConfigError
 
 RANK_SHELL = 'exec "$@" {flag} "$SLURM_NODEID"'

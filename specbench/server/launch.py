@@ -8,10 +8,10 @@ import os
 from dataclasses import dataclass
 
 from specbench.config import EngineConfig, RunConfig, VariantConfig
-from specbench.engines import ENGINES, Engine, LaunchSpec
-from specbench.engines.base import parse_version
 from specbench.plan.windows.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from specbench.plan.windows.specs import SweepFacts
+from specbench.server.engines import ENGINES, Engine, LaunchSpec
+from specbench.server.engines.base import parse_version
 from specbench.shared.errors import ConfigError, PreflightError, UsageError
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -116,7 +116,7 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
         port = cfg.engine.port
         spec = eng.launch_spec(v, drafter_args, port, f"variants[{i}]")
         if cfg.engine.nodes > 1 and spec is not None:
-            from specbench.multinode import rank_flags
+            from specbench.server.multinode import rank_flags
 
             rank_flags(eng)  # an engine that cannot span nodes is refused here, naming engine.nodes
         base = eng.base_url(v, port)

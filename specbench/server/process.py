@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 
-from specbench.engines.base import LaunchSpec
-from specbench.ports import describe_pid, listening_pids, port_in_use
+from specbench.server.engines.base import LaunchSpec
+from specbench.server.ports import describe_pid, listening_pids, port_in_use
 from specbench.shared.errors import EngineStartError
 
 _LIVE: set[EngineProcess] = set()

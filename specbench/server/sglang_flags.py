@@ -10,7 +10,7 @@ import importlib.resources
 import json
 from functools import lru_cache
 
-from specbench.engines.base import parse_version
+from specbench.server.engines.base import parse_version
 
 PINNED = "0.5.23"  # the release docs/sglang.md installs; used when the engine version is unknown
 

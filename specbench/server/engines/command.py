@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 
 from specbench.config import VariantConfig
-from specbench.engines.base import Engine, LaunchSpec
-from specbench.engines.prometheus import scrape, total
+from specbench.server.engines.base import Engine, LaunchSpec
+from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
 

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from specbench.config import VariantConfig
-from specbench.engines.base import (
+from specbench.server.engines.base import (
     Engine,
     LaunchSpec,
     Probe,
@@ -32,8 +32,8 @@ from specbench.engines.base import (
     json_int,
     parse_version,
 )
-from specbench.engines.pins import sglang_pins
-from specbench.engines.prometheus import scrape, total
+from specbench.server.engines.pins import sglang_pins
+from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.records import SpecDetails
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details

@@ -7,8 +7,8 @@ endpoint. Acceptance options are those of the command engine (a response field o
 from __future__ import annotations
 
 from specbench.config import VariantConfig
-from specbench.engines.base import LaunchSpec
-from specbench.engines.command import CommandEngine
+from specbench.server.engines.base import LaunchSpec
+from specbench.server.engines.command import CommandEngine
 
 
 class ExternalEngine(CommandEngine):

@@ -3,7 +3,7 @@ from an argv template) and `external` (an endpoint that is already running)."""
 
 from __future__ import annotations
 
-from specbench.engines.base import ChunkInfo, Engine, LaunchSpec, RequestSpec
+from specbench.server.engines.base import ChunkInfo, Engine, LaunchSpec, RequestSpec
 from specbench.shared.registry import ENGINE_TARGETS, Registry
 
 ENGINES: Registry[type[Engine]] = Registry("engine", ENGINE_TARGETS)
