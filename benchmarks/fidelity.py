@@ -40,7 +40,7 @@ from typing import Any
 
 import psutil
 
-from specbench.client import stream_request
+from specbench.client.stream.stream import stream_request
 from specbench.config import RunConfig, parse_config
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
 from specbench.plan.windows.prompts import load_prompts

@@ -4,7 +4,7 @@ answer is known: the stand-in as an M/D/c queue (--slots C --service-ms S).
     python -m benchmarks.open_fidelity [--rates 5 10 15] [--requests 200] [--slots 2] [--service-ms 100]
 
 For each rate both clients offer Poisson arrivals (their own seeds) to the same stand-in: specbench through
-the runner's own `measure_window` (specbench.load.open), vLLM's benchmark client in a subprocess with
+the runner's own `measure_window` (specbench.client.load.open), vLLM's benchmark client in a subprocess with
 --request-rate R --burstiness 1. The queue's TTFT is known from each client's own send times (wait for one of
 C FIFO slots, plus S), so each client's measured TTFT minus the simulated one is its timing error, and the
 two clients are compared on their offered rate (1 / slope of send times by rank), achieved request rate, TTFT

@@ -4,7 +4,7 @@
 
 Starts the stand-in server (pinned to CPU 0, instant answers of `--tokens` tokens), offers it `--requests`
 Poisson arrivals at `--rate` req/s through the runner's own `measure_window` (the open-loop sender,
-specbench.load.open, on CPU 1) and prints the send-time error (`send_lag_s`: actual - planned send, on the
+specbench.client.load.open, on CPU 1) and prints the send-time error (`send_lag_s`: actual - planned send, on the
 monotonic clock) p50 / p99 / max in ms. The goal (issue 19): p99 <= 1 ms at 50 req/s. Name the CPU with the
 figures, and say whether the machine was quiet (other processes above 5% CPU are listed).
 """

@@ -8,13 +8,13 @@ import json
 import httpx
 import pytest
 
-from specbench.client import Endpoint, stream_request
+from specbench.client.stream.httpx_transport import HttpxTransport
+from specbench.client.stream.sse_http import SSEClient
+from specbench.client.stream.stream import Endpoint, stream_request
 from specbench.config import parse_config
-from specbench.httpx_transport import HttpxTransport
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import sweep_facts
-from specbench.sse_http import SSEClient
 
 CFG = parse_config({"model": {"path": "/m"}, "variants": [{"name": "a", "drafter": "autoregressive",
                     "baseline": True}], "sweep": {"output_lens": [8], "concurrency": [1]}})
@@ -194,7 +194,7 @@ def test_lone_surrogate_is_stored_escaped(path):
 
 
 def test_an_endpoint_behind_a_proxy_is_streamed_through_httpx(monkeypatch):
-    from specbench.transport import behind_proxy
+    from specbench.client.stream.transport import behind_proxy
 
     for k in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(k, raising=False)

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from specbench.client import Endpoint, stream_planned, stream_request
+from specbench.client.stream.load import ClosedLoop, OpenLoop, make_load
+from specbench.client.stream.stream import Endpoint, stream_planned, stream_request
 from specbench.config import parse_config
-from specbench.load import ClosedLoop, OpenLoop, make_load
 from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine

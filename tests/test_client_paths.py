@@ -1,4 +1,4 @@
-"""The lean streaming path (specbench/sse_http.py) and the reference path (httpx + httpx-sse) write the same
+"""The lean streaming path (specbench/client/sse_http.py) and the reference path (httpx + httpx-sse) write the same
 records: the same stand-in run through each, requests.jsonl compared field by field, timing excluded."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specbench.client.stream.httpx_transport import HttpxTransport
 from specbench.config import parse_config
-from specbench.httpx_transport import HttpxTransport
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package

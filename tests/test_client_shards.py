@@ -15,7 +15,7 @@ import time
 import httpx
 import psutil
 
-from specbench.client_shards import resolve_processes, split
+from specbench.client.stream.shards import resolve_processes, split
 from specbench.config import parse_config
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
@@ -64,7 +64,7 @@ def _spawned_workers() -> list[psutil.Process]:
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if any("specbench.client_shards import worker_main" in a for a in p.cmdline()):
+            if any("specbench.client.shards import worker_main" in a for a in p.cmdline()):
                 out.append(p)
         except psutil.Error:
             pass

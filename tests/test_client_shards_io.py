@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from specbench.client import Endpoint, make_http_client, run_closed_loop
-from specbench.client_shards import ShardedClient, WorkerSpec
+from specbench.client.stream.shards import ShardedClient, WorkerSpec
+from specbench.client.stream.sse_http import SSEClient
+from specbench.client.stream.stream import Endpoint, make_http_client, run_closed_loop
 from specbench.config import parse_config
 from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
@@ -28,7 +29,6 @@ from specbench.runner.selfcheck import ClientCheck
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import sweep_facts
-from specbench.sse_http import SSEClient
 
 try:  # tests/ may or may not be a package
     from .conftest import needs_standin

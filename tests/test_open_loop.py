@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from specbench.client.stream.load.open import wait_until
 from specbench.config import parse_config
-from specbench.load.open import wait_until
 from specbench.metrics.capacity import (
     BELOW,
     BEYOND,

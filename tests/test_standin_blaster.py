@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from specbench.client import Endpoint, stream_request
+from specbench.client.stream.sse_http import SSEClient
+from specbench.client.stream.stream import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import sweep_facts
-from specbench.sse_http import SSEClient
 
 try:  # tests/ may or may not be a package
     from .standin.blaster import handler

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
-from specbench.client import Endpoint, StreamResult, stream_request
+from specbench.client.stream.httpx_transport import HttpxTransport
+from specbench.client.stream.sse_http import SSEClient
+from specbench.client.stream.stream import Endpoint, StreamResult, stream_request
+from specbench.client.stream.transport import CONTINUE, StreamError, StreamTransport
 from specbench.config import parse_config
-from specbench.httpx_transport import HttpxTransport
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import sweep_facts
-from specbench.sse_http import SSEClient
-from specbench.transport import CONTINUE, StreamError, StreamTransport
 
 try:  # tests/ may or may not be a package
     from .standin.raw_http import HEAD, RawServer, Reply, chunked, sse_response

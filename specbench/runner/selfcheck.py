@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from specbench.client_shards import ShardedClient
-from specbench.looplag import LagTimer, lag_summary
+from specbench.client.stream.looplag import LagTimer, lag_summary
+from specbench.client.stream.shards import ShardedClient
 
 
 @dataclass

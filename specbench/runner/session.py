@@ -18,8 +18,9 @@ from types import TracebackType
 
 import httpx
 
-from specbench.client import Endpoint, make_http_client, make_transport
-from specbench.client_shards import ShardedClient, WorkerSpec, resolve_processes
+from specbench.client.stream.shards import ShardedClient, WorkerSpec, resolve_processes
+from specbench.client.stream.stream import Endpoint, make_http_client, make_transport
+from specbench.client.stream.transport import StreamTransport
 from specbench.config import RunConfig
 from specbench.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
@@ -29,7 +30,6 @@ from specbench.server.process import EngineProcess
 from specbench.shared.errors import EngineStartError, ForeignListenerError
 from specbench.shared.progress import Reporter, make_reporter
 from specbench.shared.records import RequestRecord, WindowRecord
-from specbench.transport import StreamTransport
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from specbench.load import make_load
+from specbench.client.stream.load import make_load
 from specbench.plan.windows.windows import PlannedRequest
 from specbench.runner.selfcheck import ClientCheck
 from specbench.runner.session import VariantSession

@@ -1,8 +1,8 @@
-"""A StreamTransport (specbench/transport.py) that replays SSE bytes at set times: the client and every load
+"""A StreamTransport (specbench/client/transport.py) that replays SSE bytes at set times: the client and every load
 shape tested in-process, in milliseconds, without a port.
 
 Each request gets `script(body)`: the reads of its response, as (seconds after the post began, bytes). The
-bytes go through the lean transport's own SSE splitter (specbench/sse.py), and each read's events are handed
+bytes go through the lean transport's own SSE splitter (specbench/client/sse.py), and each read's events are handed
 over with its set time (origin + seconds; origin = perf_counter() when post() is called), whatever the real
 time is, so a test can check timing arithmetic exactly. Between reads the fake yields to the event loop once,
 so concurrent requests interleave. It counts requests in flight (now and at most).
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.sse import SSEParser
-from specbench.transport import CONTINUE, OnEvents, Response
+from specbench.client.stream.sse import SSEParser
+from specbench.client.stream.transport import CONTINUE, OnEvents, Response
 
 Reads = list[tuple[float, bytes]]
 

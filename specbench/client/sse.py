@@ -10,7 +10,7 @@ client of generation streams needs, each event's data:
   event of only `id`, `event` or `retry` fields is not dispatched;
 - at the end of the stream an event without its blank line is discarded (so is an incomplete line).
 Not kept: `event` (every event type is handed over, as httpx-sse does), `id` and `retry` (a generation is not
-resumed). The reference path (specbench/httpx_transport.py) applies the same rules to httpx-sse's decoders.
+resumed). The reference path (specbench/client/httpx_transport.py) applies the same rules to httpx-sse's decoders.
 """
 
 from __future__ import annotations

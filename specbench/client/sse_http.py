@@ -1,6 +1,6 @@
 """The lean stream transport: HTTP/1.1 for streamed generation requests, one asyncio Protocol per connection,
 the response framed by llhttp (httptools, Node's parser, uvicorn's) in the connection's `data_received`
-callback, SSE events split from the body's bytes (specbench/sse.py), and the events of each read handed to
+callback, SSE events split from the body's bytes (specbench/client/sse.py), and the events of each read handed to
 a plain function at once, in one call, with the time the read's bytes arrived.
 
 Why not httpx for these: every chunk then passes through h11, anyio and httpx-sse's async iterators, a task
@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from specbench.sse import SSEParser
-from specbench.transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
+from specbench.client.stream.sse import SSEParser
+from specbench.client.stream.transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
 
 __all__ = ["ABORT", "CONTINUE", "END", "SSEClient", "StreamError", "Response"]
 

@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.client import Endpoint, make_http_client, make_transport, stream_planned
-from specbench.looplag import LagTimer
+from specbench.client.stream.looplag import LagTimer
+from specbench.client.stream.stream import Endpoint, make_http_client, make_transport, stream_planned
 from specbench.plan.windows.windows import PlannedRequest
 from specbench.server.engines.base import Engine
 from specbench.shared.errors import ClientWorkerError
@@ -268,7 +268,7 @@ class ShardedClient:
         try:
             for _ in range(n):
                 ours, theirs = socket.socketpair()
-                code = f"from specbench.client_shards import worker_main; worker_main({theirs.fileno()})"
+                code = f"from specbench.client.shards import worker_main; worker_main({theirs.fileno()})"
                 proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
                                         stdin=subprocess.DEVNULL)
                 theirs.close()

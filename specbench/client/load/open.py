@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.load.base import OnRecord, Target, stream_planned
+from specbench.client.stream.load.base import OnRecord, Target, stream_planned
 from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.client_shards import ShardedClient
-from specbench.load.base import Load, OnRecord, Target
-from specbench.load.closed import ClosedLoop
-from specbench.load.open import OpenLoop
-from specbench.load.sharded import ShardedClosedLoop
+from specbench.client.stream.load.base import Load, OnRecord, Target
+from specbench.client.stream.load.closed import ClosedLoop
+from specbench.client.stream.load.open import OpenLoop
+from specbench.client.stream.load.sharded import ShardedClosedLoop
+from specbench.client.stream.shards import ShardedClient
 from specbench.plan.windows.windows import PlannedRequest
 
 

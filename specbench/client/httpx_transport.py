@@ -4,7 +4,7 @@ The lean transport (sse_http.py) is checked against this one (tests/test_client_
 cases in tests/test_transports.py). It also streams an endpoint that the environment routes through a proxy.
 
 httpx-sse's `aiter_sse` differs from the WHATWG rules in two ways that change what a client reads, so its
-line and field decoders are driven here with the two rules on top (see specbench/sse.py for the rules):
+line and field decoders are driven here with the two rules on top (see specbench/client/sse.py for the rules):
 - the body is decoded as UTF-8 with one leading byte-order mark dropped (the spec's UTF-8 decode; httpx
   decodes by the response's charset and keeps a BOM, which turns the first field name into "\\ufeffdata");
 - an event is handed over only when it had a data field (httpx-sse also yields events of only `id`, `event` or
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned in pyproject.toml (not exported)
 
-from specbench.transport import CONTINUE, MAX_ERROR_BODY, OnEvents, Response, StreamError
+from specbench.client.stream.transport import CONTINUE, MAX_ERROR_BODY, OnEvents, Response, StreamError
 
 
 def _is_data_field(line: str) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.client_shards import ShardedClient
-from specbench.load.base import OnRecord, Target
+from specbench.client.stream.load.base import OnRecord, Target
+from specbench.client.stream.shards import ShardedClient
 from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 

@@ -8,7 +8,7 @@ Nothing the server sends is taken on trust: the tokens received are counted and 
 final usage, an empty or wrong-length output is an error (`check_output`), and text that is not valid
 Unicode (a lone UTF-16 surrogate) is stored escaped (`safe_text`), so every record can be written.
 
-The stream goes through a StreamTransport (specbench/transport.py): the lean one (specbench/sse_http.py:
+The stream goes through a StreamTransport (specbench/client/transport.py): the lean one (specbench/client/sse_http.py:
 the response is parsed in the connection's data callback, SSE events are split from the raw bytes, the events
 of each read are handed over at once, with the time the read arrived) or httpx (the reference path, and
 endpoints behind a proxy); each event's data is decoded once and counted (`_consume`). The request's end
@@ -27,13 +27,13 @@ from typing import Any
 import httpx
 import msgspec
 
-from specbench.httpx_transport import HttpxTransport
+from specbench.client.stream.httpx_transport import HttpxTransport
+from specbench.client.stream.sse_http import SSEClient
+from specbench.client.stream.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
 from specbench.plan.windows.windows import PlannedRequest
 from specbench.server.engines.base import Engine, RequestSpec
 from specbench.server.engines.fastchunk import FastChunk, chunk_reader
 from specbench.shared.records import RequestRecord, SpecDetails
-from specbench.sse_http import SSEClient
-from specbench.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
 
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _DONE = (b"[DONE]", "[DONE]")

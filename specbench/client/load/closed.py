@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.client import run_closed_loop
-from specbench.load.base import OnRecord, Target
+from specbench.client.stream.load.base import OnRecord, Target
+from specbench.client.stream.stream import run_closed_loop
 from specbench.plan.windows.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 

@@ -8,7 +8,7 @@
 `on_events`, read by read, each call with the events one read completed and perf_counter() when that read's
 bytes arrived. The lean transport hands each event's data as bytes, the httpx one (the reference path) as
 str; the client reads bytes with its fast chunk decoder and str as a dict (engines/fastchunk.py). Both
-follow the same SSE rules (specbench/sse.py). A stand-in that replays bytes at set times (tests/fakes.py)
+follow the same SSE rules (specbench/client/sse.py). A stand-in that replays bytes at set times (tests/fakes.py)
 implements the same protocol, so the client and every load shape can be tested in-process.
 """
 

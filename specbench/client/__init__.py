@@ -1,0 +1,1 @@
+"""client: see docs/architecture.md."""
