@@ -51,7 +51,7 @@ import numpy as np
 import psutil
 
 from specbench.config import RunConfig, parse_config
-from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
+from specbench.plan.windows import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 from specbench.server.engines.base import RequestSpec, dist_version
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lag_check:
         return lag_check(args, workdir)
     if args.tokenizer is None and not args.no_vllm:
-        from specbench.plan.windows.models import prepare
+        from specbench.plan.models import prepare
         args.tokenizer = str(prepare("smollm2"))
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()

@@ -60,8 +60,8 @@ from specbench.metrics.decision import Design, Outcome
 from specbench.metrics.intervals import variance_levels
 from specbench.metrics.sequential import always_valid, next_round
 from specbench.metrics.speedup import speedup_ci
-from specbench.plan.windows.prompts import load_prompts
-from specbench.plan.windows.windows import build_sweep, variant_points
+from specbench.plan.prompts import load_prompts
+from specbench.plan.windows import build_sweep, variant_points
 from specbench.report.decisions import point_outcomes
 from specbench.runner.scheduler import launch_order, round_order
 

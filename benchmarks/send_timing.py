@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from specbench.config import parse_config
-from specbench.plan.windows.prompts import Prompt
-from specbench.plan.windows.windows import Sweep, SweepPoint, window_requests
+from specbench.plan.prompts import Prompt
+from specbench.plan.windows import Sweep, SweepPoint, window_requests
 from specbench.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 

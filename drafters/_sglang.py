@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.plan.windows.drafter import LaunchContext
+from specbench.plan.drafter import LaunchContext
 
 # `--speculative-algorithm` was an argparse choice list in 0.5.9, a free string since ~0.5.15.
 ALGORITHMS_0_5_9 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")

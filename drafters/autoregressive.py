@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specbench.plan.windows.drafter import Drafter, DrafterParams, LaunchContext
+from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext
 
 
 class Autoregressive(Drafter[DrafterParams]):

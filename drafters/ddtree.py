@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from specbench.plan.windows.drafter import ArgProblem, Drafter, DrafterParams, LaunchContext, UnsupportedEngine
+from specbench.plan.drafter import ArgProblem, Drafter, DrafterParams, LaunchContext, UnsupportedEngine
 
 from ._eagle_family import SGLANG_ACCEPTANCE, demo_or_path
 from ._sglang import missing_path, spec_args

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from specbench.plan.windows.drafter import (
+from specbench.plan.drafter import (
     VLLM_ACCEPTANCE,
     Drafter,
     DrafterParams,

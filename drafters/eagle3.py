@@ -6,7 +6,7 @@ The demo head `smollm2-eagle3` (a demo model name, resolved to its folder) is tr
 
 from __future__ import annotations
 
-from specbench.plan.windows.drafter import VLLM_ACCEPTANCE, LaunchContext, vllm_speculative_config
+from specbench.plan.drafter import VLLM_ACCEPTANCE, LaunchContext, vllm_speculative_config
 
 from ._eagle_family import EagleFamily, EagleParams, demo_or_path
 

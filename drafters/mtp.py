@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from specbench.plan.windows.drafter import DrafterParams, LaunchContext
+from specbench.plan.drafter import DrafterParams, LaunchContext
 
 from ._eagle_family import EagleRules
 from ._sglang import auto_fill_architecture, eagle_shape_problems, missing_path, model_hf_config, spec_args

@@ -97,7 +97,7 @@ def model_key(cfg: RunConfig) -> str:
 
 def history_dir(configured: str | None = None) -> Path:
     """Where histories live: the config's verdict.history_dir, else $SPECBENCH_HISTORY, else the cache."""
-    from specbench.plan.windows.models import cache_dir
+    from specbench.plan.models import cache_dir
 
     if configured:
         return Path(configured).expanduser()
@@ -488,7 +488,7 @@ def attach(run_dir: Path, setup: dict[str, str], cache: Path | None = None) -> L
 
 def config_setup(cfg: RunConfig) -> dict[str, str]:
     """The setup a config's baseline would run (`setupkey.setup_of`), before any launch or model build."""
-    from specbench.plan.windows.models import demo_model_path
+    from specbench.plan.models import demo_model_path
     from specbench.server.launch import make_engine, plan_launches
     from specbench.shared.environment import hardware_fingerprint
 

@@ -298,14 +298,14 @@ def _cmd_history(a: argparse.Namespace) -> int:
 
 
 def _cmd_models(a: argparse.Namespace) -> int:
-    from specbench.plan.windows.models import prepare
+    from specbench.plan.models import prepare
 
     print(prepare(a.name, force=a.force, minutes=a.minutes))
     return 0
 
 
 def _cmd_drafters(a: argparse.Namespace) -> int:
-    from specbench.plan.windows.drafter import DRAFTERS
+    from specbench.plan.drafter import DRAFTERS
 
     for name in DRAFTERS.names():
         d = DRAFTERS.get(name)

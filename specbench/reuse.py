@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from specbench.config import RunConfig
-from specbench.plan.windows.windows import Sweep
+from specbench.plan.windows import Sweep
 from specbench.rundir import RunDir
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from specbench.config import RunConfig, load_config
 from specbench.fairness import audit
-from specbench.plan.windows.prompts import load_prompts
-from specbench.plan.windows.windows import Sweep, build_sweep, window_requests
+from specbench.plan.prompts import load_prompts
+from specbench.plan.windows import Sweep, build_sweep, window_requests
 from specbench.preflight import check_model_context, config_problems, host_problems
 from specbench.server.engines import Engine
 from specbench.server.launch import VariantLaunch, make_engine, plan_launches
@@ -121,7 +121,7 @@ def _engine(cfg: RunConfig) -> Engine:
     if cfg.model.path:
         model_path = str(Path(cfg.model.path).expanduser())
     else:
-        from specbench.plan.windows.models import demo_model, demo_model_path
+        from specbench.plan.models import demo_model, demo_model_path
 
         demo_model(cfg.model.demo or "")  # an unknown name is refused as run refuses it
         model_path = str(demo_model_path(cfg.model.demo or ""))

@@ -18,7 +18,7 @@ from specbench.config import parse_config
 from specbench.metrics import CellOptions, compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.metrics.warnings import WarningCode, decode_warnings
-from specbench.plan.windows.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
+from specbench.plan.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
 from specbench.runner import RunOptions, run_matrix
 from specbench.server.engines.vllm import parse_vllm_spec
 from specbench.server.launch import sweep_facts

@@ -32,7 +32,7 @@ import pytest
 from conftest import make_model_dir, standin_config
 
 from specbench.config import parse_config
-from specbench.plan.windows.arrivals import arrival_offsets
+from specbench.plan.arrivals import arrival_offsets
 from specbench.runner import RunOptions, run_matrix
 
 SLOTS = 2

@@ -8,9 +8,9 @@ import json
 import httpx
 import pytest
 
-from specbench.client.stream.httpx_transport import HttpxTransport
-from specbench.client.stream.sse_http import SSEClient
-from specbench.client.stream.stream import Endpoint, stream_request
+from specbench.client.httpx_transport import HttpxTransport
+from specbench.client.sse_http import SSEClient
+from specbench.client.stream import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
@@ -194,7 +194,7 @@ def test_lone_surrogate_is_stored_escaped(path):
 
 
 def test_an_endpoint_behind_a_proxy_is_streamed_through_httpx(monkeypatch):
-    from specbench.client.stream.transport import behind_proxy
+    from specbench.client.transport import behind_proxy
 
     for k in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(k, raising=False)

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from specbench.client.stream.load import ClosedLoop, OpenLoop, make_load
-from specbench.client.stream.stream import Endpoint, stream_planned, stream_request
+from specbench.client.load import ClosedLoop, OpenLoop, make_load
+from specbench.client.stream import Endpoint, stream_planned, stream_request
 from specbench.config import parse_config
-from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
+from specbench.plan.windows import PlannedRequest, RequestIdentity
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import sweep_facts

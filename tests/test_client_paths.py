@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specbench.client.stream.httpx_transport import HttpxTransport
+from specbench.client.httpx_transport import HttpxTransport
 from specbench.config import parse_config
 from specbench.runner import RunOptions, run_matrix
 

@@ -15,7 +15,7 @@ import time
 import httpx
 import psutil
 
-from specbench.client.stream.shards import resolve_processes, split
+from specbench.client.shards import resolve_processes, split
 from specbench.config import parse_config
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from specbench.client.stream.shards import ShardedClient, WorkerSpec
-from specbench.client.stream.sse_http import SSEClient
-from specbench.client.stream.stream import Endpoint, make_http_client, run_closed_loop
+from specbench.client.shards import ShardedClient, WorkerSpec
+from specbench.client.sse_http import SSEClient
+from specbench.client.stream import Endpoint, make_http_client, run_closed_loop
 from specbench.config import parse_config
-from specbench.plan.windows.windows import PlannedRequest, RequestIdentity
+from specbench.plan.windows import PlannedRequest, RequestIdentity
 from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.runner.selfcheck import ClientCheck

@@ -8,7 +8,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from specbench.plan.windows.drafter import LaunchContext, UnsupportedEngine, get_drafter
+from specbench.plan.drafter import LaunchContext, UnsupportedEngine, get_drafter
 
 NEW = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path="/m")
 OLD = LaunchContext(engine="sglang", engine_version=(0, 5, 9), model_path="/m")
@@ -120,7 +120,7 @@ def test_autoregressive_adds_nothing() -> None:
 
 
 def test_dflash_on_vllm_names_the_demo_head_and_its_block() -> None:
-    from specbench.plan.windows import models
+    from specbench.plan import models
 
     vllm = LaunchContext(engine="vllm", engine_version=(0, 32), model_path="/m", check_paths=OFFLINE)
     spec = args("dflash", {"draft_model_path": "smollm2-dflash", "block_size": 4}, vllm)

@@ -81,7 +81,7 @@ def test_one_launch_per_variant_is_only_indicative(tmp_path, model_dir, port, no
 
 
 def test_launch_order_is_counterbalanced_and_window_ids_keep_old_runs() -> None:
-    from specbench.plan.windows.windows import window_id
+    from specbench.plan.windows import window_id
     from specbench.runner.scheduler import launch_order
     from specbench.runner.unit import LaunchUnit
 

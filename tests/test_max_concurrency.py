@@ -16,7 +16,7 @@ from test_verdict import LOSE, WIN, curve_rows, verdict
 
 from specbench.config import parse_config
 from specbench.metrics.breakeven import capped_verdict
-from specbench.plan.windows.windows import SweepPoint, capped_variants, measured, variant_points
+from specbench.plan.windows import SweepPoint, capped_variants, measured, variant_points
 from specbench.planner import make_plan, render
 from specbench.report.compare import compare
 from specbench.runner import RunOptions, run_matrix
@@ -144,7 +144,7 @@ def test_measured_points_follow_the_cap():
 
 
 def test_variant_points_keep_the_sweep_order():
-    from specbench.plan.windows.windows import Sweep
+    from specbench.plan.windows import Sweep
 
     data = copy.deepcopy(FP_CONFIG)
     data["variants"][1]["max_concurrency"] = 2

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specbench.config import ModelConfig
-from specbench.plan.windows import models
+from specbench.plan import models
 from specbench.shared.errors import UsageError
 
 TINY_CONFIG = {"model_type": "llama", "num_hidden_layers": 3, "hidden_size": 4, "tie_word_embeddings": True,
@@ -212,7 +212,7 @@ def test_real_build(cache: Path) -> None:
 
 def test_demo_models_in_a_config_include_demo_drafts() -> None:
     from specbench.config import load_config
-    from specbench.plan.windows.models import demo_models_in
+    from specbench.plan.models import demo_models_in
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml")
     assert demo_models_in(cfg) == ["smollm2", "smollm2-eagle3"]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench.client.stream.load.open import wait_until
+from specbench.client.load.open import wait_until
 from specbench.config import parse_config
 from specbench.metrics.capacity import (
     BELOW,
@@ -45,9 +45,9 @@ from specbench.metrics.slo import (
     saturation,
     wilson,
 )
-from specbench.plan.windows.arrivals import arrival_offsets, load_trace, unit_gaps
-from specbench.plan.windows.prompts import Prompt
-from specbench.plan.windows.windows import MIXED, build_sweep, window_requests
+from specbench.plan.arrivals import arrival_offsets, load_trace, unit_gaps
+from specbench.plan.prompts import Prompt
+from specbench.plan.windows import MIXED, build_sweep, window_requests
 from specbench.shared.errors import ConfigError
 
 BASE: dict[str, Any] = {

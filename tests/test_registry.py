@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from specbench.config import parse_config
-from specbench.plan.windows.drafter import DRAFTERS, Drafter
+from specbench.plan.drafter import DRAFTERS, Drafter
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import plan_launches, sweep_facts
 from specbench.shared.errors import ConfigError
 
 MODULE = textwrap.dedent('''
     from pydantic import Field
-    from specbench.plan.windows.drafter import Drafter, DrafterParams, vllm_speculative_config
+    from specbench.plan.drafter import Drafter, DrafterParams, vllm_speculative_config
 
     class Medusa(Drafter):
         name = "medusa"

@@ -106,8 +106,8 @@ def test_a_draft_folder_updated_in_place_is_measured_again(tmp_path, model_dir, 
 # -- what the fingerprint covers --------------------------------------------------------------------------
 def fingerprints(data: dict[str, Any]) -> dict[str, str]:
     """The fingerprints the runner stores for each variant of this config (public building blocks only)."""
-    from specbench.plan.windows.prompts import load_prompts
-    from specbench.plan.windows.windows import build_sweep
+    from specbench.plan.prompts import load_prompts
+    from specbench.plan.windows import build_sweep
     from specbench.reuse import variant_fingerprints
     from specbench.server.launch import make_engine, plan_launches
 

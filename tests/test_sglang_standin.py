@@ -17,8 +17,8 @@ import httpx
 import psutil
 import pytest
 
-from specbench.client.stream.httpx_transport import HttpxTransport
-from specbench.client.stream.stream import Endpoint, stream_request
+from specbench.client.httpx_transport import HttpxTransport
+from specbench.client.stream import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.server.engines.base import RequestSpec, dist_version
 from specbench.server.engines.sglang import SGLangEngine, parse_sglang_spec

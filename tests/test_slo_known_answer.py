@@ -15,8 +15,8 @@ import pytest
 from mdc_sim import Queue, run_open_loop, steady_capacity
 
 from specbench.config import parse_config
-from specbench.plan.windows.prompts import Prompt
-from specbench.plan.windows.windows import build_sweep
+from specbench.plan.prompts import Prompt
+from specbench.plan.windows import build_sweep
 
 THRESHOLD_S = 0.5
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from specbench.client.stream.sse_http import _END, ABORT, CONTINUE, END, _Exchange
+from specbench.client.sse_http import _END, ABORT, CONTINUE, END, _Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 EVENTS = [b'data: {"a": 1}\n\n', b'data: {"a": 2}\r\n\r\n', b"data: line1\ndata: line2\n\n", b": a comment\n\n",
@@ -120,7 +120,7 @@ def test_the_events_before_a_framing_error_in_the_same_read_are_handed_over_firs
 def test_the_sse_rules_hold_however_the_bytes_are_split():
     """Every SSE case of tests/test_transports.py, fed to the lean splitter one byte at a time and in two pieces
     at every position: a CR, a CRLF or a BOM split across reads reads the same."""
-    from specbench.client.stream.sse import SSEParser
+    from specbench.client.sse import SSEParser
 
     try:
         from .test_transports import SSE_CASES

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from specbench.client.stream.sse_http import SSEClient
-from specbench.client.stream.stream import Endpoint, stream_request
+from specbench.client.sse_http import SSEClient
+from specbench.client.stream import Endpoint, stream_request
 from specbench.config import parse_config
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
-from specbench.client.stream.httpx_transport import HttpxTransport
-from specbench.client.stream.sse_http import SSEClient
-from specbench.client.stream.stream import Endpoint, StreamResult, stream_request
-from specbench.client.stream.transport import CONTINUE, StreamError, StreamTransport
+from specbench.client.httpx_transport import HttpxTransport
+from specbench.client.sse_http import SSEClient
+from specbench.client.stream import Endpoint, StreamResult, stream_request
+from specbench.client.transport import CONTINUE, StreamError, StreamTransport
 from specbench.config import parse_config
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine

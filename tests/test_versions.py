@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specbench.config import parse_config
-from specbench.plan.windows.drafter import Drafter
+from specbench.plan.drafter import Drafter
 from specbench.server.engines.base import parse_version
 from specbench.server.engines.sglang import SGLangEngine
 from specbench.server.launch import plan_launches, sweep_facts

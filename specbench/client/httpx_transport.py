@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # pinned in pyproject.toml (not exported)
 
-from specbench.client.stream.transport import CONTINUE, MAX_ERROR_BODY, OnEvents, Response, StreamError
+from specbench.client.transport import CONTINUE, MAX_ERROR_BODY, OnEvents, Response, StreamError
 
 
 def _is_data_field(line: str) -> bool:

@@ -36,9 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.client.stream.looplag import LagTimer
-from specbench.client.stream.stream import Endpoint, make_http_client, make_transport, stream_planned
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.looplag import LagTimer
+from specbench.client.stream import Endpoint, make_http_client, make_transport, stream_planned
+from specbench.plan.windows import PlannedRequest
 from specbench.server.engines.base import Engine
 from specbench.shared.errors import ClientWorkerError
 from specbench.shared.records import RequestRecord

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from specbench.client.stream.sse import SSEParser
-from specbench.client.stream.transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
+from specbench.client.sse import SSEParser
+from specbench.client.transport import ABORT, CONTINUE, END, MAX_ERROR_BODY, OnEvents, Response, StreamError
 
 __all__ = ["ABORT", "CONTINUE", "END", "SSEClient", "StreamError", "Response"]
 

@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 import msgspec
 
-from specbench.client.stream.httpx_transport import HttpxTransport
-from specbench.client.stream.sse_http import SSEClient
-from specbench.client.stream.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.httpx_transport import HttpxTransport
+from specbench.client.sse_http import SSEClient
+from specbench.client.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
+from specbench.plan.windows import PlannedRequest
 from specbench.server.engines.base import Engine, RequestSpec
 from specbench.server.engines.fastchunk import FastChunk, chunk_reader
 from specbench.shared.records import RequestRecord, SpecDetails

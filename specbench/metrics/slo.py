@@ -22,7 +22,7 @@ import numpy as np
 import scipy.stats
 
 from specbench.metrics.common import NAN
-from specbench.plan.windows.arrivals import rank_rate
+from specbench.plan.arrivals import rank_rate
 
 METRIC_NAMES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "e2e latency"}
 SATURATION_RATE_RATIO = 0.9  # achieved completion rate below 90% of the offered rate: the server fell behind

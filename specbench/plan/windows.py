@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 from specbench.config import RunConfig
-from specbench.plan.windows.arrivals import Trace, arrival_offsets, load_trace
-from specbench.plan.windows.prompts import Prompt
-from specbench.plan.windows.specs import RequestSpec
+from specbench.plan.arrivals import Trace, arrival_offsets, load_trace
+from specbench.plan.prompts import Prompt
+from specbench.plan.specs import RequestSpec
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import CellKey
 

@@ -32,7 +32,7 @@ from specbench.metrics.sequential import always_valid
 from specbench.metrics.slo import parse_slos
 from specbench.metrics.source import LIGHT_COLUMNS, CellSource
 from specbench.metrics.warnings import CellWarning
-from specbench.plan.windows.windows import capped_variants
+from specbench.plan.windows import capped_variants
 from specbench.report import render
 from specbench.rundir import RunDir, atomic_write, records_frame
 from specbench.runner.state import RunState
@@ -41,7 +41,7 @@ from specbench.store import open_store
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:
     """Variants that decode without a drafter (autoregressive under another name, as in an A/A check)."""
-    from specbench.plan.windows.drafter import get_drafter
+    from specbench.plan.drafter import get_drafter
 
     return frozenset(v.name for v in cfg.variants if not get_drafter(v.drafter).speculative)
 

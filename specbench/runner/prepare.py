@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from specbench.config import RunConfig, VerdictConfig, dump_config
-from specbench.plan.windows.windows import Sweep, build_sweep
+from specbench.plan.windows import Sweep, build_sweep
 from specbench.preflight import check_model_context
 from specbench.rundir import RAW_FILES, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
@@ -44,8 +44,8 @@ class Plan:
 
 
 def prepare_plan(cfg: RunConfig) -> Plan:
-    from specbench.plan.windows.models import prepare_all, resolve_model
-    from specbench.plan.windows.prompts import load_prompts
+    from specbench.plan.models import prepare_all, resolve_model
+    from specbench.plan.prompts import load_prompts
 
     m = cfg.model
     model_path: Path | str
@@ -144,7 +144,7 @@ def config_hash(cfg: RunConfig) -> str:
 
 
 def _padder(tokenizer_path: str) -> Callable[[str, int], str]:
-    from specbench.plan.windows.prompts import load_tokenizer, pad_prompt
+    from specbench.plan.prompts import load_tokenizer, pad_prompt
 
     tok = load_tokenizer(tokenizer_path)
     return lambda text, n: pad_prompt(text, n, tok)

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 
 from specbench.config import SweepConfig
 from specbench.metrics import adaptive_done
-from specbench.plan.windows.windows import window_id
+from specbench.plan.windows import window_id
 
 
 class RepeatRule:

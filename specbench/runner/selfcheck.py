@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from specbench.client.stream.looplag import LagTimer, lag_summary
-from specbench.client.stream.shards import ShardedClient
+from specbench.client.looplag import LagTimer, lag_summary
+from specbench.client.shards import ShardedClient
 
 
 @dataclass

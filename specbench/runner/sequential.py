@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specbench.metrics.sequential import next_round
-from specbench.plan.windows.windows import variant_points
+from specbench.plan.windows import variant_points
 from specbench.runner.scheduler import Execute, round_order, run_schedule
 from specbench.runner.state import RunState
 from specbench.runner.unit import LaunchUnit, RunContext

@@ -18,9 +18,9 @@ from types import TracebackType
 
 import httpx
 
-from specbench.client.stream.shards import ShardedClient, WorkerSpec, resolve_processes
-from specbench.client.stream.stream import Endpoint, make_http_client, make_transport
-from specbench.client.stream.transport import StreamTransport
+from specbench.client.shards import ShardedClient, WorkerSpec, resolve_processes
+from specbench.client.stream import Endpoint, make_http_client, make_transport
+from specbench.client.transport import StreamTransport
 from specbench.config import RunConfig
 from specbench.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specbench.client.stream.stream import run_closed_loop
+from specbench.client.stream import run_closed_loop
 from specbench.config import RunConfig, load_config
 from specbench.metrics import window_throughput
-from specbench.plan.windows.windows import (
+from specbench.plan.windows import (
     SweepPoint,
     measured,
     point_requests,

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from specbench.client.stream.load import make_load
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.load import make_load
+from specbench.plan.windows import PlannedRequest
 from specbench.runner.selfcheck import ClientCheck
 from specbench.runner.session import VariantSession
 from specbench.shared.environment import gpu_telemetry

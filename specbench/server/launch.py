@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 
 from specbench.config import EngineConfig, RunConfig, VariantConfig
-from specbench.plan.windows.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
-from specbench.plan.windows.specs import SweepFacts
+from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
+from specbench.plan.specs import SweepFacts
 from specbench.server.engines import ENGINES, Engine, LaunchSpec
 from specbench.server.engines.base import parse_version
 from specbench.shared.errors import ConfigError, PreflightError, UsageError

@@ -12,14 +12,14 @@ from specbench import stats
 from specbench.calibration import Calibration
 from specbench.config import RunConfig
 from specbench.metrics.surface import Prediction, decided, has_interval
-from specbench.plan.windows.drafter import LaunchContext
+from specbench.plan.drafter import LaunchContext
 from specbench.shared.errors import UsageError
 from specbench.surface.derive import default_lengths, draft_tokens, split_name, surface_config
 
 
 def forceable(cfg: RunConfig) -> list[str]:
     """The config's speculative variants (those a surface can force)."""
-    from specbench.plan.windows.drafter import get_drafter
+    from specbench.plan.drafter import get_drafter
 
     return [v.name for v in cfg.variants if not v.baseline and get_drafter(v.drafter).speculative
             and v.forced_acceptance is None]

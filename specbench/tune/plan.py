@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig, VariantConfig
-from specbench.plan.windows.drafter import get_drafter
-from specbench.plan.windows.prompts import Prompt
+from specbench.plan.drafter import get_drafter
+from specbench.plan.prompts import Prompt
 from specbench.shared.errors import ConfigError, UsageError
 
 NAME_MAX = 64  # VariantConfig.name's limit

@@ -49,7 +49,7 @@ def search_score(res: TuneResult, tuned: str, concurrency: int) -> float:
 
 
 def param_names(drafter: str) -> set[str]:
-    from specbench.plan.windows.drafter import get_drafter
+    from specbench.plan.drafter import get_drafter
 
     return set(get_drafter(drafter).Params.model_fields)
 

@@ -96,7 +96,7 @@ class Tune:
         return res
 
     def _split(self) -> tuple[Path, Path]:
-        from specbench.plan.windows.prompts import load_prompts
+        from specbench.plan.prompts import load_prompts
 
         assert self.cfg.tune is not None
         split = split_prompts(load_prompts(self.cfg.sweep.prompts), self.cfg.tune.confirm_fraction, self.cfg.sweep.seed)

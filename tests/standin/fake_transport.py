@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench.client.stream.sse import SSEParser
-from specbench.client.stream.transport import CONTINUE, OnEvents, Response
+from specbench.client.sse import SSEParser
+from specbench.client.transport import CONTINUE, OnEvents, Response
 
 Reads = list[tuple[float, bytes]]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.client.stream.load.base import Load, OnRecord, Target
-from specbench.client.stream.load.closed import ClosedLoop
-from specbench.client.stream.load.open import OpenLoop
-from specbench.client.stream.load.sharded import ShardedClosedLoop
-from specbench.client.stream.shards import ShardedClient
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.load.base import Load, OnRecord, Target
+from specbench.client.load.closed import ClosedLoop
+from specbench.client.load.open import OpenLoop
+from specbench.client.load.sharded import ShardedClosedLoop
+from specbench.client.shards import ShardedClient
+from specbench.plan.windows import PlannedRequest
 
 
 def make_load(planned: Sequence[PlannedRequest], shards: ShardedClient | None = None) -> Load:

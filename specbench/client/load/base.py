@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from specbench.client.stream.stream import Endpoint, stream_planned
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.stream import Endpoint, stream_planned
+from specbench.plan.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 OnRecord = Callable[[RequestRecord], None]

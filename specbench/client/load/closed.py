@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.client.stream.load.base import OnRecord, Target
-from specbench.client.stream.stream import run_closed_loop
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.load.base import OnRecord, Target
+from specbench.client.stream import run_closed_loop
+from specbench.plan.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.client.stream.load.base import OnRecord, Target, stream_planned
-from specbench.plan.windows.windows import PlannedRequest
+from specbench.client.load.base import OnRecord, Target, stream_planned
+from specbench.plan.windows import PlannedRequest
 from specbench.shared.records import RequestRecord
 
 SPIN_S = 0.0015  # the last 1.5 ms before a send are waited by yielding, not sleeping (timer granularity)

@@ -66,9 +66,11 @@ DEMO_MODELS: dict[str, DemoModel] = {
         DemoModel("smollm2-draft", "first 8 of smollm2's 30 decoder layers, a draft_model drafter",
                   base="smollm2", num_layers=8),
         DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
-                  base="smollm2", build=lambda base, dest, o: _build_head("specbench.plan.models.eagle3", base, dest, o)),
+                  base="smollm2",
+                  build=lambda base, dest, o: _build_head("specbench.plan.models.eagle3", base, dest, o)),
         DemoModel("smollm2-dflash", "a DFlash draft head for smollm2, trained here with speculators",
-                  base="smollm2", build=lambda base, dest, o: _build_head("specbench.plan.models.dflash", base, dest, o)),
+                  base="smollm2",
+                  build=lambda base, dest, o: _build_head("specbench.plan.models.dflash", base, dest, o)),
     )
 }
 
@@ -173,7 +175,7 @@ def trained_models() -> list[str]:
 
 
 def _build_head(module: str, base: Path, dest: Path, o: BuildOptions) -> object:
-    from specbench.plan.windows.models.eagle3 import (
+    from specbench.plan.models.eagle3 import (
         build_in_subprocess,  # torch, transformers, speculators: only to build
     )
 

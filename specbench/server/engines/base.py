@@ -16,7 +16,7 @@ import httpx
 from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
-from specbench.plan.windows.specs import RequestSpec, SweepFacts
+from specbench.plan.specs import RequestSpec, SweepFacts
 from specbench.shared.records import SpecDetails
 
 

@@ -62,7 +62,7 @@ class CommandEngine(Engine):
 
     @staticmethod
     def _drafter_values(variant: VariantConfig) -> dict[str, str]:
-        from specbench.plan.windows.drafter import get_drafter
+        from specbench.plan.drafter import get_drafter
 
         params = get_drafter(variant.drafter).parse_params(variant.params).model_dump(mode="json")
         return {k: "" if v is None else str(v) for k, v in params.items() if not isinstance(v, (list, dict))}

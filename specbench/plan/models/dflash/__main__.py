@@ -1,5 +1,5 @@
 """`python -m specbench.plan.models.dflash TARGET DEST`: build_in_subprocess's child for smollm2-dflash."""
 
-from specbench.plan.windows.models.dflash.build import main
+from specbench.plan.models.dflash.build import main
 
 raise SystemExit(main())

@@ -8,10 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.windows.models.dflash.recipe import DFlashRecipe
-from specbench.plan.windows.models.dflash.train import evaluate, new_head, run_head
-from specbench.plan.windows.models.eagle3.session import Progress, collect, common_manifest, session
-from specbench.plan.windows.models.eagle3.train import epoch_packs, pack, train
+from specbench.plan.models.dflash.recipe import DFlashRecipe
+from specbench.plan.models.dflash.train import evaluate, new_head, run_head
+from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
+from specbench.plan.models.eagle3.train import epoch_packs, pack, train
 from specbench.shared.errors import UsageError
 
 MANIFEST = "specbench-dflash.json"

@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.windows.models.eagle3.recipe import Eagle3Recipe
-from specbench.plan.windows.models.eagle3.session import Progress, collect, common_manifest, session
-from specbench.plan.windows.models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
+from specbench.plan.models.eagle3.recipe import Eagle3Recipe
+from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
+from specbench.plan.models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
 from specbench.shared.errors import UsageError
 
 MANIFEST = "specbench-eagle3.json"

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.windows.models.eagle3.recipe import Eagle3Recipe, Sequence, Turn
-from specbench.plan.windows.prompts import SHAREGPT_FILE, SHAREGPT_MIN_CONVERSATION_CHARS, sharegpt_file
+from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence, Turn
+from specbench.plan.prompts import SHAREGPT_FILE, SHAREGPT_MIN_CONVERSATION_CHARS, sharegpt_file
 from specbench.shared.errors import UsageError
 
 
@@ -31,7 +31,7 @@ def normalize(text: str) -> str:
 def benchmark_prompts() -> tuple[dict[str, set[str]], list[str]]:
     """Normalized texts of every benchmark prompt set that is installed, and the sets that are not."""
     from specbench.config import PromptSource
-    from specbench.plan.windows.prompts import PROMPT_SETS
+    from specbench.plan.prompts import PROMPT_SETS
 
     texts: dict[str, set[str]] = {}
     missing: list[str] = []
@@ -75,7 +75,7 @@ def training_prompts(recipe: Eagle3Recipe, tokenizer: Any, needed: int) -> tuple
     path = sharegpt_path()
     from itertools import islice
 
-    from specbench.plan.windows.prompts import sharegpt_conversations
+    from specbench.plan.prompts import sharegpt_conversations
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     # the first N conversations are plenty, and parsing all 125 MB costs seconds and gigabytes

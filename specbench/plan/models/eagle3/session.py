@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.windows.models.eagle3.data import dataset_pairs, generate, pad_id, teacher_forced, training_prompts
-from specbench.plan.windows.models.eagle3.recipe import Eagle3Recipe, Sequence
-from specbench.plan.windows.models.eagle3.train import vocab_mapping
+from specbench.plan.models.eagle3.data import dataset_pairs, generate, pad_id, teacher_forced, training_prompts
+from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence
+from specbench.plan.models.eagle3.train import vocab_mapping
 from specbench.shared.errors import UsageError
 
 INSTALL_HINT = "pip install --no-deps speculators==0.9.0 hs-connectors==0.9.0 && pip install datasets==5.1.0 loguru"
