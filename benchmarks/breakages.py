@@ -115,7 +115,7 @@ BREAKAGES = [
              "        check_writable(o.out, o.resume)\n", "",
              ("tests/test_storage_faults.py::test_read_only_output_directory",
               "tests/test_storage_faults.py::test_out_under_a_regular_file")),
-    Breakage("a record torn by a full disk left in the file", "specbench/rundir.py",
+    Breakage("a record torn by a full disk left in the file", "specbench/records/rundir.py",
              "                os.ftruncate(self._fd, size)\n", "                pass\n",
              ("tests/test_storage_faults.py::test_full_disk_mid_run_then_resume",)),
 ]

@@ -52,7 +52,7 @@ import psutil
 
 from specbench.config import RunConfig, parse_config
 from specbench.plan.windows import PlannedRequest, RequestIdentity
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 from specbench.server.engines.base import RequestSpec, dist_version
 from specbench.server.launch import make_engine

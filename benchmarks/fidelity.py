@@ -45,7 +45,7 @@ from specbench.config import RunConfig, parse_config
 from specbench.metrics import CellOptions, compute_cells, draft_acceptance_length, tau_from_counters
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import Sweep, SweepPoint, build_sweep, window_requests
-from specbench.rundir import RunDir, records_frame
+from specbench.records.rundir import RunDir, records_frame
 from specbench.runner import RecordSink, VariantSession, counter_delta, measure_window
 from specbench.server.engines.base import LaunchSpec, dist_version
 from specbench.server.ports import port_in_use

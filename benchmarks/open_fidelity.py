@@ -33,7 +33,7 @@ from specbench.config import parse_config
 from specbench.metrics.slo import rank_rate
 from specbench.plan.prompts import Prompt
 from specbench.plan.windows import Sweep, SweepPoint, window_requests
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
 from .client_overhead import free_port, others_busy, spawn_standin, stop

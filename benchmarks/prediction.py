@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.config import load_yaml, parse_config
+from specbench.records.rundir import RunDir
 from specbench.report.load import normalize_cells
-from specbench.rundir import RunDir
 from specbench.surface.predict import DEFAULT_METHOD, METHODS, break_even_levels, predict_run, summary_line
 from specbench.surface.table import load_surface
 

@@ -23,7 +23,7 @@ import numpy as np
 from specbench.config import parse_config
 from specbench.plan.prompts import Prompt
 from specbench.plan.windows import Sweep, SweepPoint, window_requests
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RecordSink, VariantSession, measure_window
 
 from .client_overhead import CLIENT_CPU, free_port, others_busy, start_standin, stop

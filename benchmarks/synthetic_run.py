@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from specbench.rundir import RunDir, atomic_write, write_json
+from specbench.records.rundir import RunDir, atomic_write, write_json
 from specbench.runner.session import RecordSink
 from specbench.shared.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 

@@ -43,7 +43,7 @@ from specbench.metrics.decision import (
     variance_bound,
 )
 from specbench.metrics.intervals import LaunchVariance
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.setupkey import differences, hardware_key, setup_of
 from specbench.shared.errors import RunDirError, UsageError
 

@@ -231,7 +231,7 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from specbench.rundir import RunDir
+    from specbench.records.rundir import RunDir
     from specbench.runner import finalize
 
     rd = RunDir(Path(a.run_dir))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from specbench.config import RunConfig
 from specbench.plan.windows import Sweep
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch
 from specbench.shared import environment

@@ -344,7 +344,7 @@ def force_service_times(out: Path, ms_per_token: Callable[[Any], float]) -> None
     and a window of C in flight sends its requests in waves of C, one wave after the other. Only the
     timings change; which request was measured in which launch, window and repeat, its tokens and its
     acceptance stay what the runner recorded. Re-derive with specbench.runner.finalize afterwards."""
-    from specbench.rundir import RunDir, atomic_write
+    from specbench.records.rundir import RunDir, atomic_write
 
     rd = RunDir(out)
     recs = rd.request_records(superseded=True)

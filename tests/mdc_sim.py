@@ -13,7 +13,7 @@ from specbench.config import RunConfig
 from specbench.metrics.openloop import capacity_table, open_loop_table
 from specbench.metrics.slo import parse_slos
 from specbench.plan.windows import PlannedRequest, Sweep, window_requests
-from specbench.rundir import records_frame
+from specbench.records.rundir import records_frame
 from specbench.runner.search import pending
 from specbench.shared.records import RequestRecord
 

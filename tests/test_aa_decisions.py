@@ -13,7 +13,7 @@ import pandas as pd
 from conftest import force_service_times, set_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.records import WindowRecord
 

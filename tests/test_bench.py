@@ -11,7 +11,7 @@ import httpx
 from conftest import REPO
 
 from specbench.cli import main
-from specbench.store import load_run
+from specbench.records.run import load_run
 
 
 def test_bench_sweeps_a_running_endpoint(tmp_path, port, no_survivors, capsys):

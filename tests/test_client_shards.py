@@ -17,7 +17,7 @@ import psutil
 
 from specbench.client.shards import resolve_processes, split
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package

@@ -23,7 +23,7 @@ from specbench.client.sse_http import SSEClient
 from specbench.client.stream import Endpoint, make_http_client, run_closed_loop
 from specbench.config import parse_config
 from specbench.plan.windows import PlannedRequest, RequestIdentity
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.runner.selfcheck import ClientCheck
 from specbench.server.engines.base import RequestSpec

@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO, assert_no_survivors, free_port
 
 from specbench.config import parse_config
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.store import load_run
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("speculators") is None or

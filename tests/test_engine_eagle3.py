@@ -13,8 +13,8 @@ import pytest
 from conftest import free_port
 
 from specbench.config import parse_config
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.store import load_run
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None or importlib.util.find_spec("speculators")

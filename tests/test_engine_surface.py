@@ -18,7 +18,7 @@ import pytest
 from conftest import free_port
 
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.surface.command import derive
 from specbench.surface.render import write_prediction, write_surface

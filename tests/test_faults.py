@@ -19,7 +19,7 @@ import pytest
 from specbench.cli import main
 from specbench.config import parse_config
 from specbench.metrics import CellOptions, compute_cells
-from specbench.rundir import RunDir, records_frame
+from specbench.records.rundir import RunDir, records_frame
 from specbench.runner import RunOptions, RunResult, run_matrix
 from specbench.shared.errors import EngineStartError
 

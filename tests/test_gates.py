@@ -18,7 +18,7 @@ from conftest import REPO, make_model_dir
 
 from specbench.config import parse_config
 from specbench.metrics.warnings import BLOCKING, decode_warnings
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 
 FAKE_VLLM = REPO / "tests" / "standin" / "fake_vllm"

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from specbench.metrics.common import geometric_mean
+from specbench.records.rundir import RunDir
 from specbench.report.terminal import headline, print_summary
-from specbench.rundir import RunDir
 from specbench.tune.result import score
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import finalize
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from conftest import force_service_times, make_model_dir, standin_config
 
 from specbench import calibration
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.environment import hardware_fingerprint
 from specbench.shared.records import WindowRecord

@@ -18,7 +18,7 @@ from conftest import force_service_times, set_launch_faults, standin_config
 
 from specbench.config import parse_config
 from specbench.metrics.drift import trend
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.runner.scheduler import launch_order
 from specbench.runner.state import RunState

@@ -14,7 +14,7 @@ import pytest
 from conftest import force_service_times, set_launch_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.setupkey import hardware_key
 from specbench.shared.records import WindowRecord

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.server.engines.base import LaunchSpec
 from specbench.server.ports import port_in_use
 from specbench.server.process import EngineProcess
@@ -342,7 +342,7 @@ def test_sigkill_specbench_reaper_then_resume(tmp_path, port, no_survivors):
     assert all(v["status"] == "done" for v in m["variants"].values())
     # the columnar store: one file per completed window, written by the run itself (not rebuilt), holding
     # exactly the measured records, the window finished before the kill included
-    from specbench.store import open_store, window_path
+    from specbench.records.columnar import open_store, window_path
 
     files = {w.window_id: window_path(rd, w.window_id).stat().st_mtime_ns for w in rd.window_records()}
     store = open_store(rd)

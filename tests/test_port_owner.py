@@ -99,7 +99,7 @@ def test_a_foreign_listener_that_appears_mid_window_fails_that_window(tmp_path, 
     assert res.status == {"base": "failed"}
     reason = json.loads((out / "run.json").read_text())["variants"]["base"]["reason"]
     assert f"port {port} is served by PID 99999 (another run's server)" in reason, reason
-    from specbench.rundir import RunDir
+    from specbench.records.rundir import RunDir
 
     assert not RunDir(out).window_records() and RunDir(out).request_records(superseded=True)
     no_survivors()

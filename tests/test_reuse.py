@@ -14,8 +14,8 @@ from conftest import make_model_dir, set_faults, standin_config
 
 from specbench.cli import main
 from specbench.config import parse_config
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.store import load_run
 
 
 def test_reuse_measures_only_the_changed_variant(tmp_path, model_dir, port, no_survivors):

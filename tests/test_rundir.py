@@ -14,7 +14,7 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import parse_config
-from specbench.rundir import JsonlAppender, RunDir, atomic_write, read_jsonl
+from specbench.records.rundir import JsonlAppender, RunDir, atomic_write, read_jsonl
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.errors import RunDirError
 from specbench.shared.records import RequestRecord, WindowRecord

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from specbench.config import SweepConfig, parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, RunState, VariantState, run_matrix
 from specbench.runner.repeats import RepeatRule, window_id
 from specbench.runner.scheduler import launch_order

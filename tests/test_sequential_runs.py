@@ -15,7 +15,7 @@ import pytest
 from conftest import set_faults, set_launch_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.errors import ConfigError
 

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from specbench.config import parse_config
+from specbench.records.rundir import RunDir
 from specbench.report.load import load_report_data
 from specbench.report.verdict import drafter_verdict
-from specbench.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 
 try:  # tests/ may or may not be a package

@@ -153,7 +153,7 @@ def _procs_on(port: int) -> list[psutil.Process]:
 
 
 def test_full_sglang_path_with_startup_version_error(tmp_path: Path, monkeypatch) -> None:
-    from specbench.rundir import RunDir
+    from specbench.records.rundir import RunDir
     from specbench.runner import RunOptions, run_matrix
 
     model = tmp_path / "model"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_no_survivors, write_config
 
-from specbench.store import load_run
+from specbench.records.run import load_run
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.engine, slurm,

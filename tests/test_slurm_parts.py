@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner.parts import merge_parts, open_part_sink, part_files, placements, record_placement
 from specbench.runner.session import RecordSink
 from specbench.server.slurm import Allocation, step_reason

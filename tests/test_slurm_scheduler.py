@@ -16,8 +16,8 @@ import pandas as pd
 from conftest import REPO, assert_no_survivors, kill_leftovers, set_faults, standin_config, write_config
 
 from specbench.config import parse_config
+from specbench.records.run import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.store import load_run
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
 pytestmark = slurm

@@ -25,8 +25,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from specbench import rundir
 from specbench.cli import main
+from specbench.records import rundir
 from specbench.server.process import EngineProcess
 
 try:  # tests/ may or may not be a package
@@ -139,7 +139,7 @@ def test_resume_on_a_read_only_run_directory(tmp_path, port, capsys, launches, m
 
 # -- a full disk in the middle of a run ------------------------------------------------------------------
 class FullDisk:
-    """`os` for specbench.rundir, whose os.write fails with ENOSPC once `records` writes have succeeded.
+    """`os` for specbench.records.rundir, whose os.write fails with ENOSPC once `records` writes have succeeded.
     The first failing call writes half its data (a record torn by the disk filling up), every later one
     writes nothing."""
 

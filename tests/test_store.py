@@ -1,4 +1,4 @@
-"""The columnar raw store (specbench/store/columnar.py): written per completed window by the runner's sink, rebuilt
+"""The columnar raw store (specbench/records/columnar.py): written per completed window by the runner's sink, rebuilt
 from requests.jsonl when missing or stale, and read one cell at a time with only the columns asked for."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from specbench.rundir import RunDir
+from specbench.records.columnar import open_store, window_path
+from specbench.records.rundir import RunDir
 from specbench.runner.session import RecordSink
 from specbench.shared.records import RequestRecord, WindowRecord
-from specbench.store import open_store, window_path
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "synthetic-run"
 
@@ -90,7 +90,7 @@ def test_sink_writes_the_window_file_once_the_window_record_is_on_disk(tmp_path:
 
 
 def test_a_failed_columnar_write_loses_nothing(tmp_path: Path, monkeypatch) -> None:
-    import specbench.store as store
+    import specbench.records.columnar as store
 
     def full_disk(*args: object) -> None:
         raise OSError(28, "No space left on device")
@@ -108,7 +108,7 @@ def test_a_failed_columnar_write_loses_nothing(tmp_path: Path, monkeypatch) -> N
 
 def test_a_lone_surrogate_in_the_text_round_trips(tmp_path: Path) -> None:
     """Parquet strings are UTF-8; a model's broken output (a lone surrogate) is kept exactly all the same."""
-    from specbench.store import Store, write_window
+    from specbench.records.columnar import Store, write_window
 
     rd = RunDir(tmp_path)
     bad = rec("v|p|r1", 0, 20.0).model_copy(update={"text": "a\ud800b", "error": None})
@@ -123,7 +123,7 @@ def test_summed_tokens_per_chunk_keep_output_counts_without_usage(tmp_path: Path
     """acceptance.csv and the open-loop table read tokens per chunk only to count output tokens when the
     server sent no usage: the summed form gives the same count (and an empty list stays empty)."""
     from specbench.metrics.requests import request_output_tokens
-    from specbench.store import Store, write_window
+    from specbench.records.columnar import Store, write_window
 
     rd = RunDir(tmp_path)
     no_usage = rec("v|p|r1", 0, 20.0).model_copy(update={"output_tokens": None, "chunk_tokens": [2, 3, 1]})

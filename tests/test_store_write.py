@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from specbench.rundir import RunDir
+from specbench.records.columnar import FIELDS, JSON_FIELDS, SCHEMA, VERSION, _measured, _utf8, window_path, write_window
+from specbench.records.rundir import RunDir
 from specbench.shared.records import RequestRecord, SpecDetails, WindowRecord
-from specbench.store.columnar import FIELDS, JSON_FIELDS, SCHEMA, VERSION, _measured, _utf8, window_path, write_window
 
 WID = "v|chat|in-|out4|c2|t0|r1"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specbench.records.rundir import atomic_write
 from specbench.report.audits import (
     environment_section,
     fairness_section,
@@ -63,7 +64,6 @@ from specbench.report.tables import (
     speedup_tables,
 )
 from specbench.report.verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
-from specbench.rundir import atomic_write
 
 
 def build_document(data: RunData, *, plots: bool = True) -> Document:

@@ -34,11 +34,11 @@ import pandas as pd
 
 from specbench.hardware import describe, differences, variant_fingerprints
 from specbench.metrics.change import GATE_ALPHA, Side, change_test, holm
+from specbench.records.rundir import RunDir
 from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, num
 from specbench.report.load import config_caps, normalize_cells, read_config, read_json
 from specbench.report.markdown import code_span, escape, table
-from specbench.rundir import RunDir
 from specbench.shared.errors import RunDirError, UsageError
 
 Status = Literal["regressed", "indicative_drop", "improved", "indicative_gain", "within_noise", "only_a", "only_b",

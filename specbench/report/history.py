@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from specbench import calibration
+from specbench.records.rundir import RunDir
 from specbench.report.compare import (
     CellChange,
     Comparison,
@@ -41,7 +42,6 @@ from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED
 from specbench.report.load import read_json
 from specbench.report.markdown import code_span, escape, table
-from specbench.rundir import RunDir
 from specbench.shared.errors import UsageError
 
 MARKED = ("regressed", "improved", "indicative_drop", "indicative_gain")  # the steps outside the noise

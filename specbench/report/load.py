@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from specbench.records.rundir import RunDir
 from specbench.report.fmt import fmt_len, fmt_temp, num
-from specbench.rundir import RunDir
 
 NUMERIC_COLUMNS = (
     "input_len", "output_len", "concurrency", "temperature", "n_requests", "n_errors", "error_rate", "repeats",

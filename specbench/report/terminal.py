@@ -11,9 +11,9 @@ from rich.table import Table
 
 from specbench.metrics.common import geometric_mean
 from specbench.metrics.warnings import warning_rows
+from specbench.records.rundir import RunDir
 from specbench.report.audits import failure_lines
 from specbench.report.slo import open_loop_warnings_text
-from specbench.rundir import RunDir
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
-from specbench.rundir import RunDir, write_json
+from specbench.records.rundir import RunDir, write_json
 from specbench.runner.parts import merge_parts, placements
 from specbench.runner.session import RecordSink
 from specbench.runner.state import RunState, VariantState

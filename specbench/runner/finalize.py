@@ -33,10 +33,10 @@ from specbench.metrics.slo import parse_slos
 from specbench.metrics.source import LIGHT_COLUMNS, CellSource
 from specbench.metrics.warnings import CellWarning
 from specbench.plan.windows import capped_variants
+from specbench.records.columnar import open_store
+from specbench.records.rundir import RunDir, atomic_write, records_frame
 from specbench.report import render
-from specbench.rundir import RunDir, atomic_write, records_frame
 from specbench.runner.state import RunState
-from specbench.store import open_store
 
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:

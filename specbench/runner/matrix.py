@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Literal, NoReturn
 
 from specbench import calibration
 from specbench.config import RunConfig
+from specbench.records.rundir import RunDir
 from specbench.reuse import copy_reusable, variant_fingerprints
-from specbench.rundir import RunDir
 from specbench.runner.finalize import derive_cells, finalize
 from specbench.runner.prepare import (
     Plan,

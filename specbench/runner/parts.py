@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specbench.rundir import JsonlAppender, RunDir, read_jsonl, write_json
+from specbench.records.rundir import JsonlAppender, RunDir, read_jsonl, write_json
 from specbench.runner.session import RecordSink
 from specbench.shared.records import RequestRecord, WindowRecord
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from specbench.config import RunConfig, VerdictConfig, dump_config
 from specbench.plan.windows import Sweep, build_sweep
 from specbench.preflight import check_model_context
-from specbench.rundir import RAW_FILES, RunDir, atomic_write, write_json
+from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch, api_headers, make_engine, plan_launches
 from specbench.shared import environment

@@ -20,7 +20,7 @@ from specbench.metrics.capacity import next_rate
 from specbench.metrics.openloop import open_loop_table, rate_points, slo_sets
 from specbench.metrics.slo import parse_slos
 from specbench.plan.windows import SweepPoint
-from specbench.rundir import records_frame
+from specbench.records.rundir import records_frame
 from specbench.shared.records import RequestRecord
 
 

@@ -22,7 +22,7 @@ from specbench.client.shards import ShardedClient, WorkerSpec, resolve_processes
 from specbench.client.stream import Endpoint, make_http_client, make_transport
 from specbench.client.transport import StreamTransport
 from specbench.config import RunConfig
-from specbench.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
+from specbench.records.rundir import COMMAND_FILE, JsonlAppender, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch, api_headers, redact_env
 from specbench.server.ports import port_in_use, port_owner
@@ -66,7 +66,7 @@ class RecordSink:
         from requests.jsonl on first read)."""
         import pyarrow as pa
 
-        from specbench.store import write_window
+        from specbench.records.columnar import write_window
 
         try:
             write_window(rd, rec, records)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from specbench.rundir import RunDir, write_json
+from specbench.records.rundir import RunDir, write_json
 
 # pending: not measured yet; starting: engine launched, not yet ready; running: measuring;
 # done / failed (with a reason) / reused (taken from an earlier run); interrupted: SIGINT/SIGTERM mid-variant.

@@ -30,7 +30,7 @@ from specbench.plan.windows import (
     window_id,
     window_requests,
 )
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.runner.prepare import Plan, prepare_plan
 from specbench.runner.repeats import RepeatRule
 from specbench.runner.search import pending

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig, load_config
-from specbench.rundir import RunDir, write_json
+from specbench.records.rundir import RunDir, write_json
 from specbench.runner.parts import open_part_sink, record_placement
 from specbench.runner.prepare import Plan, prepare_plan
 from specbench.runner.signals import stop_on_signals

@@ -104,8 +104,8 @@ def predict_heads(cfg: RunConfig, surface: pd.DataFrame, cells: pd.DataFrame) ->
 def read_acceptance(run: Path) -> tuple[pd.DataFrame, str]:
     """The acceptance run's cells and its config's name."""
     from specbench.config import load_yaml, parse_config
+    from specbench.records.rundir import RunDir
     from specbench.report.load import normalize_cells
-    from specbench.rundir import RunDir
 
     rd = RunDir(run)
     run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))

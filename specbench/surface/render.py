@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from specbench.records.rundir import RunDir, atomic_write
 from specbench.report.surface import break_even_text
-from specbench.rundir import RunDir, atomic_write
 from specbench.surface.predict import METHODS, PREDICTION_FILE, break_even_levels
 from specbench.surface.table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, curves, surface_table
 

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from specbench.config import RunConfig
-from specbench.rundir import atomic_write
+from specbench.records.rundir import atomic_write
 from specbench.tune.result import TuneResult, launch_argv, param_names, score, search_score, spec_k
 from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 

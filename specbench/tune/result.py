@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.metrics.common import geometric_mean
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.tune.plan import Setting
 
 

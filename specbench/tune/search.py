@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from specbench.config import RunConfig
-from specbench.rundir import RunDir
+from specbench.records.rundir import RunDir
 from specbench.shared.errors import ConfigError, RunDirError
 from specbench.shared.progress import Reporter, make_reporter
 from specbench.tune.plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts

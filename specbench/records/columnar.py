@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specbench.rundir import RunDir, atomic_write
+from specbench.records.rundir import RunDir, atomic_write
 from specbench.shared.errors import RunDirError
 from specbench.shared.records import RequestRecord, WindowRecord
 

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from specbench.rundir import RunDir, read_csv, records_frame
+from specbench.records.columnar import open_store
+from specbench.records.rundir import RunDir, read_csv, records_frame
 from specbench.shared.errors import RunDirError
-from specbench.store.columnar import open_store
 
 
 @dataclass
