@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specbench.decide.intervals import LaunchVariance
 from specbench.metrics.cells import interval_unit, mark_history_intervals
-from specbench.metrics.intervals import LaunchVariance
 from specbench.metrics.speedup import speedup_columns
 from specbench.report.compare import EXIT_INDICATIVE, EXIT_REGRESSED, compare_cells, exit_code
 

@@ -52,13 +52,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench import calibration, planner, stats
-from specbench.calibration import Calibration
 from specbench.config import RunConfig, SweepConfig, load_config
+from specbench.decide import calibration, planner, stats
+from specbench.decide.calibration import Calibration
+from specbench.decide.decision import Design, Outcome
+from specbench.decide.intervals import variance_levels
+from specbench.decide.sequential import always_valid, next_round
 from specbench.metrics.common import safe_ratio
-from specbench.metrics.decision import Design, Outcome
-from specbench.metrics.intervals import variance_levels
-from specbench.metrics.sequential import always_valid, next_round
 from specbench.metrics.speedup import speedup_ci
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import build_sweep, variant_points

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench import calibration, stats
+from specbench.decide import calibration, stats
+from specbench.decide.decision import ALPHA, Outcome, classify
+from specbench.decide.intervals import launch_components, variance_levels
 from specbench.metrics.common import interval_or_nan
-from specbench.metrics.decision import ALPHA, Outcome, classify
-from specbench.metrics.intervals import launch_components, variance_levels
 
 HISTORY_CV = 0.015
 TRUE_CV = 0.05

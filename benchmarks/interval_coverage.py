@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench import calibration, stats
-from specbench.calibration import Calibration
-from specbench.metrics.intervals import variance_levels
+from specbench.decide import calibration, stats
+from specbench.decide.calibration import Calibration
+from specbench.decide.intervals import variance_levels
 from specbench.metrics.speedup import speedup_ci
 
 NS = (3, 5, 10)
@@ -195,7 +195,7 @@ def adaptive_rows(trials: int, seed: int) -> list[list[str]]:
     rule (metrics.adaptive_done, the config's default target and cap) stops; then the output throughput
     interval over the windows kept (stats.positive_mean_ci). Per CV: coverage and mean windows."""
     from specbench.config import AdaptiveConfig
-    from specbench.metrics.adaptive import adaptive_done
+    from specbench.decide.adaptive import adaptive_done
 
     a = AdaptiveConfig()
     rows = []
@@ -399,7 +399,7 @@ def run(trials: int, seed: int, previous_trials: int) -> tuple[str, bool]:
             f"Every speedup interval the report prints, by its `interval_unit`, through speedup.speedup_ci ({trials} "
             f"measurements per row; between-launch CV {100 * LAUNCH_CV:.0f}%, between-repeat CV "
             f"{100 * REPEAT_CV:.0f}%; a calibration is {CAL_LAUNCHES} launches x {CAL_REPEATS} repeats of the "
-            f"baseline on {CAL_CELLS} cells, estimated and pooled by specbench.calibration). In brackets the "
+            f"baseline on {CAL_CELLS} cells, estimated and pooled by specbench.decide.calibration). In brackets the "
             "Monte Carlo standard error; a row below its gate fails the script.", "",
             _table(["interval_unit", "design", "coverage", "gate", ""], gated),
             "",

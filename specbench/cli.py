@@ -68,8 +68,8 @@ def _cmd_fingerprint(a: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(a: argparse.Namespace) -> int:
-    from specbench import calibration
     from specbench.config import load_config
+    from specbench.decide import calibration
     from specbench.runner import RunOptions, run_matrix
 
     cfg = calibration.calibration_config(load_config(a.config), a.launches)
@@ -94,9 +94,9 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def _cmd_plan(a: argparse.Namespace) -> int:
-    from specbench import calibration
     from specbench.config import load_config
-    from specbench.planner import make_plan, render
+    from specbench.decide import calibration
+    from specbench.decide.planner import make_plan, render
 
     if a.write and not (a.surface and a.acceptance):
         raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
@@ -148,8 +148,8 @@ def _cmd_surface(a: argparse.Namespace) -> int:
         derived = derive(load_config(a.config), a.variant, _lengths(a.al))
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
-        from specbench import calibration
-        from specbench.planner import make_plan, render
+        from specbench.decide import calibration
+        from specbench.decide.planner import make_plan, render
 
         history = calibration.history_for(derived)
         print(render(make_plan(derived, history)))
@@ -169,8 +169,8 @@ def _cmd_surface(a: argparse.Namespace) -> int:
 def _cmd_tune(a: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from specbench import calibration
     from specbench.config import load_config
+    from specbench.decide import calibration
     from specbench.tune.output import summary
     from specbench.tune.plan import check_budget, make_tune_plan
     from specbench.tune.search import TuneOptions, run_tune

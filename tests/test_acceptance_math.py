@@ -55,7 +55,7 @@ def acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame | None = None,
 
 def ratio_ci(tokens: list[float], steps: list[float]) -> tuple[float, float]:
     """docs/metrics.md "Intervals": R = sum T / sum S, var = sum (T_i - R S_i)^2 / ((n-1) n mean(S)^2),
-    t with n-1 df on the log scale (var(log R) = var / R^2), written out independently of specbench.stats."""
+    t with n-1 df on the log scale (var(log R) = var / R^2), written out independently of specbench.decide.stats."""
     n = len(tokens)
     r = sum(tokens) / sum(steps)
     var = sum((t - r * s) ** 2 for t, s in zip(tokens, steps)) / ((n - 1) * n * (sum(steps) / n) ** 2)

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench import stats
+from specbench.decide import stats
+from specbench.decide.adaptive import ADAPTIVE_MIN_REPEATS
+from specbench.decide.stats import BreakEven, break_even
 from specbench.metrics import adaptive_done, break_even_table, draft_acceptance_length, tau_from_counters
-from specbench.metrics.adaptive import ADAPTIVE_MIN_REPEATS
-from specbench.stats import BreakEven, break_even
 
 NAN = math.nan
 

@@ -14,9 +14,10 @@ import pytest
 import scipy.stats
 from test_metrics import codes, one, req, windows_for
 
-from specbench import metrics, stats
+from specbench import metrics
+from specbench.decide import stats
+from specbench.decide.intervals import LaunchVariance
 from specbench.metrics.common import as_list, interval_or_nan, key_nan, opt_list, safe_ratio
-from specbench.metrics.intervals import LaunchVariance
 from specbench.metrics.lossless import cell_lossless, compare_outputs
 from specbench.metrics.requests import to_measured_requests
 from specbench.metrics.warnings import CellWarning, WarningCode, decode_warnings

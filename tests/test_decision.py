@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specbench.metrics.decision import (
+from specbench.decide.decision import (
     Components,
     Design,
     Estimate,
@@ -137,7 +137,7 @@ def test_look_alpha() -> None:
 
 
 def test_pooled_ratio_ci_known_answer() -> None:
-    from specbench.stats import pooled_ratio_ci
+    from specbench.decide.stats import pooled_ratio_ci
 
     # units 1.0/1.1 (v_x = var / mean^2 = 0.005 / 1.1025) and 1.0/1.0 (v_y = 0); prior v 0.001 on 10 df
     x, y = [1.0, 1.1], [1.0, 1.0]
@@ -155,7 +155,7 @@ def _aa_paths(looks: int, alpha_side: float, paths: int = 3000) -> float:
     launch means a side (log CV 5%, variance known from a history of 1000 df)."""
     import numpy as np
 
-    from specbench.stats import pooled_ratio_ci
+    from specbench.decide.stats import pooled_ratio_ci
 
     rng = np.random.default_rng(7)
     misses = 0

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from benchmarks import decision_cost, interval_coverage
-from specbench import calibration, stats
 from specbench.config import load_config
-from specbench.metrics import sequential, speedup
+from specbench.decide import calibration, sequential, stats
+from specbench.metrics import speedup
 from specbench.report import decisions
 from specbench.runner import scheduler
 

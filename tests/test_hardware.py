@@ -13,7 +13,7 @@ from conftest import standin_config
 
 from specbench.cli import main
 from specbench.config import parse_config
-from specbench.hardware import check, differences
+from specbench.decide.hardware import check, differences
 from specbench.report.compare import compare
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.environment import cuda_version, topology

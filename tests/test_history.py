@@ -71,7 +71,7 @@ def test_refuses_runs_of_different_sweeps(tmp_path: Path, capsys) -> None:
 
 
 def test_the_pooled_launch_variance_a_run_carried_is_shown(three: list[Path], capsys) -> None:
-    from specbench import calibration
+    from specbench.decide import calibration
 
     cal = calibration.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
                                   model="m", created="2026-05-11", source_run="cal1")

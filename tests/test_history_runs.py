@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 from conftest import set_faults, set_launch_faults, standin_config
 
-from specbench import calibration
 from specbench.config import parse_config
-from specbench.metrics.decision import Components, Design, Estimate, component_interval
+from specbench.decide import calibration
+from specbench.decide.decision import Components, Design, Estimate, component_interval
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.environment import hardware_fingerprint
 

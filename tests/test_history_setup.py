@@ -20,8 +20,8 @@ import pytest
 import scipy.stats
 from conftest import force_service_times, make_model_dir, standin_config
 
-from specbench import calibration
 from specbench.config import parse_config
+from specbench.decide import calibration
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.environment import hardware_fingerprint
@@ -189,7 +189,7 @@ def test_an_entry_far_from_the_run_s_baseline_speed_is_refused() -> None:
 
 
 def test_variance_bound_known_answers() -> None:
-    from specbench.metrics.decision import Estimate, variance_bound
+    from specbench.decide.decision import Estimate, variance_bound
 
     b = variance_bound(Estimate(0.01, 2))
     assert b.df == math.inf and b.var == pytest.approx(0.01 * 2 / 0.102587, rel=1e-4)  # chi2_{0.05}(2)

@@ -14,9 +14,9 @@ import pytest
 from conftest import force_service_times, set_launch_faults, standin_config
 
 from specbench.config import parse_config
+from specbench.decide.setupkey import hardware_key
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
-from specbench.setupkey import hardware_key
 from specbench.shared.records import WindowRecord
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
@@ -97,7 +97,7 @@ def test_launch_order_is_counterbalanced_and_window_ids_keep_old_runs() -> None:
 def test_variance_levels_two_level_estimate() -> None:
     import math
 
-    from specbench.metrics.intervals import variance_levels
+    from specbench.decide.intervals import variance_levels
 
     # launches with means 100 and 120, repeats +-2 around them: S1^2 = 200, S2^2 = 8, n2 = 2
     w = {(1, 1): 98.0, (1, 2): 102.0, (2, 1): 118.0, (2, 2): 122.0}
@@ -112,8 +112,8 @@ def test_variance_levels_two_level_estimate() -> None:
 
 
 def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
-    from specbench import calibration
-    from specbench.metrics.intervals import launch_components
+    from specbench.decide import calibration
+    from specbench.decide.intervals import launch_components
 
     cells = pd.DataFrame({"variant": ["b", "b", "x"], "valid": [True, True, True], "launches": [3, 3, 3],
                           "launch_cv": [0.1, 0.2, 0.9]})
@@ -141,7 +141,7 @@ SETUP = {"hardware": hardware_key({"cpu": "c"}), "engine": "vllm 0.11.2", "launc
 
 def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0),
            setup: dict[str, str] | None = None) -> Any:
-    from specbench import calibration
+    from specbench.decide import calibration
 
     return calibration.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
                                    engine="vllm", model="m", created="t", source_run=run,
@@ -150,7 +150,7 @@ def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (f
 
 
 def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -> None:
-    from specbench import calibration
+    from specbench.decide import calibration
 
     path = calibration.store_path({"cpu": "c"}, tmp_path)
     calibration.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
@@ -171,7 +171,7 @@ def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -
 
 
 def test_history_reads_a_calibration_from_before_histories(tmp_path: Path) -> None:
-    from specbench import calibration
+    from specbench.decide import calibration
 
     path = calibration.save(_entry(0.01, 2, "old"), tmp_path / "x.json")  # one calibration, no "entries"
     p = calibration.pooled(calibration.load_history(path))
@@ -180,7 +180,7 @@ def test_history_reads_a_calibration_from_before_histories(tmp_path: Path) -> No
 
 
 def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specbench import calibration
+    from specbench.decide import calibration
 
     monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "env"))
     assert calibration.history_dir("/team/shared") == Path("/team/shared")
@@ -191,7 +191,7 @@ def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
-    from specbench import calibration
+    from specbench.decide import calibration
 
     hist = _entry(0.0016, 4, "h", (0.0004, 12))  # launch CV 4%, repeat CV 2%
     cells = pd.DataFrame({"variant": ["b", "b"], "valid": [True, True], "launches": [3, 3], "repeats": [6, 6],

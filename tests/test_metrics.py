@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench import metrics, stats
+from specbench import metrics
+from specbench.decide import stats
 from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings, decode_warnings
 from specbench.shared.records import CellKey, RequestRecord, SpecDetails, WindowRecord
 
@@ -412,7 +413,7 @@ def test_columns_are_stable_and_empty_input() -> None:
 
 
 def test_calibration_adds_launch_variance_to_single_launch_intervals() -> None:
-    from specbench.metrics.intervals import LaunchVariance
+    from specbench.decide.intervals import LaunchVariance
 
     rs = _two_variant_run([100, 101, 99], [120, 121, 119])
     plain = one(cells_of(rs), "ngram")

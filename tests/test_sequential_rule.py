@@ -7,8 +7,8 @@ import math
 import pandas as pd
 
 from specbench.config import SweepConfig
-from specbench.metrics.decision import MeasuredInterval, look_alpha, units_to_decide
-from specbench.metrics.sequential import always_valid, next_round, within_reach
+from specbench.decide.decision import MeasuredInterval, look_alpha, units_to_decide
+from specbench.decide.sequential import always_valid, next_round, within_reach
 
 SWEEP = SweepConfig(output_lens=[64], concurrency=[1], launches=2, until="decided", max_launches=10)
 STATUS = {"base": "done", "d": "done"}

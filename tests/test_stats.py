@@ -1,4 +1,4 @@
-"""specbench.stats: hand-computed examples; each assertion fails if the formula changes."""
+"""specbench.decide.stats: hand-computed examples; each assertion fails if the formula changes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from specbench import stats
+from specbench.decide import stats
 
 NAN = math.nan
 
@@ -315,7 +315,7 @@ def test_break_even_at_a_measured_level_of_ten_reads_ten() -> None:
 
 # -- metrics.intervals: which windows are units, and the variance at each level ---------------------------------
 def test_units_are_launches_from_two_launches_on() -> None:
-    from specbench.metrics.intervals import group_units, unit_key, unit_means
+    from specbench.decide.intervals import group_units, unit_key, unit_means
 
     # two launches: each launch is one unit, the mean of its windows
     assert unit_means({(2, 1): 20.0, (1, 1): 10.0, (1, 2): 12.0, (2, 2): 22.0}) == [11.0, 21.0]
@@ -328,7 +328,7 @@ def test_units_are_launches_from_two_launches_on() -> None:
 
 
 def test_launch_components() -> None:
-    from specbench.metrics.intervals import LaunchVariance, launch_components
+    from specbench.decide.intervals import LaunchVariance, launch_components
 
     cal = LaunchVariance(rel_var=0.01, df=3.0, source="measured")  # launch CV 10%
     # on the log scale the relative variance itself, once per single-launch variant (one by default)
@@ -339,7 +339,7 @@ def test_launch_components() -> None:
 
 
 def test_variance_levels_unequal_windows_per_launch() -> None:
-    from specbench.metrics.intervals import variance_levels
+    from specbench.decide.intervals import variance_levels
 
     # launch 1: 98, 102 (variance 8, 1 df); launch 2: 117, 120, 123 (variance 9, 2 df): pooled S2^2 =
     # (8 * 1 + 9 * 2) / 3 = 26/3; overall mean 560 / 5 = 112; launch means 100 and 120: S1^2 = 200; n2 = 2.5
@@ -356,7 +356,7 @@ def test_variance_levels_unequal_windows_per_launch() -> None:
 
 
 def test_variance_levels_undefined_levels_are_nan() -> None:
-    from specbench.metrics.intervals import variance_levels
+    from specbench.decide.intervals import variance_levels
 
     nan3 = {"launch_cv": NAN, "repeat_cv": NAN, "request_cv": NAN}
     assert variance_levels({(1, 1): 100.0}, []) == pytest.approx(nan3, nan_ok=True)  # one window: nothing

@@ -14,6 +14,7 @@ common (shared helpers).
 
 from __future__ import annotations
 
+from specbench.decide.adaptive import adaptive_done
 from specbench.metrics.acceptance import (
                          REQUEST_ACCEPTANCE_COLUMNS,
                          draft_acceptance_length,
@@ -21,7 +22,6 @@ from specbench.metrics.acceptance import (
                          request_acceptance_table,
                          tau_from_counters,
 )
-from specbench.metrics.adaptive import adaptive_done
 from specbench.metrics.breakeven import BREAK_EVEN_COLUMNS, BREAK_EVEN_GROUP, break_even_table
 from specbench.metrics.cells import CellOptions, compute_cells
 from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import stats
+from specbench.decide import stats
+from specbench.decide.intervals import unit_key
 from specbench.metrics.common import NAN, as_float, interval_or_nan, opt_list, opt_str, safe_ratio
-from specbench.metrics.intervals import unit_key
 from specbench.metrics.requests import MeasuredRequest, measured_requests, request_output_tokens
 
 REQUEST_ACCEPTANCE_COLUMNS = ["variant", "category", "point_id", "window_id", "repeat", "index", "prompt_id",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from specbench import stats
+from specbench.decide import stats
 from specbench.metrics.common import NAN
 
 BREAK_EVEN_GROUP = ["variant", "category", "input_len", "output_len", "temperature"]

@@ -12,12 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import stats
-from specbench.metrics import gates
-from specbench.metrics.acceptance import cell_acceptance
-from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
-from specbench.metrics.common import NAN, interval_or_nan, key_nan
-from specbench.metrics.intervals import (
+from specbench.decide import stats
+from specbench.decide.intervals import (
     LaunchVariance,
     group_units,
     launch_components,
@@ -25,6 +21,10 @@ from specbench.metrics.intervals import (
     unit_means,
     variance_levels,
 )
+from specbench.metrics import gates
+from specbench.metrics.acceptance import cell_acceptance
+from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
+from specbench.metrics.common import NAN, interval_or_nan, key_nan
 from specbench.metrics.lossless import cell_lossless, output_digest
 from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from specbench.metrics.requests import (

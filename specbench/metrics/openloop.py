@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import stats
+from specbench.decide import stats
 from specbench.metrics.capacity import MEASURED, Capacity, Gain, RatePoint, capacity, capacity_gain, decide
 from specbench.metrics.common import NAN, as_float, as_list, key_nan, opt_str
 from specbench.metrics.requests import measured_requests, request_output_tokens, request_tpot

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specbench import stats
+from specbench.decide import stats
+from specbench.decide.decision import Components, Design, Estimate, component_interval
+from specbench.decide.intervals import LaunchVariance, launch_components, unit_means
 from specbench.metrics.common import NAN, interval_or_nan, safe_ratio
-from specbench.metrics.decision import Components, Design, Estimate, component_interval
-from specbench.metrics.intervals import LaunchVariance, launch_components, unit_means
 from specbench.metrics.requests import MeasuredRequest
 from specbench.metrics.warnings import CellWarning
 

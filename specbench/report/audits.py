@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.hardware import check_saved
+from specbench.decide.hardware import check_saved
 from specbench.metrics.warnings import warning_rows
 from specbench.report.document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
 from specbench.report.fmt import UNDEFINED, fmt

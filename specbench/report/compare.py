@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from specbench.hardware import describe, differences, variant_fingerprints
-from specbench.metrics.change import GATE_ALPHA, Side, change_test, holm
+from specbench.decide.change import GATE_ALPHA, Side, change_test, holm
+from specbench.decide.hardware import describe, differences, variant_fingerprints
 from specbench.records.rundir import RunDir
 from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, num

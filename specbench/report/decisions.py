@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from specbench.config import DEFAULT_MIN_SPEEDUP
-from specbench.metrics.decision import (
+from specbench.decide.decision import (
     ADVICE_POWER,
     MIXED,
     RANK,

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench import calibration
+from specbench.decide import calibration
 from specbench.records.rundir import RunDir
 from specbench.report.compare import (
     CellChange,

@@ -19,9 +19,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from specbench.config import DEFAULT_MIN_SPEEDUP
-from specbench.hardware import check_saved
-from specbench.metrics.decision import BOUND_LEVEL, SMALL_DF, classify
-from specbench.metrics.decision import Outcome as Outcome4
+from specbench.decide.decision import BOUND_LEVEL, SMALL_DF, classify
+from specbench.decide.decision import Outcome as Outcome4
+from specbench.decide.hardware import check_saved
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.document import Inline, Strong, Tone
 from specbench.report.fmt import fmt_span, num

@@ -13,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from specbench import calibration
 from specbench.config import RunConfig, load_yaml, parse_config
-from specbench.hardware import check as hardware_check
-from specbench.hardware import withhold_speedups
+from specbench.decide import calibration
+from specbench.decide.hardware import check as hardware_check
+from specbench.decide.hardware import withhold_speedups
+from specbench.decide.sequential import always_valid
 from specbench.metrics import (
     CellOptions,
     break_even_table,
@@ -28,7 +29,6 @@ from specbench.metrics.drift import launch_effects
 from specbench.metrics.gates import eager_engine
 from specbench.metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
 from specbench.metrics.requests import failure_reasons
-from specbench.metrics.sequential import always_valid
 from specbench.metrics.slo import parse_slos
 from specbench.metrics.source import LIGHT_COLUMNS, CellSource
 from specbench.metrics.warnings import CellWarning

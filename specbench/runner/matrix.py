@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from specbench import calibration
 from specbench.config import RunConfig
+from specbench.decide import calibration
+from specbench.decide.setupkey import setup_of
 from specbench.records.rundir import RunDir
 from specbench.reuse import copy_reusable, variant_fingerprints
 from specbench.runner.finalize import derive_cells, finalize
@@ -37,7 +38,6 @@ from specbench.runner.session import RecordSink
 from specbench.runner.signals import describe, stop_on_signals
 from specbench.runner.state import RunState, VariantState
 from specbench.runner.unit import measure_launch, open_context
-from specbench.setupkey import setup_of
 from specbench.shared.environment import hardware_fingerprint
 from specbench.shared.errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
 from specbench.shared.progress import Reporter, make_reporter

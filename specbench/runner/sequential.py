@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.metrics.sequential import next_round
+from specbench.decide.sequential import next_round
 from specbench.plan.windows import variant_points
 from specbench.runner.scheduler import Execute, round_order, run_schedule
 from specbench.runner.state import RunState

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench import stats
-from specbench.calibration import Calibration
 from specbench.config import RunConfig
+from specbench.decide import stats
+from specbench.decide.calibration import Calibration
 from specbench.metrics.surface import Prediction, decided, has_interval
 from specbench.plan.drafter import LaunchContext
 from specbench.shared.errors import UsageError
@@ -49,7 +49,7 @@ def derive(cfg: RunConfig, variants: list[str] | None, lengths: list[float] | No
 
 def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) -> str:
     """The surface's cost (its forced variants and its baseline) against each forced drafter's full matrix."""
-    from specbench.planner import _dur, make_plan
+    from specbench.decide.planner import _dur, make_plan
 
     sp, fp = make_plan(derived, history), make_plan(full, history)
     lines = []
@@ -116,7 +116,7 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
-    from specbench.planner import _dur, make_plan
+    from specbench.decide.planner import _dur, make_plan
     from specbench.report.surface import break_even_text
     from specbench.surface.table import break_even_table, load_surface
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from specbench import stats
+from specbench.decide import stats
 
 T = TypeVar("T")
 

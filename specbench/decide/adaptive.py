@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specbench import stats
+from specbench.decide import stats
 
 # No stop before 7 windows: stopping at the first narrow interval stops where s is small by chance, and
 # the interval of the windows kept then covers less than 95% (0.92-0.93 with 3-5 windows at a 3-5% CV,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import scipy.stats
 
-from specbench.metrics.decision import t_quantile
+from specbench.decide.decision import t_quantile
 
 GATE_ALPHA = 0.05  # family-wise, per direction: P(any cell called regressed | no cell changed) <= 5%
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specbench.calibration import Calibration, model_key
 from specbench.config import RunConfig
-from specbench.metrics.decision import (
+from specbench.decide.calibration import Calibration, model_key
+from specbench.decide.decision import (
     Components,
     Design,
     Estimate,

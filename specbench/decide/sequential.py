@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from specbench.config import SweepConfig
-from specbench.metrics.decision import (
+from specbench.decide.decision import (
     MeasuredInterval,
     Outcome,
     classify,

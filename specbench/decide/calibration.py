@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import RunConfig
-from specbench.metrics.decision import (
+from specbench.decide.decision import (
     SPEED_ALPHA,
     Design,
     Estimate,
@@ -42,9 +42,9 @@ from specbench.metrics.decision import (
     speed_consistent,
     variance_bound,
 )
-from specbench.metrics.intervals import LaunchVariance
+from specbench.decide.intervals import LaunchVariance
+from specbench.decide.setupkey import differences, hardware_key, setup_of
 from specbench.records.rundir import RunDir
-from specbench.setupkey import differences, hardware_key, setup_of
 from specbench.shared.errors import RunDirError, UsageError
 
 FILE = "calibration.json"  # the copy inside a run directory

@@ -1,0 +1,1 @@
+"""decide: see docs/architecture.md."""
