@@ -19,11 +19,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from specbench.checks.fairness import audit
+from specbench.checks.preflight import check_model_context, config_problems, host_problems
 from specbench.config import RunConfig, load_config
-from specbench.fairness import audit
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import Sweep, build_sweep, window_requests
-from specbench.preflight import check_model_context, config_problems, host_problems
 from specbench.server.engines import Engine
 from specbench.server.launch import VariantLaunch, make_engine, plan_launches
 from specbench.server.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch

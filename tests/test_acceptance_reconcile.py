@@ -91,7 +91,7 @@ def _vllm_cfg(model: Path, port: int, *, env: dict[str, dict[str, str]] | None =
 
 
 def test_fairness_notes_the_baseline_without_the_flag(tmp_path: Path, port: int) -> None:
-    from specbench.fairness import audit
+    from specbench.checks.fairness import audit
     from specbench.server.engines import ENGINES
     from specbench.server.launch import plan_launches
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.checks.fairness import audit
 from specbench.config import parse_config
-from specbench.fairness import audit
 from specbench.server.engines.pins import sglang_pins, vllm_pins
 from specbench.server.engines.sglang import SGLangEngine
 from specbench.server.engines.vllm import VLLMEngine

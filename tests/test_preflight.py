@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from specbench.checks.preflight import config_problems, preflight
 from specbench.config import parse_config
-from specbench.preflight import config_problems, preflight
 from specbench.server.engines.base import dist_version
 from specbench.server.engines.sglang import SGLangEngine
 from specbench.server.launch import plan_launches, sweep_facts

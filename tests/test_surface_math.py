@@ -112,7 +112,7 @@ def test_forced_variants_reach_vllm_and_sglang_launches():
     sg = _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))["ng-al1.5"]
     assert sg.spec.env["SGLANG_SIMULATE_ACC_LEN"] == "1.5"
     assert la["ng-al2"].fingerprint() != _launches(_cfg())["ng"].fingerprint()
-    from specbench.fairness import audit
+    from specbench.checks.fairness import audit
 
     for launches in (la, _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))):
         result = audit(list(launches.values()))

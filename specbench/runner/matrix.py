@@ -114,7 +114,7 @@ class MatrixRun:
             alloc = current_allocation()  # refused outside an allocation, before anything is prepared
         plan = prepare_plan(self.cfg)
         if not o.skip_preflight:
-            from specbench.preflight import preflight
+            from specbench.checks.preflight import preflight
 
             problems = preflight(self.cfg, plan.engine, plan.launches, self.cfg.engine.port)
             if problems:

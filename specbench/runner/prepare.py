@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from specbench.checks.preflight import check_model_context
 from specbench.config import RunConfig, VerdictConfig, dump_config
 from specbench.plan.windows import Sweep, build_sweep
-from specbench.preflight import check_model_context
 from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch, api_headers, make_engine, plan_launches
@@ -130,7 +130,7 @@ def default_run_path(cfg: RunConfig) -> Path:
 
 def write_side_files(rd: RunDir, plan: Plan) -> None:
     """config.yaml (the resolved config), environment.json and fairness.json."""
-    from specbench.fairness import audit
+    from specbench.checks.fairness import audit
 
     atomic_write(rd.config, dump_config(plan.cfg))
     write_json(rd.environment, environment.collect(

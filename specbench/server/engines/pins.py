@@ -2,7 +2,7 @@
 and identically for every variant, derived from the sweep (the largest concurrency) unless the user set
 them in `engine.args`. SGLang changes its own defaults when speculation is on (sglang 0.5.23
 `srt/arg_groups/speculative_hook.py` and `memory_hook.py`; docs/sglang.md "Fairness pins"); vLLM gets
-`--max-num-seqs` the same way. The fairness audit (specbench/fairness.py) checks the result.
+`--max-num-seqs` the same way. The fairness audit (specbench/checks/fairness.py) checks the result.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""checks: see docs/architecture.md."""
