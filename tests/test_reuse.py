@@ -108,7 +108,7 @@ def fingerprints(data: dict[str, Any]) -> dict[str, str]:
     """The fingerprints the runner stores for each variant of this config (public building blocks only)."""
     from specbench.plan.prompts import load_prompts
     from specbench.plan.windows import build_sweep
-    from specbench.reuse import variant_fingerprints
+    from specbench.runner.reuse import variant_fingerprints
     from specbench.server.launch import make_engine, plan_launches
 
     cfg = parse_config(data)

@@ -20,7 +20,6 @@ from specbench.config import RunConfig
 from specbench.decide import calibration
 from specbench.decide.setupkey import setup_of
 from specbench.records.rundir import RunDir
-from specbench.reuse import copy_reusable, variant_fingerprints
 from specbench.runner.finalize import derive_cells, finalize
 from specbench.runner.prepare import (
     Plan,
@@ -32,6 +31,7 @@ from specbench.runner.prepare import (
     prepare_plan,
     write_side_files,
 )
+from specbench.runner.reuse import copy_reusable, variant_fingerprints
 from specbench.runner.scheduler import launch_order, run_schedule
 from specbench.runner.sequential import Looks, until_decided
 from specbench.runner.session import RecordSink
