@@ -11,11 +11,11 @@ from pathlib import Path
 
 import yaml
 
+from specbench.cli.validate import validate
 from specbench.config import load_config
 from specbench.server.engines import LaunchSpec
 from specbench.server.launch import make_engine
 from specbench.server.multinode import Placement, outer_step_env, placeholder_nodes, ranked_launch
-from specbench.validate import validate
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]

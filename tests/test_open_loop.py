@@ -595,7 +595,7 @@ def test_capacity_search_is_decided_from_the_records_alone() -> None:
 
 
 def test_validate_states_the_offered_load() -> None:
-    from specbench.validate import open_loop_summary
+    from specbench.cli.validate import open_loop_summary
 
     c = parse_config(cfg_with())
     line = open_loop_summary(c, _sweep(c))

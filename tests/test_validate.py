@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.validate import validate
+from specbench.cli.validate import validate
 
 REPO = Path(__file__).resolve().parents[1]
 KIMI = REPO / "configs" / "kimi-k2.6-tp8.yaml"

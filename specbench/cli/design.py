@@ -1,0 +1,122 @@
+"""The commands that plan and narrow a measurement: plan, surface, tune."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specbench.cli.measure import execute
+from specbench.shared.errors import UsageError
+
+
+def plan(a: argparse.Namespace) -> int:
+    from specbench.config import load_config
+    from specbench.decide import calibration
+    from specbench.decide.planner import make_plan, render
+
+    if a.write and not (a.surface and a.acceptance):
+        raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
+                         "leaves undecided)")
+    if a.acceptance and not a.surface:
+        raise UsageError("plan: --acceptance needs --surface (the surface the acceptance is read against)")
+    cfg = load_config(a.config)
+    history = calibration.history_for(cfg)
+    print(render(make_plan(cfg, history)))
+    if a.surface:
+        from specbench.surface.command import plan_text
+
+        print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, history))
+    if a.write:
+        import shlex
+
+        from specbench.surface.narrow import Inputs, write_narrowed
+
+        command = shlex.join(["specbench", "plan", a.config, "--surface", a.surface, "--acceptance", a.acceptance,
+                              "--write", a.write])
+        given = Inputs(Path(a.surface), Path(a.acceptance), command)
+        print(write_narrowed(Path(a.config), cfg, given, Path(a.write), history))
+    return 0
+
+
+def _lengths(text: str | None) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--al: {text!r} is not a comma-separated list of acceptance lengths") from None
+
+
+def surface(a: argparse.Namespace) -> int:
+    from specbench.config import load_config
+    from specbench.runner import RunOptions
+    from specbench.surface.command import cost_text, derive
+    from specbench.surface.render import write_surface
+
+    if a.resume:
+        run_dir = Path(a.resume)
+        if not (run_dir / "config.yaml").exists():
+            raise UsageError(f"--resume: {run_dir} has no config.yaml (not a specbench run directory?)")
+        derived, opts = load_config(run_dir / "config.yaml"), RunOptions(out=run_dir, resume=True)
+    else:
+        if not a.config:
+            raise UsageError("surface: give a CONFIG file (or --resume RUN_DIR)")
+        derived = derive(load_config(a.config), a.variant, _lengths(a.al))
+        opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
+    if a.dry_run:
+        from specbench.decide import calibration
+        from specbench.decide.planner import make_plan, render
+
+        history = calibration.history_for(derived)
+        print(render(make_plan(derived, history)))
+        print(cost_text(derived, load_config(a.against or a.config), history))
+        return 0
+    opts.reuse = Path(a.reuse) if a.reuse else None
+    code = execute(derived, opts)
+    if opts.out is not None and (opts.out / "cells.csv").exists():
+        from specbench.report import render as render_report
+
+        for p in write_surface(opts.out):
+            print(p)
+        render_report(opts.out)  # the report again, now with the break-even acceptance
+    return code
+
+
+def tune(a: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from specbench.config import load_config
+    from specbench.decide import calibration
+    from specbench.tune.output import summary
+    from specbench.tune.plan import check_budget, make_tune_plan
+    from specbench.tune.search import TuneOptions, run_tune
+
+    if a.resume:
+        out = Path(a.resume)
+        cfg_path = Path(a.config) if a.config else out / "tune-config.yaml"
+        if not cfg_path.exists():
+            raise UsageError(f"--resume: {out} has no tune-config.yaml (not a specbench tune directory?)")
+    elif not a.config:
+        raise UsageError("tune: give a CONFIG file with a tune: section (or --resume TUNE_DIR)")
+    else:
+        cfg_path = Path(a.config)
+    cfg = load_config(cfg_path)
+    if cfg.tune is None:
+        raise UsageError(f"tune: {cfg_path} has no tune: section (tune.variants: {{variant: {{param: [values]}}}})")
+    plan = make_tune_plan(cfg, calibration.history_for(cfg))
+    print("\n".join(plan.lines), flush=True)
+    check_budget(plan, a.budget, a.scheduler)
+    if a.plan_only:
+        return 0
+    if a.resume:
+        out = Path(a.resume)
+    else:
+        stamp = datetime.now().strftime('%Y%m%d-%H%M%S')
+        out = Path(a.out) if a.out else Path(cfg.output_dir) / f"{cfg.name}-tune-{stamp}"
+    opts = TuneOptions(out=out, resume=bool(a.resume), reuse=Path(a.reuse) if a.reuse else None,
+                       scheduler=a.scheduler, budget_h=a.budget, skip_preflight=a.skip_preflight)
+    res = run_tune(cfg, opts)
+    print(f"tune: {res.tune_dir / 'tune.json'}, {res.tune_dir / 'tune.md'}")
+    for tuned, line in summary(res.tune_dir).items():
+        print(f"  {tuned}: {line}")
+    return 0
