@@ -13,12 +13,12 @@ repeat CV in [0.5%, 2%]; a window's log throughput is log(truth) + a launch effe
 points) + a repeat effect.
 
 The history: `--history-entries` calibrations (3 launches x 2 repeats of the baseline on every point),
-each estimated by calibration.estimate and pooled by calibration.pooled, as `specbench calibrate` leaves
+each estimated by variance_history.estimate and pooled by variance_history.pooled, as `specbench calibrate` leaves
 them. The fixed design is the one make_plan (`specbench plan`) calls cost-optimal with that history
 (metrics.decision.optimal_design); its one look draws the 95% intervals. The sequential design starts with 2
 launches x 1 repeat and runs sequential.next_round (the runner's rule: always-valid intervals, undecided
 points, the baseline then each drafter concerned) up to `--max-launches`. Both read every look's cells
-through the product: calibration.check_run (the speed test and the F tests of every variant's own
+through the product: history_checks.check_run (the speed test and the F tests of every variant's own
 estimates against the history),
 speedup.speedup_ci (launch+history or launch intervals), sequential.always_valid, and the report's
 outcomes (report.decisions.point_outcomes, decision.classify) with m = verdict.min_speedup.
@@ -53,11 +53,11 @@ import numpy as np
 import pandas as pd
 
 from specbench.config import RunConfig, SweepConfig, load_config
-from specbench.decide import calibration, planner, stats
-from specbench.decide.calibration import Calibration
+from specbench.decide import history_checks, planner, stats, variance_history
 from specbench.decide.decision import Design, Outcome
 from specbench.decide.intervals import variance_levels
 from specbench.decide.sequential import always_valid, next_round
+from specbench.decide.variance_history import Calibration
 from specbench.metrics.common import safe_ratio
 from specbench.metrics.speedup import speedup_ci
 from specbench.plan.prompts import load_prompts
@@ -179,10 +179,10 @@ class Run:
 
     def cells(self, history: Calibration | None, sweep: SweepConfig) -> pd.DataFrame:
         """The cells a look reads (the columns the verdict and the sequential rule use), as derive_cells
-        makes them: the history's checks (calibration.check_run), the speedup intervals, always-valid intervals."""
+        makes them: the history's checks (history_checks.check_run), the speedup intervals, always-valid intervals."""
         mx, base = self.mx, self.windows[self.mx.baseline]
         own = _levels_frame(self.windows, self._levels) if history is not None else pd.DataFrame()
-        lv = calibration.check_run(own, mx.variants, history, sweep.launches).variance("simulated history")
+        lv = history_checks.check_run(own, mx.variants, history, sweep.launches).variance("simulated history")
         rows = []
         for v in mx.variants[1:]:
             for p in mx.points[v]:
@@ -203,7 +203,7 @@ class Run:
 
 def _levels_frame(windows: dict[str, dict[str, Windows]], cache: dict[tuple[str, str, int], dict] | None = None,
                   ) -> pd.DataFrame:
-    """The cells as the history's checks read them (calibration.check_run, estimate: launch_cv and repeat_cv
+    """The cells as the history's checks read them (history_checks.check_run, estimate: launch_cv and repeat_cv
     by variance_levels, the output throughput by point), computed without the history."""
     rows = []
     for v, by_point in windows.items():
@@ -232,11 +232,11 @@ def simulated_history(mx: Matrix, world: World, entries: int) -> Calibration | N
         for la in range(1, CAL_LAUNCHES + 1):
             run.launch(mx.baseline, la, mx.points[mx.baseline], CAL_REPEATS)
         frame = _levels_frame({mx.baseline: run.windows[mx.baseline]})
-        est = calibration.estimate(frame, mx.baseline, hardware={}, engine="simulated",
-                                   model=calibration.model_key(mx.cfg), source_run=f"cal{i}")
+        est = variance_history.estimate(frame, mx.baseline, hardware={}, engine="simulated",
+                                   model=variance_history.model_key(mx.cfg), source_run=f"cal{i}")
         if est is not None:  # what run_estimate adds: the baseline's speeds (the speed test), repeats per launch
-            out.append(replace(est, speeds=calibration._speeds(frame, mx.baseline), repeats=CAL_REPEATS))
-    return calibration.pooled(out, "simulated")
+            out.append(replace(est, speeds=history_checks.speeds(frame, mx.baseline), repeats=CAL_REPEATS))
+    return variance_history.pooled(out, "simulated")
 
 
 @dataclass

@@ -9,7 +9,7 @@ exactly m = verdict.min_speedup (the boundary: every "adopt" is an error). Repea
 
 - the history entry: `metrics.variance_levels` on the calibration's windows (Kalibera-Jones), its baseline
   speed per point (the speed test's reference);
-- the run's cells (one point) checked against it by `calibration.check_run` (the speed test of the
+- the run's cells (one point) checked against it by `history_checks.check_run` (the speed test of the
   baseline, the F tests of every variant's repeat component), which adds the history's upper bound for a
   run launched once (`decision.variance_bound`);
 - the speedup interval by `stats.ratio_ci` with `intervals.launch_components`, as `metrics.cells` builds it,
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench.decide import calibration, stats
+from specbench.decide import history_checks, stats, variance_history
 from specbench.decide.decision import ALPHA, Outcome, classify
 from specbench.decide.intervals import launch_components, variance_levels
 from specbench.metrics.common import interval_or_nan
@@ -50,10 +50,10 @@ def _windows(rng: np.random.Generator, launches: int, repeats: int, cv: float, m
     return launch[:, None] * (1 + REPEAT_CV * rng.standard_normal((launches, repeats)))
 
 
-def history_entry(rng: np.random.Generator) -> calibration.Calibration:
+def history_entry(rng: np.random.Generator) -> variance_history.Calibration:
     aa = _windows(rng, CAL_LAUNCHES, REPEATS, HISTORY_CV, SPEED)
     lv = variance_levels({(la + 1, r + 1): float(aa[la, r]) for la in range(CAL_LAUNCHES) for r in range(REPEATS)}, [])
-    return calibration.Calibration(
+    return variance_history.Calibration(
         rel_var=lv["launch_cv"] ** 2, df=CAL_LAUNCHES - 1.0, launches=CAL_LAUNCHES, cells=1, hardware={}, engine="",
         model="", created="", source_run="calibration", repeat_rel_var=lv["repeat_cv"] ** 2,
         repeat_df=float(CAL_LAUNCHES * (REPEATS - 1)), speeds={POINT: float(aa.mean())}, repeats=REPEATS)
@@ -77,12 +77,12 @@ def simulate(trials: int, seed: int, true_cv: float, speedup: float = M) -> Rate
     before = now = refused = 0
     for _ in range(trials):
         entry = history_entry(rng)
-        cal = calibration.pooled([entry], "simulated")
+        cal = variance_history.pooled([entry], "simulated")
         assert cal is not None
         b = _windows(rng, 1, REPEATS, true_cv, SPEED)[0]
         v = _windows(rng, 1, REPEATS, true_cv, SPEED * speedup)[0]
         cells = pd.DataFrame([_cell("base", b), _cell("drafter", v)])
-        use = calibration.check_run(cells, ["base", "drafter"], cal, launches=1)
+        use = history_checks.check_run(cells, ["base", "drafter"], cal, launches=1)
         for lv, counter in ((cal.variance("before"), "before"), (use.variance("now"), "now")):
             if lv is None:
                 refused += 1

@@ -12,7 +12,7 @@ set reproduces the previous method (paired BCa bootstrap over repeats) for compa
 for output throughput with few units and a large CV, the Student t interval on the natural scale (which
 can reach below 0) with the one on the log scale. The gated rows (`GATED`, one `GatedRow` each) draw every
 speedup interval the report prints by its interval_unit (launch at n = 2, repeat+calibration, history,
-launch+history) through cells.speedup_ci, with the history as calibration.check_run hands it to a run, and
+launch+history) through cells.speedup_ci, with the history as history_checks.check_run hands it to a run, and
 every main-table interval at n = 2; each prints its coverage, Monte Carlo SE and gate, and a row below its
 gate fails the script (exit 1). `--quick`: 100 measurements per entry (a test). Last line:
 `interval coverage: K of N gated rows pass; closest to its gate: ...`.
@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench.decide import calibration, stats
-from specbench.decide.calibration import Calibration
+from specbench.decide import history_checks, stats, variance_history
 from specbench.decide.intervals import variance_levels
+from specbench.decide.variance_history import Calibration
 from specbench.metrics.speedup import speedup_ci
 
 NS = (3, 5, 10)
@@ -280,7 +280,7 @@ def _windows(rng: np.random.Generator, mean: float, launches: int, repeats: int)
 
 def simulated_history(rng: np.random.Generator, calibrations: int) -> Calibration | None:
     """`calibrations` A/A calibrations of the baseline (CAL_LAUNCHES x CAL_REPEATS on CAL_CELLS cells that
-    share each launch's effect), estimated by calibration.estimate and pooled by calibration.pooled."""
+    share each launch's effect), estimated by variance_history.estimate and pooled by variance_history.pooled."""
     entries = []
     for i in range(calibrations):
         launch = _units(rng, CAL_LAUNCHES, LAUNCH_CV, 100.0)
@@ -290,10 +290,10 @@ def simulated_history(rng: np.random.Generator, calibrations: int) -> Calibratio
             cells[f"c{c}"] = {(la + 1, r + 1): float(launch[la] * rep[la, r]) for la in range(CAL_LAUNCHES)
                               for r in range(CAL_REPEATS)}
         frame = _cells_frame({"base": cells})
-        est = calibration.estimate(frame, "base", hardware={}, engine="", model="", source_run=str(i))
+        est = variance_history.estimate(frame, "base", hardware={}, engine="", model="", source_run=str(i))
         if est is not None:  # as run_estimate records it: the baseline's speeds, repeats per launch
-            entries.append(replace(est, speeds=calibration._speeds(frame, "base"), repeats=CAL_REPEATS))
-    return calibration.pooled(entries, "simulated")
+            entries.append(replace(est, speeds=history_checks.speeds(frame, "base"), repeats=CAL_REPEATS))
+    return variance_history.pooled(entries, "simulated")
 
 
 def _cells_frame(windows: dict[str, dict[str, dict[tuple[int, int], float]]]) -> pd.DataFrame:
@@ -307,12 +307,12 @@ def _cells_frame(windows: dict[str, dict[str, dict[tuple[int, int], float]]]) ->
 def _speedup_trial(launches: int, repeats: int, calibrations: int) -> RowTrial:
     """The report's speedup interval of one point (speedup.speedup_ci) for a variant and a baseline measured
     launches x repeats each, with the pooled history of `calibrations` calibrations (0: none) as the run
-    would use it after calibration.check_run (its speed and F tests; its upper bound when launched once)."""
+    would use it after history_checks.check_run (its speed and F tests; its upper bound when launched once)."""
     def trial(rng: np.random.Generator) -> tuple[stats.TInterval, float]:
         cal = simulated_history(rng, calibrations) if calibrations else None
         v, b = _windows(rng, 100.0 * TRUE_SPEEDUP, launches, repeats), _windows(rng, 100.0, launches, repeats)
         own = _cells_frame({"base": {"c0": b}, "v": {"c0": v}})
-        lv = calibration.check_run(own, ["base", "v"], cal, launches).variance("simulated")
+        lv = history_checks.check_run(own, ["base", "v"], cal, launches).variance("simulated")
         point = stats.mean(list(v.values())) / stats.mean(list(b.values()))
         return speedup_ci(v, b, lv, point), TRUE_SPEEDUP
     return trial

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks import decision_cost, interval_coverage
 from specbench.config import load_config
-from specbench.decide import calibration, sequential, stats
+from specbench.decide import history_checks, sequential, stats
 from specbench.metrics import speedup
 from specbench.report import decisions
 from specbench.runner import scheduler
@@ -35,7 +35,7 @@ def test_decision_cost_calls_the_product() -> None:
     assert decision_cost.speedup_ci is speedup.speedup_ci
     assert decision_cost.point_outcomes is decisions.point_outcomes
     assert decision_cost.launch_order is scheduler.launch_order
-    assert decision_cost.calibration is calibration
+    assert decision_cost.history_checks is history_checks
 
 
 def _one_matrix(truth: str = "profile") -> decision_cost.Cell:
@@ -53,10 +53,10 @@ def test_decision_cost_follows_the_products_sequential_rule(monkeypatch) -> None
 
 
 def test_decision_cost_reads_the_products_history_check(monkeypatch) -> None:
-    """calibration.inconsistency refusing every history turns the launch+history intervals into plain
+    """history_checks.inconsistency refusing every history turns the launch+history intervals into plain
     launch intervals: the simulated outcomes change."""
     before = _one_matrix().fixed.counts
-    monkeypatch.setattr(calibration, "inconsistency", lambda *a, **k: "refused")
+    monkeypatch.setattr(history_checks, "inconsistency", lambda *a, **k: "refused")
     assert _one_matrix().fixed.counts != before
 
 

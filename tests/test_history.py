@@ -71,11 +71,11 @@ def test_refuses_runs_of_different_sweeps(tmp_path: Path, capsys) -> None:
 
 
 def test_the_pooled_launch_variance_a_run_carried_is_shown(three: list[Path], capsys) -> None:
-    from specbench.decide import calibration
+    from specbench.decide import variance_history
 
-    cal = calibration.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
+    cal = variance_history.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
                                   model="m", created="2026-05-11", source_run="cal1")
-    calibration.save(cal, three[2] / calibration.FILE)  # r2
+    variance_history.save(cal, three[2] / variance_history.FILE)  # r2
     assert main(["history", *map(str, three), "--variant", "ngram"]) == 0
     md = capsys.readouterr().out
     assert "| 2 | r2 | 2026-05-11T00:00:00+00:00 | vllm 0.0.0-test | CV 5.0%, df 4 |" in md

@@ -13,7 +13,7 @@ import pandas as pd
 from conftest import set_faults, set_launch_faults, standin_config
 
 from specbench.config import parse_config
-from specbench.decide import calibration
+from specbench.decide import calibration, variance_history
 from specbench.decide.decision import Components, Design, Estimate, component_interval
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.environment import hardware_fingerprint
@@ -49,7 +49,7 @@ def test_one_launch_one_repeat_gets_intervals_from_the_history(tmp_path, model_d
     ng = cells[cells["variant"] == "ngram"]
     assert (ng["repeats"] == 1).all() and (ng["interval_unit"] == "history").all()
     assert ng["speedup_ci_low"].notna().all() and (ng["speedup_ci_low"] < ng["speedup"]).all()
-    used = json.loads((out / calibration.FILE).read_text())
+    used = json.loads((out / variance_history.FILE).read_text())
     assert used["df"] == 2 and used["entries"] == 1
     report = (out / "report.md").read_text()
     verdict = report.split("## Verdict")[1].split("*A concurrency level")[0]
@@ -57,8 +57,8 @@ def test_one_launch_one_repeat_gets_intervals_from_the_history(tmp_path, model_d
     assert "pooled df 2 over 1 entry" in verdict and "a cell measured once gets its interval" in verdict
 
     calibrate(tmp_path, model_dir, port, "cal2")  # a second calibration on the same fingerprint
-    path = calibration.store_path(hardware_fingerprint(), calibration.history_dir())
-    pooled = calibration.pooled(calibration.load_history(path))
+    path = variance_history.store_path(hardware_fingerprint(), variance_history.history_dir())
+    pooled = variance_history.pooled(variance_history.load_history(path))
     assert pooled is not None and pooled.df == 4 and pooled.entries == 2
 
 

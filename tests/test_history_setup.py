@@ -21,7 +21,7 @@ import scipy.stats
 from conftest import force_service_times, make_model_dir, standin_config
 
 from specbench.config import parse_config
-from specbench.decide import calibration
+from specbench.decide import calibration, history_checks, history_lookup, variance_history
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.environment import hardware_fingerprint
@@ -63,13 +63,14 @@ def settle(out: Path, data: dict[str, Any]) -> None:
     calibration.record(out, parse_config(data), kind="run")
 
 
-def history_entries() -> list[calibration.Calibration]:
-    return calibration.load_history(calibration.store_path(hardware_fingerprint(), calibration.history_dir()))
+def history_entries() -> list[variance_history.Calibration]:
+    path = variance_history.store_path(hardware_fingerprint(), variance_history.history_dir())
+    return variance_history.load_history(path)
 
 
 def not_pooled(out: Path) -> None:
     """Nothing of the history is in this run's intervals: no copy, no launch component in any cell."""
-    assert not (out / calibration.FILE).exists()
+    assert not (out / variance_history.FILE).exists()
     cells = pd.read_csv(out / "cells.csv")
     assert set(cells["interval_unit"]) == {"repeat"}
     record = json.loads((out / "variance_history.json").read_text())
@@ -120,12 +121,12 @@ def test_a_fake_vllm_entry_is_not_pooled_into_another_model_or_engine(tmp_path: 
 def test_an_unkeyed_history_is_read_but_never_pooled(tmp_path: Path) -> None:
     """Migration: a history file written before entries were keyed (hardware only) still loads; its
     entries are named as unkeyed and never pooled."""
-    path = calibration.store_path({"cpu": "c"}, tmp_path)
+    path = variance_history.store_path({"cpu": "c"}, tmp_path)
     path.write_text(json.dumps({"hardware": {"cpu": "c"}, "entries": [
         {"rel_var": 0.0001, "df": 1, "launches": 2, "cells": 2, "hardware": {"cpu": "c"}, "engine": "vllm 0.32.0",
          "model": "/m", "created": "t", "source_run": "/runs/old-run"}]}))
     setup = {"hardware": path.stem, "engine": "vllm 0.32.0", "launch": "l", "model": "m", "parallelism": "nodes=1"}
-    found = calibration.find(setup, tmp_path)
+    found = history_lookup.find(setup, tmp_path)
     assert found.pooled is None and found.candidates == []
     assert found.not_pooled == [{"source_run": "/runs/old-run",
                                  "reason": "unkeyed: measured before history entries were keyed by setup"}]
@@ -152,11 +153,11 @@ def _cells(rows: list[tuple[str, int, int, float, float, float]]) -> pd.DataFram
                          for i, (v, la, r, lcv, rcv, tp) in enumerate(rows)])
 
 
-def _history(rel_var: float = 0.0004, repeat_var: float = 0.0001, speed: float = 100.0) -> calibration.Calibration:
-    entry = calibration.Calibration(rel_var=rel_var, df=2, launches=3, cells=2, hardware={}, engine="", model="",
+def _history(rel_var: float = 0.0004, repeat_var: float = 0.0001, speed: float = 100.0) -> variance_history.Calibration:
+    entry = variance_history.Calibration(rel_var=rel_var, df=2, launches=3, cells=2, hardware={}, engine="", model="",
                                     created="", source_run="/runs/cal", repeat_rel_var=repeat_var, repeat_df=6,
                                     speeds={"p0": speed, "p1": speed}, repeats=3)
-    pooled = calibration.pooled([entry], "h.json")
+    pooled = variance_history.pooled([entry], "h.json")
     assert pooled is not None
     return pooled
 
@@ -165,13 +166,13 @@ def test_every_variant_is_checked_and_one_launch_runs_through_their_repeats() ->
     """One launch x 3 repeats: no launch component of its own, but its repeat components are F-tested, the
     drafter's as well as the baseline's; a drafter whose repeats vary far more refuses the history."""
     steady = _cells([("base", 1, 3, math.nan, 0.01, 100.0), ("ngram", 1, 3, math.nan, 0.012, 130.0)])
-    use = calibration.check_run(steady, ["base", "ngram"], _history(), launches=1)
+    use = history_checks.check_run(steady, ["base", "ngram"], _history(), launches=1)
     assert use.used is not None and use.pooled == ["/runs/cal"] and use.bounded
     lv = use.variance("x")
     assert lv is not None and lv.df == math.inf
     assert lv.rel_var == pytest.approx(2 * 0.0004 / scipy.stats.chi2.ppf(0.05, 2))  # the 95% upper bound
     shaky = steady.assign(repeat_cv=[0.01, 0.15])  # F = 225 on (2, 6) df
-    use = calibration.check_run(shaky, ["base", "ngram"], _history(), launches=1)
+    use = history_checks.check_run(shaky, ["base", "ngram"], _history(), launches=1)
     assert use.used is None and use.variance("x") is None
     assert use.refused[0]["reason"].startswith("ngram's between-repeat CV 15.0% (df 2) is inconsistent")
 
@@ -180,11 +181,11 @@ def test_an_entry_far_from_the_run_s_baseline_speed_is_refused() -> None:
     """Baseline at 100 tok/s in the history (launch CV 2%, df 2: bound 8.8%): 105 passes, 160 (+60%) is
     another setup whatever its variances say; with 2 launches (whose F test has df 1) too."""
     near = _cells([("base", 2, 4, 0.02, 0.01, 105.0), ("base", 2, 4, 0.02, 0.01, 105.0)])
-    assert calibration.speed_refusal(_history(), near, "base") is None
+    assert history_checks.speed_refusal(_history(), near, "base") is None
     far = near.assign(output_throughput_tok_s=160.0)
-    why = calibration.speed_refusal(_history(), far, "base")
+    why = history_checks.speed_refusal(_history(), far, "base")
     assert why is not None and why.startswith("baseline speed +60% against cal's at 2 shared points")
-    use = calibration.check_run(far, ["base"], _history(), launches=2)
+    use = history_checks.check_run(far, ["base"], _history(), launches=2)
     assert use.used is None and use.refused == [{"source_run": "/runs/cal", "reason": why}]
 
 

@@ -112,24 +112,24 @@ def test_variance_levels_two_level_estimate() -> None:
 
 
 def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
-    from specbench.decide import calibration
+    from specbench.decide import history_checks, history_lookup, variance_history
     from specbench.decide.intervals import launch_components
 
     cells = pd.DataFrame({"variant": ["b", "b", "x"], "valid": [True, True, True], "launches": [3, 3, 3],
                           "launch_cv": [0.1, 0.2, 0.9]})
-    cal = calibration.estimate(cells, "b", hardware={"cpu": "c"}, engine="vllm", model="m", source_run="r")
+    cal = variance_history.estimate(cells, "b", hardware={"cpu": "c"}, engine="vllm", model="m", source_run="r")
     assert cal is not None and cal.rel_var == pytest.approx((0.01 + 0.04) / 2) and cal.df == 2
-    assert calibration.estimate(cells.assign(launches=1), "b", hardware={}, engine="", model="",
+    assert variance_history.estimate(cells.assign(launches=1), "b", hardware={}, engine="", model="",
                                 source_run="") is None
-    path = calibration.store_path({"cpu": "c"}, tmp_path)
-    assert calibration.add(replace(cal, setup=SETUP), path).pooled
+    path = variance_history.store_path({"cpu": "c"}, tmp_path)
+    assert history_checks.add(replace(cal, setup=SETUP), path).pooled
     other = dict(SETUP, hardware=hardware_key({"cpu": "other"}))
-    assert calibration.attach(tmp_path / "run", other, tmp_path).pooled is None  # another machine
+    assert history_lookup.attach(tmp_path / "run", other, tmp_path).pooled is None  # another machine
     (tmp_path / "run").mkdir()
-    attached = calibration.attach(tmp_path / "run", SETUP, tmp_path).pooled
+    attached = history_lookup.attach(tmp_path / "run", SETUP, tmp_path).pooled
     assert attached is not None and (attached.rel_var, attached.df, attached.entries) == (cal.rel_var, 2, 1)
     assert attached.history == str(path)
-    copied = calibration.load(tmp_path / "run" / calibration.FILE)
+    copied = variance_history.load(tmp_path / "run" / variance_history.FILE)
     assert copied is not None and (copied.rel_var, copied.df, copied.history) == (cal.rel_var, 2, str(path))
     # one launch per variant: a speedup's log variance gains 2 x rel_var (two independent launches)
     assert launch_components(cal.variance("x"), n_variants=2) == [(2 * cal.rel_var, 2.0)]
@@ -141,62 +141,62 @@ SETUP = {"hardware": hardware_key({"cpu": "c"}), "engine": "vllm 0.11.2", "launc
 
 def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0),
            setup: dict[str, str] | None = None) -> Any:
-    from specbench.decide import calibration
+    from specbench.decide import variance_history
 
-    return calibration.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
+    return variance_history.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
                                    engine="vllm", model="m", created="t", source_run=run,
                                    repeat_rel_var=repeat[0], repeat_df=repeat[1],
                                    setup=SETUP if setup is None else setup)
 
 
 def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -> None:
-    from specbench.decide import calibration
+    from specbench.decide import history_checks, variance_history
 
-    path = calibration.store_path({"cpu": "c"}, tmp_path)
-    calibration.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
-    calibration.add(_entry(0.0025, 2, "b", (0.0001, 6)), path)
-    p = calibration.pooled(calibration.load_history(path), str(path))
+    path = variance_history.store_path({"cpu": "c"}, tmp_path)
+    history_checks.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
+    history_checks.add(_entry(0.0025, 2, "b", (0.0001, 6)), path)
+    p = variance_history.pooled(variance_history.load_history(path), str(path))
     # df add up; pooled variance = sum(df_i v_i) / sum(df_i)
     assert p is not None and p.df == 4 and p.rel_var == pytest.approx((2 * 0.0016 + 2 * 0.0025) / 4)
     assert (p.repeat_df, p.repeat_rel_var) == (12, pytest.approx(0.00025)) and p.entries == 2
     # a launch CV of 40% against the history's 4.5% (F = 79 on 2 and 4 df): kept, not pooled
-    bad = calibration.add(_entry(0.16, 2, "c"), path)
+    bad = history_checks.add(_entry(0.16, 2, "c"), path)
     assert not bad.pooled and "inconsistent" in bad.note and "F test" in bad.note
-    assert len(calibration.load_history(path)) == 3
-    again = calibration.pooled(calibration.load_history(path))
+    assert len(variance_history.load_history(path)) == 3
+    again = variance_history.pooled(variance_history.load_history(path))
     assert again is not None and (again.df, again.rel_var) == (4, p.rel_var)
     # the same run added twice replaces its entry (re-running a report does not double its df)
-    calibration.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
-    assert len(calibration.load_history(path)) == 3
+    history_checks.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
+    assert len(variance_history.load_history(path)) == 3
 
 
 def test_history_reads_a_calibration_from_before_histories(tmp_path: Path) -> None:
-    from specbench.decide import calibration
+    from specbench.decide import variance_history
 
-    path = calibration.save(_entry(0.01, 2, "old"), tmp_path / "x.json")  # one calibration, no "entries"
-    p = calibration.pooled(calibration.load_history(path))
+    path = variance_history.save(_entry(0.01, 2, "old"), tmp_path / "x.json")  # one calibration, no "entries"
+    p = variance_history.pooled(variance_history.load_history(path))
     assert p is not None and (p.rel_var, p.df) == (0.01, 2)
-    assert calibration.pooled([_entry(math.nan, 0, "r", (0.01, 4))]) is None  # repeats say nothing of launches
+    assert variance_history.pooled([_entry(math.nan, 0, "r", (0.01, 4))]) is None  # repeats say nothing of launches
 
 
 def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specbench.decide import calibration
+    from specbench.decide import variance_history
 
     monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "env"))
-    assert calibration.history_dir("/team/shared") == Path("/team/shared")
-    assert calibration.history_dir(None) == tmp_path / "env"
+    assert variance_history.history_dir("/team/shared") == Path("/team/shared")
+    assert variance_history.history_dir(None) == tmp_path / "env"
     monkeypatch.delenv("SPECBENCH_HISTORY")
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
-    assert calibration.history_dir(None) == tmp_path / "cache" / "calibration"
+    assert variance_history.history_dir(None) == tmp_path / "cache" / "calibration"
 
 
 def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
-    from specbench.decide import calibration
+    from specbench.decide import history_checks
 
     hist = _entry(0.0016, 4, "h", (0.0004, 12))  # launch CV 4%, repeat CV 2%
     cells = pd.DataFrame({"variant": ["b", "b"], "valid": [True, True], "launches": [3, 3], "repeats": [6, 6],
                           "launch_cv": [0.04, 0.05], "repeat_cv": [0.02, 0.02]})
-    assert calibration.inconsistency(cells, "b", hist) is None
+    assert history_checks.inconsistency(cells, "b", hist) is None
     # a launch CV of 40% (F = 100 on 2 and 4 df): this run's intervals keep to its own launches
-    reason = calibration.inconsistency(cells.assign(launch_cv=0.4), "b", hist)
+    reason = history_checks.inconsistency(cells.assign(launch_cv=0.4), "b", hist)
     assert reason is not None and reason.startswith("b's between-launch CV 40.0% (df 2) is inconsistent")

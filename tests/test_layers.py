@@ -2,8 +2,11 @@
 from the code: the test reads the layer table and the rules from the document itself, and every import
 (read with ast: module-level, function-level and TYPE_CHECKING imports alike) from specbench's own files.
 
-A module imports from its own layer or a layer to its left (above it in the table), never to its right;
-no circles among the modules; every module is in the table, and every name in the table exists."""
+The folders are the layers: every row of the table names folders of specbench/ (the last also `__init__` and
+`__main__`, the only modules allowed at the top). A module imports from its own layer or a layer to its
+left (above it in the table), never to its right; no circles among the modules; every folder is in the
+table, and every name in the table exists. A module over 300 lines is named, with its reason, in the
+document's list of long modules."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "architecture.md"
 ROOT = "__init__"  # the layer table's name for specbench/__init__.py (the package's face)
+MAIN = "__main__"  # python -m specbench
+TOP_MODULES = {ROOT, MAIN}  # the only modules allowed directly in specbench/
+LONG = 300  # lines: a module longer than this is named in the document with its reason
 EVERY = "*"  # the rules table's name for every module
 
 # (importer, imported module or name): imports that break a rule today and are being removed elsewhere
@@ -168,6 +174,32 @@ def test_every_module_has_a_layer_and_every_entry_exists() -> None:
     assert not missing, f"not in docs/architecture.md's layer table: {', '.join(missing)}"
     unknown = sorted(e for e in LAYERS if e not in MODS)
     assert not unknown, f"docs/architecture.md's layer table names no such module: {', '.join(unknown)}"
+
+
+def test_the_folders_are_the_layers() -> None:
+    """Every entry of the table is a folder of specbench/ (or one of the two top modules), and specbench/
+    holds no other module: a module's folder is its layer."""
+    not_folders = sorted(e for e in LAYERS if e not in TOP_MODULES and not MODS[e][1])
+    assert not not_folders, f"docs/architecture.md's layer table names modules, not folders: {', '.join(not_folders)}"
+    top = sorted(m for m, (_, package) in MODS.items() if "." not in m and not package and m not in TOP_MODULES)
+    assert not top, f"modules directly in specbench/ (move each into its layer's folder): {', '.join(top)}"
+
+
+def long_modules(doc: Path = DOC) -> set[str]:
+    """The modules docs/architecture.md names as over LONG lines, with a reason, as paths under specbench/."""
+    text = doc.read_text()
+    block = text[text.index("<!-- long modules -->"):text.index("<!-- /long modules -->")]
+    return {_names(cells[0])[0] for cells in _table(block, "module")}
+
+
+def test_a_long_module_has_its_reason_in_the_document() -> None:
+    listed = long_modules()
+    long = {str(path.relative_to(REPO / "specbench")): n for path, _ in MODS.values()
+            if (n := len(path.read_text().splitlines())) > LONG}
+    unlisted = sorted(f"specbench/{m} ({n} lines)" for m, n in long.items() if m not in listed)
+    assert not unlisted, f"over {LONG} lines with no reason in docs/architecture.md's list: {', '.join(unlisted)}"
+    stale = sorted(m for m in listed if m not in long)
+    assert not stale, f"docs/architecture.md lists as long what is not (remove it): {', '.join(stale)}"
 
 
 def test_no_import_runs_to_the_right() -> None:

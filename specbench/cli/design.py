@@ -11,7 +11,7 @@ from specbench.shared.errors import UsageError
 
 def plan(a: argparse.Namespace) -> int:
     from specbench.config import load_config
-    from specbench.decide import calibration
+    from specbench.decide import history_lookup
     from specbench.decide.planner import make_plan, render
 
     if a.write and not (a.surface and a.acceptance):
@@ -20,7 +20,7 @@ def plan(a: argparse.Namespace) -> int:
     if a.acceptance and not a.surface:
         raise UsageError("plan: --acceptance needs --surface (the surface the acceptance is read against)")
     cfg = load_config(a.config)
-    history = calibration.history_for(cfg)
+    history = history_lookup.history_for(cfg)
     print(render(make_plan(cfg, history)))
     if a.surface:
         from specbench.surface.command import plan_text
@@ -64,10 +64,10 @@ def surface(a: argparse.Namespace) -> int:
         derived = derive(load_config(a.config), a.variant, _lengths(a.al))
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
-        from specbench.decide import calibration
+        from specbench.decide import history_lookup
         from specbench.decide.planner import make_plan, render
 
-        history = calibration.history_for(derived)
+        history = history_lookup.history_for(derived)
         print(render(make_plan(derived, history)))
         print(cost_text(derived, load_config(a.against or a.config), history))
         return 0
@@ -86,7 +86,7 @@ def tune(a: argparse.Namespace) -> int:
     from datetime import datetime
 
     from specbench.config import load_config
-    from specbench.decide import calibration
+    from specbench.decide import history_lookup
     from specbench.tune.output import summary
     from specbench.tune.plan import check_budget, make_tune_plan
     from specbench.tune.search import TuneOptions, run_tune
@@ -103,7 +103,7 @@ def tune(a: argparse.Namespace) -> int:
     cfg = load_config(cfg_path)
     if cfg.tune is None:
         raise UsageError(f"tune: {cfg_path} has no tune: section (tune.variants: {{variant: {{param: [values]}}}})")
-    plan = make_tune_plan(cfg, calibration.history_for(cfg))
+    plan = make_tune_plan(cfg, history_lookup.history_for(cfg))
     print("\n".join(plan.lines), flush=True)
     check_budget(plan, a.budget, a.scheduler)
     if a.plan_only:

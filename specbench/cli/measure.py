@@ -60,7 +60,7 @@ def fingerprint(a: argparse.Namespace) -> int:
 
 def calibrate(a: argparse.Namespace) -> int:
     from specbench.config import load_config
-    from specbench.decide import calibration
+    from specbench.decide import calibration, history_lookup, variance_history
     from specbench.runner import RunOptions, run_matrix
 
     cfg = calibration.calibration_config(load_config(a.config), a.launches)
@@ -73,7 +73,7 @@ def calibrate(a: argparse.Namespace) -> int:
     cal, path = got
     if not cal.pooled:
         print(f"warning: {cal.note}: kept in {path} but not pooled (a driver, BIOS or load change?)", file=sys.stderr)
-    found = calibration.lookup(calibration.load_history(path), cal.setup, str(path))
+    found = history_lookup.lookup(variance_history.load_history(path), cal.setup, str(path))
     for note in found.notes:
         print(note, file=sys.stderr)
     pooled = found.pooled

@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass, field
 
 from specbench.config import RunConfig
-from specbench.decide.calibration import Calibration, model_key
 from specbench.decide.decision import (
     Components,
     Design,
@@ -26,6 +25,7 @@ from specbench.decide.decision import (
     t_quantile,
     variance_bound,
 )
+from specbench.decide.variance_history import Calibration, model_key
 from specbench.plan.windows import capped_variants
 
 # What benchmarks/decision_cost.py measured (docs/metrics.md, "What it saves"): the reason `plan` recommends

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.decide import calibration
+from specbench.decide import variance_history
 from specbench.records.rundir import RunDir
 from specbench.report.compare import (
     CellChange,
@@ -105,7 +105,7 @@ def _run(path: Path) -> RunInfo:
     cells, meta = load_cells(path)
     env = read_json(RunDir(path).environment) or {}
     eng = env.get("engine") or {}
-    cal = calibration.load(path / calibration.FILE)
+    cal = variance_history.load(path / variance_history.FILE)
     pooled = f"CV {100 * cal.launch_cv:.1f}%, df {cal.df:g}" if cal is not None else "-"
     return RunInfo(path=path, label=str(meta.get("run_id") or path.name), created=str(meta.get("created") or ""),
                    cells=cells, meta=meta, engine=f"{eng.get('kind', '?')} {eng.get('version', '?')}", pooled=pooled)

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import RunConfig, load_yaml, parse_config
-from specbench.decide import calibration
+from specbench.decide import history_checks, variance_history
 from specbench.decide.hardware import check as hardware_check
 from specbench.decide.hardware import withhold_speedups
 from specbench.decide.sequential import always_valid
@@ -62,20 +62,20 @@ def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource
 
 
 def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
-            windows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, calibration.HistoryUse]:
-    """derive_cells, with what the intervals took from the variance history (calibration.check_run)."""
+            windows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, history_checks.HistoryUse]:
+    """derive_cells, with what the intervals took from the variance history (history_checks.check_run)."""
     if requests is None or windows is None:
         requests, windows = open_store(rd), records_frame(rd.window_records())
-    cal = calibration.load(rd.path / calibration.FILE)
+    cal = variance_history.load(rd.path / variance_history.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
                        plain=plain_variants(cfg),
                        forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
     variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
-    use = calibration.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
+    use = history_checks.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
                                 variants, cal, cfg.sweep.launches)
     for note in use.notes:  # the run's own estimates first, then the checks
         print(f"warning: {note}", file=sys.stderr)
-    if (lv := use.variance(f"{calibration.FILE} ({cal.source_run if cal else ''})")) is not None:
+    if (lv := use.variance(f"{variance_history.FILE} ({cal.source_run if cal else ''})")) is not None:
         opts = replace(opts, calibration=lv)
     cells = compute_cells(requests, windows, opts)
     check = hardware_check(rd.load_environment(), cfg.baseline.name, cfg.scheduler.allow_mixed_hardware)
@@ -85,7 +85,7 @@ def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | No
     return always_valid(cells, cfg.sweep), use
 
 
-def history_record(rd: RunDir, use: calibration.HistoryUse) -> dict[str, Any]:
+def history_record(rd: RunDir, use: history_checks.HistoryUse) -> dict[str, Any]:
     """variance_history.json: the setup and the history file (run.json's `variance_history`, from the
     run's start), every entry pooled into the intervals (`pooled`), every one not pooled with why
     (`not_pooled`: another setup or unkeyed; `refused`: by this run's checks), the figure added (`used`)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
 from specbench.config import RunConfig
-from specbench.decide import calibration
+from specbench.decide import calibration, history_lookup, variance_history
 from specbench.decide.setupkey import setup_of
 from specbench.records.rundir import RunDir
 from specbench.runner.finalize import derive_cells, finalize
@@ -140,7 +140,7 @@ class MatrixRun:
         (`variance_history`) the setup, the entries that may be pooled and why the others are not."""
         baseline = plan.launch(self.cfg.baseline.name)
         setup = setup_of(hardware_fingerprint(), plan.engine, baseline, self.cfg.engine.nodes)
-        found = calibration.attach(rd.path, setup, calibration.history_dir(self.cfg.verdict.history_dir))
+        found = history_lookup.attach(rd.path, setup, variance_history.history_dir(self.cfg.verdict.history_dir))
         state.variance_history = found.to_dict()
         for note in found.notes:
             self.reporter.log(note)

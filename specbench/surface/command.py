@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.config import RunConfig
-from specbench.decide import stats
-from specbench.decide.calibration import Calibration
+from specbench.decide import breakeven
+from specbench.decide.variance_history import Calibration
 from specbench.metrics.surface import Prediction, decided, has_interval
 from specbench.plan.drafter import LaunchContext
 from specbench.shared.errors import UsageError
@@ -139,7 +139,7 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
                      + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
                                  f"{h.words[c]}" for c in levels))
         ends = all(has_interval(curve[c]) for c in levels)  # else the verdict says it is indicative
-        crossing = stats.break_even(levels, [curve[c].speedup for c in levels],
+        crossing = breakeven.break_even(levels, [curve[c].speedup for c in levels],
                                     [curve[c].low for c in levels] if ends else None,
                                     [curve[c].high for c in levels] if ends else None)
         lines.append(f"    predicted break-even concurrency: {crossing.verdict}")

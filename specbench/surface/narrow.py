@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from specbench.config import RunConfig
-from specbench.decide.calibration import Calibration
+from specbench.decide.variance_history import Calibration
 from specbench.shared.errors import SpecbenchError, UsageError
 from specbench.surface.command import HeadPrediction
 
