@@ -2,8 +2,9 @@
 
     python -m benchmarks.mutation [--keep DIR] [--max-children N] [--only PATH ...]
 
-mutmut 3 (the `dev` extra) changes one operator, constant or call at a time in specbench/decide/stats.py,
-specbench/metrics/ and specbench/report/verdict.py, and runs the fast tests that exercise the mutated
+mutmut 3 (the `dev` extra) changes one operator, constant or call at a time in the pure statistics of
+specbench/decide/ (MUTATE below), specbench/metrics/ and specbench/report/verdict.py, and runs the fast tests
+that exercise the mutated
 function (its own coverage map) against each mutant. A mutant is killed when a test fails or times out;
 a survivor is a change no test notices. The work happens in a scratch copy of the repository (mutmut
 writes a `mutants/` tree next to the sources), so the checkout is never modified. Every test run is
@@ -30,7 +31,9 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MUTATE = ["specbench/decide/stats.py", "specbench/metrics/*", "specbench/report/verdict.py"]
+MUTATE = ["specbench/decide/stats.py", "specbench/decide/breakeven.py", "specbench/decide/decision.py",
+          "specbench/decide/intervals.py", "specbench/decide/sequential.py", "specbench/decide/adaptive.py",
+          "specbench/decide/change.py", "specbench/metrics/*", "specbench/report/verdict.py"]
 # The test files that exercise these modules; only their in-process tests run (no engine, no stand-in
 # server, no Slurm: see MARKERS), and each mutant runs only those of them that call the mutated function.
 TESTS = ["tests/test_stats.py", "tests/test_metrics.py", "tests/test_verdict.py", "tests/test_break_even.py",

@@ -1,4 +1,4 @@
-"""Known answers for metrics/decision.py: the four outcomes, the units that would decide, pooling and
+"""Known answers for decide/decision.py: the four outcomes, the units that would decide, pooling and
 its refusal, the component interval, the cost-optimal design and the always-valid stopping rule."""
 
 from __future__ import annotations

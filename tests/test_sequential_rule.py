@@ -1,4 +1,4 @@
-"""The sequential rule's pure pieces (metrics/sequential.py): the next round, and which points are chased."""
+"""The sequential rule's pure pieces (decide/sequential.py): the next round, and which points are chased."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Runs every check `specbench run` makes before it launches (the same functions: c
 model context, launch plan, prompts and categories, preflight), prints every variant's exact argv and env
 (secrets redacted) and the fairness audit. SGLang argvs go through SGLang's own argument parser
 (`prepare_server_args`, in a subprocess) when sglang is importable in the engine's python; otherwise their
-flag names are checked against the flag list of the release (package data, see sglang_flags.py), and the
+flag names are checked against the flag list of the release (package data, see server/sglang_flags.py), and the
 closing line says what was not checked.
 Exit code: 0 when the config can be launched, 2 when it would be refused. Problems found on this machine
 (missing model folder, busy GPU, taken port, unset API key variable) are listed but do not fail

@@ -177,7 +177,7 @@ def _lossless(cells: list[MeasuredCell], source: CellSource,
     memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
     prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
     out: dict[str, tuple[float, float, float]] = {}
-    # a prompt belongs to one category (prompts.py), so a category's drafter cells need only that category's
+    # a prompt belongs to one category (plan/prompts.py), so a category's drafter cells need only that category's
     # baseline outputs; if some prompt id shows up in two categories, the whole length group is read at once
     categories: dict[str, set[Any]] = {}
     for c in cells:

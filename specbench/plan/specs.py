@@ -1,6 +1,6 @@
 """What the plan hands to the engines, typed once and to the left of both: `RequestSpec` (one request as
 planned, the same for every variant; plan.py builds it, an engine turns it into a body) and `SweepFacts`
-(what an engine is told of the sweep; launch.py builds it, the engines read it)."""
+(what an engine is told of the sweep; server/launch.py builds it, the engines read it)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ r = B / A - 1:
 
 * established (both runs' intervals carry the variance between launches: 2+ launches, or a variance
   history; `launch_variance_carried`): the t test of ln B - ln A against its combined standard error
-  (metrics/change.py), Holm-corrected over every such cell of the comparison at 5% family-wise per
+  (decide/change.py), Holm-corrected over every such cell of the comparison at 5% family-wise per
   direction.
   - regressed: the drop is significant after Holm and r < -threshold
   - improved:  the gain is significant after Holm and r > +threshold

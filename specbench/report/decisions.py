@@ -1,4 +1,4 @@
-"""The verdict's first lines: one word per drafter and concurrency (metrics/decision.py's outcomes), and
+"""The verdict's first lines: one word per drafter and concurrency (decide/decision.py's outcomes), and
 how many more units would decide the points still undecided. RunData -> blocks and text."""
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def _min_speedup(data: RunData) -> float:
     return float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
 
 
-INTERVAL_METHODS = [  # (figure, method): each printed 95% interval and what produces it (stats.py)
+INTERVAL_METHODS = [  # (figure, method): each printed 95% interval and what produces it (decide/stats.py)
     ("speedup, per-user speedup", "Welch t on the log ratio of the unit means (delta method), Welch-Satterthwaite "
                                   "df; variant and baseline are independent samples (no pairing)"),
     ("output throughput", "Student t on the log of the mean of the unit throughputs (delta method, n - 1 df), "

@@ -4,7 +4,7 @@ Speedup verdicts (`drafter_verdict`) read the 95% interval of the aggregate-thro
 concurrency level is a win when the interval's low end clears `verdict.min_speedup` (practical
 significance, default 1.05), "same" when the interval lies inside [1/m, m] (no practical difference, an
 equivalence test at the same error rate), a loss when its high end is below 1.0, and undecided otherwise
-(metrics/decision.py states the rules). Without intervals (a single repeat and no variance history) the
+(decide/decision.py states the rules). Without intervals (a single repeat and no variance history) the
 point estimate decides, and the verdict says it is indicative only, once.
 Every statement says how many measured levels decide it; a sanity gate that fired blocks "adopt".
 """

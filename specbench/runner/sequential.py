@@ -3,7 +3,7 @@ still undecided, until every point is decided, `sweep.max_launches` is reached o
 be exceeded. Each round launches the baseline (every still-undecided point) and then each drafter with
 undecided points (only those), in the counterbalanced order of `scheduler.round_order` (round n reversed
 when n is even, as the first launches). The decision at each look reads the always-valid intervals of
-metrics/sequential.py."""
+decide/sequential.py."""
 
 from __future__ import annotations
 

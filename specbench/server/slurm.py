@@ -63,7 +63,7 @@ def current_allocation() -> Allocation:
 def worker_step(alloc: Allocation, node: str, name: str, argv: Sequence[str],
                 srun_args: Sequence[str] = ()) -> list[str]:
     """The srun step that runs `argv` (specbench's worker) alone on `node`: one task, the node exclusive to
-    it within the allocation. The worker's engine steps join it with --overlap (multinode.py)."""
+    it within the allocation. The worker's engine steps join it with --overlap (server/multinode.py)."""
     return ["srun", "--jobid", alloc.job_id, "--exclusive", "--nodes", "1", "--ntasks", "1", "--nodelist", node,
             "--kill-on-bad-exit=1", "--job-name", f"specbench-worker-{name}", *srun_args, *argv]
 
