@@ -109,7 +109,7 @@ def test_the_step_runs_one_rank_per_node_from_inside_a_step(tmp_path: Path, slur
     """As the worker will: from a one-node step on n1, start the ranked step on n1 and n2 with the exact argv."""
     cfg, engine = _engine(two_node_config(tmp_path))
     rl = ranked_launch(engine, LaunchSpec(argv=ECHO), Placement(("n1", "n2"), job_id="$JOB"))
-    launcher = tmp_path / "server/launch.py"
+    launcher = tmp_path / "launch.py"
     launcher.write_text(
         "import json, os, subprocess, sys\n"
         "from specbench.server.multinode import outer_step_env\n"

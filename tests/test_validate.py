@@ -170,7 +170,7 @@ def test_flag_extraction_reads_both_source_styles() -> None:
     """scripts/sglang_flags.py: add_argument calls (<= 0.5.9) and A[T, ...] fields (arg_groups, 0.5.2x)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sglang_flags_script", REPO / "scripts" / "server/sglang_flags.py")
+    spec = importlib.util.spec_from_file_location("sglang_flags_script", REPO / "scripts" / "sglang_flags.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
