@@ -51,22 +51,40 @@ def test_synthetic_run_multiplies_back_to_the_speedup(synthetic: RunDir) -> None
     assert (d["acceptance_length"] > 2).all()  # 1-4 tokens a step (a chunk), 2.5 on average
 
 
-def _table(rd: RunDir, requests: pd.DataFrame) -> pd.DataFrame:
-    windows = records_frame(rd.window_records())
+def _table(rd: RunDir, requests: pd.DataFrame, windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    windows = records_frame(rd.window_records()) if windows is None else windows
     cells = compute_cells(requests, windows, CellOptions(baseline="autoregressive"))
     return decomposition_table(requests, windows, cells, "autoregressive")
 
 
-def test_missing_target_steps_leave_the_terms_empty_with_the_reason(synthetic: RunDir) -> None:
-    requests = records_frame(synthetic.request_records())
+def _without_request_steps(rd: RunDir) -> pd.DataFrame:
+    requests = records_frame(rd.request_records())
     drafter = requests["variant"] == "ngram"
     requests.loc[drafter, "spec"] = requests.loc[drafter, "spec"].map(lambda s: {**s, "verify_steps": None})
-    d = _table(synthetic, requests)
-    assert len(d) == 8 and (d["reason"] == NO_STEPS).all()
-    assert d["acceptance_length"].notna().all()  # from the window counters: known, but the step time is not
+    return requests
+
+
+def test_step_time_from_the_counters_when_requests_carry_no_steps(synthetic: RunDir) -> None:
+    by_request = pd.read_csv(synthetic.path / "decomposition.csv")
+    assert (by_request["step_source"] == "request").all()
+    d = _table(synthetic, _without_request_steps(synthetic))
+    assert (d["step_source"] == "counters").all() and d["reason"].eq("").all()
+    # the synthetic counters count the same steps: window steps - its requests = the requests' steps - 1 each
+    assert d["step_time_s"].to_numpy() == pytest.approx(by_request["step_time_s"].to_numpy(), rel=1e-9)
+    product = d["acceptance_length"] / d["step_cost_ratio"] * d["residual"]
+    assert product.to_numpy() == pytest.approx(d["speedup"].to_numpy(), rel=0.005)
+
+
+def test_missing_target_steps_leave_the_terms_empty_with_the_reason(synthetic: RunDir) -> None:
+    windows = records_frame(synthetic.window_records())
+    drafter = windows["variant"] == "ngram"
+    windows.loc[drafter, "counters"] = windows.loc[drafter, "counters"].map(
+        lambda c: {k: v for k, v in c.items() if k not in ("num_accepted_tokens", "num_drafts", "num_draft_tokens")})
+    d = _table(synthetic, _without_request_steps(synthetic), windows)
+    assert len(d) == 8 and (d["reason"] == NO_STEPS).all() and d["step_source"].eq("").all()
+    assert d["acceptance_length"].isna().all() and d["speedup"].notna().all()
     for term in TERMS:  # the drafter's terms empty, never 0; the baseline's own step time is still known
         assert d[term].isna().all() != term.startswith("baseline_"), term
-    assert d["speedup"].notna().all()
 
 
 def test_a_point_without_baseline_says_so(synthetic: RunDir) -> None:
@@ -93,6 +111,8 @@ def test_level_sentences_name_the_deciding_factor() -> None:
     residual = level_sentence(_level(0.9, 1.9, 1.3))
     assert residual.startswith("1.90 tokens a step at 1.30x the step cost would give 1.46x; the residual 0.62")
     assert "prefill 12% of the time vs 5% for the baseline" in residual
+    assert level_sentence({**_level(0.9, 1.9, 1.3), "prefill_share": 0.04}).endswith(
+        "the residual 0.62 (the window's tail, queueing) takes it below 1.0.")
     assert level_sentence({**_level(0.9, 1.9, 1.3), "residual": math.nan, "reasons": [NO_STEPS]}) == \
         f"terms unknown: {NO_STEPS}"
 

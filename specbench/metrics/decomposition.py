@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from specbench.metrics.acceptance import _counter_windows
 from specbench.metrics.columns import KEY_COLUMNS
 from specbench.metrics.common import NAN, as_float, safe_ratio
 from specbench.metrics.requests import (
@@ -30,6 +31,7 @@ DECOMPOSITION_COLUMNS = KEY_COLUMNS + [
     "speedup",
     "acceptance_length",
     "step_time_s",
+    "step_source",
     "baseline_step_time_s",
     "step_cost_ratio",
     "decode_occupancy",
@@ -43,20 +45,37 @@ DECOMPOSITION_COLUMNS = KEY_COLUMNS + [
 TERMS = ["step_time_s", "baseline_step_time_s", "step_cost_ratio", "decode_occupancy", "baseline_decode_occupancy",
          "residual", "break_even_acceptance_length"]
 
-NO_STEPS = "no target steps per request (the engine reported no verify_steps)"
+NO_STEPS = "no target steps (the engine reported no verify_steps per request and no step counters)"
 
 
 def step_time(reqs: Iterable[MeasuredRequest], plain: bool) -> tuple[float, float]:
     """(mean target step time in s, prefill share) of a cell's successful requests.
 
     step time = sum(decode time) / sum(target steps - 1), pooled over the requests whose steps are known (the
-    first step is the prefill, whose time is TTFT); prefill share = sum(TTFT) / sum(e2e). Steps NaN: none known."""
+    first step is the prefill, whose time is TTFT); prefill share = sum(TTFT) / sum(e2e) over every successful
+    request with both times. Step time NaN: no steps known."""
     decode = steps = ttft = e2e = 0.0
     for r in reqs:
-        k, d = request_target_steps(r.n_out, r.spec, plain), request_decode_time(r.e2e, r.ttft)
-        if r.ok and math.isfinite(k) and math.isfinite(d):
-            decode, steps, ttft, e2e = decode + d, steps + k - 1, ttft + r.ttft, e2e + r.e2e
+        d = request_decode_time(r.e2e, r.ttft)
+        if not (r.ok and math.isfinite(d)):
+            continue
+        ttft, e2e = ttft + r.ttft, e2e + r.e2e
+        if math.isfinite(k := request_target_steps(r.n_out, r.spec, plain)):
+            decode, steps = decode + d, steps + k - 1
     return safe_ratio(decode, steps), safe_ratio(ttft, e2e)
+
+
+def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> float:
+    """Mean target step time (s) from the windows' engine counters, for a drafter whose requests carry no
+    target steps: sum(decode time) / sum(window steps - its requests) over the windows whose counters are
+    usable and whose every request succeeded (a request's first step is its prefill); NaN without one."""
+    decode = steps = 0.0
+    for w in _counter_windows(windows, reqs)[0]:
+        rs = [r for r in reqs if (r.launch, r.repeat) == (w.launch, w.repeat)]
+        times = [request_decode_time(r.e2e, r.ttft) for r in rs]
+        if rs and all(r.ok for r in rs) and all(math.isfinite(t) for t in times) and w.steps > len(rs):
+            decode, steps = decode + sum(times), steps + w.steps - len(rs)
+    return safe_ratio(decode, steps)
 
 
 def decode_occupancy(throughput: float, step_s: float, acceptance_length: float) -> float:
@@ -110,9 +129,15 @@ def decomposition_table(requests: pd.DataFrame, windows: pd.DataFrame, cells: pd
     by_cell = {str(cid): to_measured_requests(g) for cid, g in req.groupby("cell_id", sort=False)} if len(req) else {}
     rows = cells.to_dict("records")
     sides: dict[str, tuple[float, float]] = {}
+    source: dict[str, str] = {}
     for c in rows:
         cid = f"{c['variant']}|{c['point_id']}"
-        sides[cid] = step_time(by_cell.get(cid, []), c["variant"] == baseline or c["variant"] in plain)
+        reqs = by_cell.get(cid, [])
+        sides[cid] = step_time(reqs, c["variant"] == baseline or c["variant"] in plain)
+        source[cid] = "request" if math.isfinite(sides[cid][0]) else ""
+        if not source[cid] and len(windows) and "cell_id" in windows:  # the engine's counters, window by window
+            t = counter_step_time(reqs, windows[windows["cell_id"] == cid])
+            sides[cid], source[cid] = (t, sides[cid][1]), "counters" if math.isfinite(t) else ""
     bases = {c["point_id"]: c for c in rows if c["variant"] == baseline}
     out = []
     for c in rows:
@@ -120,6 +145,7 @@ def decomposition_table(requests: pd.DataFrame, windows: pd.DataFrame, cells: pd
             continue
         base = bases.get(c["point_id"])
         base_side = sides[f"{baseline}|{c['point_id']}"] if base is not None else (NAN, NAN)
-        out.append({**{k: c[k] for k in KEY_COLUMNS},
-                    **_cell_terms(c, base, sides[f"{c['variant']}|{c['point_id']}"], base_side)})
+        cid = f"{c['variant']}|{c['point_id']}"
+        out.append({**{k: c[k] for k in KEY_COLUMNS}, "step_source": source[cid],
+                    **_cell_terms(c, base, sides[cid], base_side)})
     return pd.DataFrame(out, columns=DECOMPOSITION_COLUMNS)

@@ -54,9 +54,12 @@ def level_sentence(row: pd.Series | dict) -> str:
     if al < r:
         return (f"a step costs {fmt(r)}x a plain step; {fmt(al)} accepted tokens cannot pay for it "
                 f"(break-even {fmt(row['break_even_acceptance_length'])} tokens a step).")
+    p, pb = num(row["prefill_share"]), num(row["baseline_prefill_share"])
+    # prefill is named only where it is a larger share of the drafter's time than of the baseline's
+    why = (f"prefill {fmt_pct(p, 0)} of the time vs {fmt_pct(pb, 0)} for the baseline, the window's tail, queueing"
+           if p > pb else "the window's tail, queueing")
     return (f"{fmt(al)} tokens a step at {fmt(r)}x the step cost would give {fmt(al / r)}x; the residual {fmt(res)} "
-            f"(prefill {fmt_pct(row['prefill_share'], 0)} of the time vs {fmt_pct(row['baseline_prefill_share'], 0)} "
-            f"for the baseline, the window's tail, queueing) takes it below 1.0.")
+            f"({why}) takes it below 1.0.")
 
 
 def decomposition_plot(levels: pd.DataFrame) -> bytes | None:
@@ -82,6 +85,11 @@ def decomposition_plot(levels: pd.DataFrame) -> bytes | None:
     return _png(fig)
 
 
+def _text(x: object) -> str:
+    """A text column of decomposition.csv as read (an empty field is NaN)."""
+    return x if isinstance(x, str) else ""
+
+
 def why_section(data: RunData, *, plots: bool = True) -> list[Block]:
     d = _closed(data)
     if not len(d):
@@ -105,10 +113,10 @@ def why_section(data: RunData, *, plots: bool = True) -> list[Block]:
             speed = "" if math.isnan(num(row["speedup"])) else f" ({fmt(row['speedup'])}x)"
             items.append([f"{where}{speed}: {level_sentence(row)}"])
         out += [Heading(str(v), 3), Bullets(items)]
-    cols = ["variant", "category", "output", "C", "speedup", "AL", "r", "residual", "AL*", "why empty"]
+    cols = ["variant", "category", "output", "C", "speedup", "AL", "r", "residual", "AL*", "steps from", "why empty"]
     rows = [[str(r["variant"]), str(r["category"]), fmt_len(r["output_len"]), fmt_len(r["concurrency"]),
              fmt(r["speedup"]), fmt(r["acceptance_length"]), fmt(r["step_cost_ratio"]), fmt(r["residual"]),
-             fmt(r["break_even_acceptance_length"]), "" if pd.isna(r["reason"]) else str(r["reason"])]
+             fmt(r["break_even_acceptance_length"]), _text(r["step_source"]), _text(r["reason"])]
             for _, r in d.iterrows()]
     out.append(Table(cols, rows, caption="Every drafter cell's terms", collapsed=True,
                      numeric=frozenset(range(2, 9))))
