@@ -97,6 +97,17 @@ def test_a_point_without_baseline_says_so(synthetic: RunDir) -> None:
     assert d.loc[d["concurrency"] != 4, "residual"].notna().all()
 
 
+def test_a_baseline_without_decode_time_gives_no_step_cost(synthetic: RunDir) -> None:
+    """Every token in the first chunk (e2e = TTFT): no step time, so no r or residual, with the reason."""
+    requests = records_frame(synthetic.request_records())
+    flat = requests["point_id"].str.endswith("|c8|t0") & (requests["variant"] == "autoregressive")
+    requests.loc[flat, "e2e_s"] = requests.loc[flat, "ttft_s"]
+    d = _table(synthetic, requests)
+    c8 = d[d["concurrency"] == 8]
+    assert len(c8) == 2 and c8["reason"].str.startswith("no baseline step time").all()
+    assert c8[["baseline_step_time_s", "step_cost_ratio", "residual"]].isna().all().all()
+
+
 def _level(speedup: float, al: float, r: float) -> dict[str, object]:
     res = speedup * r / al
     return {"speedup": speedup, "acceptance_length": al, "step_cost_ratio": r, "residual": res,

@@ -322,6 +322,11 @@ def test_command_engine_known_answers(how: str, tmp_path: Path, model_dir: Path,
     windows = by_window(run, ledger(tmp_path / "ledger"))
     check_acceptance(run, windows, "ngram", "counters" if how == "counter" else "request",
                      per_position=False, rate=False)
+    # the step time from each request's steps, or from the verify-step counter window by window: the stand-in
+    # sleeps MS_PER_STEP a target step (the baseline here does not sleep: its step time is no known answer)
+    d = pd.read_csv(run / "decomposition.csv")
+    assert len(d) and (d["step_source"] == ("counters" if how == "counter" else "request")).all()
+    assert (d["step_time_s"] >= 0.99 * MS_PER_STEP / 1000).all()
     no_survivors()
 
 

@@ -62,7 +62,8 @@ def step_time(reqs: Iterable[MeasuredRequest], plain: bool) -> tuple[float, floa
         ttft, e2e = ttft + r.ttft, e2e + r.e2e
         if math.isfinite(k := request_target_steps(r.n_out, r.spec, plain)):
             decode, steps = decode + d, steps + k - 1
-    return safe_ratio(decode, steps), safe_ratio(ttft, e2e)
+    # no decode time at all (every token in the first chunk) gives no step time, never a step of 0 s
+    return (safe_ratio(decode, steps) if decode > 0 else NAN), safe_ratio(ttft, e2e)
 
 
 def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> float:
@@ -75,7 +76,7 @@ def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> flo
         times = [request_decode_time(r.e2e, r.ttft) for r in rs]
         if rs and all(r.ok for r in rs) and all(math.isfinite(t) for t in times) and w.steps > len(rs):
             decode, steps = decode + sum(times), steps + w.steps - len(rs)
-    return safe_ratio(decode, steps)
+    return safe_ratio(decode, steps) if decode > 0 else NAN
 
 
 def decode_occupancy(throughput: float, step_s: float, acceptance_length: float) -> float:
@@ -104,7 +105,7 @@ def _cell_terms(row: Mapping[Any, Any], base: Mapping[Any, Any] | None, side: tu
     if not math.isfinite(t):
         reason = NO_STEPS
     elif not math.isfinite(tb):
-        reason = "no baseline step time (no request with two or more tokens)"
+        reason = "no baseline step time (no request with a decode time: two or more tokens, not all at once)"
     elif not math.isfinite(al):
         reason = "no acceptance length"
     elif not math.isfinite(out["speedup"]):
