@@ -16,7 +16,8 @@ from specbench.runner import finalize
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = [REPO / "docs/examples/demo-cpu-3launches", REPO / "tests/golden/synthetic-run"]
-DERIVED = ("cells.csv", "break_even.csv", "acceptance.csv", "reconciliation.csv", "report.md", "report.html")
+DERIVED = ("cells.csv", "break_even.csv", "acceptance.csv", "reconciliation.csv", "decomposition.csv", "report.md",
+           "report.html")
 
 
 @pytest.mark.parametrize("src", RUNS, ids=lambda p: p.name)

@@ -23,6 +23,7 @@ import httpx
 import pandas as pd
 import pytest
 from conftest import make_model_dir, standin_config
+from test_decomposition import check_decomposition
 
 from specbench.config import parse_config
 from specbench.runner import RunOptions, run_matrix
@@ -219,7 +220,16 @@ def test_vllm_counter_path_known_answers(tmp_path: Path, port: int, no_survivors
     check_closed_loop(windows)
     check_same_requests(run, windows, ["base", "ngram"])
     check_throughput_and_speedup(run, windows, "base")
+    check_step_cost(run)
     no_survivors()
+
+
+def check_step_cost(run: Path) -> None:
+    """The decomposition multiplies back to the speedup, and the step time is the stand-in's: every target
+    step sleeps MS_PER_STEP, drafting or not, so r is about 1 (a loaded machine's sleeps overrun alike)."""
+    d = check_decomposition(run)
+    assert (d["step_time_s"] >= 0.99 * MS_PER_STEP / 1000).all()  # a sleep is a floor
+    assert d["step_cost_ratio"].to_numpy() == pytest.approx(1.0, rel=0.2)
 
 
 def test_vllm_launches_reconcile_window_by_window(tmp_path: Path, port: int, no_survivors) -> None:
@@ -286,6 +296,7 @@ def test_sglang_request_path_known_answers(tmp_path: Path, port: int, no_survivo
         dist_version.cache_clear()
     windows = by_window(run, ledger(tmp_path / "ledger"))
     check_acceptance(run, windows, "eagle3", "request")
+    check_step_cost(run)
     check_closed_loop(windows)
     check_same_requests(run, windows, ["ar", "eagle3"])
     no_survivors()
@@ -311,6 +322,11 @@ def test_command_engine_known_answers(how: str, tmp_path: Path, model_dir: Path,
     windows = by_window(run, ledger(tmp_path / "ledger"))
     check_acceptance(run, windows, "ngram", "counters" if how == "counter" else "request",
                      per_position=False, rate=False)
+    # the step time from each request's steps, or from the verify-step counter window by window: the stand-in
+    # sleeps MS_PER_STEP a target step (the baseline here does not sleep: its step time is no known answer)
+    d = pd.read_csv(run / "decomposition.csv")
+    assert len(d) and (d["step_source"] == ("counters" if how == "counter" else "request")).all()
+    assert (d["step_time_s"] >= 0.99 * MS_PER_STEP / 1000).all()
     no_survivors()
 
 

@@ -8,7 +8,8 @@ states it. Pure: no I/O, printing or plotting. Undefined values are NaN (None fo
 Modules: requests (per-request and per-window formulas), acceptance (tau and acceptance figures),
 lossless (output comparison against the baseline), reconcile (per-window cross-checks of per-request
 acceptance and client timing against the engine's counters and histograms), cells (compute_cells: the
-per-cell summary and speedups), breakeven (break_even_table), adaptive (the runner's stopping rule),
+per-cell summary and speedups), decomposition (decomposition.csv: speedup = AL / r x residual per drafter cell),
+breakeven (break_even_table), adaptive (the runner's stopping rule),
 common (shared helpers).
 """
 

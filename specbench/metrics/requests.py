@@ -32,6 +32,22 @@ def request_tpot(e2e_s: float, ttft_s: float, n_out: float) -> float:
     return (e2e_s - ttft_s) / (n_out - 1)
 
 
+def request_decode_time(e2e_s: float, ttft_s: float) -> float:
+    """Decode time = e2e - TTFT (s): from the first token to the end of the stream (TPOT's numerator).
+    The prefill time is TTFT itself."""
+    return e2e_s - ttft_s if math.isfinite(e2e_s) and math.isfinite(ttft_s) else NAN
+
+
+def request_target_steps(n_out: float, spec: dict[str, Any] | None, plain: bool) -> float:
+    """Target forward passes that produced the request's tokens: the engine's `spec.verify_steps` (the
+    first token's prefill step included), or n_out for plain decoding (one token a step); NaN when a
+    drafter's engine did not report them."""
+    if plain:
+        return n_out
+    steps = as_float(spec.get("verify_steps")) if spec else NAN
+    return steps if math.isfinite(steps) and steps > 0 else NAN
+
+
 def request_itls(chunk_offsets_s: Sequence[float], chunk_tokens: Sequence[int]) -> list[float]:
     """Per-token inter-token latencies: chunk j >= 1 with k_j tokens after gap g_j = t_j - t_{j-1}
     contributes k_j gaps of g_j / k_j. Tokens of the first chunk arrive at TTFT and add none. A chunk without

@@ -202,6 +202,11 @@ class RunDir:
         return self.path / "reconciliation.csv"
 
     @property
+    def decomposition(self) -> Path:
+        """Per drafter cell: speedup = acceptance / step-cost ratio x residual (derived)."""
+        return self.path / "decomposition.csv"
+
+    @property
     def open_loop(self) -> Path:
         """Per variant and offered rate: saturation, SLO percentiles, attainment, goodput (derived)."""
         return self.path / "open_loop.csv"

@@ -10,6 +10,7 @@ per format (markdown.py, html.py), which own all escaping. The pieces:
     verdict.py   adopt / never / inconclusive per drafter and category (drafter_verdict, curve_outcome)
     summary.py   sections on what the run concluded: context, verdict, gates, plots, intervals, variance
     tables.py    the measurement tables: speedup, break-even, acceptance, cells, losslessness
+    why.py       why a drafter pays or not: acceptance, step cost and residual (decomposition.csv)
     audits.py    sections on what it ran on: fairness, hardware, warnings, status, environment
     plots.py     the figures as PNG bytes
     surface.py   the forced-acceptance note and the speedups predicted from a surface (prediction.csv)
@@ -64,6 +65,7 @@ from specbench.report.tables import (
     speedup_tables,
 )
 from specbench.report.verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
+from specbench.report.why import why_section
 
 
 def build_document(data: RunData, *, plots: bool = True) -> Document:
@@ -81,7 +83,8 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
     blocks += forced_section(data) + verdict_section(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)
-    for section in (speedup_tables, break_even_al_section, prediction_section, intervals_section, variance_section,
+    blocks += speedup_tables(data) + why_section(data, plots=plots)
+    for section in (break_even_al_section, prediction_section, intervals_section, variance_section,
                     drift_section, break_even_table, acceptance_table,
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,
                     warnings_section, status_section, environment_section):

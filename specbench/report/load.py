@@ -1,7 +1,8 @@
 """Loading a run's derived files for the report: cells.csv and break_even.csv typed, run.json and friends parsed.
 
-Only derived files are read (cells.csv, break_even.csv, acceptance.csv, open_loop.csv, capacity.csv, run.json,
-environment.json, fairness.json, config.yaml), so re-rendering an old run is cheap and never parses requests.jsonl.
+Only derived files are read (cells.csv, break_even.csv, acceptance.csv, decomposition.csv, open_loop.csv,
+capacity.csv, run.json, environment.json, fairness.json, config.yaml), so re-rendering an old run is cheap
+and never parses requests.jsonl.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class RunData:
     open_loop: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x offered rate (open_loop.csv)
     capacity: pd.DataFrame = field(default_factory=pd.DataFrame)  # per variant x SLO (capacity.csv)
     errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # failed requests' reasons (errors.csv)
+    decomposition: pd.DataFrame = field(default_factory=pd.DataFrame)  # AL, r, residual (decomposition.csv)
 
     @property
     def baseline(self) -> str:
@@ -159,7 +161,7 @@ def load_report_data(run_dir: str | Path) -> RunData:
                    break_even=normalize_break_even(read_csv(rd.break_even)), acceptance=read_csv(rd.acceptance),
                    **_history(rd), drift=read_csv(rd.launch_drift),
                    open_loop=normalize_open_loop(read_csv(rd.open_loop)), capacity=read_csv(rd.capacity),
-                   errors=read_csv(rd.errors))
+                   errors=read_csv(rd.errors), decomposition=read_csv(rd.decomposition))
 
 
 def _history(rd: RunDir) -> dict[str, Any]:

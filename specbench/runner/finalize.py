@@ -1,7 +1,7 @@
 """From the raw records to every derived file of a run directory: cells.csv (with the history's pooled
 intervals, speedups withheld across unlike hardware, always-valid intervals for a sequential run),
-break_even.csv, acceptance.csv, reconciliation.csv, for an open loop open_loop.csv and capacity.csv, and
-the report. Re-runnable at any time (`specbench report`)."""
+break_even.csv, acceptance.csv, reconciliation.csv, decomposition.csv, for an open loop open_loop.csv and
+capacity.csv, and the report. Re-runnable at any time (`specbench report`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from specbench.metrics import (
     reconciliation_table,
     request_acceptance_table,
 )
+from specbench.metrics.decomposition import decomposition_table
 from specbench.metrics.drift import launch_effects
 from specbench.metrics.gates import eager_engine
 from specbench.metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
@@ -122,5 +123,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     atomic_write(rd.launch_drift, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))
     atomic_write(rd.reconciliation, reconciliation_table(requests, windows).to_csv(index=False))
+    atomic_write(rd.decomposition, decomposition_table(requests, windows, cells, cfg.baseline.name,
+                                                       plain_variants(cfg)).to_csv(index=False))
     atomic_write(rd.errors, failure_reasons(requests, windows).to_csv(index=False))
     return render(rd.path)
