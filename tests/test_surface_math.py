@@ -109,12 +109,10 @@ def test_forced_variants_reach_vllm_and_sglang_launches():
     spec = argv[argv.index("--speculative-config") + 1]
     assert '"rejection_sample_method":"synthetic"' in spec and '"synthetic_acceptance_length":2.0' in spec
     assert argv.count("--speculative-config") == 1
-    sg = _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))["ng-al1.5"]
-    assert sg.spec.env["SGLANG_SIMULATE_ACC_LEN"] == "1.5"
     assert la["ng-al2"].fingerprint() != _launches(_cfg())["ng"].fingerprint()
     from specbench.checks.fairness import audit
 
-    for launches in (la, _launches(surface_config(_cfg("sglang"), ["ng"], {"ng": [1.5]}))):
+    for launches in (la,):  # SGLang's: tests/test_forced_engines.py
         result = audit(list(launches.values()))
         assert result.fair, result.warnings  # the forcing environment is the drafter's own setting
         assert any("force their acceptance" in n for n in result.notes)

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
 from specbench.plan.specs import RequestSpec, SweepFacts
+from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
 
 
@@ -85,6 +86,17 @@ class Engine(abc.ABC):
     def version(self) -> str | None:
         """The engine's version as installed in the chosen interpreter, or None when unknown."""
         return self.config.version
+
+    # -- forced acceptance (docs/surface.md) ------------------------------------------------------
+    def force_refusal(self, variant: VariantConfig) -> str | None:
+        """Why this engine cannot force `variant`'s acceptance at all, or None when it may (the drafter's own
+        shape is checked by `launch_spec`, which knows the arguments)."""
+        return None if self.forced_acceptance is not None else f"engine {self.kind} cannot force acceptance"
+
+    @staticmethod
+    def draft_tokens(args: list[str]) -> int | None:
+        """Draft tokens per verify step (k) that these launch arguments give, or None when they do not say."""
+        return None
 
     def base_url(self, variant: VariantConfig, port: int) -> str:
         return f"http://{self.config.host}:{port}"
@@ -189,6 +201,13 @@ class Engine(abc.ABC):
 
     async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:  # noqa: B027 (a no-op by default)
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
+
+
+def check_forced_length(length: float, k: int | None, where: str) -> None:
+    """A forced acceptance length counts the bonus token: within [1, k + 1] for k draft tokens per step."""
+    if k is not None and not 1.0 <= length <= k + 1:
+        raise ConfigError(f"{where}.forced_acceptance", f"{length:g} is outside [1, {k + 1}] "
+                                                       f"({k} draft tokens per step)")
 
 
 def json_int(v: Any) -> int | None:
