@@ -276,6 +276,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             concurrency=row["concurrency"],
             has_baseline=has_base,
             full_accept_fraction=NAN if row["variant"] in opts.forced else row["full_accept_fraction"],
+            forced=row["variant"] in opts.forced,
             # only where that leaves the cell without acceptance (per-request data may still give it)
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),

@@ -264,6 +264,7 @@ class CellSummary:
     lossless_any_match_rate: float = float("nan")
     full_accept_fraction: float = float("nan")
     unknown_acceptance_windows: int = 0
+    forced: bool = False  # the engine forced the acceptance (specbench surface): its level is the set one
 
 
 def cell_warnings(cell: CellSummary) -> list[CellWarning]:
@@ -293,6 +294,7 @@ def cell_warnings(cell: CellSummary) -> list[CellWarning]:
         out.append(CellWarning(WarningCode.OUTLIERS, f"{c.outlier_count} outlier request(s)"))
     if (
         not c.is_baseline
+        and not c.forced  # a forced AL 1 is the point measured, not a head to fix
         and c.acceptance_source != "none"
         and _finite(c.acceptance_length)
         and c.acceptance_length < LOW_ACCEPTANCE_LENGTH
