@@ -93,6 +93,11 @@ class Engine(abc.ABC):
         shape is checked by `launch_spec`, which knows the arguments)."""
         return None if self.forced_acceptance is not None else f"engine {self.kind} cannot force acceptance"
 
+    def drafter_flags(self, variant: VariantConfig) -> set[str]:
+        """Launch flags outside the drafter's arguments that still carry its settings (a command template's
+        flags filled from its parameters); the fairness audit does not compare them."""
+        return set()
+
     @staticmethod
     def draft_tokens(args: list[str]) -> int | None:
         """Draft tokens per verify step (k) that these launch arguments give, or None when they do not say."""

@@ -59,6 +59,25 @@ class CommandEngine(Engine):
             return None
         return "this server's command does not take {forced_acceptance}, so it cannot be forced"
 
+    def drafter_flags(self, variant: VariantConfig) -> set[str]:
+        """The template's flags that carry the drafter's own settings: those whose value is filled from a
+        drafter parameter ({tree_budget}, {draft_model_path}, ...) or is {forced_acceptance}. They are the
+        drafter's arguments on this server, as --speculative-* flags are on vLLM and SGLang."""
+        template = variant.command or self.config.command or []
+        out: set[str] = set()
+        for j, element in enumerate(template):
+            try:
+                names = {f for _, f, _, _ in string.Formatter().parse(element) if f}
+            except ValueError:
+                continue
+            if not names - set(BUILTIN) or element == "{drafter_args}":
+                continue
+            if element.startswith("--"):
+                out.add(element.partition("=")[0])
+            elif j and template[j - 1].startswith("--"):
+                out.add(template[j - 1])
+        return out
+
     def _template(self, variant: VariantConfig, where: str) -> tuple[str, list[str]]:
         if variant.command:
             return f"{where}.command", variant.command
