@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
 from specbench.plan.specs import RequestSpec, SweepFacts
+from specbench.server.engines.prometheus import scrape, state_of
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
 
@@ -64,6 +65,10 @@ class Engine(abc.ABC):
     # How a variant's `forced_acceptance` reaches this engine (docs/surface.md); None: it cannot be forced
     forced_acceptance: str | None = None
     forced_env: tuple[str, ...] = ()  # environment keys the engine sets to force acceptance (not unfair)
+    # the engine's state during a window (docs/metrics.md, "Engine state"): key -> Prometheus sample name, keys
+    # running, waiting (requests, gauges), kv_usage (fraction, gauge), preemptions, queue_time_sum_s,
+    # queue_time_count (counters); empty: the engine publishes none
+    state_metrics: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
         self.config = config
@@ -203,6 +208,13 @@ class Engine(abc.ABC):
     async def read_counters(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, float] | None:
         """Server-wide acceptance counters now (diffed around each window). None: engine has none."""
         return None
+
+    async def read_state(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, float] | None:
+        """One sample of the engine's state (`state_metrics`), None when it publishes none. Raises
+        httpx.HTTPError or ValueError when the page cannot be read."""
+        if not self.state_metrics:
+            return None
+        return state_of(await scrape(http, metrics_url), self.state_metrics)
 
     async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:  # noqa: B027 (a no-op by default)
         """Reset engine state that would leak from one cell into the next (prefix cache)."""

@@ -41,6 +41,12 @@ from specbench.shared.records import SpecDetails
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
 COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with --enable-metrics
             "generation_tokens": "sglang:generation_tokens_total"}
+# engine state, with --enable-metrics (sglang 0.5.23 srt/observability/metrics_collector.py: the gauges
+# num_running_reqs, num_queue_reqs, token_usage (KV pool fraction in use), the counter of retracted requests
+# (SGLang's preemption) and the queue_time_seconds histogram)
+STATE = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage",
+         "preemptions": "sglang:num_retracted_requests_total", "queue_time_sum_s": "sglang:queue_time_seconds_sum",
+         "queue_time_count": "sglang:queue_time_seconds_count"}
 # forced acceptance (see `simulated_acceptance`): the mode set next to SGLANG_SIMULATE_ACC_LEN
 FORCED_MODE = {"SGLANG_SIMULATE_ACC_METHOD": "match-expected", "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}
 EAGLE_CHAINS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # a chain only with --speculative-eagle-topk 1
@@ -54,6 +60,7 @@ class SGLangEngine(Engine):
     forced_acceptance = ("environment SGLANG_SIMULATE_ACC_LEN=AL, SGLANG_SIMULATE_ACC_METHOD=match-expected, "
                          "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token (one launch per length; topk=1 chains)")
     forced_env = ("SGLANG_SIMULATE_ACC_LEN", *FORCED_MODE)
+    state_metrics = STATE
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,

