@@ -77,6 +77,15 @@ def test_a_command_server_is_offered_for_forcing_only_when_its_template_takes_th
     declared = {**ddtree, "command": [*ddtree["command"], "--force", "{forced_acceptance}"]}
     assert forceable(_cfg("vllm", declared)) == ["d"]
     assert forceable(_cfg("vllm", {"drafter": "ngram"})) == ["d"]
+    # SGLang: a tree is left out of the default surface, with the engine's reason
+    from specbench.surface.command import derive, force_refusals
+
+    tree = _cfg("sglang", {"drafter": "ngram", "params": {"num_tokens": 3}}, SG)
+    assert forceable(tree) == [] and "NGRAM verifies a tree" in force_refusals(tree)["d"]
+    assert "variants[1].forced_acceptance" in force_refusals(tree)["d"]
+    assert forceable(_cfg("sglang", EAGLE_CHAIN, SG)) == ["d"]
+    chain = derive(_cfg("sglang", EAGLE_CHAIN, SG), None, None)  # default lengths up to k + 1 = 4
+    assert [v.forced_acceptance for v in chain.variants[1:]] == [1.0, 1.5, 2.0, 3.0, 4.0]
 
 
 def test_the_vllm_cpu_plugin_is_guarded_by_the_version_it_was_written_against(monkeypatch):

@@ -14,20 +14,44 @@ from specbench.decide import breakeven
 from specbench.decide.variance_history import Calibration
 from specbench.metrics.surface import Prediction, decided, has_interval
 from specbench.plan.drafter import LaunchContext
-from specbench.shared.errors import UsageError
+from specbench.shared.errors import ConfigError, UsageError
 from specbench.surface.derive import default_lengths, split_name, surface_config
 
 if TYPE_CHECKING:
     from specbench.server.engines import Engine
 
 
+def force_refusals(cfg: RunConfig) -> dict[str, str]:
+    """Why each speculative variant of the config (not forced already) cannot be forced: its engine cannot (a
+    command server whose template does not take {forced_acceptance}) or refuses its drafter's shape (an SGLang
+    tree); a variant that can be forced is absent. Asked of the engine's own launch, so the words are its."""
+    from specbench.plan.drafter import get_drafter
+    from specbench.server.launch import resolve_drafter
+
+    out = {}
+    for i, v in enumerate(cfg.variants):
+        if v.baseline or v.forced_acceptance is not None or not get_drafter(v.drafter).speculative:
+            continue
+        engine = _engine(cfg, v.name)
+        if (why := engine.force_refusal(v)) is not None:
+            out[v.name] = why
+            continue
+        drafter, params = resolve_drafter(cfg, i)
+        try:
+            args = drafter.launch_args(params, LaunchContext(engine=engine.kind))
+            engine.launch_spec(v.model_copy(update={"forced_acceptance": 1.0}), args, cfg.engine.port, f"variants[{i}]")
+        except (ConfigError, UsageError) as exc:
+            out[v.name] = str(exc)
+    return out
+
+
 def forceable(cfg: RunConfig) -> list[str]:
-    """The config's speculative variants whose engine can force them (a command server only when its template
-    takes {forced_acceptance}; the drafter's shape is checked when the surface's launches are planned)."""
+    """The config's speculative variants that a surface can force (`force_refusals` says why not the others)."""
     from specbench.plan.drafter import get_drafter
 
+    refused = force_refusals(cfg)
     return [v.name for v in cfg.variants if not v.baseline and get_drafter(v.drafter).speculative
-            and v.forced_acceptance is None and _engine(cfg, v.name).force_refusal(v) is None]
+            and v.forced_acceptance is None and v.name not in refused]
 
 
 def _engine(cfg: RunConfig, name: str) -> Engine:
