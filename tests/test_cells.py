@@ -257,6 +257,9 @@ def test_acceptance_warnings_on_variant_cells_only() -> None:
     # an A/A plain variant: acceptance 1.0 by definition, which is not a low acceptance
     t = cells(rs, plain=frozenset({"a2"}))
     assert one(t, "a2")["acceptance_length"] == 1.0 and "low_acceptance" not in codes(one(t, "a2"))
+    # a forced acceptance (specbench surface) sets the level: a forced AL 1.1 is the point measured, no warning
+    w = wins(rs, counters=_counters(110.0, 10.0, 20.0))
+    assert "low_acceptance" not in codes(one(cells(rs, w, forced=frozenset({"ngram"})), "ngram"))
 
 
 def test_degenerate_workload_from_request_histograms() -> None:

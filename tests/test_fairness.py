@@ -75,3 +75,21 @@ def test_a_wrapper_variant_is_flagged() -> None:
                        "command": ["wrap", "--port", "{port}"]}])
     a = audit(plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/m", "m")))
     assert [w.setting for w in a.warnings] == ["engine"] and "runs engine 'command'" in a.warnings[0].message
+
+
+def test_a_command_servers_own_drafter_arguments_are_not_unfair_settings() -> None:
+    from specbench.server.engines.command import CommandEngine
+
+    serve = ["serve", "--port", "{port}", "--served-model-name", "{served_name}"]
+    tree = [*serve, "--draft", "{draft_model_path}", "--tree-budget", "{tree_budget}"]
+    c = parse_config({"model": {"path": "/m"}, "engine": {"kind": "command", "command": tree},
+                      "sweep": {"output_lens": [16], "concurrency": [1]}, "variants": [
+        {"name": "plain", "drafter": "autoregressive", "baseline": True, "command": [*serve, "--tree-budget", "0"]},
+        {"name": "dd16", "drafter": "ddtree", "params": {"mode": "command", "draft_model_path": "/d",
+                                                          "tree_budget": 16}},
+        {"name": "dd64", "drafter": "ddtree", "params": {"mode": "command", "draft_model_path": "/d",
+                                                          "tree_budget": 64}, "command": [*tree, "--sync", "1"]}]})
+    a = audit(plan_launches(c, CommandEngine(c.engine, sweep_facts(c), "/m", "m")))
+    # --draft and --tree-budget are the drafter's (filled from its parameters); --sync is a server setting
+    assert [w.setting for w in a.warnings] == ["--sync"], a.warnings
+    assert a.drafter_flags["dd16"] == ["--draft", "--tree-budget"] and a.drafter_flags["plain"] == ["--tree-budget"]

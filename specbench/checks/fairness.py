@@ -7,7 +7,8 @@ SGLang silently changes its own defaults when speculation is on (sglang 0.5.23
 - the decode cuda-graph batch limit follows GPU memory and parallelism.
 So every variant of a matrix gets the same explicit values (engines/pins.py, which the engines apply).
 
-`audit(launches)` compares every variant's argv and env outside the drafter's own flags.
+`audit(launches)` compares every variant's argv and env outside the drafter's own flags (on a command server:
+the template's flags filled from the drafter's parameters or {forced_acceptance}, `CommandEngine.drafter_flags`).
 """
 
 from __future__ import annotations
@@ -95,10 +96,13 @@ def audit(launches: list[VariantLaunch]) -> FairnessAudit:
                 f"{kinds[base.name]!r}: its speedup mixes engine and drafter; compare it with a baseline "
                 f"served by the same engine")))
     argv_settings: dict[str, dict[str, str]] = {}
+    # a command server's drafter settings are flags of its template, filled from the drafter's parameters: a
+    # drafter's own in every variant (the plain variant of such a server sets them too, e.g. --tree-budget 0)
+    template_flags = set().union(*(la.engine.drafter_flags(la.variant) for la in same_engine if la.engine))
     for la in same_engine:
         assert la.spec is not None
         head, opts = parse_options(la.spec.argv)
-        dflags = set(parse_options(list(la.drafter_args))[1])
+        dflags = set(parse_options(list(la.drafter_args))[1]) | template_flags
         result.drafter_flags[la.name] = sorted(f for f in opts if _is_drafter_flag(f, dflags))
         argv_settings[la.name] = {k: v for k, v in opts.items() if not _is_drafter_flag(k, dflags)}
         argv_settings[la.name]["argv"] = " ".join(head)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from specbench.cli.measure import execute
@@ -61,7 +62,13 @@ def surface(a: argparse.Namespace) -> int:
     else:
         if not a.config:
             raise UsageError("surface: give a CONFIG file (or --resume RUN_DIR)")
-        derived = derive(load_config(a.config), a.variant, _lengths(a.al))
+        cfg = load_config(a.config)
+        if not a.variant:  # every variant that can be forced: say which are left out, and why
+            from specbench.surface.command import force_refusals
+
+            for name, why in force_refusals(cfg).items():
+                print(f"surface: leaving out {name}: {why}", file=sys.stderr)
+        derived = derive(cfg, a.variant, _lengths(a.al))
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
         from specbench.decide import history_lookup

@@ -25,6 +25,7 @@ from specbench.metrics import gates
 from specbench.metrics.acceptance import cell_acceptance
 from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
 from specbench.metrics.common import NAN, interval_or_nan, key_nan
+from specbench.metrics.engine_state import state_warnings
 from specbench.metrics.lossless import cell_lossless, output_digest
 from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from specbench.metrics.requests import (
@@ -239,6 +240,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
     lossless = _lossless(cells, source, opts.forced)
     variant_gates = _variant_gates(cells, windows, opts)
     saturated = gates.client_saturated(windows)
+    engine_states = state_warnings(windows)
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -276,6 +278,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             concurrency=row["concurrency"],
             has_baseline=has_base,
             full_accept_fraction=NAN if row["variant"] in opts.forced else row["full_accept_fraction"],
+            forced=row["variant"] in opts.forced,
             # only where that leaves the cell without acceptance (per-request data may still give it)
             unknown_acceptance_windows=(0 if row["variant"] in opts.plain or row["acceptance_source"] != "none"
                                         else int(row["acceptance_unknown_windows"] or 0)),
@@ -284,6 +287,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             ws.append(impossible)
         if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
             ws.append(sat)
+        ws += engine_states.get(f"{row['variant']}|{row['point_id']}", [])
         row["warnings"] = encode_warnings(ws)
 
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)

@@ -120,11 +120,19 @@ class BreakEvenAL:
 
 
 def break_even_acceptance(curve: Curve) -> BreakEvenAL:
+    """The envelopes run through the points that have an interval only: a point without one (a single launch
+    and no variance history) is left out of them rather than counted as an interval of width zero, which
+    pinned both envelopes to its speedup. The interval always holds the break-even itself; none when no
+    point has an interval."""
     value = crossing(curve.al, curve.speedup)
     at_most = bool(len(curve)) and curve.speedup[0] >= 1.0
-    if curve.low == curve.speedup == curve.high:  # no point has an interval: neither has the break-even
+    with_ci = [i for i in range(len(curve)) if not curve.low[i] == curve.speedup[i] == curve.high[i]]
+    if not with_ci:  # no point has an interval: neither has the break-even
         return BreakEvenAL(value, NAN, NAN, at_most)
-    return BreakEvenAL(value, crossing(curve.al, curve.high), crossing(curve.al, curve.low), at_most)
+    al = [curve.al[i] for i in with_ci]
+    low = crossing(al, [curve.high[i] for i in with_ci])
+    high = crossing(al, [curve.low[i] for i in with_ci])
+    return BreakEvenAL(value, min(low, value), max(high, value), at_most)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ GPU_TEMP_DRIFT_C = 10.0  # mean GPU temperature of a variant's windows vs the ba
 # A client process whose CPU time over a window is at least this share of the window's wall time was
 # saturated: its event loop is one thread, so chunks waited for it and the timings measure the client.
 CLIENT_SATURATED_SHARE = 0.90
+# A server that ran fewer than this share of C requests on average while the client kept C in flight did not
+# admit the concurrency the cell names (metrics/engine_state.py)
+UNDER_ADMITTED_SHARE = 0.90
 # Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
 # mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
 # and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
@@ -54,6 +57,8 @@ class WarningCode(str, Enum):
     SERVER_COUNT_MISMATCH = "server_count_mismatch"
     CLIENT_TIMING_BELOW_SERVER = "client_timing_below_server"
     CLIENT_TIMING_ABOVE_SERVER = "client_timing_above_server"
+    UNDER_ADMITTED = "under_admitted"
+    PREEMPTED = "preempted"
     # sanity gates: each one blocks an "adopt" verdict for the cells it fires on
     DRAFTER_INACTIVE = "drafter_inactive"
     DEGENERATE_WORKLOAD = "degenerate_workload"
@@ -152,6 +157,17 @@ REMEDY: dict[WarningCode, str] = {
         "the window's wall time, per client process), so TTFT, ITL and throughput measure the client, not "
         "the engine; set client.processes (more client processes, e.g. `auto`: one per free core) or run "
         "specbench on a separate client host, and measure again"
+    ),
+    WarningCode.UNDER_ADMITTED: (
+        "the engine's own gauge of running requests stayed below the cell's concurrency while the client kept C "
+        "requests in flight: the rest waited in its queue, so the cell measures a lower concurrency than it "
+        "names; raise the engine's batch limit (vLLM --max-num-seqs, SGLang --max-running-requests) or its KV "
+        "cache (memory), or read the cell as the concurrency the server ran"
+    ),
+    WarningCode.PREEMPTED: (
+        "the engine preempted requests in this cell (vLLM num_preemptions, SGLang retracted requests): the KV "
+        "cache ran out and requests were evicted and recomputed, which slows the variant with the larger KV "
+        "footprint (a drafter's own cache); give the engine more KV cache or compare at a lower concurrency"
     ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "
@@ -264,6 +280,7 @@ class CellSummary:
     lossless_any_match_rate: float = float("nan")
     full_accept_fraction: float = float("nan")
     unknown_acceptance_windows: int = 0
+    forced: bool = False  # the engine forced the acceptance (specbench surface): its level is the set one
 
 
 def cell_warnings(cell: CellSummary) -> list[CellWarning]:
@@ -293,6 +310,7 @@ def cell_warnings(cell: CellSummary) -> list[CellWarning]:
         out.append(CellWarning(WarningCode.OUTLIERS, f"{c.outlier_count} outlier request(s)"))
     if (
         not c.is_baseline
+        and not c.forced  # a forced AL 1 is the point measured, not a head to fix
         and c.acceptance_source != "none"
         and _finite(c.acceptance_length)
         and c.acceptance_length < LOW_ACCEPTANCE_LENGTH

@@ -15,6 +15,7 @@ import httpx
 
 from specbench.client.load import make_load
 from specbench.plan.windows import PlannedRequest
+from specbench.runner.enginestate import StateSampler
 from specbench.runner.selfcheck import ClientCheck
 from specbench.runner.session import VariantSession
 from specbench.shared.environment import gpu_telemetry
@@ -40,6 +41,10 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     engine = session.engine
     session.check_port()  # requests must reach the launched engine, and only it
     before = await read_counters(session, window_id) if engine.counter_acceptance else None
+    closed = all(p.at_s is None for p in planned)  # a closed loop keeps C in flight: the state sampler's reference
+    state = StateSampler(engine, session.http, session.metrics_url, first["concurrency"] if closed else None,
+                         len(planned))
+    await state.start()
     t_start = session.now()  # the clock of every t_send (one clock: a wall-clock step cannot move an edge)
     check = ClientCheck.start(window_id, session.shards)
 
@@ -59,6 +64,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
             failed.append(exc)
 
     def on_record(rec: RequestRecord) -> None:
+        state.finished()
         written.append(loop.run_in_executor(session.writer, write, rec))
         session.reporter.advance()
 
@@ -67,8 +73,10 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
         records = await load.send(session.endpoint, planned, on_record)
     except BaseException:
         check.cancel()
+        await state.cancel()
         raise
     t_end = session.now()
+    engine_state = await state.stop()
     client = await check.stop()
     await asyncio.gather(*written)  # every request record is on disk before the window's record
     if failed:
@@ -97,7 +105,7 @@ async def measure_window(session: VariantSession, planned: Sequence[PlannedReque
     window = WindowRecord(
         window_id=window_id, variant=session.name, cell_id=first["cell_id"], point_id=first["point_id"],
         launch=first.get("launch", 1), repeat=first["repeat"], t_start=t_start, t_end=t_end,
-        n_requests=len(records), counters=counters, per_position_accepted=per_pos,
+        n_requests=len(records), counters=counters, per_position_accepted=per_pos, engine_state=engine_state,
         extra=extra)
     session.sink.window(window)
     session.last_window = records

@@ -111,5 +111,8 @@ class WindowRecord(BaseModel):
     n_requests: int
     counters: dict[str, float] | None = None  # engine counter deltas over the window (e.g. vLLM spec_decode)
     per_position_accepted: list[float] | None = None  # accepted drafts by draft position (counter deltas)
+    # the engine's state sampled during the window (metrics/engine_state.py window_state: running and waiting
+    # requests, KV-cache usage, preemption and queue-time deltas); None when the engine publishes none
+    engine_state: dict[str, float] | None = None
     notes: list[str] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -13,26 +14,65 @@ from specbench.decide import breakeven
 from specbench.decide.variance_history import Calibration
 from specbench.metrics.surface import Prediction, decided, has_interval
 from specbench.plan.drafter import LaunchContext
-from specbench.shared.errors import UsageError
-from specbench.surface.derive import default_lengths, draft_tokens, split_name, surface_config
+from specbench.shared.errors import ConfigError, UsageError
+from specbench.surface.derive import default_lengths, split_name, surface_config
+
+if TYPE_CHECKING:
+    from specbench.server.engines import Engine
+
+
+def force_refusals(cfg: RunConfig) -> dict[str, str]:
+    """Why each speculative variant of the config (not forced already) cannot be forced: its engine cannot (a
+    command server whose template does not take {forced_acceptance}) or refuses its drafter's shape (an SGLang
+    tree); a variant that can be forced is absent. Asked of the engine's own launch, so the words are its."""
+    from specbench.plan.drafter import get_drafter
+    from specbench.server.launch import resolve_drafter
+
+    out = {}
+    for i, v in enumerate(cfg.variants):
+        if v.baseline or v.forced_acceptance is not None or not get_drafter(v.drafter).speculative:
+            continue
+        engine = _engine(cfg, v.name)
+        if (why := engine.force_refusal(v)) is not None:
+            out[v.name] = why
+            continue
+        drafter, params = resolve_drafter(cfg, i)
+        try:
+            args = drafter.launch_args(params, LaunchContext(engine=engine.kind))
+            engine.launch_spec(v.model_copy(update={"forced_acceptance": 1.0}), args, cfg.engine.port, f"variants[{i}]")
+        except (ConfigError, UsageError) as exc:
+            out[v.name] = str(exc)
+    return out
 
 
 def forceable(cfg: RunConfig) -> list[str]:
-    """The config's speculative variants (those a surface can force)."""
+    """The config's speculative variants that a surface can force (`force_refusals` says why not the others)."""
     from specbench.plan.drafter import get_drafter
 
+    refused = force_refusals(cfg)
     return [v.name for v in cfg.variants if not v.baseline and get_drafter(v.drafter).speculative
-            and v.forced_acceptance is None]
+            and v.forced_acceptance is None and v.name not in refused]
+
+
+def _engine(cfg: RunConfig, name: str) -> Engine:
+    """The engine that serves variant `name` (its own `command` makes it the command engine)."""
+    from specbench.server.launch import make_engine, variant_engine
+
+    variant = next(v for v in cfg.variants if v.name == name)
+    where = cfg.model.path or cfg.model.demo or ""  # not launched: the model only names it
+    return variant_engine(make_engine(cfg, where, where), variant)
 
 
 def variant_k(cfg: RunConfig, name: str) -> int | None:
-    """Draft tokens per step of a variant, from the arguments its drafter gives this engine kind."""
+    """Draft tokens per step of a variant, from the arguments its drafter gives its engine (read by the engine:
+    vLLM's num_speculative_tokens, SGLang's steps, DFlash's block size - 1, n-gram's draft tokens - 1)."""
     from specbench.server.launch import resolve_drafter
 
     i = next(j for j, v in enumerate(cfg.variants) if v.name == name)
     drafter, params = resolve_drafter(cfg, i)
+    engine = _engine(cfg, name)
     try:
-        return draft_tokens(drafter.launch_args(params, LaunchContext(engine=cfg.engine.kind)))
+        return engine.draft_tokens(drafter.launch_args(params, LaunchContext(engine=engine.kind)))
     except (UsageError, ValueError):
         return None
 

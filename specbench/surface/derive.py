@@ -7,8 +7,6 @@ in any run. The run itself is an ordinary `run_matrix` run: launches, intervals,
 
 from __future__ import annotations
 
-import json
-
 from specbench.config import RunConfig, VariantConfig
 from specbench.shared.errors import ConfigError, UsageError
 
@@ -29,19 +27,6 @@ def split_name(name: str) -> tuple[str, float] | None:
         return base, float(tail)
     except ValueError:
         return None
-
-
-def draft_tokens(drafter_args: list[str] | tuple[str, ...]) -> int | None:
-    """Draft tokens per verify step (k) from a variant's drafter arguments: vLLM's num_speculative_tokens,
-    SGLang's --speculative-num-steps (a chain); None when the arguments do not say."""
-    args = list(drafter_args)
-    if "--speculative-config" in args:
-        cfg = json.loads(args[args.index("--speculative-config") + 1])
-        k = cfg.get("num_speculative_tokens")
-        return k if isinstance(k, int) else None
-    if "--speculative-num-steps" in args:
-        return int(args[args.index("--speculative-num-steps") + 1])
-    return None
 
 
 def default_lengths(k: int | None) -> list[float]:

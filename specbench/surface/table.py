@@ -32,6 +32,13 @@ def _mean(xs: pd.Series) -> float:
     return sum(vals) / len(vals) if vals else math.nan
 
 
+def _pooled_end(ends: pd.Series) -> float:
+    """The geometric mean of the cells' interval ends, or NaN (`none`) when a cell has no interval: the ends of
+    the cells that have one do not bound the pooled point."""
+    vals = [float(x) for x in ends]
+    return geomean(vals) if vals and all(math.isfinite(x) and x > 0 for x in vals) else math.nan
+
+
 def readback(forced: float, measured: float) -> str:
     """`ok` when the engine's acceptance is within READBACK_TOLERANCE of the forced length, `mismatch`
     otherwise, `unknown` without a measured acceptance."""
@@ -53,8 +60,8 @@ def surface_table(cells: pd.DataFrame) -> pd.DataFrame:
             measured = _mean(gc["acceptance_length"])
             rows.append(dict(variant=base, forced_acceptance=forced, concurrency=int(float(c)),  # type: ignore[arg-type]
                              speedup=geomean(gc["speedup"].tolist()),
-                             speedup_ci_low=geomean(gc["speedup_ci_low"].tolist()),
-                             speedup_ci_high=geomean(gc["speedup_ci_high"].tolist()), measured_acceptance=measured,
+                             speedup_ci_low=_pooled_end(gc["speedup_ci_low"]),
+                             speedup_ci_high=_pooled_end(gc["speedup_ci_high"]), measured_acceptance=measured,
                              measured_acceptance_low=_mean(gc["acceptance_length_ci_low"]),
                              measured_acceptance_high=_mean(gc["acceptance_length_ci_high"]),
                              readback=readback(forced, measured), cells=len(gc)))

@@ -33,12 +33,17 @@ With --per-batch-size (vLLM's dynamic schedule, JSON ranges) a request drafts th
 the number of requests in flight on its arrival (k = 0: plain decoding), from the accept table.
 A queue (--slots C --service-ms S): streamed requests wait in FIFO order for one of C slots, hold it for S ms,
 then stream their whole output at once: an M/D/c queue, whose TTFT is the wait plus S (open-loop tests).
+Engine state on /metrics (vllm, and sglang with --enable-metrics, under each engine's names): requests running
+(being served: holding a slot with --slots) and waiting (the rest in flight), KV-cache usage (running /
+--kv-capacity), preemptions (one per --preempt-every streamed requests) and the queue-time histogram (the wait
+for a slot): with --slots below C the server admits fewer requests than the client keeps in flight.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import contextvars
 import json
 import os
@@ -46,6 +51,7 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +108,8 @@ class Options:
     accept_table: str | None = None  # "K:A,...": mean accepted drafts per step at --drafts-per-step K
     step_tokens: float | None = None  # tokens a target step verifies at --ms-per-token (the roofline's knee)
     per_batch_size: str | None = None  # JSON [[start, end, k], ...]: k by the requests in flight on arrival
+    preempt_every: int | None = None  # count a preemption at every Nth streamed request (engine state metrics)
+    kv_capacity: int = 64  # requests whose KV fits: the KV-cache usage gauge is running / this
 
 
 @dataclass
@@ -120,6 +128,9 @@ class State:
     latency: dict[str, float] = field(default_factory=lambda: {"ttft_sum": 0.0, "ttft_count": 0,
                                                                 "e2e_sum": 0.0, "e2e_count": 0})
     bodies: list[dict[str, Any]] = field(default_factory=list)  # last request bodies (for tests)
+    running: int = 0  # streamed requests being served (holding a slot when --slots), the rest wait
+    preemptions: int = 0
+    queue: dict[str, float] = field(default_factory=lambda: {"sum": 0.0, "count": 0})  # time waiting for a slot
 
 
 def log(msg: str) -> None:
@@ -210,7 +221,10 @@ class StandIn:
                 *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="{self.o.served_name}",'
                   f'position="{i}"}} {v}' for i, v in enumerate(s.per_position)),
                 *self._histogram("vllm:time_to_first_token_seconds", "ttft"),
-                *self._histogram("vllm:e2e_request_latency_seconds", "e2e")]
+                *self._histogram("vllm:e2e_request_latency_seconds", "e2e"),
+                *self._state_lines("vllm:num_requests_running", "vllm:num_requests_waiting",
+                                   "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total",
+                                   "vllm:request_queue_time_seconds")]
             return Response.text("\n".join(lines) + "\n")
         if self.sglang and self.o.enable_metrics:
             acc_len = 1 + s.spec.accepted / s.spec.verify_steps if s.spec.verify_steps else 0.0
@@ -219,9 +233,22 @@ class StandIn:
                      "# TYPE sglang:spec_verify_calls_total counter",
                      f'sglang:spec_verify_calls_total{{model_name="{self.o.served_name}"}} {s.spec.verify_steps}',
                      "# TYPE sglang:spec_accept_length gauge",
-                     f'sglang:spec_accept_length{{model_name="{self.o.served_name}"}} {acc_len}']
+                     f'sglang:spec_accept_length{{model_name="{self.o.served_name}"}} {acc_len}',
+                     *self._state_lines("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+                                        "sglang:num_retracted_requests_total", "sglang:queue_time_seconds")]
             return Response.text("\n".join(lines) + "\n")
         return Response.json({"detail": "Not Found"}, 404)
+
+    def _state_lines(self, running: str, waiting: str, kv: str, preemptions: str, queue: str) -> list[str]:
+        """The engine's state under the engine's own names: gauges of running and waiting requests and KV usage,
+        the preemption counter and the queue-time histogram (time waiting for a slot)."""
+        s, lab = self.s, f'model_name="{self.o.served_name}"'
+        return [f"# TYPE {running} gauge", f"{running}{{{lab}}} {s.running}",
+                f"# TYPE {waiting} gauge", f"{waiting}{{{lab}}} {s.in_flight - s.running}",
+                f"# TYPE {kv} gauge", f"{kv}{{{lab}}} {min(1.0, s.running / self.o.kv_capacity)}",
+                f"# TYPE {preemptions[:-6]} counter", f"{preemptions}{{{lab}}} {s.preemptions}",
+                f"# TYPE {queue} histogram", f'{queue}_bucket{{{lab},le="+Inf"}} {s.queue["count"]}',
+                f"{queue}_count{{{lab}}} {s.queue['count']}", f"{queue}_sum{{{lab}}} {s.queue['sum']}"]
 
     def _histogram(self, name: str, key: str) -> list[str]:
         """A Prometheus histogram with one (+Inf) bucket: only _sum and _count are read."""
@@ -290,18 +317,33 @@ class StandIn:
                 return Response.json(self._full(path, body, ids, finish, stats))
             if self.o.pre_arrival_ms:
                 await asyncio.sleep(self.o.pre_arrival_ms / 1000)
+            if self.o.preempt_every and self.s.streams % self.o.preempt_every == 0:
+                self.s.preemptions += 1
             if self.slots is not None:
                 async with self.slots:  # the queue: wait for a slot, hold it for the service time
                     entry["t_service"] = time.time()
-                    await asyncio.sleep(self.o.service_ms / 1000)
-                    sent = await self._stream(path, body, stream, ids, steps, finish, stats)
+                    with self._serving(entry):
+                        await asyncio.sleep(self.o.service_ms / 1000)
+                        sent = await self._stream(path, body, stream, ids, steps, finish, stats)
             else:
-                sent = await self._stream(path, body, stream, ids, steps, finish, stats)
+                with self._serving(entry):
+                    sent = await self._stream(path, body, stream, ids, steps, finish, stats)
             if sent:
                 self._record(entry, stats)
             return None
         finally:
             self.s.in_flight -= 1
+
+    @contextlib.contextmanager
+    def _serving(self, entry: dict[str, Any]) -> Iterator[None]:
+        """A streamed request being served: counted as running, its wait for a slot observed as queue time."""
+        self.s.queue["sum"] += time.time() - entry["t_recv"]
+        self.s.queue["count"] += 1
+        self.s.running += 1
+        try:
+            yield
+        finally:
+            self.s.running -= 1
 
     def _drafts_now(self) -> int:
         """The draft length of a step now: --drafts-per-step, or with --per-batch-size the k of the range
@@ -642,6 +684,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--per-batch-size", help="JSON [[start, end, k], ...]: vLLM's dynamic schedule")
     p.add_argument("--step-tokens", type=float, help="a step of n in flight x (K+1) tokens takes --ms-per-token x "
                    "max(1, n(K+1)/STEP_TOKENS)")
+    p.add_argument("--preempt-every", type=int, metavar="N",
+                   help="count a preemption at every Nth streamed request (vllm:num_preemptions_total)")
+    p.add_argument("--kv-capacity", type=int, default=64,
+                   help="requests whose KV fits: the KV-cache usage gauge is running / N")
     p.add_argument("--api-key-env", help="require 'Authorization: Bearer $NAME' on /v1/* (401 otherwise), "
                    "like vLLM's --api-key; the key itself never appears on the command line")
     return p

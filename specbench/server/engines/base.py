@@ -17,6 +17,8 @@ from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
 from specbench.plan.specs import RequestSpec, SweepFacts
+from specbench.server.engines.prometheus import scrape, state_of
+from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
 
 
@@ -63,6 +65,10 @@ class Engine(abc.ABC):
     # How a variant's `forced_acceptance` reaches this engine (docs/surface.md); None: it cannot be forced
     forced_acceptance: str | None = None
     forced_env: tuple[str, ...] = ()  # environment keys the engine sets to force acceptance (not unfair)
+    # the engine's state during a window (docs/metrics.md, "Engine state"): key -> Prometheus sample name, keys
+    # running, waiting (requests, gauges), kv_usage (fraction, gauge), preemptions, queue_time_sum_s,
+    # queue_time_count (counters); empty: the engine publishes none
+    state_metrics: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
         self.config = config
@@ -85,6 +91,22 @@ class Engine(abc.ABC):
     def version(self) -> str | None:
         """The engine's version as installed in the chosen interpreter, or None when unknown."""
         return self.config.version
+
+    # -- forced acceptance (docs/surface.md) ------------------------------------------------------
+    def force_refusal(self, variant: VariantConfig) -> str | None:
+        """Why this engine cannot force `variant`'s acceptance at all, or None when it may (the drafter's own
+        shape is checked by `launch_spec`, which knows the arguments)."""
+        return None if self.forced_acceptance is not None else f"engine {self.kind} cannot force acceptance"
+
+    def drafter_flags(self, variant: VariantConfig) -> set[str]:
+        """Launch flags outside the drafter's arguments that still carry its settings (a command template's
+        flags filled from its parameters); the fairness audit does not compare them."""
+        return set()
+
+    @staticmethod
+    def draft_tokens(args: list[str]) -> int | None:
+        """Draft tokens per verify step (k) that these launch arguments give, or None when they do not say."""
+        return None
 
     def base_url(self, variant: VariantConfig, port: int) -> str:
         return f"http://{self.config.host}:{port}"
@@ -187,8 +209,22 @@ class Engine(abc.ABC):
         """Server-wide acceptance counters now (diffed around each window). None: engine has none."""
         return None
 
+    async def read_state(self, http: httpx.AsyncClient, metrics_url: str) -> dict[str, float] | None:
+        """One sample of the engine's state (`state_metrics`), None when it publishes none. Raises
+        httpx.HTTPError or ValueError when the page cannot be read."""
+        if not self.state_metrics:
+            return None
+        return state_of(await scrape(http, metrics_url), self.state_metrics)
+
     async def between_cells(self, http: httpx.AsyncClient, base_url: str) -> None:  # noqa: B027 (a no-op by default)
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
+
+
+def check_forced_length(length: float, k: int | None, where: str) -> None:
+    """A forced acceptance length counts the bonus token: within [1, k + 1] for k draft tokens per step."""
+    if k is not None and not 1.0 <= length <= k + 1:
+        raise ConfigError(f"{where}.forced_acceptance", f"{length:g} is outside [1, {k + 1}] "
+                                                       f"({k} draft tokens per step)")
 
 
 def json_int(v: Any) -> int | None:

@@ -45,13 +45,38 @@ class CommandEngine(Engine):
         values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
                   "served_name": self.served_name, **self._drafter_values(variant),
                   "forced_acceptance": f"{variant.forced_acceptance or 0:g}"}
-        if variant.forced_acceptance is not None and not any("{forced_acceptance}" in t for t in template):
-            raise ConfigError(f"{where}", "forced_acceptance: this server's command does not take "
-                                          "{forced_acceptance}, so it cannot be forced")
+        if variant.forced_acceptance is not None and (why := self.force_refusal(variant)):
+            raise ConfigError(f"{where}", f"forced_acceptance: {why}")
         argv = fill_template(template, values, drafter_args, where)
         engine_args = e.args if e.kind == "command" else []  # another kind's args are not this server's
         return LaunchSpec(argv=[*e.launch_prefix, *argv, *engine_args, *variant.args],
                           env={**e.env, **variant.env})
+
+    def force_refusal(self, variant: VariantConfig) -> str | None:
+        """Only a server whose command takes {forced_acceptance} declares that it can be forced."""
+        template = variant.command or self.config.command or []
+        if any("{forced_acceptance}" in t for t in template):
+            return None
+        return "this server's command does not take {forced_acceptance}, so it cannot be forced"
+
+    def drafter_flags(self, variant: VariantConfig) -> set[str]:
+        """The template's flags that carry the drafter's own settings: those whose value is filled from a
+        drafter parameter ({tree_budget}, {draft_model_path}, ...) or is {forced_acceptance}. They are the
+        drafter's arguments on this server, as --speculative-* flags are on vLLM and SGLang."""
+        template = variant.command or self.config.command or []
+        out: set[str] = set()
+        for j, element in enumerate(template):
+            try:
+                names = {f for _, f, _, _ in string.Formatter().parse(element) if f}
+            except ValueError:
+                continue
+            if not names - set(BUILTIN) or element == "{drafter_args}":
+                continue
+            if element.startswith("--"):
+                out.add(element.partition("=")[0])
+            elif j and template[j - 1].startswith("--"):
+                out.add(template[j - 1])
+        return out
 
     def _template(self, variant: VariantConfig, where: str) -> tuple[str, list[str]]:
         if variant.command:

@@ -26,3 +26,14 @@ async def scrape(http: httpx.AsyncClient, url: str, prefix: str = "") -> dict:
     r = await http.get(url, timeout=10.0)
     r.raise_for_status()
     return parse_metrics(r.text, prefix)
+
+
+def state_of(samples: dict[str, dict[tuple[tuple[str, str], ...], float]], names: dict[str, str]) -> dict[str, float]:
+    """An engine's state from one scrape: per key its metric summed over label sets (requests of every engine
+    of a data-parallel server), except `kv_usage`, a fraction per engine: the fullest one. Absent: left out."""
+    out: dict[str, float] = {}
+    for key, name in names.items():
+        series = samples.get(name)
+        if series:
+            out[key] = max(series.values()) if key == "kv_usage" else sum(series.values())
+    return out

@@ -27,28 +27,40 @@ from specbench.server.engines.base import (
     LaunchSpec,
     Probe,
     RequestSpec,
+    check_forced_length,
     dist_version,
     json_float,
     json_int,
     parse_version,
 )
-from specbench.server.engines.pins import sglang_pins
+from specbench.server.engines.pins import parse_options, sglang_pins
 from specbench.server.engines.prometheus import scrape, total
+from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
 COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with --enable-metrics
             "generation_tokens": "sglang:generation_tokens_total"}
+# engine state, with --enable-metrics (sglang 0.5.23 srt/observability/metrics_collector.py: the gauges
+# num_running_reqs, num_queue_reqs, token_usage (KV pool fraction in use), the counter of retracted requests
+# (SGLang's preemption) and the queue_time_seconds histogram)
+STATE = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage",
+         "preemptions": "sglang:num_retracted_requests_total", "queue_time_sum_s": "sglang:queue_time_seconds_sum",
+         "queue_time_count": "sglang:queue_time_seconds_count"}
+# forced acceptance (see `simulated_acceptance`): the mode set next to SGLANG_SIMULATE_ACC_LEN
+FORCED_MODE = {"SGLANG_SIMULATE_ACC_METHOD": "match-expected", "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}
+EAGLE_CHAINS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # a chain only with --speculative-eagle-topk 1
 
 
 class SGLangEngine(Engine):
     kind = "sglang"
     rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
-    # srt/environ.py SGLANG_SIMULATE_ACC_LEN (default -1: off), read at import by speculative/spec_utils.py
-    # and applied in eagle_utils (EAGLE, EAGLE3, NEXTN, STANDALONE; NGRAM's verify calls eagle_sample too)
-    # and dflash_utils (DFLASH); method "match-expected" mixes the two integer lengths around AL per step
-    forced_acceptance = "environment SGLANG_SIMULATE_ACC_LEN=AL (one launch per length)"
-    forced_env = ("SGLANG_SIMULATE_ACC_LEN",)
+    # srt/environ.py SGLANG_SIMULATE_ACC_LEN (default -1: off), _METHOD, _TOKEN_MODE, read at import by
+    # speculative/spec_utils.py: see `simulated_acceptance`
+    forced_acceptance = ("environment SGLANG_SIMULATE_ACC_LEN=AL, SGLANG_SIMULATE_ACC_METHOD=match-expected, "
+                         "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token (one launch per length; topk=1 chains)")
+    forced_env = ("SGLANG_SIMULATE_ACC_LEN", *FORCED_MODE)
+    state_metrics = STATE
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
@@ -61,8 +73,24 @@ class SGLangEngine(Engine):
                 *variant.args]
         env = {**e.env, **variant.env}
         if variant.forced_acceptance is not None:
-            env["SGLANG_SIMULATE_ACC_LEN"] = f"{variant.forced_acceptance:g}"
+            env.update(simulated_acceptance([*e.args, *drafter_args, *variant.args], variant.forced_acceptance,
+                                            where))
         return LaunchSpec(argv=argv, env=env)
+
+    @staticmethod
+    def draft_tokens(args: list[str]) -> int | None:
+        """k: EAGLE's --speculative-num-steps (a chain), DFLASH's block size - 1, NGRAM's draft tokens - 1 (its
+        --speculative-num-draft-tokens counts the verified root, drafters/ngram.py)."""
+        opts = parse_options(list(args))[1]
+        algo = opts.get("--speculative-algorithm", "").upper()
+        if algo == "DFLASH":
+            block = opts.get("--speculative-dflash-block-size") or opts.get("--speculative-num-draft-tokens")
+            return int(block) - 1 if block and block.isdigit() else None
+        if algo == "NGRAM":
+            n = opts.get("--speculative-num-draft-tokens", "")
+            return int(n) - 1 if n.isdigit() else None
+        steps = opts.get("--speculative-num-steps", "")
+        return int(steps) if steps.isdigit() else None
 
     def version(self) -> str | None:
         if self.config.version:
@@ -117,6 +145,41 @@ class SGLangEngine(Engine):
             return None
         out = {k: total(samples, name) for k, name in COUNTERS.items()}
         return {k: v for k, v in out.items() if v is not None} or None
+
+
+# -- forced acceptance -----------------------------------------------------------------------------
+# sglang 0.5.23 srt/environ.py: SGLANG_SIMULATE_ACC_LEN (EnvFloat, -1 = off), SGLANG_SIMULATE_ACC_METHOD (EnvStr,
+# "match-expected" in 0.5.23, "multinomial" in older releases: a normal draw around AL, rounded and clamped,
+# whose mean is biased), SGLANG_SIMULATE_ACC_TOKEN_MODE (EnvStr, "fixed" or "real-draft-token"). Both set
+# explicitly: "fixed" writes token id 100 for every accepted token (spec_utils.py
+# generate_simulated_accept_index), which stalls a tokenizer where 100 is a byte token (Kimi K2.x);
+# "real-draft-token" keeps the drafter's own chain and a target bonus token, and eagle_utils.py raises
+# ("requires speculative_eagle_topk=1") for any tree (EAGLE topk > 1; NGRAM's tree_topk is -1). DFLASH is
+# always a chain (speculative_hook.py _handle_dflash sets topk 1). SGLang draws one length per step for the
+# whole batch (match-expected: floor(AL) or floor(AL) + 1 with the weights that give mean AL).
+
+
+def simulated_acceptance(args: list[str], length: float, where: str) -> dict[str, str]:
+    """The environment that forces mean acceptance `length` on SGLang, after checking that the launch drafts a
+    topk=1 chain of k tokens with 1 <= length <= k + 1 (ConfigError naming the variant's field otherwise)."""
+    field = f"{where}.forced_acceptance"
+    opts = parse_options(list(args))[1]
+    algo = opts.get("--speculative-algorithm", "").upper()
+    why = ("SGLang forces acceptance with the drafter's own tokens (SGLANG_SIMULATE_ACC_TOKEN_MODE="
+           "real-draft-token) on topk=1 chains only")
+    if not algo:
+        raise ConfigError(field, "needs a speculative drafter (no --speculative-algorithm)")
+    if algo in EAGLE_CHAINS:
+        topk = opts.get("--speculative-eagle-topk")
+        if topk is None:
+            raise ConfigError(field, f"{why}: set params.topk: 1 (and steps), else SGLang picks the tree shape "
+                                     f"itself (topk 4 for Llama models)")
+        if topk != "1":
+            raise ConfigError(field, f"{why}; this {algo} drafts a tree of topk {topk}")
+    elif algo != "DFLASH":
+        raise ConfigError(field, f"{why}; {algo} verifies a tree (its tree_topk is not 1)")
+    check_forced_length(length, SGLangEngine.draft_tokens(args), where)
+    return {"SGLANG_SIMULATE_ACC_LEN": f"{length:g}", **FORCED_MODE}
 
 
 # -- wire format ------------------------------------------------------------------------------------

