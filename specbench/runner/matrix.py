@@ -89,7 +89,7 @@ class MatrixRun:
         if state.verdict is None:  # a resume keeps the settings the run was started with
             state.verdict = {"min_speedup": self.cfg.verdict.min_speedup}
         if self.cfg.sweep.input_lens:
-            from specbench.plan.prompts import padding_document
+            from specbench.plan.padding import padding_document
 
             state.padding_document = padding_document().source
         for vl in plan.launches:

@@ -144,7 +144,7 @@ def config_hash(cfg: RunConfig) -> str:
 
 
 def _padder(tokenizer_path: str) -> Callable[[str, int], str]:
-    from specbench.plan.prompts import load_tokenizer, pad_prompt
+    from specbench.plan.padding import load_tokenizer, pad_prompt
 
     tok = load_tokenizer(tokenizer_path)
     return lambda text, n: pad_prompt(text, n, tok)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence, Turn
-from specbench.plan.prompts import SHAREGPT_FILE, SHAREGPT_MIN_CONVERSATION_CHARS, sharegpt_file
+from specbench.plan.padding import SHAREGPT_MIN_CONVERSATION_CHARS
+from specbench.plan.prompts import SHAREGPT_FILE, sharegpt_file
 from specbench.shared.errors import UsageError
 
 
