@@ -5,7 +5,9 @@ model context, launch plan, prompts and categories, preflight), prints every var
 (secrets redacted) and the fairness audit. SGLang argvs go through SGLang's own argument parser
 (`prepare_server_args`, in a subprocess) when sglang is importable in the engine's python; otherwise their
 flag names are checked against the flag list of the release (package data, see sglang_flags.py), and the
-closing line says what was not checked.
+closing line says what was not checked. vLLM argvs go through vLLM's own `vllm serve` parser and
+`SpeculativeConfig` (server/vllm_args.py, one subprocess for all variants) when vllm is importable there;
+each variant's line says "checked by vLLM X's parser" or "not checked: why".
 Exit code: 0 when the config can be launched, 2 when it would be refused. Problems found on this machine
 (missing model folder, busy GPU, taken port, unset API key variable) are listed but do not fail
 validation: the config may be meant for another host.
@@ -80,13 +82,15 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
         _print_variant(cfg, la, engine, print_commands, out)
     out(audit(launches).to_markdown())
     parser_errors, unchecked = _parser_section(cfg, engine, launches, out, " ".join(problems))
+    vllm_refused, vllm_unchecked = _vllm_section(cfg, engine, launches, out)
+    unchecked = "; ".join(filter(None, [unchecked, vllm_unchecked]))
     host = host_problems(cfg, engine, launches, cfg.engine.port) + _environment_problems(cfg)
     if host:
         out("On this machine (not a config error if the run is meant for another host):")
         for p in host:
             out(f"  - {p}")
         out("")
-    refused = problems + [f"{name}: {err}" for name, err in parser_errors.items()]
+    refused = problems + [f"{name}: {err}" for name, err in parser_errors.items()] + vllm_refused
     if refused:
         out("Refused before launch:")
         for p in refused:
@@ -199,6 +203,31 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         out(f"  - {name}: {err}")
     out("")
     return errors, unchecked
+
+
+def _vllm_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
+                  out: Out) -> tuple[list[str], str]:
+    """vLLM's own parser on every vLLM argv, one line per variant: checked by it, refused, or not checked.
+    Returns (one line per refusal, what was not checked)."""
+    from specbench.server.vllm_args import ParserCheck, check_with_vllm_parser, launch_module, refusal_lines, serve_args
+
+    argvs = {la.name: serve_args(la.spec.argv) for la in launches
+             if la.spec is not None and (la.engine or engine).kind == "vllm"}
+    if not argvs:
+        return [], ""
+    if cfg.engine.launch_prefix:
+        check = ParserCheck(why="the engine runs behind engine.launch_prefix, its python is not visible here")
+    else:
+        first = next(la.spec.argv for la in launches if la.spec is not None and la.name in argvs)
+        check = check_with_vllm_parser(engine.python(), argvs, launch_module(first))
+    out("vLLM argument parser:")
+    errors = check.errors or {}
+    for name in argvs:
+        said = "refused (below)" if name in errors else "accepted"
+        out(f"  - {name}: " + (f"not checked: {check.why}" if check.why
+                               else f"checked by vLLM {check.version}'s parser: {said}"))
+    out("")
+    return refusal_lines(errors, cfg), f"vLLM arguments ({check.why})" if check.why else ""
 
 
 def _offline_flag_check(raw_version: str | None, argvs: dict[str, list[str]], why: str,

