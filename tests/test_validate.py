@@ -79,6 +79,8 @@ def test_real_sglang_parser(tmp_path: Path, sglang_python: str) -> None:
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     assert rc == 0 and "checked with sglang's prepare_server_args: 2 of 2 argv(s) accepted" in text, text
+    for name in ("autoregressive", "eagle3"):  # issue 39: one line per variant, as for vLLM
+        assert f"  - {name}: checked by SGLang 0.5.23's parser: accepted" in text, text
     # preflight's version check compares engine.version with what is installed there
     data["engine"]["args"] += ["--cuda-graph-max-bs", "32"]
     p.write_text(yaml.safe_dump(data))

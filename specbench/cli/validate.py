@@ -41,13 +41,17 @@ try:
 except Exception as exc:
     print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
+try:
+    from sglang.version import __version__
+except Exception:
+    __version__ = ""
 ARGVS = json.loads(sys.argv[1])
 
 
 def check_one(argv):
     prepare_server_args(argv)
 """ + ARGV_LOOP + r"""
-print(json.dumps({"results": results}))
+print(json.dumps({"version": __version__, "results": results}))
 """
 
 
@@ -185,7 +189,7 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
                           for r, argv in enumerate(ranked.ranks)})
     if not argvs:
         return {}, ""
-    status, errors = check_with_sglang_parser(cfg, engine, argvs)
+    status, errors, version = check_with_sglang_parser(cfg, engine, argvs)
     errors = {k: f"SGLang's parser rejects the argv: {v}" for k, v in errors.items()}
     unchecked = ""
     if status.startswith("not checked"):
@@ -194,8 +198,11 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         errors, offline, unchecked = _offline_flag_check(engine.version(), argvs, why, said)
         status = f"{status}\nSGLang flag names: {offline}"
     out(f"SGLang argument parser: {status}")
-    for name, err in errors.items():
-        out(f"  - {name}: {err}")
+    for name in argvs:
+        if name in errors:
+            out(f"  - {name}: {errors[name]}")
+        elif version:  # one line per variant, as for vLLM
+            out(f"  - {name}: checked by SGLang {version}'s parser: accepted")
     out("")
     return errors, unchecked
 
@@ -251,25 +258,26 @@ def sglang_server_args(argv: list[str]) -> list[str]:
 
 
 def check_with_sglang_parser(cfg: RunConfig, engine: Engine,
-                             argvs: dict[str, list[str]]) -> tuple[str, dict[str, str]]:
-    """(status line, {variant: parser error}). Says clearly when the check could not run."""
+                             argvs: dict[str, list[str]]) -> tuple[str, dict[str, str], str]:
+    """(status line, {variant: parser error}, SGLang's version or ""). Says clearly when the check could not run."""
     if cfg.engine.launch_prefix:
-        return "not checked: the engine runs behind engine.launch_prefix, its python is not visible here", {}
+        return "not checked: the engine runs behind engine.launch_prefix, its python is not visible here", {}, ""
     python = engine.python()
     try:
         r = subprocess.run([python, "-c", _PARSER_CHECK, json.dumps(argvs)], capture_output=True, text=True,
                            timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"not checked: could not run {python} ({type(exc).__name__})", {}
+        return f"not checked: could not run {python} ({type(exc).__name__})", {}, ""
     last = (r.stdout.strip().splitlines() or [""])[-1]
     try:
         result = json.loads(last)
     except ValueError:
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"not checked: the check in {python} failed ({tail[:160]})", {}
+        return f"not checked: the check in {python} failed ({tail[:160]})", {}, ""
     if "import_error" in result:
         return (f"not checked: sglang is not importable in {python} ({result['import_error'][:120]}); "
-                f"see docs/sglang.md to install it for offline validation"), {}
+                f"see docs/sglang.md to install it for offline validation"), {}, ""
     errors = {k: v for k, v in result["results"].items() if v}
     ok = len(argvs) - len(errors)
-    return f"checked with sglang's prepare_server_args: {ok} of {len(argvs)} argv(s) accepted", errors
+    return (f"checked with sglang's prepare_server_args: {ok} of {len(argvs)} argv(s) accepted", errors,
+            str(result.get("version", "")))
