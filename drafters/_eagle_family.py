@@ -62,5 +62,9 @@ class EagleFamily(EagleRules[EagleParams]):
                          draft_tokens=p.num_draft_tokens)
 
     def check(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
-        return (missing_path("params.draft_model_path", demo_or_path(p.draft_model_path), self.path_what, ctx)
-                + eagle_shape_problems(p.steps, p.topk, p.num_draft_tokens))
+        out = missing_path("params.draft_model_path", demo_or_path(p.draft_model_path), self.path_what, ctx)
+        if ctx.engine == "vllm":  # vLLM 0.32's SpeculativeConfig has no tree: the recipe would drop them
+            return out + [f"params.{f}: vLLM drafts a chain of `steps` tokens (no EAGLE tree) and would silently "
+                          f"ignore {f}; remove it (a tree needs SGLang)"
+                          for f in ("topk", "num_draft_tokens") if getattr(p, f) is not None]
+        return out + eagle_shape_problems(p.steps, p.topk, p.num_draft_tokens)

@@ -156,9 +156,10 @@ def test_open_loop_config_fills_the_cap_and_survives_a_round_trip() -> None:
     ({"sweep__load__kind": "closed", "sweep__concurrency": [1], "slo": None}, "sweep.load", "need kind: open"),
     ({"sweep__concurrency": [4]}, "sweep", "not used with sweep.load.kind open"),
     ({"sweep__adaptive": {}}, "sweep", "closed loop only"),
-    ({"slo": {"ttft": {"p90": 1}}}, "slo", "unknown metric"),
+    ({"slo": {"latency": {"p90": 1}}}, "slo", "unknown metric"),
+    ({"slo": {"ttft": {"p90": 1}}}, "slo", "give the unit: 1ms or 1s"),  # `ttft` takes a unit (issue 39)
     ({"slo": {"ttft_s": {"p10": 1}}}, "slo", "p50 .. p99"),
-    ({"slo": {"ttft_s": {"p90": 0}}}, "slo", "positive number"),
+    ({"slo": {"ttft_s": {"p90": 0}}}, "slo", "must be positive"),
     ({"capacity": {"search": True}, "slo": None}, "", "needs an slo"),
 ])
 def test_bad_open_loop_configs_are_one_line_errors(changes: dict[str, Any], where: str, problem: str) -> None:

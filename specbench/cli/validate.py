@@ -5,7 +5,9 @@ model context, launch plan, prompts and categories, preflight), prints every var
 (secrets redacted) and the fairness audit. SGLang argvs go through SGLang's own argument parser
 (`prepare_server_args`, in a subprocess) when sglang is importable in the engine's python; otherwise their
 flag names are checked against the flag list of the release (package data, see server/sglang_flags.py), and the
-closing line says what was not checked.
+closing line says what was not checked. vLLM argvs go through vLLM's own `vllm serve` parser and
+`SpeculativeConfig` (server/vllm_args.py, one subprocess for all variants) when vllm is importable there;
+each variant's line says "checked by vLLM X's parser" or "not checked: why".
 Exit code: 0 when the config can be launched, 2 when it would be refused. Problems found on this machine
 (missing model folder, busy GPU, taken port, unset API key variable) are listed but do not fail
 validation: the config may be meant for another host.
@@ -27,6 +29,7 @@ from specbench.plan.windows import Sweep, build_sweep, window_requests
 from specbench.server.engines import Engine
 from specbench.server.launch import VariantLaunch, make_engine, plan_launches
 from specbench.server.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
+from specbench.server.vllm_args import ARGV_LOOP
 from specbench.shared.errors import PreflightError
 
 Out = Callable[[str], None]
@@ -38,19 +41,17 @@ try:
 except Exception as exc:
     print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
-results = {}
-for name, argv in json.loads(sys.argv[1]).items():
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            prepare_server_args(argv)
-        results[name] = None
-    except SystemExit as exc:
-        lines = [l.strip() for l in err.getvalue().splitlines() if l.strip()]
-        results[name] = lines[-1] if lines else f"exit code {exc.code}"
-    except Exception as exc:
-        results[name] = (f"{type(exc).__name__}: {exc}".splitlines() or ["error"])[0]
-print(json.dumps({"results": results}))
+try:
+    from sglang.version import __version__
+except Exception:
+    __version__ = ""
+ARGVS = json.loads(sys.argv[1])
+
+
+def check_one(argv):
+    prepare_server_args(argv)
+""" + ARGV_LOOP + r"""
+print(json.dumps({"version": __version__, "results": results}))
 """
 
 
@@ -80,13 +81,15 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
         _print_variant(cfg, la, engine, print_commands, out)
     out(audit(launches).to_markdown())
     parser_errors, unchecked = _parser_section(cfg, engine, launches, out, " ".join(problems))
+    vllm_refused, vllm_unchecked = _vllm_section(cfg, engine, launches, out)
+    unchecked = "; ".join(filter(None, [unchecked, vllm_unchecked]))
     host = host_problems(cfg, engine, launches, cfg.engine.port) + _environment_problems(cfg)
     if host:
         out("On this machine (not a config error if the run is meant for another host):")
         for p in host:
             out(f"  - {p}")
         out("")
-    refused = problems + [f"{name}: {err}" for name, err in parser_errors.items()]
+    refused = problems + [f"{name}: {err}" for name, err in parser_errors.items()] + vllm_refused
     if refused:
         out("Refused before launch:")
         for p in refused:
@@ -186,7 +189,7 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
                           for r, argv in enumerate(ranked.ranks)})
     if not argvs:
         return {}, ""
-    status, errors = check_with_sglang_parser(cfg, engine, argvs)
+    status, errors, version = check_with_sglang_parser(cfg, engine, argvs)
     errors = {k: f"SGLang's parser rejects the argv: {v}" for k, v in errors.items()}
     unchecked = ""
     if status.startswith("not checked"):
@@ -195,10 +198,38 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         errors, offline, unchecked = _offline_flag_check(engine.version(), argvs, why, said)
         status = f"{status}\nSGLang flag names: {offline}"
     out(f"SGLang argument parser: {status}")
-    for name, err in errors.items():
-        out(f"  - {name}: {err}")
+    for name in argvs:
+        if name in errors:
+            out(f"  - {name}: {errors[name]}")
+        elif version:  # one line per variant, as for vLLM
+            out(f"  - {name}: checked by SGLang {version}'s parser: accepted")
     out("")
     return errors, unchecked
+
+
+def _vllm_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
+                  out: Out) -> tuple[list[str], str]:
+    """vLLM's own parser on every vLLM argv, one line per variant: checked by it, refused, or not checked.
+    Returns (one line per refusal, what was not checked)."""
+    from specbench.server.vllm_args import ParserCheck, check_with_vllm_parser, launch_module, refusal_lines, serve_args
+
+    argvs = {la.name: serve_args(la.spec.argv) for la in launches
+             if la.spec is not None and (la.engine or engine).kind == "vllm"}
+    if not argvs:
+        return [], ""
+    if cfg.engine.launch_prefix:
+        check = ParserCheck(why="the engine runs behind engine.launch_prefix, its python is not visible here")
+    else:
+        first = next(la.spec.argv for la in launches if la.spec is not None and la.name in argvs)
+        check = check_with_vllm_parser(engine.python(), argvs, launch_module(first))
+    out("vLLM argument parser:")
+    errors = check.errors or {}
+    for name in argvs:
+        said = "refused (below)" if name in errors else "accepted"
+        out(f"  - {name}: " + (f"not checked: {check.why}" if check.why
+                               else f"checked by vLLM {check.version}'s parser: {said}"))
+    out("")
+    return refusal_lines(errors, cfg), f"vLLM arguments ({check.why})" if check.why else ""
 
 
 def _offline_flag_check(raw_version: str | None, argvs: dict[str, list[str]], why: str,
@@ -227,25 +258,26 @@ def sglang_server_args(argv: list[str]) -> list[str]:
 
 
 def check_with_sglang_parser(cfg: RunConfig, engine: Engine,
-                             argvs: dict[str, list[str]]) -> tuple[str, dict[str, str]]:
-    """(status line, {variant: parser error}). Says clearly when the check could not run."""
+                             argvs: dict[str, list[str]]) -> tuple[str, dict[str, str], str]:
+    """(status line, {variant: parser error}, SGLang's version or ""). Says clearly when the check could not run."""
     if cfg.engine.launch_prefix:
-        return "not checked: the engine runs behind engine.launch_prefix, its python is not visible here", {}
+        return "not checked: the engine runs behind engine.launch_prefix, its python is not visible here", {}, ""
     python = engine.python()
     try:
         r = subprocess.run([python, "-c", _PARSER_CHECK, json.dumps(argvs)], capture_output=True, text=True,
                            timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"not checked: could not run {python} ({type(exc).__name__})", {}
+        return f"not checked: could not run {python} ({type(exc).__name__})", {}, ""
     last = (r.stdout.strip().splitlines() or [""])[-1]
     try:
         result = json.loads(last)
     except ValueError:
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"not checked: the check in {python} failed ({tail[:160]})", {}
+        return f"not checked: the check in {python} failed ({tail[:160]})", {}, ""
     if "import_error" in result:
         return (f"not checked: sglang is not importable in {python} ({result['import_error'][:120]}); "
-                f"see docs/sglang.md to install it for offline validation"), {}
+                f"see docs/sglang.md to install it for offline validation"), {}, ""
     errors = {k: v for k, v in result["results"].items() if v}
     ok = len(argvs) - len(errors)
-    return f"checked with sglang's prepare_server_args: {ok} of {len(argvs)} argv(s) accepted", errors
+    return (f"checked with sglang's prepare_server_args: {ok} of {len(argvs)} argv(s) accepted", errors,
+            str(result.get("version", "")))

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from specbench.config.run import RunConfig
 from specbench.shared.errors import ConfigError
@@ -27,13 +28,48 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def format_validation_error(exc: ValidationError) -> tuple[str, str]:
-    """The first error as (field path, problem)."""
-    err = exc.errors()[0]
+def _fields_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> set[str]:
+    """The field names of the section at `loc` (a list index or dict key passes through to the item type)."""
+    types: list[Any] = [model] if model else []
+    for part in loc:
+        found: list[Any] = []
+        for t in types:
+            if isinstance(t, type) and issubclass(t, BaseModel) and isinstance(part, str) and part in t.model_fields:
+                found += _models_in(t.model_fields[part].annotation)
+            elif isinstance(part, int) or not (isinstance(t, type) and issubclass(t, BaseModel)):
+                found.append(t)  # a list index: the item type was already unwrapped
+        types = found
+    return {f for t in types if isinstance(t, type) and issubclass(t, BaseModel) for f in t.model_fields}
+
+
+def _models_in(annotation: Any) -> list[Any]:
+    """The pydantic models an annotation holds (`X | None`, `list[X]`, `dict[str, X]`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _unknown_key(exc: ValidationError, err: Any, model: type[BaseModel] | None) -> str:
+    """`unknown field `concurency` (did you mean `concurrency`?)`: the nearest field of its section, a field
+    the same error reports missing first (a misspelled required field is both)."""
+    loc = tuple(err["loc"])
+    missing = [str(e["loc"][-1]) for e in exc.errors() if e["type"] == "missing" and tuple(e["loc"][:-1]) == loc[:-1]]
+    key = str(loc[-1])
+    near = difflib.get_close_matches(key, missing, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key, sorted(_fields_at(model, loc[:-1])), n=1, cutoff=0.6)
+    return f"unknown field `{key}`" + (f" (did you mean `{near[0]}`?)" if near else "")
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> tuple[str, str]:
+    """The first error as (field path, problem); an unknown key before any other error (a misspelled
+    required field is reported as the misspelling, not as the field missing). `model`: the validated class,
+    for the nearest field name."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = _field_path(tuple(err["loc"]))
     msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if err["type"] == "extra_forbidden":
-        msg = "unknown key"
+        msg = _unknown_key(exc, err, model)
     elif err["type"] == "missing":
         msg = "required field is missing"
     return where, msg
@@ -60,7 +96,7 @@ def parse_config(data: Any, source: str | None = None) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        where, msg = format_validation_error(exc)
+        where, msg = format_validation_error(exc, RunConfig)
         raise ConfigError(where, msg, source) from None
 
 

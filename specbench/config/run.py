@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
 from specbench.config.base import (
     ClientConfig,
@@ -18,7 +18,7 @@ from specbench.config.base import (
     VariantConfig,
     VerdictConfig,
 )
-from specbench.config.sweep import CapacityConfig, SweepConfig, _check_slo
+from specbench.config.sweep import CapacityConfig, SweepConfig, _check_slo, slo_for_yaml
 
 
 class TuneConfig(Strict):
@@ -52,7 +52,7 @@ class RunConfig(Strict):
     sweep: SweepConfig
     verdict: VerdictConfig = Field(default_factory=VerdictConfig)
     estimates: EstimatesConfig = Field(default_factory=EstimatesConfig)
-    slo: dict[str, dict[str, float]] | None = None  # e.g. {ttft_s: {p90: 0.5}}: open loop (docs/metrics.md)
+    slo: dict[str, dict[str, float]] | None = None  # e.g. {ttft_s: {p90: 0.5}}, {tpot: {p90: 50ms}}: seconds
     capacity: CapacityConfig = Field(default_factory=CapacityConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     tune: TuneConfig | None = None  # read by `specbench tune` only; `specbench run` ignores it
@@ -81,10 +81,14 @@ class RunConfig(Strict):
                 raise ValueError(f"tune.variants.{name}: is the baseline; tune a drafter's variant")
         return self
 
-    @field_validator("slo")
+    @field_validator("slo", mode="before")
     @classmethod
-    def _slo(cls, v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]] | None:
-        return _check_slo(v)
+    def _slo(cls, v: Any) -> dict[str, dict[str, float]] | None:
+        return _check_slo(v)  # units (50ms, 2s) to seconds before the type check
+
+    @field_serializer("slo")
+    def _slo_out(self, v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float | str]] | None:
+        return slo_for_yaml(v)
 
     @property
     def baseline(self) -> VariantConfig:

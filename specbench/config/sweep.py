@@ -4,6 +4,7 @@ and the open loop's SLO and capacity search."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -160,17 +161,49 @@ class CapacityConfig(Strict):
     max_steps: int = Field(6, ge=1, le=20)  # bisection windows per SLO and variant, at most
 
 
-def _check_slo(v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]] | None:
-    """`{metric: {pNN: seconds}}`: metrics ttft_s, tpot_s, e2e_s; percentiles p50..p99 (p99.9 allowed)."""
+_DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)\s*")
+MAX_BARE_SECONDS = 10.0  # a bare number above this in a `_s` SLO field is refused: probably milliseconds
+
+
+def _seconds(where: str, thr: Any, unit_in_key: bool) -> float:
+    """An SLO threshold in seconds: `50ms`, `0.05s`, or a bare number of seconds under a `_s` key (at most
+    MAX_BARE_SECONDS: vLLM's `--goodput tpot:50` is in ms, and `tpot_s: {p90: 50}` means 50 s)."""
+    if isinstance(thr, str):
+        m = _DURATION.fullmatch(thr)
+        if not m:
+            raise ValueError(f"{where}: {thr!r} is not a duration (write e.g. 50ms or 0.5s)")
+        value = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+    elif isinstance(thr, (int, float)) and not isinstance(thr, bool):
+        if not unit_in_key:
+            raise ValueError(f"{where}: give the unit: {thr:g}ms or {thr:g}s")
+        if thr > MAX_BARE_SECONDS:
+            raise ValueError(f"{where}: {thr:g} s is probably milliseconds (vLLM's --goodput takes ms); write "
+                             f"{thr:g}ms, or {thr:g}s if you mean seconds")
+        value = float(thr)
+    else:
+        raise ValueError(f"{where}: threshold must be a duration (50ms, 0.5s) or a number of seconds, not {thr!r}")
+    if not value > 0:
+        raise ValueError(f"{where}: threshold must be positive, not {thr!r}")
+    return value
+
+
+def _check_slo(v: Any) -> dict[str, dict[str, float]] | None:
+    """`{metric: {pNN: threshold}}` as seconds: metrics ttft_s, tpot_s, e2e_s (or ttft, tpot, e2e with a
+    unit on every threshold: `tpot: {p90: 50ms}`); percentiles p50..p99 (p99.9 allowed)."""
     if v is None:
         return None
-    if not v:
+    if not isinstance(v, dict) or not v:
         raise ValueError("needs at least one of ttft_s, tpot_s, e2e_s")
+    out: dict[str, dict[str, float]] = {}
     for metric, pcts in v.items():
-        if metric not in SLO_METRICS:
+        name = metric if metric in SLO_METRICS else f"{metric}_s"
+        if name not in SLO_METRICS:
             raise ValueError(f"unknown metric {metric!r} (known: {', '.join(SLO_METRICS)})")
+        if name in out:
+            raise ValueError(f"{metric}: given twice (as {name.removesuffix('_s')} and {name})")
         if not isinstance(pcts, dict) or not pcts:
             raise ValueError(f"{metric}: give percentiles and thresholds, e.g. {{p90: 0.5}}")
+        out[name] = {}
         for key, thr in pcts.items():
             try:
                 q = float(str(key).removeprefix("p"))
@@ -178,6 +211,13 @@ def _check_slo(v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, flo
                 q = math.nan
             if not str(key).startswith("p") or not 50 <= q < 100:
                 raise ValueError(f"{metric}.{key}: percentiles are p50 .. p99 (e.g. p90, p99.9)")
-            if not isinstance(thr, (int, float)) or isinstance(thr, bool) or not thr > 0:
-                raise ValueError(f"{metric}.{key}: threshold must be a positive number of seconds, not {thr!r}")
-    return v
+            out[name][str(key)] = _seconds(f"{metric}.{key}", thr, name == metric)
+    return out
+
+
+def slo_for_yaml(slo: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float | str]] | None:
+    """The SLO as a config file writes it back (run directories reload it): a threshold above
+    MAX_BARE_SECONDS keeps its unit, so that reading it again does not take it for milliseconds."""
+    if slo is None:
+        return None
+    return {m: {k: f"{t!r}s" if t > MAX_BARE_SECONDS else t for k, t in p.items()} for m, p in slo.items()}

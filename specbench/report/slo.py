@@ -204,7 +204,9 @@ def open_loop_context(data: RunData) -> Paragraph:
         arrival += f" (burstiness {load.get('burstiness', 1)})"
     exact = "" if load.get("trace") else ", each rate realized exactly"
     slo = data.config.get("slo") or {}
-    slos = ", ".join(f"{k} {m} <= {v:g} s" for m, ps in slo.items() for k, v in ps.items()) or "none"
+    # seconds; the config file writes a threshold above 10 s as "30.0s" (config.sweep.slo_for_yaml)
+    slos = ", ".join(f"{k} {m} <= {float(str(v).removesuffix('s')):g} s" for m, ps in slo.items()
+                     for k, v in ps.items()) or "none"
     return Paragraph([f"Open loop: requests sent at their planned times ({arrival}) whatever is in flight "
                       f"(safety cap {load.get('max_in_flight', '-')}), {load.get('requests_per_rate', '-')} "
                       f"measured requests per rate after {load.get('warmup_requests', '-')} warmup requests; "

