@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pytest
 import scipy.stats
 from conftest import force_service_times, make_model_dir, standin_config
 
@@ -197,7 +196,6 @@ def test_launches_measured_not_configured_decide_the_one_launch_path(tmp_path: P
     second launch that failed) gets the one-launch path, exactly as if it had been configured for one: the
     history's components on their df, never something keyed on `sweep.launches`."""
     from benchmarks.synthetic_run import Synthetic, config, write
-
     from specbench.runner.finalize import derive_cells
 
     rd = write(tmp_path / "run", Synthetic(n=64, output_len=16))
