@@ -182,7 +182,7 @@ class Run:
         makes them: the history's checks (history_checks.check_run), the speedup intervals, always-valid intervals."""
         mx, base = self.mx, self.windows[self.mx.baseline]
         own = _levels_frame(self.windows, self._levels) if history is not None else pd.DataFrame()
-        lv = history_checks.check_run(own, mx.variants, history, sweep.launches).variance("simulated history")
+        lv = history_checks.check_run(own, mx.variants, history).variance("simulated history")
         rows = []
         for v in mx.variants[1:]:
             for p in mx.points[v]:

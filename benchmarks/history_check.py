@@ -10,13 +10,15 @@ exactly m = verdict.min_speedup (the boundary: every "adopt" is an error). Repea
 - the history entry: `metrics.variance_levels` on the calibration's windows (Kalibera-Jones), its baseline
   speed per point (the speed test's reference);
 - the run's cells (one point) checked against it by `history_checks.check_run` (the speed test of the
-  baseline, the F tests of every variant's repeat component), which adds the history's upper bound for a
-  run launched once (`decision.variance_bound`);
+  baseline, the F tests of every variant's repeat component); the history's components then enter the
+  interval as estimated, on their df (t at the Welch-Satterthwaite df of the pooled variance);
 - the speedup interval by `stats.ratio_ci` with `intervals.launch_components`, as `metrics.cells` builds it,
   and the outcome by `decision.classify`.
 
-"before" is the rule this replaced (the history's point estimate on its df, no check of a one-launch run),
-through the same functions. A refused history leaves the run without launch variance: indicative, never
+"before" is the history's point estimate on its df without any check of a one-launch run, through the same
+functions: "now" differs from it only by the checks. (The rule between them added the history's 95%
+chi-square upper bound for a one-launch run: 5.1% and 2.0% at the boundary, 70.7% power; docs/metrics.md.)
+A refused history leaves the run without launch variance: indicative, never
 "adopt". Prints P(adopt | true = m) for each, and P(adopt | true = 1.3) in the matched case (power).
 """
 
@@ -82,7 +84,7 @@ def simulate(trials: int, seed: int, true_cv: float, speedup: float = M) -> Rate
         b = _windows(rng, 1, REPEATS, true_cv, SPEED)[0]
         v = _windows(rng, 1, REPEATS, true_cv, SPEED * speedup)[0]
         cells = pd.DataFrame([_cell("base", b), _cell("drafter", v)])
-        use = history_checks.check_run(cells, ["base", "drafter"], cal, launches=1)
+        use = history_checks.check_run(cells, ["base", "drafter"], cal)
         for lv, counter in ((cal.variance("before"), "before"), (use.variance("now"), "now")):
             if lv is None:
                 refused += 1

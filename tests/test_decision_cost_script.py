@@ -65,6 +65,10 @@ def test_interval_coverage_quick_prints_its_gated_rows(capsys) -> None:
     out = capsys.readouterr().out
     for unit in ("`launch+history`", "`history`", "`repeat+calibration`", "(n = 2)"):
         assert unit in out
+    # issue 41: the exact interval at each history df, and the launches measured (not configured)
+    for design in ("history df 2 (1 calibration)", "history df 4", "history df 10", "history df 30",
+                   "variant 1 of 2 launches x 3 repeats (its second failed)"):
+        assert design in out, design
     assert re.search(r"\| 0\.\d{3} \(0\.\d{3}\) \| >= 0\.93 \| (pass|FAIL) \|", out)
     assert re.search(r"interval coverage: \d+ of \d+ gated rows pass", out.strip().splitlines()[-1])
 

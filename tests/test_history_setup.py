@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pytest
 import scipy.stats
 from conftest import force_service_times, make_model_dir, standin_config
 
@@ -114,7 +113,7 @@ def test_a_fake_vllm_entry_is_not_pooled_into_another_model_or_engine(tmp_path: 
     out = run(data, tmp_path / "again")
     settle(out, data)
     record = json.loads((out / "variance_history.json").read_text())
-    assert record["pooled"] == [str(first)] and record["used"]["df"] == 1 and record["used"]["bounded"]
+    assert record["pooled"] == [str(first)] and record["used"]["df"] == 1 and "bounded" not in record["used"]
     assert set(pd.read_csv(out / "cells.csv")["interval_unit"]) == {"repeat+calibration"}
 
 
@@ -135,15 +134,17 @@ def test_an_unkeyed_history_is_read_but_never_pooled(tmp_path: Path) -> None:
 
 def test_a_history_from_another_setup_no_longer_adopts_at_the_boundary() -> None:
     """The review's simulation through specbench's own functions (benchmarks/history_check.py): a history of
-    launch CV 1.5%, a run whose true launch CV is 5%, 1 launch x 3 repeats, true speedup = m. The former rule
-    adopted in about 21% of runs; the speed test and the upper bound bring it near the nominal 2.5%, and a
-    matched history stays below it. Seeded: the same figures on every run."""
+    launch CV 1.5%, a run whose true launch CV is 5%, 1 launch x 3 repeats, true speedup = m. Without checks
+    the history's estimate adopted in about 21% of runs; the speed and F tests refuse the worst of them, and
+    the exact interval (t at the Satterthwaite df, no upper bound on top: issue 41 item 6) adopts in about
+    12.5% (docs/metrics.md states it); a matched history stays near the nominal 2.5%. Seeded."""
     from benchmarks.history_check import HISTORY_CV, TRUE_CV, simulate
 
     mis = simulate(400, 0, TRUE_CV)
-    assert mis.adopt_before >= 0.15 and mis.adopt_now <= 0.07 and mis.refused > 0.05
+    assert mis.adopt_before >= 0.15 and mis.adopt_now <= 0.17 and mis.adopt_now < mis.adopt_before - 0.04
+    assert mis.refused > 0.1
     same = simulate(400, 1, HISTORY_CV)
-    assert same.adopt_now <= 0.035 and same.refused <= 0.08
+    assert same.adopt_now <= 0.045 and same.refused <= 0.1
 
 
 def _cells(rows: list[tuple[str, int, int, float, float, float]]) -> pd.DataFrame:
@@ -166,33 +167,52 @@ def test_every_variant_is_checked_and_one_launch_runs_through_their_repeats() ->
     """One launch x 3 repeats: no launch component of its own, but its repeat components are F-tested, the
     drafter's as well as the baseline's; a drafter whose repeats vary far more refuses the history."""
     steady = _cells([("base", 1, 3, math.nan, 0.01, 100.0), ("ngram", 1, 3, math.nan, 0.012, 130.0)])
-    use = history_checks.check_run(steady, ["base", "ngram"], _history(), launches=1)
-    assert use.used is not None and use.pooled == ["/runs/cal"] and use.bounded
+    use = history_checks.check_run(steady, ["base", "ngram"], _history())
+    assert use.used is not None and use.pooled == ["/runs/cal"]
     lv = use.variance("x")
-    assert lv is not None and lv.df == math.inf
-    assert lv.rel_var == pytest.approx(2 * 0.0004 / scipy.stats.chi2.ppf(0.05, 2))  # the 95% upper bound
+    assert lv is not None and (lv.rel_var, lv.df, lv.repeat_rel_var, lv.repeat_df) == (0.0004, 2, 0.0001, 6)
+    # the estimate on its df: no chi-square upper bound (2 x 0.0004 / chi2_{0.05}(2) = 0.0078) on top
+    assert lv.rel_var < 2 * 0.0004 / scipy.stats.chi2.ppf(0.05, 2) / 10
     shaky = steady.assign(repeat_cv=[0.01, 0.15])  # F = 225 on (2, 6) df
-    use = history_checks.check_run(shaky, ["base", "ngram"], _history(), launches=1)
+    use = history_checks.check_run(shaky, ["base", "ngram"], _history())
     assert use.used is None and use.variance("x") is None
     assert use.refused[0]["reason"].startswith("ngram's between-repeat CV 15.0% (df 2) is inconsistent")
 
 
 def test_an_entry_far_from_the_run_s_baseline_speed_is_refused() -> None:
-    """Baseline at 100 tok/s in the history (launch CV 2%, df 2: bound 8.8%): 105 passes, 160 (+60%) is
-    another setup whatever its variances say; with 2 launches (whose F test has df 1) too."""
+    """Baseline at 100 tok/s in the history (launch CV 2%, df 2): 105 passes (t = 2.6 on about 2 df), 160
+    (+60%) is another setup whatever its variances say; with 2 launches (whose F test has df 1) too."""
     near = _cells([("base", 2, 4, 0.02, 0.01, 105.0), ("base", 2, 4, 0.02, 0.01, 105.0)])
     assert history_checks.speed_refusal(_history(), near, "base") is None
     far = near.assign(output_throughput_tok_s=160.0)
     why = history_checks.speed_refusal(_history(), far, "base")
     assert why is not None and why.startswith("baseline speed +60% against cal's at 2 shared points")
-    use = history_checks.check_run(far, ["base"], _history(), launches=2)
+    use = history_checks.check_run(far, ["base"], _history())
     assert use.used is None and use.refused == [{"source_run": "/runs/cal", "reason": why}]
 
 
-def test_variance_bound_known_answers() -> None:
-    from specbench.decide.decision import Estimate, variance_bound
+def test_launches_measured_not_configured_decide_the_one_launch_path(tmp_path: Path) -> None:
+    """Issue 41 item 7: a run configured for 2 launches that measured only launch 1 (stopped after it, or a
+    second launch that failed) gets the one-launch path, exactly as if it had been configured for one: the
+    history's components on their df, never something keyed on `sweep.launches`."""
+    from benchmarks.synthetic_run import Synthetic, config, write
+    from specbench.runner.finalize import derive_cells
 
-    b = variance_bound(Estimate(0.01, 2))
-    assert b.df == math.inf and b.var == pytest.approx(0.01 * 2 / 0.102587, rel=1e-4)  # chi2_{0.05}(2)
-    assert variance_bound(Estimate(0.01, 29)).var == pytest.approx(0.01 * 29 / 17.708, rel=1e-3)
-    assert variance_bound(Estimate(0.01, 30)) == Estimate(0.01, 30)  # enough df: the estimate on its df
+    rd = write(tmp_path / "run", Synthetic(n=64, output_len=16))
+    data = config(Synthetic(n=64, output_len=16))
+    once = parse_config(data)
+    own = derive_cells(rd, once)
+    rep = float((own["repeat_cv"] ** 2).mean())  # a history whose repeat component fits the run's (F test)
+    entry = variance_history.Calibration(rel_var=0.0009, df=2, launches=3, cells=2, hardware={}, engine="", model="",
+                                         created="", source_run="/runs/cal", repeat_rel_var=rep, repeat_df=6)
+    cal = variance_history.pooled([entry], "h.json")
+    assert cal is not None
+    variance_history.save(cal, rd.path / variance_history.FILE)
+    twice = parse_config({**data, "sweep": {**data["sweep"], "launches": 2}})
+    one, two = derive_cells(rd, once), derive_cells(rd, twice)
+    drafter = two[two["variant"] == "ngram"]
+    assert set(drafter["interval_unit"]) == {"repeat+calibration"} and set(drafter["launches"]) == {1}
+    cols = ["speedup", "speedup_ci_low", "speedup_ci_high", "speedup_ci_df", "interval_unit", "launch_cv"]
+    pd.testing.assert_frame_equal(one[cols], two[cols])
+    # the one-launch path: Welch over the repeats plus the history's launch component 2 x 0.0009 on df 2
+    assert (drafter["speedup_ci_df"] < 3).all() and (drafter["speedup_ci_low"] < drafter["speedup"]).all()

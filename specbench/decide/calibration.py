@@ -13,9 +13,9 @@ model's identity (a hash of its config and file list, not its path) and the para
 A run pools only the entries of its own setup (`lookup`); an entry of another setup on this hardware (a
 near match) and an entry from before histories were keyed (unkeyed) are named and never pooled. Before a
 pooled history goes into a run's intervals (`check_run`), each entry's baseline speed is tested against
-the run's, and every variant's own launch and repeat components against the history's (F tests); a run
-launched once adds the history's upper confidence bound, not its estimate, where its df are few
-(`metrics.decision.variance_bound`). docs/metrics.md states each rule.
+the run's, and every variant's own launch and repeat components against the history's (F tests); the
+history's components then enter the intervals as estimated, on their df (t at the Welch-Satterthwaite df
+of the pooled variance). docs/metrics.md states each rule.
 """
 
 

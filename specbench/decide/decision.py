@@ -285,22 +285,10 @@ def widen(low: float, high: float, df: float, alpha: float) -> tuple[float, floa
 
 
 # ---------------------------------------------------------------------------------------------------
-# Using a variance history: an upper bound where its df are few, and the checks that refuse it
+# Using a variance history: the checks that refuse it (its components enter an interval as estimated, on
+# their df: the interval is the exact small-sample t interval at the Satterthwaite df of the pooled variance)
 
-BOUND_LEVEL = 0.95  # one-sided level of the chi-square upper confidence bound of a history's variance
-SMALL_DF = 30  # below this many df a history's variance is pooled as its upper bound, not its estimate
 SPEED_ALPHA = 0.01  # two-sided level of the speed test: an entry this unlike the run is not its setup
-
-
-def variance_bound(est: Estimate, level: float = BOUND_LEVEL, small_df: float = SMALL_DF) -> Estimate:
-    """What a run launched once adds for a history component: with df < small_df the one-sided chi-square
-    upper confidence bound df s^2 / chi2_{1-level}(df), taken as known (df inf: its uncertainty is in the
-    bound, so the interval uses z); with more df the estimate itself on its df. A history measured on a
-    setup whose launch variance differs from this run's (which one launch cannot see) then costs little:
-    at 95% the bound is 19.5x the estimate at df 2 (4.4x its SD), 1.64x at df 29."""
-    if not (est.df > 0 and math.isfinite(est.var) and est.var >= 0) or est.df >= small_df:
-        return est
-    return Estimate(est.df * est.var / float(scipy.stats.chi2.ppf(1 - level, est.df)), math.inf)
 
 
 def shift_variance(launch: Estimate, repeat: Estimate | None, run: Design, history: Design) -> Estimate:
@@ -318,7 +306,7 @@ def shift_variance(launch: Estimate, repeat: Estimate | None, run: Design, histo
 def speed_consistent(log_ratio: float, shift: Estimate, alpha: float = SPEED_ALPHA) -> Consistency:
     """Two-sided t test of H0: a run and a history entry measured one setup, from the log ratio of their
     baseline speeds (averaged over the points both measured) and its variance under H0 (`shift_variance`,
-    from the entry's own bounded components): T = log_ratio / sqrt(var) on its df; refused at p < alpha."""
+    from the entry's own components on their df): T = log_ratio / sqrt(var) on its df; refused at p < alpha."""
     if not (shift.var > 0 and math.isfinite(log_ratio)):
         return Consistency(True, math.nan)
     t = abs(log_ratio) / math.sqrt(shift.var)

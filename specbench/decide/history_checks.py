@@ -19,7 +19,6 @@ from specbench.decide.decision import (
     pool,
     shift_variance,
     speed_consistent,
-    variance_bound,
 )
 from specbench.decide.history_lookup import lookup
 from specbench.decide.intervals import LaunchVariance
@@ -76,14 +75,14 @@ def design_of(cells: pd.DataFrame, variant: str) -> Design:
 def speed_refusal(entry: Calibration, cells: pd.DataFrame, baseline: str) -> str | None:
     """Why an entry is not this run's setup by its baseline speed; None when it may be (or cannot be told).
     d = mean over the points both measured of ln(run's / entry's baseline throughput), tested against 0
-    with the entry's own bounded components (`decision.speed_consistent`, p < SPEED_ALPHA refuses)."""
+    with the entry's own components on their df (`decision.speed_consistent`, p < SPEED_ALPHA refuses)."""
     run = speeds(cells, baseline)
     shared = sorted(set(run) & set(entry.speeds))
     if not shared or not (entry.df > 0 and math.isfinite(entry.rel_var)):
         return None
     d = sum(math.log(run[p] / entry.speeds[p]) for p in shared) / len(shared)
-    repeat = variance_bound(Estimate(entry.repeat_rel_var, entry.repeat_df)) if entry.repeat_df > 0 else None
-    shift = shift_variance(variance_bound(Estimate(entry.rel_var, entry.df)), repeat, design_of(cells, baseline),
+    repeat = Estimate(entry.repeat_rel_var, entry.repeat_df) if entry.repeat_df > 0 else None
+    shift = shift_variance(Estimate(entry.rel_var, entry.df), repeat, design_of(cells, baseline),
                            Design(max(1, entry.launches), max(1, entry.repeats)))
     test = speed_consistent(d, shift)
     if test.ok:
@@ -96,34 +95,32 @@ def speed_refusal(entry: Calibration, cells: pd.DataFrame, baseline: str) -> str
 @dataclass(frozen=True)
 class HistoryUse:
     """What a run's intervals take from its copied history after the checks: the pooled figure (None:
-    nothing), whether its upper bound is added (a run launched once), which entries it pools and which
-    were refused here (with why); `notes` are the report's lines."""
+    nothing; its components go into the intervals as estimated, on their df), which entries it pools and
+    which were refused here (with why); `notes` are the report's lines."""
 
     used: Calibration | None
-    bounded: bool = False
     pooled: list[str] = field(default_factory=list)
     refused: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def variance(self, where: str) -> LaunchVariance | None:
-        return None if self.used is None else self.used.variance(where, bounded=self.bounded)
+        return None if self.used is None else self.used.variance(where)
 
     def to_dict(self) -> dict[str, Any]:
         used = None
         if self.used is not None:
-            bound = self.used.variance("", bounded=self.bounded)
             used = {"history": self.used.history, "entries": len(self.pooled), "rel_var": self.used.rel_var,
                     "df": self.used.df, "repeat_rel_var": self.used.repeat_rel_var, "repeat_df": self.used.repeat_df,
-                    "bounded": self.bounded, "added_rel_var": bound.rel_var, "added_df": bound.df,
                     "source_run": self.used.source_run}
         return {"used": used, "pooled": self.pooled, "refused": self.refused, "notes": self.notes}
 
 
-def check_run(cells: pd.DataFrame, variants: list[str], cal: Calibration | None, launches: int) -> HistoryUse:
+def check_run(cells: pd.DataFrame, variants: list[str], cal: Calibration | None) -> HistoryUse:
     """The copied history against the run's own cells (computed without it): entries whose baseline speed
     says they are another setup are refused one by one (`speed_refusal`); the rest are pooled, and refused
     together when any variant's own components are inconsistent with them (`inconsistency`). variants[0]
-    is the baseline. A run launched once adds the pooled components' upper bounds (`variance_bound`)."""
+    is the baseline. Nothing here depends on the launches configured: how many launches each variant measured
+    is in its cells, and the intervals read it from the windows (`metrics.speedup.speedup_ci`)."""
     if cal is None:
         return HistoryUse(None)
     entries = [from_dict(d) for d in cal.candidates] or [cal]  # an older copy: its pooled figure as one entry
@@ -139,7 +136,7 @@ def check_run(cells: pd.DataFrame, variants: list[str], cal: Calibration | None,
         refused += [{"source_run": e.source_run, "reason": why} for e in kept]
         notes.append(f"variance history not pooled: {why}")
         use = None
-    return HistoryUse(use, bounded=launches < 2, pooled=[e.source_run for e in kept] if use else [],
+    return HistoryUse(use, pooled=[e.source_run for e in kept] if use else [],
                       refused=refused, notes=notes)
 
 

@@ -23,7 +23,6 @@ from specbench.decide.decision import (
     log_ratio_variance,
     optimal_design,
     t_quantile,
-    variance_bound,
 )
 from specbench.decide.variance_history import Calibration, model_key
 from specbench.plan.windows import capped_variants
@@ -141,14 +140,13 @@ def _components(cfg: RunConfig, history: Calibration | None) -> tuple[Components
 
 def _half_width(comps: Components, design: Design, history: Calibration | None) -> tuple[float | None, bool]:
     """(expected half-width of ln speedup, indicative). With 2+ launches the run estimates its own
-    launch variance (Welch df 2(n - 1)); with one launch only a history supplies it, at the upper bounds a
-    run launched once adds (decision.variance_bound)."""
+    launch variance (Welch df 2(n - 1)); with one launch only a history supplies it, its components on
+    their df (t at the Welch-Satterthwaite df, decision.component_interval), as the run's interval takes them."""
     if design.launches >= 2:
         return t_quantile(2 * (design.launches - 1)) * math.sqrt(log_ratio_variance(comps, design, design)), False
     if history is None:
         return None, True
-    bounded = Components(variance_bound(comps.launch), variance_bound(comps.repeat))
-    lo, hi, _ = component_interval(1.0, bounded, design, design)
+    lo, hi, _ = component_interval(1.0, comps, design, design)
     return (math.log(hi) if math.isfinite(hi) else None), False
 
 

@@ -103,6 +103,13 @@ def _t_bounds(center: float, variance: float, df: float | None, confidence: floa
 _MAX_EXP = math.log(sys.float_info.max)
 
 
+def log_components_ci(log_center: float, components: Sequence[Component], confidence: float = 0.95) -> TInterval:
+    """exp(log_center +- t_df sqrt(sum v_i)) from independent variance components (v_i, df_i) of a log
+    estimate, df by Welch-Satterthwaite (`satterthwaite_df`); all None without a positive variance."""
+    variance = sum(v for v, _ in components)
+    return _t_bounds(log_center, variance, satterthwaite_df(components), confidence, log=True)
+
+
 def _units(values: ArrayLike, min_units: int) -> np.ndarray | None:
     arr = _clean(values)
     return arr if arr.size >= min_units else None

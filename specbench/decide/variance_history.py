@@ -18,7 +18,6 @@ from specbench.config import RunConfig
 from specbench.decide.decision import (
     Estimate,
     pool,
-    variance_bound,
 )
 from specbench.decide.intervals import LaunchVariance
 from specbench.decide.setupkey import hardware_key
@@ -52,14 +51,11 @@ class Calibration:
     repeats: int = 1  # windows per cell and launch
     candidates: list[dict[str, Any]] = field(default_factory=list)  # a pooled figure: the entries it pools
 
-    def variance(self, where: str, bounded: bool = False) -> LaunchVariance:
-        """The components as an interval adds them; `bounded` (a run launched once): each component's
-        upper confidence bound where its df are few (`decision.variance_bound`)."""
-        launch, repeat = Estimate(self.rel_var, self.df), Estimate(self.repeat_rel_var, self.repeat_df)
-        if bounded:
-            launch, repeat = variance_bound(launch), variance_bound(repeat)
-        return LaunchVariance(rel_var=launch.var, df=launch.df, source=where,
-                              repeat_rel_var=repeat.var, repeat_df=repeat.df)
+    def variance(self, where: str) -> LaunchVariance:
+        """The components as an interval adds them: each estimate on its df (the interval's t quantile is
+        at the Welch-Satterthwaite df of the sum, `stats.satterthwaite_df`)."""
+        return LaunchVariance(rel_var=self.rel_var, df=self.df, source=where,
+                              repeat_rel_var=self.repeat_rel_var, repeat_df=self.repeat_df)
 
     @property
     def launch_cv(self) -> float:

@@ -27,6 +27,7 @@ from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
 from specbench.metrics.common import NAN, interval_or_nan, key_nan
 from specbench.metrics.engine_state import state_warnings
 from specbench.metrics.lossless import cell_lossless, output_digest
+from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from specbench.metrics.requests import (
     MeasuredRequest,
@@ -290,6 +291,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
         ws += engine_states.get(f"{row['variant']}|{row['point_id']}", [])
         row["warnings"] = encode_warnings(ws)
 
+    add_mix_columns(cells, base_cells, opts.calibration)
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     # every key column but point_id (which they determine): no two cells tie
     return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency",

@@ -61,6 +61,12 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "repeat_cv",
     "request_cv",
     "warnings",
+    # the primary verdict's figure: the speedup over the workload's mix (metrics/mix.py, decide/mix.py)
+    "mix_speedup",
+    "mix_speedup_ci_low",
+    "mix_speedup_ci_high",
+    "mix_speedup_ci_df",
+    "mix_points",
 ]
 # An invalid cell (error rate above max_error_rate, or nothing succeeded) has no throughput or speedup.
 INVALID_BLANKED = [

@@ -19,6 +19,8 @@ from specbench.decide.decision import (
     summary_word,
     units_to_decide,
 )
+from specbench.decide.mix import family_alpha, primary_outcome
+from specbench.metrics.mix import mix_key
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.document import Table
 from specbench.report.fmt import NOT_MEASURED, caps_note
@@ -46,13 +48,66 @@ def point_outcomes(cells: pd.DataFrame, variant: str, min_speedup: float) -> pd.
                      dtype=object)
 
 
+PRIMARY_LEGEND = ("In the table (the primary verdict): each word is one claim about the drafter's speedup over the "
+                  "workload's mix at that concurrency, the geometric mean with equal weights over its {p} (categories "
+                  "x lengths); adopt = the mix interval clears {m:g}; same = it lies inside [{lo:.3f}, {m:g}] (no "
+                  "practical difference); slower = it lies below 1; undecided = anything else, no interval, or "
+                  "intervals without the variance between launches (indicative only); mixed = its temperatures or "
+                  "rates decided differently; blocked = it would adopt, but a sanity gate fired on one of its points.")
+
+
+def looks_of(data: RunData) -> int:
+    """The sequential looks a run's intervals are spread over (sweep.until: decided), else 1."""
+    sweep = data.config.get("sweep") or {}
+    if sweep.get("until") != "decided":
+        return 1
+    return int(sweep.get("max_launches") or 10) - int(sweep.get("launches") or 1) + 1
+
+
+def primary_claims(data: RunData) -> dict[tuple[str, int], list[tuple[float, float, float, bool]]]:
+    """(drafter, concurrency) -> per mix group (temperature, rate) at it: its 95% mix interval (low, high, df)
+    and whether a blocking gate fired on one of its points. Its groups are the primary family."""
+    c = data.cells
+    out: dict[tuple[str, int], list[tuple[float, float, float, bool]]] = {}
+    mine = c[c["variant"].isin(data.drafters) & c["valid"].astype(bool) & c["mix_points"].notna()]
+    for key, g in mine.groupby(mine.apply(mix_key, axis=1), sort=False):
+        r = g.iloc[0]
+        gated = bool(g["warnings"].map(_blocked).any()) if "warnings" in g else False
+        out.setdefault((str(key[0]), int(key[1])), []).append(
+            (float(r["mix_speedup_ci_low"]), float(r["mix_speedup_ci_high"]), float(r["mix_speedup_ci_df"]), gated))
+    return out
+
+
+def family_text(data: RunData) -> str:
+    """The family the table's words form and the error rate it controls ("" without mix columns)."""
+    if "mix_points" not in data.cells:
+        return ""
+    claims = primary_claims(data)
+    k, looks = sum(map(len, claims.values())), looks_of(data)
+    if not k:
+        return ""
+    drafters = len({v for v, _ in claims})
+    per = f"{100 * family_alpha(k, looks):.3g}%"
+    return (f"Primary family: the table's {k} claim{'s' if k != 1 else ''} ({drafters} drafter"
+            f"{'s' if drafters != 1 else ''} x concurrency); each word is read from its mix interval re-drawn at "
+            f"{per} per side (2.5% / {k}{f' / {looks} looks' if looks > 1 else ''}, Bonferroni), so the chance that "
+            "any word of the table is wrong is at most 2.5% per outcome (family-wise: adopt where the true mix "
+            f"speedup is at most {_min_speedup(data):g}, slower where it is at least 1, same outside the margin). "
+            "The per-category lines below are secondary and exploratory: each is a one-sided test at 2.5% with no "
+            "correction for how many there are.")
+
+
 def verdict_table(data: RunData) -> Table | None:
-    """Drafter x concurrency, one word per cell: the common outcome of the cell's points."""
+    """Drafter x concurrency, one word per cell: the primary claim, from the mix interval at the family's
+    level (`decide.mix.primary_outcome`); for cells without mix columns (derived before them), the common
+    outcome of the cell's points."""
     c = data.cells
     if not len(c) or not data.drafters:
         return None
     m = _min_speedup(data)
     levels = sorted({int(x) for x in c["concurrency"].dropna()})
+    if "mix_points" in c:
+        return _primary_table(data, levels, m)
     rows = []
     for v in data.drafters:
         outs = point_outcomes(c, v, m)
@@ -63,6 +118,25 @@ def verdict_table(data: RunData) -> Table | None:
         gated = c.loc[outs.index, "warnings"].map(_blocked) if "warnings" in c else pd.Series(False, outs.index)
         rows.append([v] + [_word(outs[conc == lv], gated[conc == lv], cats[conc == lv]) if (conc == lv).any()
                            else NOT_MEASURED if data.not_measured(v, lv) else "-" for lv in levels])
+    return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
+
+
+def _primary_table(data: RunData, levels: list[int], m: float) -> Table:
+    claims = primary_claims(data)
+    k, looks = sum(map(len, claims.values())), looks_of(data)
+    rows = []
+    for v in data.drafters:
+        indicative = launch_basis(data.cells, v, data.baseline, data.history)[0]
+        row = [v]
+        for lv in levels:
+            if (v, lv) not in claims:
+                row.append(NOT_MEASURED if data.not_measured(v, lv) else "-")
+                continue
+            outs = [Outcome.UNDECIDED if indicative else primary_outcome(lo, hi, df, k, m, looks)
+                    for lo, hi, df, _ in claims[(v, lv)]]
+            blocked = any(o is Outcome.ADOPT and g for o, (*_, g) in zip(outs, claims[(v, lv)]))
+            row.append(BLOCKED if blocked else summary_word(outs))
+        rows.append(row)
     return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
 
 
@@ -90,6 +164,10 @@ def _word(outs: pd.Series, gated: pd.Series, categories: pd.Series) -> str:
 def legend(data: RunData) -> str:
     m = _min_speedup(data)
     note = caps_note(data.caps)
+    if "mix_points" in data.cells:
+        points = int(data.cells["mix_points"].max()) if data.cells["mix_points"].notna().any() else 0
+        text = PRIMARY_LEGEND.format(m=m, lo=1 / m, p=f"{points} point{'s' if points != 1 else ''}")
+        return " ".join(x for x in (text, family_text(data), note) if x)
     return LEGEND.format(m=m, lo=1 / m) + (f" {note}" if note else "")
 
 
@@ -137,4 +215,5 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
     return text
 
 
-__all__ = ["MIXED", "WORD", "legend", "point_outcomes", "undecided_advice", "verdict_table"]
+__all__ = ["MIXED", "WORD", "family_text", "legend", "point_outcomes", "primary_claims", "undecided_advice",
+           "verdict_table"]

@@ -19,8 +19,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from specbench.config import DEFAULT_MIN_SPEEDUP
-from specbench.decide.decision import BOUND_LEVEL, SMALL_DF, classify
 from specbench.decide.decision import Outcome as Outcome4
+from specbench.decide.decision import classify
 from specbench.decide.hardware import check_saved
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.document import Inline, Strong, Tone
@@ -209,10 +209,8 @@ def _history_text(history: dict[str, Any] | None) -> str:
     if not history:
         return "this hardware's calibration"
     entries = int(history.get("entries") or 1)
-    bound = (f", its {100 * BOUND_LEVEL:g}% upper confidence bound added (df < {SMALL_DF})"
-             if history.get("bounded") and not math.isfinite(float(history.get("added_df") or 0)) else "")
     return (f"this setup's variance history ({history.get('history') or 'calibration'}, pooled df "
-            f"{float(history.get('df') or 0):g} over {entries} entr{'ies' if entries != 1 else 'y'}{bound})")
+            f"{float(history.get('df') or 0):g} over {entries} entr{'ies' if entries != 1 else 'y'})")
 
 
 def launch_basis(cells: pd.DataFrame, variant: str, baseline: str,

@@ -72,8 +72,10 @@ def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | No
                        plain=plain_variants(cfg),
                        forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
     variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
+    # the launches each variant measured are in its cells and windows (a run stopped after launch 1, a failed
+    # second launch): never the configured sweep.launches
     use = history_checks.check_run(compute_cells(requests, windows, opts) if cal is not None else pd.DataFrame(),
-                                variants, cal, cfg.sweep.launches)
+                                   variants, cal)
     for note in use.notes:  # the run's own estimates first, then the checks
         print(f"warning: {note}", file=sys.stderr)
     if (lv := use.variance(f"{variance_history.FILE} ({cal.source_run if cal else ''})")) is not None:
@@ -118,7 +120,7 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
         points = open_loop_table(requests, windows, slos, lag_bound_s=bound)
         atomic_write(rd.open_loop, points.to_csv(index=False))
         by_launch = (open_loop_table(requests, windows, slos, by_launch=True, lag_bound_s=bound)
-                     if cfg.sweep.launches > 1 else None)
+                     if "launch" in windows and windows["launch"].nunique() > 1 else None)
         atomic_write(rd.capacity, capacity_table(points, slos, cfg.baseline.name, by_launch).to_csv(index=False))
     atomic_write(rd.launch_drift, launch_effects(requests, windows, cfg.baseline.name).to_csv(index=False))
     atomic_write(rd.acceptance, request_acceptance_table(requests, windows).to_csv(index=False))

@@ -1,0 +1,27 @@
+"""benchmarks/verdict_family.py: a quick run prints its last line in the stated format, and what it simulates
+is specbench's own code (issue 41 item 5)."""
+
+from __future__ import annotations
+
+import re
+
+from benchmarks import verdict_family
+from specbench.decide import mix
+from specbench.metrics import speedup
+
+LAST = (r"verdict family: P\(any adopt \| all at the margin\) \d+\.\d% over \d+ drafters x \d+ claims, coverage of "
+        r"the mix interval \d\.\d{3}, demo decides after calibrate: (yes|no)")
+
+
+def test_verdict_family_quick_prints_its_line(capsys) -> None:
+    verdict_family.main(["--trials", "4", "--seed", "2"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(LAST, out[-1]), out[-1]
+    assert out[-1].startswith("verdict family: P(any adopt | all at the margin) ")
+    assert " over 7 drafters x 4 claims, " in out[-1]
+
+
+def test_verdict_family_calls_the_product() -> None:
+    assert verdict_family.mix_interval is mix.mix_interval
+    assert verdict_family.primary_outcome is mix.primary_outcome
+    assert verdict_family.speedup_columns is speedup.speedup_columns
