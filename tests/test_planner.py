@@ -50,6 +50,30 @@ def test_plan_prefers_the_history_and_prices_the_optimum() -> None:
     assert "cost-optimal to resolve min_speedup 1.05" in render(p)
 
 
+def test_plan_prints_the_launches_that_power_the_compare_gate() -> None:
+    """Issue 41: `specbench compare` says "no regression" only with 80% power against a 9.75% drop in every
+    cell; plan prints the launches per variant that give it (change.gate_launches), or that none do."""
+    from specbench.decide.change import detectable_drop, gate_launches, required_drop
+    from specbench.decide.decision import Components, Design, Estimate, log_ratio_variance
+
+    comps = Components(Estimate(0.02 ** 2, math.inf), Estimate(0.01 ** 2, math.inf))
+    n = gate_launches(comps, 3, 0.05, 30)
+    assert n is not None
+    d = Design(n, 3)  # at the true se the gate is powered, with room for the estimate's spread (90% margin)
+    se = math.sqrt(2 * log_ratio_variance(comps, d, d))
+    assert detectable_drop(se, 4 * (n - 1), 0.05, 0.05 / 30) < required_drop(0.05)
+    assert gate_launches(Components(Estimate(0.05 ** 2, math.inf), Estimate(0.01 ** 2, math.inf)), 3, 0.05, 30) is None
+    cfg = load_config(K26)
+    hist = Calibration(rel_var=0.02 ** 2, df=8, launches=9, cells=90, hardware={}, engine="", model=model_key(cfg),
+                       created="", source_run="r", repeat_rel_var=0.01 ** 2, repeat_df=40, history="h.json",
+                       startup_s=700.0, rates={"1": 25.0, "32": 25.0})
+    p = make_plan(cfg, hist)
+    cells = p.points * (len(p.variants) - 1)
+    assert p.compare_launches == gate_launches(p.components, p.design.repeats, 0.05, cells)  # type: ignore[arg-type]
+    assert f"compare gate (threshold 5%): {p.compare_launches} launches x" in render(p)
+    assert f"80% power against a 9.75% drop in each of {cells} cells" in render(p)
+
+
 def test_a_history_of_another_model_does_not_price_this_one() -> None:
     """The history is per hardware of the machine running `plan`: a CPU demo's calibration there must not
     price the K2.6 matrix (its startup and speeds are SmolLM2's); the config's estimates do."""

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from specbench.config import RunConfig
+from specbench.decide.change import POWER, gate_launches, required_drop
 from specbench.decide.decision import (
     Components,
     Design,
@@ -27,6 +28,8 @@ from specbench.decide.decision import (
 )
 from specbench.decide.variance_history import Calibration, model_key
 from specbench.plan.windows import capped_variants
+
+COMPARE_THRESHOLD = 0.05  # `specbench compare` / `history`'s default --threshold
 
 # What benchmarks/decision_cost.py measured (docs/metrics.md, "What it saves"): the reason `plan` recommends
 # the fixed cost-optimal design over sequential measurement.
@@ -58,6 +61,9 @@ class CostPlan:
     sequential: tuple[int, int] | None = None  # (launches to start, max_launches) with until: decided
     # variant -> (its max_concurrency, its points, one repeat of its sweep) for a variant that measures fewer
     capped: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
+    # launches per variant (at the design's repeats) with which `specbench compare` of two such runs has 80%
+    # power in every drafter cell (change.gate_launches); None: none within 30, or no components
+    compare_launches: int | None = None
 
     @property
     def variant_s(self) -> float | None:
@@ -190,7 +196,9 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,
                     min_speedup=cfg.verdict.min_speedup,
-                    sequential=(s.launches, s.max_launches) if s.until == "decided" else None, capped=capped)
+                    sequential=(s.launches, s.max_launches) if s.until == "decided" else None, capped=capped,
+                    compare_launches=gate_launches(comps, design.repeats, COMPARE_THRESHOLD,
+                                                   points * max(1, len(cfg.variants) - 1)) if comps else None)
 
 
 def _dur(seconds: float | None) -> str:
@@ -252,4 +260,12 @@ def render(p: CostPlan) -> str:
                          f"{o.design.repeats}, until: fixed) rather than until: decided: {SEQUENTIAL_VS_FIXED}")
     elif p.components is not None and p.measuring_s is not None and p.startup.value is not None:
         lines.append(f"  cost-optimal design: none within 30 launches resolves min_speedup {p.min_speedup:g}")
+    if p.components is not None:
+        cells = p.points * max(1, n - 1)
+        need = f"{POWER:.0%} power against a {required_drop(COMPARE_THRESHOLD):.2%} drop in each of {cells} cells"
+        lines.append(f"  compare gate (threshold {COMPARE_THRESHOLD:.0%}): " + (
+            f"{p.compare_launches} launches x {d.repeats} repeat(s) per variant in both runs give {need}, so that "
+            "`specbench compare` can say no regression (exit 0)" if p.compare_launches is not None else
+            f"no design within 30 launches x {d.repeats} repeat(s) gives {need}: `specbench compare` will exit 3 "
+            "(underpowered) when it finds no regression"))
     return "\n".join(lines)
