@@ -35,9 +35,9 @@ COMPARE_THRESHOLD = 0.05  # `specbench compare` / `history`'s default --threshol
 # sequential measurement (until: decided) over the fixed cost-optimal design, in one sentence.
 SEQUENTIAL_VS_FIXED = ("its stated error rates hold when the variance history is misspecified and the fixed "
                        "design's do not: in benchmarks/decision_cost.py, with the history's SDs halved, the "
-                       "sequential rule's worst boundary error stays at 1.3% while the fixed design says \"same\" "
-                       "for a drafter at the margin in 10.9% of points (coverage 0.910), at a third to a half of "
-                       "its GPU-hours and fewer points decided (docs/metrics.md, \"What it saves\")")
+                       "sequential rule's worst boundary error stays at 1.5% while the fixed design says \"same\" "
+                       "for a drafter at the margin in 10.9% of points (coverage 0.92), at 58% of its GPU-hours "
+                       "and with fewer points decided (docs/metrics.md, \"What it saves\")")
 SEQUENTIAL_START, SEQUENTIAL_MAX = 2, 10  # the sequential design decision_cost simulates
 
 
