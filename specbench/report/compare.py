@@ -210,7 +210,7 @@ def gate(pairs: Sequence[tuple[Estimate, Estimate]], threshold: float,
                                     powered))
             else:
                 out.append(Decision("within_noise", f"not established beyond {threshold:.0%} ({holm_note}"
-                                    + ("" if powered else f"; underpowered: needs {need:.1%} or less") + ")",
+                                    + ("" if powered else f"; underpowered: needs {need:.2%} or less") + ")",
                                     mdd, powered))
             continue
         why = _why_indicative(a, b)
@@ -394,7 +394,7 @@ def underpowered_text(cells: Sequence[CellChange], threshold: float) -> str:
     known = [c for c in cells if not math.isnan(c.detectable)]
     worst = max(known, key=lambda c: c.detectable) if known else None
     could = (f"at {POWER:.0%} power it could have detected a drop of {worst.detectable:.1%} "
-             f"(in {worst.name}), not the {required_drop(threshold):.1%} it must"
+             f"(in {worst.name}), not the {required_drop(threshold):.2%} it must"
              if worst is not None else "no change could be established in them (no launch variance)")
     return (f"the gate was underpowered in {len(cells)} compared cell(s): {could}. More launches per variant "
             "(`specbench plan` says how many), or `specbench calibrate`, make it a finding (exit code 3).")
@@ -432,7 +432,7 @@ def comparison_markdown(cmp: Comparison, *, max_noise_rows: int = 200) -> str:
                      + underpowered_text(weak, cmp.threshold))
     else:
         parts.append(f"No regression: no drop established beyond {cmp.threshold:.0%}, and every compared cell had "
-                     f"{POWER:.0%} power against a drop of {required_drop(cmp.threshold):.1%}.")
+                     f"{POWER:.0%} power against a drop of {required_drop(cmp.threshold):.2%}.")
     if by["indicative_drop"]:
         parts += ["### ⚠ Dropped, indicative only", "These drops cannot be established: an interval does not "
                   "carry the variance between launches. Rerun both with `sweep.launches: 2` or more, or "
@@ -455,6 +455,6 @@ def comparison_markdown(cmp: Comparison, *, max_noise_rows: int = 200) -> str:
                  f"the t test of the log change against ln(1 - threshold), Holm-corrected over the cells at "
                  f"{GATE_ALPHA:.0%} family-wise, rejects. Other drops beyond the threshold are indicative only "
                  f"(exit code 3); so is \"no regression\" where the gate had less than {POWER:.0%} power against a "
-                 f"drop of {required_drop(cmp.threshold):.1%} in some cell (exit code 3, underpowered). Speedups in "
+                 f"drop of {required_drop(cmp.threshold):.2%} in some cell (exit code 3, underpowered). Speedups in "
                  "brackets are `value [95% interval]`; acceptance length is shown, not gated.*")
     return "\n\n".join(parts) + "\n"
