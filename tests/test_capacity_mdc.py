@@ -94,10 +94,17 @@ def test_capacity_matches_the_simulated_queue(tmp_path: Path, port: int,
     run = tmp_path / "run"
 
     cap = pd.read_csv(run / "capacity.csv").set_index("variant")
-    measured = {v: float(cap.loc[v, "crossing_offered_req_s"]) for v in SERVICE_S}  # the estimate
     expected = {v: simulated_capacity(s) for v, s in SERVICE_S.items()}
+    # the estimate where the percentiles cross inside the measured rates; else a bound (capacity.csv's
+    # crossing_bound: "fast" can meet the limit up to 18.65 req/s, above the highest rate 18, and its bound
+    # used to be written, and read here, as the estimate)
+    measured = {v: float(cap.loc[v, "crossing_offered_req_s"]) if cap.loc[v, "crossing_bound"] != "at_least"
+                else float(cap.loc[v, "crossing_bound_offered_req_s"]) for v in SERVICE_S}
     for v in SERVICE_S:  # 60 requests decide few rates at p90 (test_slo_known_answer.py decides them)
-        assert abs(measured[v] / expected[v] - 1) < TOLERANCE, (v, measured[v], expected[v])
+        if cap.loc[v, "crossing_bound"] == "at_least":  # the truth is at least the bound, within the tolerance
+            assert expected[v] > measured[v] * (1 - TOLERANCE), (v, measured[v], expected[v])
+        else:
+            assert abs(measured[v] / expected[v] - 1) < TOLERANCE, (v, measured[v], expected[v])
         assert not cap.loc[v, "capacity_offered_req_s"] > measured[v]  # the estimate stays inside the bracket
         assert not cap.loc[v, "missed_offered_req_s"] < measured[v]
         # the three planned rates at least: whether the search adds one depends on which rates 60 requests

@@ -199,3 +199,22 @@ def test_client_saturated_rule() -> None:
                                 {"client": {"cpu_share": 0.89}}, {}]})
     out = gates.client_saturated(w)
     assert out.keys() == {"a"} and "95%" in out["a"].detail and "a2" in out["a"].detail
+
+
+def test_client_lagging_rule() -> None:
+    """A window whose client loop lagged 325 ms at p99 (585 ms max) with a CPU share of 0.10 (a starved
+    client at C=128) is gated: it passed every gate before, the CPU share being low."""
+    from specbench.metrics import gates
+
+    w = pd.DataFrame({"cell_id": ["a", "a", "b", "c", "d"], "window_id": ["a1", "a2", "b1", "c1", "d1"],
+                      "extra": [{"client": {"cpu_share": 0.10, "loop_lag_p99_ms": 0.05, "loop_lag_max_ms": 2.0}},
+                                {"client": {"cpu_share": 0.10, "loop_lag_p99_ms": 325.0, "loop_lag_max_ms": 585.0}},
+                                {"client": {"cpu_share": 0.10, "loop_lag_p99_ms": 49.9, "loop_lag_max_ms": 400.0}},
+                                {"client": {"cpu_share": 0.95}}, {}]})
+    out = gates.client_gates(w)
+    assert out.keys() == {"a", "c"}
+    (lag,) = out["a"]
+    assert lag.code.value == "client_lagging" and "client_lagging" in BLOCKING
+    assert "325 ms" in lag.detail and "585 ms" in lag.detail and "a2" in lag.detail
+    assert "client.processes" in lag.message  # its remedy
+    assert [x.code.value for x in out["c"]] == ["client_saturated"]

@@ -34,8 +34,11 @@ def three(tmp_path: Path) -> list[Path]:
 def test_the_changed_setting_is_flagged_between_runs_1_and_2(three: list[Path], tmp_path: Path, capsys) -> None:
     out = tmp_path / "hist"
     code = main(["history", *map(str, three), "--variant", "ngram", "--out", str(out)])
-    md = capsys.readouterr().out
-    assert code == 0  # the newest run (r3) equals the one before it
+    got = capsys.readouterr()
+    md = got.out
+    # the newest run (r3) equals the one before it, but its intervals (+-0.05) could not have seen a drop of
+    # 9.75%: underpowered, not "no regression" (issue 41)
+    assert code == 3 and "underpowered" in got.err and "Not a finding" in md
     # time order, not argument order, with the drafter's fingerprint of each run
     assert md.index("| 1 | r1 |") < md.index("| 2 | r2 |") < md.index("| 3 | r3 |")
     assert "| vllm 0.0.0-test | - |" in md  # no pooled launch variance in these runs
@@ -76,6 +79,6 @@ def test_the_pooled_launch_variance_a_run_carried_is_shown(three: list[Path], ca
     cal = variance_history.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
                                   model="m", created="2026-05-11", source_run="cal1")
     variance_history.save(cal, three[2] / variance_history.FILE)  # r2
-    assert main(["history", *map(str, three), "--variant", "ngram"]) == 0
+    assert main(["history", *map(str, three), "--variant", "ngram"]) == 3  # unchanged, underpowered (above)
     md = capsys.readouterr().out
     assert "| 2 | r2 | 2026-05-11T00:00:00+00:00 | vllm 0.0.0-test | CV 5.0%, df 4 |" in md

@@ -337,6 +337,30 @@ def test_capacity_is_the_highest_met_rate_below_the_lowest_missed() -> None:
                     0.3).status == BEYOND
 
 
+def test_an_uncrossed_capacity_is_a_bound_not_an_estimate() -> None:
+    """Issue 41: when the percentile estimates never cross the limit inside the measured rates, capacity.csv
+    wrote the highest rate (or nothing) as `crossing_offered_req_s`, the estimate. It is a bound: its own
+    column, `at_least` / `at_most`, and the report says so."""
+    import pandas as pd
+
+    from specbench.metrics.capacity import AT_LEAST, AT_MOST
+    from specbench.report.slo import bracket_text, crossing_text
+
+    below = capacity(_pts([0.1, 0.2, 0.25], low=[0.1, 0.2, 0.2], high=[0.1, 0.2, 0.6], rates=[1.0, 2.0, 3.0]), 0.3)
+    assert (below.crossed, below.bound, below.bound_rate) == (False, AT_LEAST, 3.0) and math.isnan(below.estimate)
+    above = capacity(_pts([0.5, 0.6], low=[0.2, 0.2], high=[0.9, 0.9], rates=[1.0, 2.0]), 0.3)
+    assert (above.crossed, above.bound, above.bound_rate) == (False, AT_MOST, 1.0) and math.isnan(above.estimate)
+    crossed = capacity(_pts([0.2, 0.4], low=[0.1, 0.35], high=[0.25, 0.5], rates=[1.0, 2.0]), 0.3)
+    assert crossed.crossed and crossed.bound == "" and crossed.estimate == pytest.approx(1.5)
+
+    row = pd.Series({"crossing_offered_req_s": math.nan, "crossing_bound": AT_LEAST,
+                     "crossing_bound_offered_req_s": 3.0, "status": "undecided",
+                     "capacity_offered_req_s": math.nan, "missed_offered_req_s": math.nan})
+    assert crossing_text(row) == "at least 3.00"
+    assert "the estimates cross at least 3 req/s" in bracket_text(row)
+    assert crossing_text(pd.Series({"crossing_offered_req_s": 2.5})) == "2.50"  # a run written before
+
+
 def test_capacity_edges_saturation_and_the_send_lag_gate() -> None:
     assert capacity(_pts([0.5, 0.6, 0.7, 0.8]), 0.3).status == BELOW
     assert math.isnan(capacity(_pts([0.5, 0.6, 0.7, 0.8]), 0.3).value)
@@ -445,6 +469,10 @@ def test_open_loop_table_reads_send_lag_and_rate(tmp_path: Path) -> None:
     assert cap.loc["base", "status"] == MEASURED
     assert cap.loc["fast", "status"] == BEYOND and cap.loc["fast", "capacity_offered_req_s"] == pytest.approx(2.0)
     assert cap.loc["fast", "gain_ci_low"] == pytest.approx(2.0 / 2.0) and math.isnan(cap.loc["fast", "gain"])
+    # fast's estimates never reach the limit: 2 req/s is a lower bound, not the estimate (issue 41)
+    assert math.isnan(cap.loc["fast", "crossing_offered_req_s"]) and cap.loc["fast", "crossing_bound"] == "at_least"
+    assert cap.loc["fast", "crossing_bound_offered_req_s"] == pytest.approx(2.0)
+    assert cap.loc["base", "crossing_bound"] == ""
     assert list(cap.reset_index().columns[:5]) == ["variant", "slo", "capacity_offered_req_s", "missed_offered_req_s",
                                                     "crossing_offered_req_s"]
     json.dumps(cap.reset_index().to_dict("records"), default=str)

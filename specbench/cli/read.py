@@ -48,8 +48,11 @@ def report(a: argparse.Namespace) -> int:
     return 0
 
 
-def _gate_message(regressed: list, indicative: list, threshold: float, where: str) -> None:
-    """The stderr line behind a non-zero gate exit code (1: established regressions, 3: indicative drops)."""
+def _gate_message(regressed: list, indicative: list, underpowered: list, threshold: float, where: str) -> None:
+    """The stderr line behind a non-zero gate exit code (1: established regressions, 3: indicative drops or
+    an underpowered gate)."""
+    from specbench.report.compare import underpowered_text
+
     if regressed:
         print(f"error: {len(regressed)} cell(s) regressed{where} beyond {threshold:.0%} (established): "
               + ", ".join(str(c) for c in regressed), file=sys.stderr)
@@ -57,6 +60,9 @@ def _gate_message(regressed: list, indicative: list, threshold: float, where: st
         print(f"warning: {len(indicative)} cell(s) dropped{where} beyond {threshold:.0%}, indicative only (the "
               "intervals lack the variance between launches; set sweep.launches >= 2 or calibrate): "
               + ", ".join(str(c) for c in indicative), file=sys.stderr)
+    elif underpowered:
+        print(f"warning: underpowered: no regression established{where}, but "
+              + underpowered_text(underpowered, threshold), file=sys.stderr)
 
 
 def compare(a: argparse.Namespace) -> int:
@@ -65,7 +71,7 @@ def compare(a: argparse.Namespace) -> int:
     cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
                   allow_mixed_hardware=a.allow_mixed_hardware)
     print(cmp.to_markdown())
-    _gate_message(cmp.regressed, cmp.indicative, a.threshold, "")
+    _gate_message(cmp.regressed, cmp.indicative, cmp.underpowered, a.threshold, "")
     return cmp.exit_code
 
 
@@ -79,7 +85,7 @@ def history(a: argparse.Namespace) -> int:
     md = to_markdown(h, plots)
     (out / "history.md").write_text(md)
     print(md, end="")
-    _gate_message(h.regressed, h.indicative, a.threshold, " in the newest run")
+    _gate_message(h.regressed, h.indicative, h.underpowered, a.threshold, " in the newest run")
     return h.exit_code
 
 

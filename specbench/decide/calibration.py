@@ -68,7 +68,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     engine = rd.load_environment().get("engine") or {}
     facts: dict[str, Any] = dict(hardware=environment.hardware_fingerprint(),
                                  engine=f"{engine.get('kind')} {engine.get('version') or ''}".strip(),
-                                 model=model_key(cfg), source_run=str(run_dir))
+                                 model=model_key(cfg), source_run=measured_in(run_dir, cfg.baseline.name))
     cal = estimate(cells, cfg.baseline.name, **facts)
     if cal is None:
         cal = estimate_repeats(cells, cfg.baseline.name, **facts) if kind == "run" else None
@@ -80,6 +80,21 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     return replace(cal, kind=kind, startup_s=float(startup) if startup else math.nan,
                    rates=_rates(cells, cfg.baseline.name), setup=dict(setup), speeds=speeds(cells, cfg.baseline.name),
                    repeats=design_of(cells, cfg.baseline.name).repeats)
+
+
+def measured_in(run_dir: Path, baseline: str) -> str:
+    """The run whose launches the baseline's cells come from: the run itself, or, when `--reuse` copied
+    the baseline, the run it was copied from (followed back to the run that measured it). The history
+    keeps one entry per source run (`add`), so a reused baseline enters it once, not once per reuse."""
+    seen = {Path(run_dir).resolve()}
+    here = Path(run_dir)
+    while True:
+        vs = (RunDir(here).load_meta().get("variants") or {}).get(baseline) or {}
+        src = vs.get("reused_from") if vs.get("status") == "reused" else None
+        if not src or Path(src).resolve() in seen or not RunDir(Path(src)).meta.exists():
+            return str(here)
+        here = Path(src)
+        seen.add(here.resolve())
 
 
 def _rates(cells: pd.DataFrame, variant: str) -> dict[str, float]:

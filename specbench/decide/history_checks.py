@@ -144,11 +144,16 @@ def check_run(cells: pd.DataFrame, variants: list[str], cal: Calibration | None)
 # A finished run's estimate, and the history a new run starts from
 
 
+def _same_run(a: str, b: str) -> bool:
+    """Two spellings of one run directory (relative or absolute)."""
+    return a == b or (bool(a) and bool(b) and Path(a).resolve() == Path(b).resolve())
+
+
 def add(entry: Calibration, path: Path) -> Calibration:
     """Append an estimate to a history (replacing an entry of the same run), after the F test of each of
     its components against the pooled entries of its own setup; returns the entry as stored (pooled False
     when refused)."""
-    entries = [e for e in load_history(path) if e.source_run != entry.source_run]
+    entries = [e for e in load_history(path) if not _same_run(e.source_run, entry.source_run)]
     same = lookup(entries, entry.setup).candidates if entry.setup else []
     notes = []
     for name, new, old in (

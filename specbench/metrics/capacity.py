@@ -76,6 +76,19 @@ class Capacity:
     crossed: bool = False  # the estimates do cross inside the measured rates (else crossing is a bound)
     undecided: int = 0  # counted rates decided neither way
     excluded: int = 0  # rates the send-lag gate excluded
+    # when the estimates do not cross inside the measured rates: AT_LEAST (every estimate meets the limit:
+    # the crossing is above the highest rate, `bound_rate`) or AT_MOST (the lowest rate fails already: it is
+    # below the lowest rate); "" when they cross (`crossing` is then the estimate) or no rate was counted
+    bound: str = ""
+    bound_rate: float = NAN
+
+    @property
+    def estimate(self) -> float:
+        """The crossing when it is an estimate (the estimates cross inside the measured rates), else NaN."""
+        return self.crossing if self.crossed else NAN
+
+
+AT_LEAST, AT_MOST = "at_least", "at_most"  # Capacity.bound
 
 
 def _crossing(ps: Sequence[RatePoint], threshold: float) -> tuple[float, bool]:
@@ -108,7 +121,11 @@ def capacity(points: Sequence[RatePoint], threshold: float) -> Capacity:
     cross, crossed = _crossing(ps, threshold)
     cross = min(max(cross, value if met else -math.inf), top)
     status = (MEASURED if missed else BEYOND) if met else (BELOW if missed else UNDECIDED)
-    return Capacity(value, value, high, status, cross, crossed and math.isfinite(cross), open_, excluded)
+    crossed = crossed and math.isfinite(cross)
+    bound, bound_rate = "", NAN
+    if ps and not crossed:
+        bound, bound_rate = (AT_MOST, ps[0].rate) if math.isnan(cross) else (AT_LEAST, cross)
+    return Capacity(value, value, high, status, cross, crossed, open_, excluded, bound, bound_rate)
 
 
 def next_rate(points: Sequence[RatePoint], threshold: float, tolerance: float) -> float | None:

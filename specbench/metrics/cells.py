@@ -240,8 +240,8 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
     lossless = _lossless(cells, source, opts.forced)
     variant_gates = _variant_gates(cells, windows, opts)
-    saturated = gates.client_saturated(windows)
     engine_states = state_warnings(windows)
+    client = gates.client_gates(windows)  # client_saturated, client_lagging
     for c in cells:
         row = c.row
         base = base_cells.get(row["point_id"])
@@ -286,9 +286,8 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
         )) + c.reconciliation + variant_gates.get(row["variant"], [])
         if impossible is not None:
             ws.append(impossible)
-        if (sat := saturated.get(f"{row['variant']}|{row['point_id']}")) is not None:  # the cell_id
-            ws.append(sat)
         ws += engine_states.get(f"{row['variant']}|{row['point_id']}", [])
+        ws += client.get(f"{row['variant']}|{row['point_id']}", [])  # by cell_id
         row["warnings"] = encode_warnings(ws)
 
     add_mix_columns(cells, base_cells, opts.calibration)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.metrics.warnings import (
+    CLIENT_LAG_P99_MS,
     CLIENT_SATURATED_SHARE,
     GPU_CLOCK_DRIFT,
     GPU_TEMP_DRIFT_C,
@@ -125,3 +126,33 @@ def client_saturated(windows: pd.DataFrame) -> dict[str, CellWarning]:
                 worst[str(cell_id)] = (float(share), str(window_id))
     return {cell: CellWarning(WarningCode.CLIENT_SATURATED, f"client CPU {100 * share:.0f}% of wall time in {wid}")
             for cell, (share, wid) in worst.items()}
+
+
+def client_lagging(windows: pd.DataFrame) -> dict[str, CellWarning]:
+    """Cells (by cell_id) with a window whose client event loop's p99 wake-up lag (`extra.client.
+    loop_lag_p99_ms`, the largest over the loops that timed streams) is at least CLIENT_LAG_P99_MS. The CPU
+    share misses a client that is starved rather than busy (other load on its cores, descheduled). Silent
+    for windows without the figure."""
+    if windows.empty or "extra" not in windows:
+        return {}
+    worst: dict[str, tuple[float, float, str]] = {}
+    for cell_id, window_id, extra in zip(windows["cell_id"], windows["window_id"], windows["extra"]):
+        client = extra.get("client") if isinstance(extra, dict) else None
+        p99 = client.get("loop_lag_p99_ms") if isinstance(client, dict) else None
+        if isinstance(p99, (int, float)) and math.isfinite(p99) and p99 >= CLIENT_LAG_P99_MS \
+                and p99 > worst.get(str(cell_id), (-1.0, 0.0, ""))[0]:
+            top = client.get("loop_lag_max_ms") if isinstance(client, dict) else None
+            worst[str(cell_id)] = (float(p99), float(top) if isinstance(top, (int, float)) else math.nan,
+                                   str(window_id))
+    return {cell: CellWarning(WarningCode.CLIENT_LAGGING, f"client loop lag p99 {p99:.0f} ms"
+                              + (f" (max {top:.0f} ms)" if math.isfinite(top) else "") + f" in {wid}")
+            for cell, (p99, top, wid) in worst.items()}
+
+
+def client_gates(windows: pd.DataFrame) -> dict[str, list[CellWarning]]:
+    """Both client self-check gates, per cell_id: a saturated client and a lagging event loop."""
+    out: dict[str, list[CellWarning]] = {}
+    for found in (client_saturated(windows), client_lagging(windows)):
+        for cell, w in found.items():
+            out.setdefault(cell, []).append(w)
+    return out

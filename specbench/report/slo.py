@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from specbench.metrics.capacity import BELOW, BEYOND, MEASURED
+from specbench.metrics.capacity import AT_LEAST, AT_MOST, BELOW, BEYOND, MEASURED
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
 from specbench.report.fmt import UNDEFINED, fmt, fmt_len, fmt_pct, num
 from specbench.report.load import RunData
@@ -47,6 +47,15 @@ def _gain_text(row: pd.Series) -> str:
     return f"x{fmt(v)} [{ends[0]}, {ends[1]}]"
 
 
+def crossing_text(row: pd.Series) -> str:
+    """The estimate (where the percentile estimates cross the limit), or, when they do not cross inside the
+    measured rates, the bound capacity.csv writes in `crossing_bound_offered_req_s`: `at least 4` / `at most 1`."""
+    side, at = str(row.get("crossing_bound", "") or ""), num(row.get("crossing_bound_offered_req_s"))
+    if side in (AT_LEAST, AT_MOST) and math.isfinite(at):
+        return f"{side.replace('_', ' ')} {fmt(at)}"
+    return fmt(row["crossing_offered_req_s"])
+
+
 def bracket_text(row: pd.Series) -> str:
     """A capacity in words, from its decided bracket (capacity.csv; offered req/s)."""
     status, met, missed = str(row["status"]), row["capacity_offered_req_s"], row["missed_offered_req_s"]
@@ -57,8 +66,11 @@ def bracket_text(row: pd.Series) -> str:
         return f"at least {_rate(met)} req/s offered (met there; no rate decided missed)"
     if status == BELOW:
         return f"below {_rate(missed)} req/s offered (missed there; no lower rate decided met)"
-    est = num(row["crossing_offered_req_s"])
-    guess = f"estimate {_rate(est)} req/s offered; " if math.isfinite(est) else ""
+    est, side = num(row["crossing_offered_req_s"]), str(row.get("crossing_bound", "") or "")
+    at = num(row.get("crossing_bound_offered_req_s"))
+    guess = (f"estimate {_rate(est)} req/s offered; " if math.isfinite(est) else
+             f"the estimates cross {side.replace('_', ' ')} {_rate(at)} req/s offered; "
+             if side in (AT_LEAST, AT_MOST) and math.isfinite(at) else "")
     return f"undecided at every measured rate ({guess}each interval straddles the limit)"
 
 
@@ -142,7 +154,7 @@ def capacity_section(data: RunData) -> list[Block]:
     if not len(cap) or "capacity_offered_req_s" not in cap:
         return []
     rows = [[str(r["variant"]), str(r["slo"]), fmt(r["capacity_offered_req_s"]), fmt(r["missed_offered_req_s"]),
-             fmt(r["crossing_offered_req_s"]), str(r["status"]).replace("_", " "),
+             crossing_text(r), str(r["status"]).replace("_", " "),
              fmt_len(r["undecided_rates"]), fmt_len(r["excluded_rates"]),
              _gain_text(r) if not (math.isnan(num(r["gain"])) and math.isnan(num(r["gain_ci_low"]))) else UNDEFINED,
              fmt_len(r["launches"]), fmt_len(r["rates_measured"])] for _, r in cap.iterrows()]

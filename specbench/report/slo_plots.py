@@ -91,6 +91,8 @@ def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
         x = np.arange(len(slos)) + i * width - 0.4 + width / 2
         met = g["capacity_offered_req_s"].to_numpy(float)
         cross = g["crossing_offered_req_s"].to_numpy(float)
+        if "crossing_bound_offered_req_s" in g:  # no crossing inside the measured rates: the bar at the bound
+            cross = np.where(np.isnan(cross), g["crossing_bound_offered_req_s"].to_numpy(float), cross)
         val = np.nan_to_num(np.where(np.isnan(cross), met, cross))
         lo = np.where(np.isnan(met), val, met)
         hi = np.where(np.isnan(g["missed_offered_req_s"].to_numpy(float)), val,

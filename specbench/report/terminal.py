@@ -13,7 +13,7 @@ from specbench.metrics.common import geometric_mean
 from specbench.metrics.warnings import warning_rows
 from specbench.records.rundir import RunDir
 from specbench.report.audits import failure_lines
-from specbench.report.slo import open_loop_warnings_text
+from specbench.report.slo import crossing_text, open_loop_warnings_text
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:
@@ -80,7 +80,7 @@ def _capacity_table(cap: pd.DataFrame, console: Console) -> None:
         t.add_column(col, justify="left" if col in ("variant", "SLO", "status") else "right")
     for _, r in cap.iterrows():
         t.add_row(str(r.variant), str(r.slo), _fmt(r.capacity_offered_req_s), _fmt(r.missed_offered_req_s),
-                  _fmt(r.crossing_offered_req_s), str(r.status).replace("_", " "), _fmt(r.gain))
+                  crossing_text(r), str(r.status).replace("_", " "), _fmt(r.gain))
     console.print(t)
 
 

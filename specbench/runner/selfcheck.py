@@ -8,7 +8,9 @@ Two figures per window, stored in `windows.jsonl` (`extra.client`):
   on every event loop that timed streams: the runner's, and with client.processes > 1 each worker's (where
   the sharded window's timestamps are taken); the largest p99 and the largest lag over those loops. A chunk
   that arrives while a loop is busy (or its process is descheduled by other load) waits as long: this bounds
-  the timing error of the window's TTFT / ITL samples, whatever the engine exposes.
+  the timing error of the window's TTFT / ITL samples, whatever the engine exposes. At a p99 of 50 ms or
+  more the gate `client_lagging` (metrics/gates.py) blocks "adopt" for the cell: a starved client (other
+  load on its cores) lags with a low CPU share, which `client_saturated` does not see.
 """
 
 from __future__ import annotations
