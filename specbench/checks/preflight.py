@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.checks.fairness import plain_speculation, plain_speculation_message
 from specbench.config import RunConfig
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
@@ -51,12 +52,21 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         eng = la.engine or engine
         drafter_problems = _drafter_problems(engine, la, i, version, check_paths=False)
         out += drafter_problems
+        out += _plain_speculation_problems(cfg, i, la)
         if eng.kind == "sglang" and la.spec is not None:
             flagged = " ".join(drafter_problems)  # the drafter already said it in its own terms
             out += [p for p in sglang_flag_problems(cfg, i, la, raw_version, version, engine.model_path)
                     if not (("AssertionError" in p and "params.steps" in flagged)
                             or ("draft path" in p and "draft_model_path" in flagged))]
     return _unique(out)
+
+
+def _plain_speculation_problems(cfg: RunConfig, i: int, la: VariantLaunch) -> list[str]:
+    """A speculative flag in a plain-decoding variant's argv, one line per config list it came from."""
+    by_field: dict[str, list[str]] = {}
+    for flag in plain_speculation(la):
+        by_field.setdefault(_flag_field(cfg, i, flag), []).append(flag)
+    return [f"{field}: {plain_speculation_message(la, flags)}" for field, flags in by_field.items()]
 
 
 def _flag_field(cfg: RunConfig, i: int, flag: str) -> str:
