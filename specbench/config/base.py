@@ -54,6 +54,9 @@ class EngineConfig(Strict):
     allow_busy_gpu: bool = False
     nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
     dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
+    # GPUs on each node the engine runs on, when nvidia-smi cannot tell (planning on a login node, a launch
+    # prefix): `specbench plan` prices GPU-hours with it; None: the launch's TP x PP over engine.nodes
+    gpus: int | None = Field(None, ge=1)
     # kind=external: the server's hardware as free text (e.g. "8 x H200 141GB, TP8"); specbench cannot see an
     # endpoint it did not launch, so the report says "unknown" without it, never the client's hardware
     hardware: str | None = Field(None, min_length=1)
