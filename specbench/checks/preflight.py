@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.checks.fairness import plain_speculation, plain_speculation_message
+from specbench.checks.node import hub_id_problems, node_problems
 from specbench.config import RunConfig
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
@@ -58,6 +59,8 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
             out += [p for p in sglang_flag_problems(cfg, i, la, raw_version, version, engine.model_path)
                     if not (("AssertionError" in p and "params.steps" in flagged)
                             or ("draft path" in p and "draft_model_path" in flagged))]
+    out += hub_id_problems(cfg, launches)
+    out += node_problems(cfg, launches, engine.model_path, here=False)  # engine.gpus as the config states it
     return _unique(out)
 
 
@@ -179,6 +182,8 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
             offline = set(_drafter_problems(engine, la, i, version, check_paths=False))
             out += [p for p in _drafter_problems(engine, la, i, version, check_paths=True) if p not in offline]
         out += engine_install_problems(cfg, engine, launched)
+        said = set(node_problems(cfg, launches, engine.model_path, here=False))
+        out += [p for p in node_problems(cfg, launches, engine.model_path, here=True) if p not in said]
     return out
 
 

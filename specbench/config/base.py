@@ -52,6 +52,10 @@ class EngineConfig(Strict):
     acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
     acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
     allow_busy_gpu: bool = False
+    gpu_memory_gb: float | None = Field(None, gt=0)  # memory of one GPU, when nvidia-smi cannot tell (preflight)
+    # a draft path without "/" that is not a folder here is taken by the engines as a hub id and downloaded:
+    # refused unless this says so
+    allow_hub_ids: bool = False
     nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
     dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
     # GPUs on each node the engine runs on, when nvidia-smi cannot tell (planning on a login node, a launch
