@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from specbench.checks.node import weights_bytes
-from specbench.checks.preflight import config_problems, host_problems
+from specbench.checks.preflight import config_problems, host_problems, preflight_warnings
 from specbench.config import parse_config
 from specbench.server.launch import make_engine, plan_launches
 
@@ -87,19 +87,20 @@ def test_k26_weights_against_the_pinned_memory_fraction(tmp_path: Path, eight_h1
     """The issue's case: 548 GB over TP8 is 68.5 GB a GPU, against 0.85 x 85.5 GB = 72.7 GB the pinned
     --mem-fraction-static leaves: 4.2 GB for the KV cache of a 32-request batch (under 5% of the GPU)."""
     cfg, eng, la = setup(tmp_path, {"kind": "sglang", "allow_busy_gpu": True, "args": ["--tp", "8"]})
-    out = [p for p in host_problems(cfg, eng, la, cfg.engine.port) if p.startswith("variants[0]")]
+    assert not [p for p in host_problems(cfg, eng, la, cfg.engine.port) if p.startswith("variants[0]")]
+    out = preflight_warnings(cfg, eng, la)  # the weights fit: said, not refused
     assert out == ["variants[0]: weights take 68.5 GB a GPU (model.safetensors.index.json total_size, over 8 GPUs) "
                    "of the 0.85 x 85.5 GB = 72.7 GB the engine may use (--mem-fraction-static, GPU memory from "
                    "nvidia-smi), leaving 4.2 GB for the KV cache; set --mem-fraction-static to at least "
                    "0.86 in engine.args, or spread the model over more GPUs"]
     cfg, eng, la = setup(tmp_path, {"kind": "sglang", "allow_busy_gpu": True,
                                            "args": ["--tp", "8", "--mem-fraction-static", "0.92"]})
-    assert not [p for p in host_problems(cfg, eng, la, cfg.engine.port) if p.startswith("variants[0]")]
+    assert preflight_warnings(cfg, eng, la) == []
 
 
 def test_stated_gpu_memory_and_the_draft_count(tmp_path: Path) -> None:
     """engine.gpu_memory_gb stands in for nvidia-smi; the draft's weights count at the target's TP (vLLM's
-    default --gpu-memory-utilization 0.9)."""
+    default --gpu-memory-utilization 0.9). Weights beyond what the engine may use are refused."""
     draft = model_dir(tmp_path, "draft", total=40 * GB)
     cfg, eng, la = setup(tmp_path, {"kind": "vllm", "version": "0.32.0", "gpus": 2, "gpu_memory_gb": 24,
                                     "allow_busy_gpu": True, "args": ["-tp", "2"]},

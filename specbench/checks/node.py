@@ -90,11 +90,22 @@ def node_gpus(cfg: RunConfig, here: bool) -> tuple[int | None, float | None, str
 
 
 def node_problems(cfg: RunConfig, launches: list[VariantLaunch], model_path: str, here: bool) -> list[str]:
-    """TP x PP against the GPUs a node, the weights against the memory the engine may use. `here`: the
+    """Refused: TP x PP beyond the GPUs a node, weights beyond the memory the engine may use. `here`: the
     engine runs on this machine (nvidia-smi and the model folder are its)."""
+    return _findings(cfg, launches, model_path, here)[0]
+
+
+def node_warnings(cfg: RunConfig, launches: list[VariantLaunch], model_path: str, here: bool) -> list[str]:
+    """Said, not refused: weights that leave under KV_ROOM of a GPU for the KV cache."""
+    return _findings(cfg, launches, model_path, here)[1]
+
+
+def _findings(cfg: RunConfig, launches: list[VariantLaunch], model_path: str,
+              here: bool) -> tuple[list[str], list[str]]:
     count, memory, source = node_gpus(cfg, here)
     target = weights_bytes(model_path) if here else None
-    out = []
+    out: list[str] = []
+    warn: list[str] = []
     for i, la in enumerate(launches):
         if la.spec is None:
             continue  # nothing launched here (an external endpoint)
@@ -108,12 +119,15 @@ def node_problems(cfg: RunConfig, launches: list[VariantLaunch], model_path: str
         kind = la.engine.kind if la.engine is not None else cfg.engine.kind
         if kind not in MEMORY_FLAGS or memory is None or target is None:
             continue
-        out += _memory_problem(i, la, kind, par.gpus, memory, target, source)
-    return out
+        line = _memory_line(i, la, kind, par.gpus, memory, target, source)
+        if line is not None:
+            (out if line[0] else warn).append(line[1])
+    return out, warn
 
 
-def _memory_problem(i: int, la: VariantLaunch, kind: str, gpus: int, memory: float, target: tuple[int, str],
-                    source: str) -> list[str]:
+def _memory_line(i: int, la: VariantLaunch, kind: str, gpus: int, memory: float, target: tuple[int, str],
+                 source: str) -> tuple[bool, str] | None:
+    """(refused, the line): refused when the weights do not fit the memory the engine may use at all."""
     assert la.spec is not None
     flag, default = MEMORY_FLAGS[kind]
     found = last_flag(la.spec.argv, (flag,))
@@ -122,9 +136,10 @@ def _memory_problem(i: int, la: VariantLaunch, kind: str, gpus: int, memory: flo
     per_gpu = (target[0] + sum(w[0] for w in drafts)) / gpus / GB
     budget = fraction * memory
     if per_gpu <= budget - KV_ROOM * memory:
-        return []
+        return None
     need = min(0.99, -(-(per_gpu / memory + KV_ROOM) * 100 // 1) / 100)
     what = f"weights{' + draft' if drafts else ''} take {per_gpu:.1f} GB a GPU ({target[1]}, over {gpus} GPUs)"
-    return [f"variants[{i}]: {what} of the {fraction:g} x {memory:.1f} GB = {budget:.1f} GB the engine may use "
-            f"({flag}, GPU memory from {source}), leaving {max(0.0, budget - per_gpu):.1f} GB for the KV cache; "
-            f"set {flag} to at least {need:.2f} in engine.args, or spread the model over more GPUs"]
+    return per_gpu > budget, (
+        f"variants[{i}]: {what} of the {fraction:g} x {memory:.1f} GB = {budget:.1f} GB the engine may use ({flag}, "
+        f"GPU memory from {source}), leaving {max(0.0, budget - per_gpu):.1f} GB for the KV cache; set {flag} to at "
+        f"least {need:.2f} in engine.args, or spread the model over more GPUs")

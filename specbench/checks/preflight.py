@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.checks.fairness import plain_speculation, plain_speculation_message
-from specbench.checks.node import hub_id_problems, node_problems
+from specbench.checks.node import hub_id_problems, node_problems, node_warnings
 from specbench.config import RunConfig
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
@@ -34,6 +34,11 @@ from specbench.shared.errors import ConfigError, UsageError
 def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], port: int) -> list[str]:
     """Every reason not to launch, one line each (empty: go)."""
     return config_problems(cfg, engine, launches) + host_problems(cfg, engine, launches, port)
+
+
+def preflight_warnings(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch]) -> list[str]:
+    """What is said before a launch but does not stop it (the KV cache's room on the node)."""
+    return node_warnings(cfg, launches, engine.model_path, here=not cfg.engine.launch_prefix)
 
 
 def _drafter_problems(engine: Engine, la: VariantLaunch, i: int, version: tuple[int, ...] | None,
