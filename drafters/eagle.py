@@ -2,25 +2,23 @@
 
 SGLang `--speculative-algorithm EAGLE` (tree: steps, topk, num_draft_tokens). vLLM 0.32
 `--speculative-config {"method": "eagle", "model": ..., "num_speculative_tokens": steps}`: a chain only, so
-topk and num_draft_tokens (SGLang's tree shape) are refused on vLLM rather than silently dropped.
+topk and num_draft_tokens (SGLang's tree shape) are refused on vLLM rather than silently dropped. The recipe
+is EAGLE-3's with another algorithm and method name.
 """
 
 from __future__ import annotations
 
-from specbench.plan.drafter import VLLM_ACCEPTANCE, LaunchContext, vllm_speculative_config
+from specbench.plan.drafter import LaunchContext
 
-from ._eagle_family import EagleFamily, EagleParams, demo_or_path
+from ._eagle_family import EagleParams
+from .eagle3 import Eagle3
 
 
-class Eagle(EagleFamily):
+class Eagle(Eagle3):
     name = "eagle"
     algorithm = "EAGLE"
     path_what = "the EAGLE draft head folder"
-    acceptance = {**EagleFamily.acceptance, "vllm": VLLM_ACCEPTANCE}
-
-    def vllm(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
-        return vllm_speculative_config({"method": "eagle", "model": demo_or_path(p.draft_model_path),
-                                        "num_speculative_tokens": p.steps or 3})
+    vllm_method = "eagle"
 
     def check(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
         out = super().check(p, ctx)
