@@ -119,15 +119,17 @@ def _findings(cfg: RunConfig, launches: list[VariantLaunch], model_path: str,
         kind = la.engine.kind if la.engine is not None else cfg.engine.kind
         if kind not in MEMORY_FLAGS or memory is None or target is None:
             continue
-        line = _memory_line(i, la, kind, par.gpus, memory, target, source)
+        line = _memory_line(i, la, kind, par.gpus, (memory, source), target)
         if line is not None:
             (out if line[0] else warn).append(line[1])
     return out, warn
 
 
-def _memory_line(i: int, la: VariantLaunch, kind: str, gpus: int, memory: float, target: tuple[int, str],
-                 source: str) -> tuple[bool, str] | None:
-    """(refused, the line): refused when the weights do not fit the memory the engine may use at all."""
+def _memory_line(i: int, la: VariantLaunch, kind: str, gpus: int, gpu: tuple[float, str],
+                 target: tuple[int, str]) -> tuple[bool, str] | None:
+    """(refused, the line) for one GPU's (GB, where from) and the target's (bytes, where from): refused when
+    the weights do not fit the memory the engine may use at all."""
+    memory, source = gpu
     assert la.spec is not None
     flag, default = MEMORY_FLAGS[kind]
     found = last_flag(la.spec.argv, (flag,))
