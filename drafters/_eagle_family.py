@@ -8,7 +8,8 @@ from pydantic import Field
 
 from specbench.plan.drafter import ArgProblem, Drafter, DrafterParams, LaunchContext
 
-from ._sglang import auto_fill_architecture, eagle_shape_problems, missing_path, spec_args
+from ._mtp_layers import mtp_layers
+from ._sglang import auto_fill_architecture, eagle_shape_problems, missing_path, model_hf_config, spec_args
 
 SGLANG_ACCEPTANCE = ("per request: sglext.spec_tokens_details (OpenAI, sglang >= 0.5.19) or "
                      "/generate meta_info spec_* fields")
@@ -46,10 +47,19 @@ class EagleRules(Drafter[EP]):
             if given:
                 out.append(ArgProblem(given[0], f"{' and '.join(given)} without --speculative-num-steps makes "
                                                 f"SGLang fail with a bare AssertionError: set steps too"))
-        if "--speculative-draft-model-path" not in options and (arch := auto_fill_architecture(ctx.model_path)):
+        if ("--speculative-draft-model-path" not in options and (arch := auto_fill_architecture(ctx.model_path))
+                and not _own_mtp_recipe(options, ctx.model_path)):
             out.append(ArgProblem("", f"no --speculative-draft-model-path for {arch}: SGLang would silently use "
                                       f"the target checkpoint as the draft; give the draft path explicitly"))
         return out
+
+
+def _own_mtp_recipe(options: dict[str, str], model_path: str) -> bool:
+    """NEXTN/EAGLE on a target whose config.json records MTP layers: SGLang filling the draft path with the
+    target is the DeepSeek-V3 recipe (its MTP layers draft), not a hazard."""
+    algo = options.get("--speculative-algorithm", "").upper()
+    layers = mtp_layers(model_hf_config(model_path) or {})
+    return algo in ("NEXTN", "EAGLE") and layers is not None and layers[0] > 0
 
 
 class EagleFamily(EagleRules[EagleParams]):

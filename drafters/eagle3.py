@@ -6,6 +6,8 @@ The demo head `smollm2-eagle3` (a demo model name, resolved to its folder) is tr
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from specbench.plan.drafter import VLLM_ACCEPTANCE, LaunchContext, vllm_speculative_config
 
 from ._eagle_family import EagleFamily, EagleParams, demo_or_path
@@ -16,10 +18,11 @@ class Eagle3(EagleFamily):
     algorithm = "EAGLE3"
     path_what = "the EAGLE-3 draft head folder"
     acceptance = {**EagleFamily.acceptance, "vllm": VLLM_ACCEPTANCE}
+    vllm_method: ClassVar[str] = "eagle3"  # SpeculativeConfig.method
 
     def vllm(self, p: EagleParams, ctx: LaunchContext) -> list[str]:
         """vLLM drafts a chain of `steps` tokens (default 3); topk/num_draft_tokens are SGLang's tree shape."""
-        return vllm_speculative_config({"method": "eagle3", "model": demo_or_path(p.draft_model_path),
+        return vllm_speculative_config({"method": self.vllm_method, "model": demo_or_path(p.draft_model_path),
                                         "num_speculative_tokens": p.steps or 3})
 
 

@@ -95,8 +95,8 @@ def prompt_file(content: str | bytes | None, as_dir: bool = False) -> Callable[[
 
 
 def unsupported_engine(cfg: dict[str, Any], tmp: Path) -> None:
-    """A drafter on an engine it has no launch recipe for (mtp is SGLang-only, the config is vLLM)."""
-    cfg["variants"][1] = {"name": "mtp", "drafter": "mtp"}
+    """A drafter on an engine it has no launch recipe for (standalone is SGLang-only, the config is vLLM)."""
+    cfg["variants"][1] = {"name": "standalone", "drafter": "standalone", "params": {"draft_model_path": "/d"}}
 
 
 def unsupported_engine_param(cfg: dict[str, Any], tmp: Path) -> None:

@@ -107,8 +107,9 @@ def test_mtp_refuses_auto_fill_without_explicit_path(tmp_path: Path) -> None:
                                                       "num_nextn_predict_layers": 0}))
     ctx = LaunchContext(engine="sglang", engine_version=(0, 5, 23), model_path=str(tmp_path))
     out = problems("mtp", {"steps": 1, "topk": 1, "num_draft_tokens": 2}, ctx)
-    assert out == ["params.draft_model_path: required for DeepseekV3ForCausalLM: SGLang would silently use the "
-                   "target checkpoint as the MTP draft; give the path explicitly"]
+    assert out == ["params.draft_model_path: the target checkpoint has no MTP layers (config.json: "
+                   "num_nextn_predict_layers is 0), and SGLang fills a missing path with the target for "
+                   "DeepseekV3ForCausalLM; give the folder of a separate MTP checkpoint"]
     out = problems("mtp", {"draft_model_path": str(tmp_path), "steps": 1}, ctx)
     assert "has no MTP layers" in out[0]
     assert args("mtp", {"draft_model_path": "/x", "steps": 2, "topk": 1, "num_draft_tokens": 3})[:2] == [

@@ -32,7 +32,63 @@ def test_k26_plan_agrees_with_docs_cluster_md() -> None:
     assert p.variant_s is not None and 3.4 <= p.variant_s / 3600 <= 3.5
     assert 10.2 <= 3 * p.variant_s / 3600 <= 10.5
     text = render(p)
-    assert "3.43 h" in text and "indicative only" in text  # one launch and no history
+    assert "3.42 h" in text and "indicative only" in text  # one launch and no history
+
+
+def test_k26_plan_speaks_gpu_hours_and_speedups_in_words() -> None:
+    """Issue 39 item 6: the batch-1 DDTree server is priced at C=1 only, node-hours come with GPU-hours
+    (x 8 for --tp 8), and what a design can decide is said in speedups."""
+    text = render(make_plan(load_config(K26), None))
+    assert "  ddtree: 42.0 min (15 points: max_concurrency 1, the points above it are not measured)" in text
+    assert "7.5 node-hours, 60.2 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert ("in words: with 2 launches x 3 repeats, nothing below 1.21x can be adopted (the interval's low end "
+            "must clear min_speedup 1.05), and nothing above 0.87x can be called slower (sweep.launches: 2)") in text
+    assert "71.2 node-hours, 569.8 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "in words: with 19 launches x 1 repeat, nothing below 1.08x can be adopted" in text
+
+
+def test_decidable_matches_classify() -> None:
+    """The two thresholds are where decision.classify's outcomes change for an interval estimate x exp(+-h)."""
+    from specbench.decide.decision import Outcome, classify
+    from specbench.decide.planner import decidable
+
+    h, m = 0.2208, 1.05
+    adopt, slower = decidable(h, m)
+    assert round(math.exp(h), 2) == 1.25 and round(adopt, 3) == round(1.05 * math.exp(h), 3)
+    for est, want in ((adopt * 1.001, Outcome.ADOPT), (adopt * 0.999, Outcome.UNDECIDED),
+                      (slower * 0.999, Outcome.SLOWER), (slower * 1.001, Outcome.UNDECIDED)):
+        assert classify(est * math.exp(-h), est * math.exp(h), m) == want
+
+
+def test_gpus_a_node(tmp_path: Path) -> None:
+    """engine.gpus when stated, else TP x PP over engine.nodes; unknown for an external endpoint."""
+    from specbench.config import parse_config
+    from specbench.decide.planner import gpus_per_node
+
+    def cfg(engine: dict) -> object:
+        return parse_config({"model": {"path": "/m"}, "engine": engine,
+                             "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True}],
+                             "sweep": {"output_lens": [16], "concurrency": [1]}})
+
+    assert gpus_per_node(cfg({"kind": "vllm", "args": ["-tp", "4", "--pipeline-parallel-size=2"]})).value == 8
+    assert gpus_per_node(cfg({"kind": "sglang", "args": ["--tp-size", "16"], "nodes": 2})).value == 8
+    assert gpus_per_node(cfg({"kind": "sglang", "gpus": 8})).source == "engine.gpus"
+    ext = gpus_per_node(cfg({"kind": "external", "url": "http://h:1"}))
+    assert ext.value is None and "engine.gpus" in ext.source
+
+
+def test_readme_example_plans_to_numbers(tmp_path: Path) -> None:
+    """README's example config prices every line (issue 39: it said "unknown" everywhere)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", readme, re.S)
+    assert block is not None
+    path = tmp_path / "example.yaml"
+    path.write_text(block.group(1))
+    text = render(make_plan(load_config(path), None))
+    assert "unknown" not in text, text
+    assert "GPU-hours (8 GPUs a node: --tp 8)" in text
 
 
 def test_plan_prefers_the_history_and_prices_the_optimum() -> None:

@@ -103,9 +103,8 @@ def test_topk_without_steps_refused(tmp_path: Path) -> None:
 def test_topk_without_steps_in_raw_args_refused(tmp_path: Path) -> None:
     cfg, eng, la = setup(tmp_path, variants=[
         {"name": "ar", "drafter": "autoregressive", "baseline": True},
-        {"name": "raw", "drafter": "autoregressive", "args": [
-            "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
-            "--speculative-eagle-topk", "4"]}])
+        {"name": "raw", "drafter": "standalone", "params": {"draft_model_path": "/d"},
+         "args": ["--speculative-eagle-topk", "4"]}])
     assert config_problems(cfg, eng, la) == [
         "variants[1].args: --speculative-eagle-topk without --speculative-num-steps makes SGLang fail with a bare "
         "AssertionError: set steps too"]
@@ -118,9 +117,12 @@ def test_auto_fill_architecture_without_draft_path(tmp_path: Path) -> None:
                                                                 "--speculative-num-steps", "1"]},
         {"name": "mtp", "drafter": "mtp", "params": {"steps": 1}}])
     out = config_problems(cfg, eng, la)
-    assert out[0].startswith("variants[1]: no --speculative-draft-model-path for DeepseekV3ForCausalLM")
-    assert out[1].startswith("variants[2].params.draft_model_path: required for DeepseekV3ForCausalLM")
-    assert len(out) == 2
+    assert out[0].startswith("variants[1].args: --speculative-algorithm, --speculative-num-steps in variant nextn, "
+                             "whose drafter autoregressive decodes without speculation")
+    assert out[1].startswith("variants[1]: no --speculative-draft-model-path for DeepseekV3ForCausalLM")
+    assert out[2].startswith("variants[2].params.draft_model_path: the target checkpoint has no MTP layers")
+    assert len(out) == 3
+
 
 
 def test_ddtree_on_a_release_is_refused(tmp_path: Path) -> None:

@@ -89,11 +89,12 @@ def test_default_lengths_are_capped_at_k_plus_one():
     assert split_name("eagle3") is None
 
 
-def _cfg(kind="vllm", extra=None):
+def _cfg(kind="vllm", extra=None, ng_url=None):
     return parse_config({
         "name": "t", "model": {"path": "/m"}, "engine": {"kind": kind, **(extra or {})},
         "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
-                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3}}],
+                     {"name": "ng", "drafter": "ngram", "params": {"num_tokens": 3},
+                      **({"url": ng_url} if ng_url else {})}],
         "sweep": {"prompts": [{"set": "seed"}], "output_lens": [64], "concurrency": [1, 4]}})
 
 
@@ -122,7 +123,7 @@ def test_forced_acceptance_is_refused_where_it_cannot_apply():
     with pytest.raises(ConfigError, match=r"forced_acceptance.*outside \[1, 4\]"):
         _launches(surface_config(_cfg(), ["ng"], {"ng": [4.5]}))
     with pytest.raises(ConfigError, match="cannot force acceptance"):
-        _launches(surface_config(_cfg("external", {"url": "http://x:1"}), ["ng"], {"ng": [2.0]}))
+        _launches(surface_config(_cfg("external", {"url": "http://x:1"}, ng_url="http://y:1"), ["ng"], {"ng": [2.0]}))
     with pytest.raises(UsageError, match="is the baseline"):
         surface_config(_cfg(), ["ar"], {"ar": [2.0]})
     cmd = _cfg("command", {"command": ["serve", "--port", "{port}"]})

@@ -112,7 +112,8 @@ def test_tune_section_is_checked(model_dir: Path) -> None:
         settings(parse_config({**data, "tune": {"variants": {"ngram": {"num_tokens": [0]}}}}))
     assert len(setting_name("v" * 60, {"a": "x" * 80})) <= 64
     external = {**data, "tune": {"variants": {"ngram": {"num_tokens": [1]}}},
-                "engine": {"kind": "external", "url": "http://127.0.0.1:1"}}
+                "engine": {"kind": "external", "url": "http://127.0.0.1:1"},
+                "variants": [{**v, "url": f"http://127.0.0.1:{i + 1}"} for i, v in enumerate(data["variants"])]}
     with pytest.raises(ConfigError, match="one server per setting"):
         run_tune(parse_config(external), TuneOptions(out=model_dir.parent / "t"))
 

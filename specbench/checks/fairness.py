@@ -75,7 +75,7 @@ def _md_value(v: str | None) -> str:
 
 
 def _is_drafter_flag(flag: str, drafter_flags: set[str]) -> bool:
-    return flag in drafter_flags or flag.startswith("--speculative")
+    return flag in drafter_flags or is_speculative_flag(flag)
 
 
 def audit(launches: list[VariantLaunch]) -> FairnessAudit:
@@ -106,6 +106,9 @@ def audit(launches: list[VariantLaunch]) -> FairnessAudit:
         result.drafter_flags[la.name] = sorted(f for f in opts if _is_drafter_flag(f, dflags))
         argv_settings[la.name] = {k: v for k, v in opts.items() if not _is_drafter_flag(k, dflags)}
         argv_settings[la.name]["argv"] = " ".join(head)
+    for la in launched:
+        if flags := plain_speculation(la):
+            result.warnings.append(FairnessWarning(flags[0], plain_speculation_message(la, flags)))
     env_settings = {la.name: {f"env:{k}": v for k, v in la.spec.env.items() if k not in _forcing_env(la)}
                     for la in launched if la.spec}
     _compare(result, argv_settings)  # flags: only among variants served by the baseline's engine
@@ -116,6 +119,34 @@ def audit(launches: list[VariantLaunch]) -> FairnessAudit:
         result.notes.append(f"{', '.join(forced)} force their acceptance (specbench surface): the environment their "
                             "engine needs for it is the drafter's own setting, left out of this comparison")
     return result
+
+
+# Flags that switch speculation on: SGLang's --speculative-*, vLLM's --speculative-config (-sc) and its
+# 0.32 shorthands --spec-method/--spec-model/--spec-tokens, older vLLM's --num-speculative-tokens.
+SPECULATIVE_PREFIXES = ("--speculative-", "--spec-", "--num-speculative-")
+SPECULATIVE_SHORT = frozenset({"-sc"})
+
+
+def is_speculative_flag(token: str) -> bool:
+    """Whether an argv token names a speculative flag (`--flag=value` and underscores included)."""
+    name = token.partition("=")[0]
+    if name in SPECULATIVE_SHORT:
+        return True
+    return name.startswith("--") and ("--" + name[2:].replace("_", "-")).startswith(SPECULATIVE_PREFIXES)
+
+
+def plain_speculation(la: VariantLaunch) -> list[str]:
+    """The speculative flags in the final argv of a variant whose drafter does not speculate (plain
+    decoding): a flag in engine.args or the variant's args would make it speculate unnoticed."""
+    if la.drafter.speculative or la.spec is None:
+        return []
+    return list(dict.fromkeys(t.partition("=")[0] for t in la.spec.argv if is_speculative_flag(t)))
+
+
+def plain_speculation_message(la: VariantLaunch, flags: list[str]) -> str:
+    return (f"{', '.join(flags)} in variant {la.name}, whose drafter {la.drafter.name} decodes without speculation: it "
+            f"would speculate, and its comparison would be between two drafters; remove them, or give the "
+            f"variant the drafter they name")
 
 
 def _forcing_env(la: VariantLaunch) -> tuple[str, ...]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.checks.fairness import plain_speculation, plain_speculation_message
+from specbench.checks.node import hub_id_problems, node_problems, node_warnings
 from specbench.config import RunConfig
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
@@ -34,6 +36,11 @@ def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], por
     return config_problems(cfg, engine, launches) + host_problems(cfg, engine, launches, port)
 
 
+def preflight_warnings(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch]) -> list[str]:
+    """What is said before a launch but does not stop it (the KV cache's room on the node)."""
+    return node_warnings(cfg, launches, engine.model_path, here=not cfg.engine.launch_prefix)
+
+
 def _drafter_problems(engine: Engine, la: VariantLaunch, i: int, version: tuple[int, ...] | None,
                       check_paths: bool) -> list[str]:
     eng = la.engine or engine
@@ -51,12 +58,23 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         eng = la.engine or engine
         drafter_problems = _drafter_problems(engine, la, i, version, check_paths=False)
         out += drafter_problems
+        out += _plain_speculation_problems(cfg, i, la)
         if eng.kind == "sglang" and la.spec is not None:
             flagged = " ".join(drafter_problems)  # the drafter already said it in its own terms
             out += [p for p in sglang_flag_problems(cfg, i, la, raw_version, version, engine.model_path)
                     if not (("AssertionError" in p and "params.steps" in flagged)
                             or ("draft path" in p and "draft_model_path" in flagged))]
+    out += hub_id_problems(cfg, launches)
+    out += node_problems(cfg, launches, engine.model_path, here=False)  # engine.gpus as the config states it
     return _unique(out)
+
+
+def _plain_speculation_problems(cfg: RunConfig, i: int, la: VariantLaunch) -> list[str]:
+    """A speculative flag in a plain-decoding variant's argv, one line per config list it came from."""
+    by_field: dict[str, list[str]] = {}
+    for flag in plain_speculation(la):
+        by_field.setdefault(_flag_field(cfg, i, flag), []).append(flag)
+    return [f"{field}: {plain_speculation_message(la, flags)}" for field, flags in by_field.items()]
 
 
 def _flag_field(cfg: RunConfig, i: int, flag: str) -> str:
@@ -169,6 +187,8 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
             offline = set(_drafter_problems(engine, la, i, version, check_paths=False))
             out += [p for p in _drafter_problems(engine, la, i, version, check_paths=True) if p not in offline]
         out += engine_install_problems(cfg, engine, launched)
+        said = set(node_problems(cfg, launches, engine.model_path, here=False))
+        out += [p for p in node_problems(cfg, launches, engine.model_path, here=True) if p not in said]
     return out
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specbench.checks.fairness import audit
-from specbench.checks.preflight import check_model_context, config_problems, host_problems
+from specbench.checks.preflight import check_model_context, config_problems, host_problems, preflight_warnings
 from specbench.config import RunConfig, load_config
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import Sweep, build_sweep, window_requests
@@ -89,6 +89,8 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
         for p in host:
             out(f"  - {p}")
         out("")
+    for w in preflight_warnings(cfg, engine, launches):
+        out(f"warning: {w}")
     refused = problems + [f"{name}: {err}" for name, err in parser_errors.items()] + vllm_refused
     if refused:
         out("Refused before launch:")

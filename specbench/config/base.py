@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from specbench.shared.registry import ENGINE_TARGETS
 
@@ -52,14 +52,32 @@ class EngineConfig(Strict):
     acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
     acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
     allow_busy_gpu: bool = False
+    gpu_memory_gb: float | None = Field(None, gt=0)  # memory of one GPU, when nvidia-smi cannot tell (preflight)
+    # a draft path without "/" that is not a folder here is taken by the engines as a hub id and downloaded:
+    # refused unless this says so
+    allow_hub_ids: bool = False
     nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
     dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
+    # GPUs on each node the engine runs on, when nvidia-smi cannot tell (planning on a login node, a launch
+    # prefix): `specbench plan` prices GPU-hours with it; None: the launch's TP x PP over engine.nodes
+    gpus: int | None = Field(None, ge=1)
+    # kind=external: the server's hardware as free text (e.g. "8 x H200 141GB, TP8"); specbench cannot see an
+    # endpoint it did not launch, so the report says "unknown" without it, never the client's hardware
+    hardware: str | None = Field(None, min_length=1)
 
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str) -> str:
         if v not in ENGINE_TARGETS:
             raise ValueError(f"unknown engine kind {v!r} (known: {', '.join(ENGINE_TARGETS)})")
+        return v
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and info.data.get("kind") != "external":
+            raise ValueError("describes an external endpoint's server; a launched engine's hardware is read from "
+                             "the node it runs on (remove it)")
         return v
 
     @model_validator(mode="after")

@@ -70,6 +70,7 @@ class RunConfig(Strict):
             found = ", ".join(baselines) if baselines else "none"
             raise ValueError(f"variants: exactly one variant must have baseline: true (found {found})")
         _check_caps(self)
+        _check_external(self)
         if self.slo and not self.sweep.load.open:
             raise ValueError("slo: needs sweep.load.kind open (an SLO is met at an offered rate)")
         if self.capacity.search and not self.slo:
@@ -112,6 +113,26 @@ def _check_caps(cfg: RunConfig) -> None:
         if v.max_concurrency < min(cfg.sweep.concurrency):
             raise ValueError(f"{where}: {v.max_concurrency} is below every sweep.concurrency "
                              f"({', '.join(map(str, cfg.sweep.concurrency))}): nothing would be measured")
+
+
+def _check_external(cfg: RunConfig) -> None:
+    """An endpoint specbench does not launch (engine.kind external) is measured as it runs: it cannot be
+    relaunched (so no between-launch variance), and two variants at one URL are one server."""
+    if cfg.engine.kind != "external":
+        return
+    if cfg.sweep.launches > 1:
+        raise ValueError(f"sweep.launches: {cfg.sweep.launches} launches of an external endpoint would measure one "
+                         "server that specbench never relaunches, and record its repeats as between-launch "
+                         "variance; set launches: 1 (repeats and waves measure within it)")
+    seen: dict[str, int] = {}
+    for i, v in enumerate(cfg.variants):
+        url = (v.url or cfg.engine.url or "").rstrip("/")
+        if url in seen:
+            j = seen[url]
+            where = f"variants[{i}].url" if v.url else "engine.url"
+            raise ValueError(f"{where}: variants {cfg.variants[j].name} and {v.name} are both served by {url}: "
+                             "the server would be compared with itself; give each variant its own server's url")
+        seen[url] = i
 
 
 def dump_config(cfg: RunConfig) -> str:

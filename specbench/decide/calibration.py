@@ -48,6 +48,10 @@ def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:
     cell needs both for its interval)."""
     if launches < 2:
         raise UsageError("calibrate: --launches must be at least 2 (one launch has no between-launch variance)")
+    if cfg.engine.kind == "external":
+        raise UsageError("calibrate: engine.kind external is an endpoint specbench does not launch: it cannot be "
+                         "relaunched, so there is no between-launch variance to measure; calibrate with a config "
+                         "that launches the engine (vllm, sglang or command)")
     sweep = cfg.sweep.model_copy(update={"launches": launches, "adaptive": None, "repeats": max(2, cfg.sweep.repeats),
                                          "until": "fixed"})
     return cfg.model_copy(update={"name": f"{cfg.name}-calibration", "variants": [cfg.baseline], "sweep": sweep})
@@ -63,6 +67,8 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     Keyed by the setup the run recorded when it started (run.json `variance_history.setup`)."""
     from specbench.shared import environment
 
+    if cfg.engine.kind == "external":
+        return None  # its server's hardware is not this host's: nothing to key the history by
     rd = RunDir(run_dir)
     cells = pd.read_csv(rd.cells)
     engine = rd.load_environment().get("engine") or {}

@@ -68,6 +68,7 @@ class CostPlan:
     # power in every drafter cell (change.gate_launches); None: none within 30, or no components
     compare_launches: int | None = None
     open_loop: bool = False  # until: decided decides closed-loop speedups only
+    gpus: Source = Source(None, "unknown")  # GPUs a node (a node-hour is that many GPU-hours)
 
     @property
     def variant_s(self) -> float | None:
@@ -172,6 +173,27 @@ def _applicable(cfg: RunConfig, history: Calibration | None) -> tuple[Calibratio
     return None, None if stated else history
 
 
+def gpus_per_node(cfg: RunConfig) -> Source:
+    """GPUs a node: engine.gpus as stated, else the launch's TP x PP (engine.args and the baseline's args)
+    spread over engine.nodes; unknown for an endpoint specbench does not launch."""
+    from specbench.server.parallel import parallel_of
+
+    if cfg.engine.gpus is not None:
+        return Source(cfg.engine.gpus, "engine.gpus")
+    if cfg.engine.kind == "external":
+        return Source(None, "unknown: set engine.gpus (an external endpoint's GPUs)")
+    par = parallel_of(list(cfg.engine.args) + list(cfg.baseline.args))
+    nodes = cfg.engine.nodes
+    return Source(math.ceil(par.gpus / nodes), par.source + (f" over {nodes} nodes" if nodes > 1 else ""))
+
+
+def decidable(half_width: float, min_speedup: float) -> tuple[float, float]:
+    """(the smallest speedup a design can adopt, the largest it can call slower) for an expected half-width
+    h of ln speedup: adopt needs the interval's low end above m (estimate > m exp(h)), slower its high end
+    below 1 (estimate < exp(-h)); decision.classify."""
+    return min_speedup * math.exp(half_width), math.exp(-half_width)
+
+
 def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     s = cfg.sweep
     categories = _categories(cfg)
@@ -200,6 +222,7 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,
                     min_speedup=cfg.verdict.min_speedup,
                     sequential=(s.launches, s.max_launches) if s.until == "decided" else None, capped=capped,
+                    gpus=gpus_per_node(cfg),
                     open_loop=s.load.open,
                     compare_launches=gate_launches(comps, design.repeats, COMPARE_THRESHOLD,
                                                    points * max(1, len(cfg.variants) - 1)) if comps else None)
@@ -209,6 +232,23 @@ def _dur(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
     return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def _gpu_hours(seconds: float | None, gpus: Source) -> str:
+    if gpus.value is None:
+        return f"GPU-hours unknown ({gpus.source})"
+    if seconds is None:
+        return "GPU-hours unknown"
+    return f"{seconds / 3600 * gpus.value:.1f} GPU-hours ({gpus.value:g} GPUs a node: {gpus.source})"
+
+
+def _in_words(design: Design, half_width: float, min_speedup: float) -> str:
+    """What a design can decide, in speedups rather than ln units."""
+    adopt, slower = decidable(half_width, min_speedup)
+    n, r = design.launches, design.repeats
+    runs = f"{n} launch{'es' * (n != 1)} x {r} repeat{'s' * (r != 1)}"
+    return (f"in words: with {runs}, nothing below {adopt:.2f}x can be adopted (the interval's low end must "
+            f"clear min_speedup {min_speedup:g}), and nothing above {slower:.2f}x can be called slower")
 
 
 def render(p: CostPlan) -> str:
@@ -228,7 +268,7 @@ def render(p: CostPlan) -> str:
     longest = max((cost for v in p.variants if (cost := p.cost_of(v)) is not None), default=None)
     lines.append(f"  total: {_dur(total)} one after another on one node; {_dur(longest)} side by side "
                  f"(--scheduler slurm, {n} nodes); {'unknown' if total is None else f'{total / 3600:.1f}'} "
-                 "node-hours")
+                 f"node-hours, {_gpu_hours(total, p.gpus)}")
     if p.components is not None:
         c = p.components
         lines.append(f"  variance: between launches CV {100 * math.sqrt(c.launch.var):.1f}%, between repeats CV "
@@ -241,11 +281,14 @@ def render(p: CostPlan) -> str:
         lines.append(f"  expected 95% speedup interval at every point: estimate x [{lo:.3f}, {hi:.3f}] "
                      f"(high/low {hi / lo:.3f}; half-width {p.half_width:.4f} on ln speedup, to decide at most "
                      f"ln({p.min_speedup:g}) / 2 = {target:.4f})")
+        lines.append(f"  {_in_words(d, p.half_width, p.min_speedup)}")
     elif p.components is None:
         lines.append("  expected interval: unknown without variance components")
     elif p.indicative:
         lines.append("  expected interval: none with launch variance (1 launch per variant and no history): the "
                      "verdict will be indicative only; set sweep.launches >= 2 or run `specbench calibrate`")
+        if (half2 := _half_width(p.components, Design(2, d.repeats), None)[0]) is not None:
+            lines.append(f"  {_in_words(Design(2, d.repeats), half2, p.min_speedup)} (sweep.launches: 2)")
     if p.sequential is not None and p.measuring_s is not None:
         first, most = p.sequential
         per_launch = (p.startup.value or 0.0) + d.repeats * p.measuring_s
@@ -258,7 +301,9 @@ def render(p: CostPlan) -> str:
         o = p.optimal
         lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
                      f"{o.design.repeats} repeat(s) per variant, {_dur(o.cost)} per variant, "
-                     f"{n * o.cost / 3600:.1f} node-hours (expected half-width {o.half_width:.4f} on ln speedup)")
+                     f"{n * o.cost / 3600:.1f} node-hours, {_gpu_hours(n * o.cost, p.gpus)} (expected half-width "
+                     f"{o.half_width:.4f} on ln speedup)")
+        lines.append(f"  {_in_words(o.design, o.half_width, p.min_speedup)}")
     elif p.components is not None and p.measuring_s is not None and p.startup.value is not None:
         lines.append(f"  cost-optimal design: none within 30 launches resolves min_speedup {p.min_speedup:g}")
     if p.components is not None and not p.open_loop:

@@ -53,6 +53,10 @@ def hardware_section(data: RunData) -> list[Block]:
     env = data.environment
     nodes: dict[str, dict[str, Any]] = env.get("nodes") or {}
     placement: dict[str, list[str]] = env.get("variant_nodes") or {}
+    if env.get("server_hardware"):  # an external endpoint: nothing here saw the server
+        return [Heading("Hardware"), Paragraph([f"The server is an endpoint specbench did not launch; its hardware: "
+                                                f"{env['server_hardware']}. The host, CPU and GPUs under Environment "
+                                                f"are the client's."], "warn")]
     if not nodes:
         return []
     result = check_saved(env, data.config, data.baseline)

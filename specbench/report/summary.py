@@ -42,6 +42,8 @@ def context(data: RunData) -> Paragraph:
     engine = env.get("engine") or {}
     eng = f"{engine.get('kind') or 'unknown engine'} {engine.get('version') or '(version unknown)'}"
     hw = f"{env.get('cpu') or 'unknown CPU'}, {gpus_text(env)}" + (f" on {env['host']}" if env.get("host") else "")
+    if env.get("server_hardware"):  # an external endpoint: what was collected here is the client
+        hw = f"hardware {env['server_hardware']}, measured from a client ({hw})"
     drafters = ", ".join(data.drafters) or "none"
     text = (f"{_model_name(data)} served by {eng} on {hw}, measured {_when(data.meta.get('created'))}. "
             f"Baseline {data.baseline or '(unknown)'} against drafters {drafters}. ")

@@ -114,11 +114,13 @@ class MatrixRun:
             alloc = current_allocation()  # refused outside an allocation, before anything is prepared
         plan = prepare_plan(self.cfg)
         if not o.skip_preflight:
-            from specbench.checks.preflight import preflight
+            from specbench.checks.preflight import preflight, preflight_warnings
 
             problems = preflight(self.cfg, plan.engine, plan.launches, self.cfg.engine.port)
             if problems:
                 raise PreflightError("; ".join(problems))
+            for w in preflight_warnings(self.cfg, plan.engine, plan.launches):
+                say(f"warning: {w}")
         self.rd = rd = open_run_dir(o.out, o.resume, o.force)
         self.state = state = self._start_state(rd, plan)
         write_side_files(rd, plan)

@@ -133,8 +133,11 @@ def write_side_files(rd: RunDir, plan: Plan) -> None:
     from specbench.checks.fairness import audit
 
     atomic_write(rd.config, dump_config(plan.cfg))
-    write_json(rd.environment, environment.collect(
-        plan.cfg.engine.kind, plan.engine.version(), {vl.name: vl.drafter.name for vl in plan.launches}))
+    env = environment.collect(plan.cfg.engine.kind, plan.engine.version(),
+                              {vl.name: vl.drafter.name for vl in plan.launches})
+    if plan.cfg.engine.kind == "external":
+        env = environment.for_external(env, plan.cfg.engine.hardware)
+    write_json(rd.environment, env)
     write_json(rd.fairness, audit(plan.launches).to_dict())
 
 

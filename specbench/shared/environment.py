@@ -172,3 +172,14 @@ def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, st
         "nodes": {host: node_fingerprint(engine_version)},
         "variant_nodes": {name: [host] for name in drafters},
     }
+
+
+UNKNOWN_SERVER = "unknown (an endpoint specbench did not launch; describe it with engine.hardware)"
+
+
+def for_external(env: dict[str, Any], server_hardware: str | None) -> dict[str, Any]:
+    """environment.json of a run against an endpoint specbench did not launch (engine.kind external): what
+    `collect` found here is the client's machine, not the server's, so no node is said to have served a
+    variant, and the server's hardware is what the config states, else unknown."""
+    return {**env, "nodes": {}, "variant_nodes": {}, "measured_from": "client (host, CPU and GPUs are the "
+            "machine that sent the requests, not the server's)", "server_hardware": server_hardware or UNKNOWN_SERVER}
