@@ -15,10 +15,11 @@ from conftest import standin_config
 from test_verdict import LOSE, WIN, curve_rows, verdict
 
 from specbench.config import parse_config
-from specbench.decide.planner import make_plan, render
+from specbench.decide.planner import make_plan
 from specbench.metrics.breakeven import capped_verdict
 from specbench.plan.windows import SweepPoint, capped_variants, measured, variant_points
 from specbench.report.compare import compare
+from specbench.report.plan_text import render
 from specbench.runner import RunOptions, run_matrix
 from specbench.server.launch import make_engine, plan_launches
 

@@ -112,8 +112,8 @@ def test_vllm_drafters_golden_configs() -> None:
 
 def test_vllm_drafter_checks(tmp_path: Path) -> None:
     assert problems("eagle", {"draft_model_path": "/e", "steps": 3, "topk": 4}, VLLM) == [
-        "params.topk: SGLang's tree shape; vLLM's eagle drafts a chain of `steps` tokens and would ignore it "
-        "(remove it)"]
+        "params.topk: vLLM drafts a chain of `steps` tokens (no EAGLE tree) and would silently ignore topk; "
+        "remove it (a tree needs SGLang)"]  # the EAGLE family's one refusal, as for EAGLE-3
     heads = model(tmp_path, {"medusa_num_heads": 3})
     assert problems("medusa", {"draft_model_path": heads, "num_tokens": 5}, VLLM) == [
         "params.num_tokens: 5 is more than the checkpoint's 3 Medusa heads (vLLM would build heads it has no "

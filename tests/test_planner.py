@@ -10,8 +10,9 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import load_config
-from specbench.decide.planner import make_plan, render
+from specbench.decide.planner import make_plan
 from specbench.decide.variance_history import Calibration, model_key
+from specbench.report.plan_text import render
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 K26 = next(p for p in CONFIGS if p.name == "kimi-k2.6-tp8.yaml")

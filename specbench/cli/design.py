@@ -13,7 +13,8 @@ from specbench.shared.errors import UsageError
 def plan(a: argparse.Namespace) -> int:
     from specbench.config import load_config
     from specbench.decide import history_lookup
-    from specbench.decide.planner import make_plan, render
+    from specbench.decide.planner import make_plan
+    from specbench.report.plan_text import render
 
     if a.write and not (a.surface and a.acceptance):
         raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
@@ -72,7 +73,8 @@ def surface(a: argparse.Namespace) -> int:
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
         from specbench.decide import history_lookup
-        from specbench.decide.planner import make_plan, render
+        from specbench.decide.planner import make_plan
+        from specbench.report.plan_text import render
 
         history = history_lookup.history_for(derived)
         print(render(make_plan(derived, history)))
