@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from specbench.plan.models.eagle3 import datacache
 from specbench.plan.models.eagle3.recipe import Eagle3Recipe
 from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
 from specbench.plan.models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
@@ -16,14 +17,15 @@ MANIFEST = "specbench-eagle3.json"
 
 
 def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recipe(),
-                 progress: Progress = print) -> dict[str, Any]:
+                 progress: Progress = print, data_cache: Path | None = None) -> dict[str, Any]:
     """Train an EAGLE-3 head for the target folder and write it (speculators format) to `dest`.
-    Returns the manifest, also written to dest/MANIFEST."""
+    Returns the manifest, also written to dest/MANIFEST. `data_cache`: the folder of the data kept across
+    builds (session.collect), None for none."""
     with session("eagle3", recipe) as s:
         import torch
         from speculators.losses.utils import resolve_loss_config
 
-        data = collect(target, recipe, s, progress)
+        data = collect(target, recipe, s, progress, data_cache)
         torch.manual_seed(recipe.seed)
         model = new_head(target, recipe, data.d2t, data.t2d)
         loss_config = resolve_loss_config("kl_div", "eager")  # "fused" needs a Triton GPU driver
@@ -35,7 +37,7 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
         held = evaluate(model, pack(data.heldout, recipe.pack_tokens), recipe, loss_config)
         progress(f"eagle3: held-out per-position accuracy {held['full_acc_per_position']}")
         dest.mkdir(parents=True, exist_ok=True)
-        model.to(torch.bfloat16).save_pretrained(dest)
+        model.to(getattr(torch, data.dtype)).save_pretrained(dest)
         data.tokenizer.save_pretrained(dest)
         manifest = {
             **common_manifest("smollm2-eagle3", target, recipe, model, losses),
@@ -84,12 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)
     ap.add_argument("--minutes", type=float, default=None, help="build budget (default: the recipe's)")
+    ap.add_argument("--no-data-cache", action="store_true", help="build the training data again, keep none")
     ap.add_argument("--recipe", default="{}", help="JSON object of Eagle3Recipe fields to override")
     a = ap.parse_args(argv)
     try:
         recipe = replace(Eagle3Recipe.for_minutes(a.minutes) if a.minutes else Eagle3Recipe(),
                          **json.loads(a.recipe))
-        m = build_eagle3(a.target, a.dest, recipe=recipe)
+        cache = None if a.no_data_cache else datacache.default_dir()
+        m = build_eagle3(a.target, a.dest, recipe=recipe, data_cache=cache)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
