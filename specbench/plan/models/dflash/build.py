@@ -10,7 +10,6 @@ from typing import Any
 
 from specbench.plan.models.dflash.recipe import DFlashRecipe
 from specbench.plan.models.dflash.train import evaluate, new_head, run_head
-from specbench.plan.models.eagle3 import datacache
 from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
 from specbench.plan.models.eagle3.train import epoch_packs, pack, train
 from specbench.shared.errors import UsageError
@@ -65,13 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)
     ap.add_argument("--minutes", type=float, default=None, help="build budget (default: the recipe's)")
-    ap.add_argument("--no-data-cache", action="store_true", help="build the training data again, keep none")
+    ap.add_argument("--data-cache", type=Path, default=None, help="folder of the data kept across builds")
     ap.add_argument("--recipe", default="{}", help="JSON object of DFlashRecipe fields to override")
     a = ap.parse_args(argv)
     try:
         recipe = replace(DFlashRecipe.for_minutes(a.minutes) if a.minutes else DFlashRecipe(), **json.loads(a.recipe))
-        cache = None if a.no_data_cache else datacache.default_dir()
-        m = build_dflash(a.target, a.dest, recipe=recipe, data_cache=cache)
+        m = build_dflash(a.target, a.dest, recipe=recipe, data_cache=a.data_cache)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.eagle3 import datacache
 from specbench.plan.models.eagle3.recipe import Eagle3Recipe
 from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
 from specbench.plan.models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
@@ -52,11 +51,12 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
 
 
 def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print, minutes: float | None = None,
-                        module: str = "specbench.plan.models.eagle3") -> dict[str, Any]:
+                        module: str = "specbench.plan.models.eagle3", data_cache: Path | None = None) -> dict[str, Any]:
     """A head builder (`python -m module TARGET DEST`, build_eagle3 by default) in a child process: its
     OpenMP threads wait passively (spinning threads on a shared 2-core machine burned ~10x the CPU time
     here), and the gigabytes the data pass allocates go back to the system when it exits. The child
-    inherits the terminal, so its progress bar shows."""
+    inherits the terminal, so its progress bar shows. `data_cache`: the folder of the training data kept
+    across builds (datacache.py)."""
     import os
     import subprocess
     import sys
@@ -65,6 +65,8 @@ def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print,
     cmd = [sys.executable, "-m", module, str(target), str(dest)]
     if minutes is not None:
         cmd += ["--minutes", str(minutes)]
+    if data_cache is not None:
+        cmd += ["--data-cache", str(data_cache)]
     proc = subprocess.Popen(cmd, env=env)
     try:
         code = proc.wait()
@@ -86,14 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)
     ap.add_argument("--minutes", type=float, default=None, help="build budget (default: the recipe's)")
-    ap.add_argument("--no-data-cache", action="store_true", help="build the training data again, keep none")
+    ap.add_argument("--data-cache", type=Path, default=None, help="folder of the data kept across builds")
     ap.add_argument("--recipe", default="{}", help="JSON object of Eagle3Recipe fields to override")
     a = ap.parse_args(argv)
     try:
         recipe = replace(Eagle3Recipe.for_minutes(a.minutes) if a.minutes else Eagle3Recipe(),
                          **json.loads(a.recipe))
-        cache = None if a.no_data_cache else datacache.default_dir()
-        m = build_eagle3(a.target, a.dest, recipe=recipe, data_cache=cache)
+        m = build_eagle3(a.target, a.dest, recipe=recipe, data_cache=a.data_cache)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,10 +1,10 @@
 """The head builds' training data kept across builds: the data step (the target's greedy answers and its
 teacher-forced pass) is most of a build's cost and depends only on the fields below, so a rebuild with
 another training schedule (`--force`, a changed learning rate or epoch count) reads it back instead. One
-file per key in the data folder (<cache>/data/ for `specbench models prepare`; a build called directly
-keeps none unless given one), written atomically; a file that does not load is rebuilt. The key: the
-recipe's data fields, the dtype the pass ran in, the target's weights and config, the ShareGPT file and
-DATA_VERSION (raise it when data.py changes what it produces)."""
+file per key in the data folder (<cache>/data/ for `specbench models prepare`, given by plan.models; a
+build called directly keeps none unless given one), written atomically; a file that does not load is
+rebuilt. The key: the recipe's data fields, the dtype the pass ran in, the target's weights and config,
+the ShareGPT file and DATA_VERSION (raise it when data.py changes what it produces)."""
 
 from __future__ import annotations
 
@@ -39,13 +39,6 @@ def data_name(recipe: Eagle3Recipe, dtype: str, target: Path, sharegpt: Path) ->
             "target": {f.name: _file_digest(f) for f in sorted(target.iterdir())
                        if f.suffix in (".json", ".safetensors") and f.is_file() and not f.name.startswith(".")}}
     return f"headdata-{hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]}.pt"
-
-
-def default_dir() -> Path:
-    """<cache>/data: where `specbench models prepare` keeps the head builds' data."""
-    from specbench.plan.models import cache_dir
-
-    return cache_dir() / "data"
 
 
 def save(path: Path, seqs: list[Sequence], info: dict[str, Any]) -> None:
