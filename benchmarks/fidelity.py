@@ -51,6 +51,7 @@ from specbench.server.engines.base import LaunchSpec, dist_version
 from specbench.server.ports import port_in_use
 from specbench.server.process import EngineProcess
 from specbench.shared import environment
+from specbench.shared.cpu_dtype import cpu_dtype
 
 from .common import REPO, BenchServe, attach, command_line, generated_header, notes_marker, write_generated
 
@@ -158,7 +159,7 @@ def launch_spec(model_path: str, served: str, port: int, spec: dict | None) -> L
     """The documented vLLM-CPU launch of this check (not the demo config's): small batch, eager mode."""
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
             "--served-model-name", served, "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "4",
-            "--enforce-eager", "--max-model-len", "2048", "--dtype", "bfloat16"]
+            "--enforce-eager", "--max-model-len", "2048", "--dtype", cpu_dtype().dtype]
     if spec:
         argv += ["--speculative-config", json.dumps(spec)]
     return LaunchSpec(argv=argv, env={"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"})
@@ -340,7 +341,7 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"- Machine: {env['cpu']}, {env['cpus']} CPUs, {env['memory_gib']} GiB, {env['platform']}, "
         f"Python {env['python']}",
         f"- Engine: vllm-cpu {meta['version']}, model {a.model_label}, "
-        "`--max-num-seqs 4 --enforce-eager --dtype bfloat16`",
+        f"`--max-num-seqs 4 --enforce-eager --dtype {cpu_dtype().dtype}` ({cpu_dtype().reason})",
         f"- Workload per window: {a.requests} chat requests, the first {a.requests} prompts of specbench's seed "
         f"set in the same order, {a.output_len} output tokens (ignore_eos, temperature 0), closed loop at "
         f"C = {', '.join(map(str, a.concurrency))}; {a.rounds} rounds, client order alternating",

@@ -75,6 +75,21 @@ def eager_engine(argv: Mapping[str, Sequence[str]], has_gpu: bool) -> dict[str, 
     return out
 
 
+# vLLM-CPU's line when oneDNN cannot build a matmul for the dtype (model_executor/layers/utils.py, 0.32)
+ONEDNN_FALLBACK = "Failed to create oneDNN linear, fallback to torch linear"
+
+
+def cpu_bf16_fallback(logs: Mapping[str, Iterable[str]]) -> dict[str, CellWarning]:
+    """Variants whose engine log (lines per variant) shows vLLM-CPU's oneDNN fallback: their matmuls ran
+    through torch's slow path. A warning with its remedy, not a gate: the verdict is not blocked."""
+    out = {}
+    for variant, lines in logs.items():
+        hit = next((line for line in lines if ONEDNN_FALLBACK in line), None)
+        if hit is not None:
+            out[variant] = CellWarning(WarningCode.CPU_BF16_FALLBACK, f"server.log: {ONEDNN_FALLBACK}")
+    return out
+
+
 def _gpu_means(windows: pd.DataFrame) -> dict[str, tuple[float, float]]:
     """Per variant: mean SM clock (MHz) and temperature (C) over its windows' nvidia-smi samples."""
     acc: dict[str, tuple[list[float], list[float]]] = {}

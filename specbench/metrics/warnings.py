@@ -72,6 +72,8 @@ class WarningCode(str, Enum):
     IMPOSSIBLE_ACCEPTANCE = "impossible_acceptance"
     CLIENT_SATURATED = "client_saturated"
     CLIENT_LAGGING = "client_lagging"
+    # read from the engine's log (server.log), not the records; a warning, not a gate
+    CPU_BF16_FALLBACK = "cpu_bf16_fallback"
 
 
 BLOCKING = frozenset(c.value for c in (WarningCode.DRAFTER_INACTIVE, WarningCode.DEGENERATE_WORKLOAD,
@@ -180,6 +182,13 @@ REMEDY: dict[WarningCode, str] = {
         "when its CPU share looks low (a process starved by other load, or a loop shared by too many "
         "streams); set client.processes (e.g. `auto`), lower the concurrency per client process, keep other "
         "load off the client's cores or run specbench on a separate client host, and measure again"
+
+    ),
+    WarningCode.CPU_BF16_FALLBACK: (
+        "the engine ran bfloat16 on a CPU without native BF16 (no avx512_bf16 / amx_bf16 flag): vLLM could not "
+        "build oneDNN's bf16 matmul and fell back to torch's, about 2x slower, so every variant's figures are "
+        "those of a slow path; launch with `--dtype auto-cpu` in engine.args (float32 on such a CPU, "
+        "bfloat16 where it is native) or `--dtype float32`, and measure again"
     ),
     WarningCode.NO_BASELINE: (
         "the baseline has no valid cell at this sweep point: speedups are empty; run the baseline "

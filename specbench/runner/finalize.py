@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from specbench.metrics import (
 )
 from specbench.metrics.decomposition import decomposition_table
 from specbench.metrics.drift import launch_effects
-from specbench.metrics.gates import eager_engine
+from specbench.metrics.gates import cpu_bf16_fallback, eager_engine
 from specbench.metrics.openloop import capacity_table, open_loop_table, open_loop_warnings
 from specbench.metrics.requests import failure_reasons
 from specbench.metrics.slo import parse_slos
@@ -49,9 +50,20 @@ def plain_variants(cfg: RunConfig) -> frozenset[str]:
 
 def launch_gates(rd: RunDir) -> dict[str, list[CellWarning]]:
     """Gate warnings read from the run directory rather than the records: a GPU engine launched without
-    CUDA graphs (each variant's command.json argv, environment.json's GPUs)."""
+    CUDA graphs (each variant's command.json argv, environment.json's GPUs); and the warning of an engine
+    log showing vLLM-CPU's bf16 fallback (each variant's server.log)."""
     gpus = bool(rd.load_environment().get("gpus"))
-    return {v: [w] for v, w in eager_engine(rd.launch_argv(), gpus).items()}
+    out = {v: [w] for v, w in eager_engine(rd.launch_argv(), gpus).items()}
+    logs = {p.parent.name: _lines(p) for p in sorted(rd.path.glob("variants/*/server.log"))}
+    for v, w in cpu_bf16_fallback(logs).items():
+        out.setdefault(v, []).append(w)
+    return out
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """A log's lines, read lazily (a long run's server.log holds every request's access line)."""
+    with open(path, errors="replace") as f:
+        yield from f
 
 
 def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,

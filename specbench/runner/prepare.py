@@ -22,6 +22,7 @@ from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch, api_headers, make_engine, plan_launches
 from specbench.shared import environment
+from specbench.shared.cpu_dtype import cpu_dtype, uses_auto
 from specbench.shared.errors import ConfigError, RunDirError
 
 SET_ASIDE = ("requests.jsonl", "windows.jsonl", "run.json", "requests.jsonl.torn", "windows.jsonl.torn")
@@ -133,10 +134,13 @@ def write_side_files(rd: RunDir, plan: Plan) -> None:
     from specbench.checks.fairness import audit
 
     atomic_write(rd.config, dump_config(plan.cfg))
-    env = environment.collect(plan.cfg.engine.kind, plan.engine.version(),
-                              {vl.name: vl.drafter.name for vl in plan.launches})
-    if plan.cfg.engine.kind == "external":
-        env = environment.for_external(env, plan.cfg.engine.hardware)
+    cfg = plan.cfg
+    auto = uses_auto(cfg.engine.args) or any(uses_auto(v.args) for v in cfg.variants)
+    drafters = {vl.name: vl.drafter.name for vl in plan.launches}
+    env = environment.collect(cfg.engine.kind, plan.engine.version(), drafters,
+                              cpu_dtype=cpu_dtype().to_dict() if auto else None)
+    if cfg.engine.kind == "external":
+        env = environment.for_external(env, cfg.engine.hardware)
     write_json(rd.environment, env)
     write_json(rd.fairness, audit(plan.launches).to_dict())
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specbench.config import EngineConfig, RunConfig, VariantConfig
 from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
 from specbench.plan.specs import SweepFacts
 from specbench.server.engines import ENGINES, Engine, LaunchSpec
 from specbench.server.engines.base import parse_version
+from specbench.shared.cpu_dtype import cpu_dtype, resolve_args, uses_auto
 from specbench.shared.errors import ConfigError, PreflightError, UsageError
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -115,6 +116,8 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
             raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
         port = cfg.engine.port
         spec = eng.launch_spec(v, drafter_args, port, f"variants[{i}]")
+        if spec is not None and uses_auto(spec.argv):  # `--dtype auto-cpu`: what this CPU runs fast
+            spec = replace(spec, argv=resolve_args(spec.argv, cpu_dtype()))
         if cfg.engine.nodes > 1 and spec is not None:
             from specbench.server.multinode import rank_flags
 

@@ -154,8 +154,10 @@ def busy_processes(exclude: Collection[int] = frozenset(), seconds: float = 1.0,
     return sorted(out, key=lambda x: -x[1])
 
 
-def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, str]) -> dict[str, Any]:
-    """environment.json of a run measured on this one host: every variant on this node."""
+def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, str],
+            cpu_dtype: dict[str, str] | None = None) -> dict[str, Any]:
+    """environment.json of a run measured on this one host: every variant on this node. `cpu_dtype`: the
+    dtype `--dtype auto-cpu` resolved to and why (shared/cpu_dtype.py), when the config asked for it."""
     hw = hardware_fingerprint()
     host = socket.gethostname()
     return {
@@ -171,6 +173,7 @@ def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, st
         "drafters": drafters,
         "nodes": {host: node_fingerprint(engine_version)},
         "variant_nodes": {name: [host] for name in drafters},
+        **({"cpu_dtype": cpu_dtype} if cpu_dtype else {}),
     }
 
 

@@ -18,14 +18,15 @@ MANIFEST = "specbench-dflash.json"
 
 
 def build_dflash(target: Path, dest: Path, *, recipe: DFlashRecipe = DFlashRecipe(),
-                 progress: Progress = print) -> dict[str, Any]:
+                 progress: Progress = print, data_cache: Path | None = None) -> dict[str, Any]:
     """Train a DFlash head for the target folder and write it (speculators format) to `dest`.
-    Returns the manifest, also written to dest/MANIFEST."""
+    Returns the manifest, also written to dest/MANIFEST. `data_cache`: the folder of the data kept across
+    builds (session.collect), None for none."""
     with session("dflash", recipe) as s:
         import torch
         from speculators.losses.utils import resolve_loss_config
 
-        data = collect(target, recipe, s, progress)
+        data = collect(target, recipe, s, progress, data_cache)
         torch.manual_seed(recipe.seed)
         model = new_head(target, recipe, (data.d2t, data.t2d))
         loss_config = resolve_loss_config("kl_div", "eager")  # "fused" needs a Triton GPU driver
@@ -38,7 +39,7 @@ def build_dflash(target: Path, dest: Path, *, recipe: DFlashRecipe = DFlashRecip
         progress(f"dflash: held-out accuracy per block position {held['acc_per_position']}, "
                  f"expected acceptance length {held['expected_acceptance_length']}")
         dest.mkdir(parents=True, exist_ok=True)
-        model.to(torch.bfloat16).save_pretrained(dest)
+        model.to(getattr(torch, data.dtype)).save_pretrained(dest)
         data.tokenizer.save_pretrained(dest)
         manifest = {
             **common_manifest("smollm2-dflash", target, recipe, model, losses),
@@ -63,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)
     ap.add_argument("--minutes", type=float, default=None, help="build budget (default: the recipe's)")
+    ap.add_argument("--data-cache", type=Path, default=None, help="folder of the data kept across builds")
     ap.add_argument("--recipe", default="{}", help="JSON object of DFlashRecipe fields to override")
     a = ap.parse_args(argv)
     try:
         recipe = replace(DFlashRecipe.for_minutes(a.minutes) if a.minutes else DFlashRecipe(), **json.loads(a.recipe))
-        m = build_dflash(a.target, a.dest, recipe=recipe)
+        m = build_dflash(a.target, a.dest, recipe=recipe, data_cache=a.data_cache)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -16,14 +16,15 @@ MANIFEST = "specbench-eagle3.json"
 
 
 def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recipe(),
-                 progress: Progress = print) -> dict[str, Any]:
+                 progress: Progress = print, data_cache: Path | None = None) -> dict[str, Any]:
     """Train an EAGLE-3 head for the target folder and write it (speculators format) to `dest`.
-    Returns the manifest, also written to dest/MANIFEST."""
+    Returns the manifest, also written to dest/MANIFEST. `data_cache`: the folder of the data kept across
+    builds (session.collect), None for none."""
     with session("eagle3", recipe) as s:
         import torch
         from speculators.losses.utils import resolve_loss_config
 
-        data = collect(target, recipe, s, progress)
+        data = collect(target, recipe, s, progress, data_cache)
         torch.manual_seed(recipe.seed)
         model = new_head(target, recipe, data.d2t, data.t2d)
         loss_config = resolve_loss_config("kl_div", "eager")  # "fused" needs a Triton GPU driver
@@ -35,7 +36,7 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
         held = evaluate(model, pack(data.heldout, recipe.pack_tokens), recipe, loss_config)
         progress(f"eagle3: held-out per-position accuracy {held['full_acc_per_position']}")
         dest.mkdir(parents=True, exist_ok=True)
-        model.to(torch.bfloat16).save_pretrained(dest)
+        model.to(getattr(torch, data.dtype)).save_pretrained(dest)
         data.tokenizer.save_pretrained(dest)
         manifest = {
             **common_manifest("smollm2-eagle3", target, recipe, model, losses),
@@ -50,11 +51,12 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
 
 
 def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print, minutes: float | None = None,
-                        module: str = "specbench.plan.models.eagle3") -> dict[str, Any]:
+                        module: str = "specbench.plan.models.eagle3", data_cache: Path | None = None) -> dict[str, Any]:
     """A head builder (`python -m module TARGET DEST`, build_eagle3 by default) in a child process: its
     OpenMP threads wait passively (spinning threads on a shared 2-core machine burned ~10x the CPU time
     here), and the gigabytes the data pass allocates go back to the system when it exits. The child
-    inherits the terminal, so its progress bar shows."""
+    inherits the terminal, so its progress bar shows. `data_cache`: the folder of the training data kept
+    across builds (datacache.py)."""
     import os
     import subprocess
     import sys
@@ -63,6 +65,8 @@ def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print,
     cmd = [sys.executable, "-m", module, str(target), str(dest)]
     if minutes is not None:
         cmd += ["--minutes", str(minutes)]
+    if data_cache is not None:
+        cmd += ["--data-cache", str(data_cache)]
     proc = subprocess.Popen(cmd, env=env)
     try:
         code = proc.wait()
@@ -84,12 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)
     ap.add_argument("--minutes", type=float, default=None, help="build budget (default: the recipe's)")
+    ap.add_argument("--data-cache", type=Path, default=None, help="folder of the data kept across builds")
     ap.add_argument("--recipe", default="{}", help="JSON object of Eagle3Recipe fields to override")
     a = ap.parse_args(argv)
     try:
         recipe = replace(Eagle3Recipe.for_minutes(a.minutes) if a.minutes else Eagle3Recipe(),
                          **json.loads(a.recipe))
-        m = build_eagle3(a.target, a.dest, recipe=recipe)
+        m = build_eagle3(a.target, a.dest, recipe=recipe, data_cache=a.data_cache)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -149,7 +149,7 @@ def captured_states(model: Any, recipe: Eagle3Recipe) -> Iterator[Callable[[], t
     """Forward hooks on the target's decoder layers for as long as the block runs. The function it yields
     returns (and forgets) what the forward passes since its last call recorded: the auxiliary layers'
     states concatenated [B, T, 3*H] and the last layer's output before the final norm [B, T, H], in the
-    target's dtype (bfloat16: lossless, and half the memory of float32)."""
+    target's dtype (lossless; bfloat16 where the pass runs in it: half the memory of float32)."""
     import torch
 
     layers = model.model.layers
@@ -182,24 +182,34 @@ def teacher_forced(model: Any, pad: int, pairs: list[tuple[list[int], list[int]]
                    tick: Callable[[int], None]) -> list[Sequence]:
     """One forward pass of the target over each (prompt ids, response ids), in right-padded batches of
     forward_batch, records the hidden states the head learns from: the same pass for the dataset's
-    responses and the target's own, so both are fed exactly as vLLM's prefill would be."""
+    responses and the target's own, so both are fed exactly as vLLM's prefill would be. The batches hold
+    sequences of similar length (sorted, longest first), so little of the pass is spent on padding; the
+    sequences come back in the order given."""
     import torch
 
-    out: list[Sequence] = []
+    out: dict[int, Sequence] = {}
+    order = length_order([len(p) + len(r) for p, r in pairs])
     with captured_states(model, recipe) as take:
-        for start in range(0, len(pairs), recipe.forward_batch):
-            batch = [(prompt, prompt + reply) for prompt, reply in pairs[start:start + recipe.forward_batch]]
+        for start in range(0, len(order), recipe.forward_batch):
+            idx = order[start:start + recipe.forward_batch]
+            batch = [(pairs[i][0], pairs[i][0] + pairs[i][1]) for i in idx]
             width = max(len(ids) for _, ids in batch)
             input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for _, ids in batch])  # right padding
             mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for _, ids in batch])
             with torch.no_grad():
                 model.model(input_ids=input_ids, attention_mask=mask)  # the decoder only: no logits needed
             aux, last = take()
-            for row, (prompt, ids) in enumerate(batch):
+            for row, (i, (prompt, ids)) in enumerate(zip(idx, batch)):
                 n = len(ids)
-                out.append(Sequence(torch.tensor(ids), len(prompt), aux[row, :n].clone(), last[row, :n].clone()))
+                out[i] = Sequence(torch.tensor(ids), len(prompt), aux[row, :n].clone(), last[row, :n].clone())
             tick(len(batch))
-    return out
+    return [out[i] for i in range(len(pairs))]
+
+
+def length_order(lengths: list[int]) -> list[int]:
+    """Indices longest first (ties in the given order): batches of neighbours in this order pad little,
+    and the first batch is the largest, so a pass that runs out of memory does so at once."""
+    return sorted(range(len(lengths)), key=lambda i: -lengths[i])
 
 
 def pad_id(tokenizer: Any) -> int:

@@ -34,6 +34,9 @@ class Eagle3Recipe:
     ttt_step_loss_decay: float = 1.0
     train_lm_head: bool = True  # the draft lm_head starts as the target's rows for the draft vocabulary
     aux_layers: tuple[int, ...] | None = None  # None: vLLM's Llama default (2, L/2, L-3)
+    # the target's dtype in the data pass and the head's on disk: "auto-cpu" is bfloat16 where the CPU has
+    # native BF16 (as `--dtype auto-cpu` serves it), float32 otherwise (shared/cpu_dtype.py); or either by name
+    dtype: str = "auto-cpu"
 
     @classmethod
     def for_minutes(cls, minutes: float) -> Self:
