@@ -81,7 +81,7 @@ class SweepConfig(Strict):
     load: LoadConfig = Field(default_factory=LoadConfig)
     input_lens: list[int] | None = None  # pad prompts with a shared document to ~N prompt tokens
     temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
-    waves: int = Field(1, ge=1)  # requests per cell and repeat = waves x concurrency
+    waves: int = Field(1, ge=1)  # a window: whole passes of the category's prompts, >= waves x the largest C
     repeats: int = Field(1, ge=1)  # windows per cell in each launch
     # engine launches per variant, counterbalanced (A B B A ...: runner.scheduler.round_order):
     # launches are a level of variation of their own

@@ -274,6 +274,8 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             lossless_match_rate=row["lossless_match_rate"],
             lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
+            category=str(row["category"]),
+            distinct_prompts=None if key_nan(row["rate"]) is not None else len({r.prompt_id for r in c.reqs}),
             has_baseline=has_base,
             full_accept_fraction=NAN if row["variant"] in opts.forced else row["full_accept_fraction"],
             # only where that leaves the cell without acceptance (per-request data may still give it)

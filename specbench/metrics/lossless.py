@@ -69,10 +69,15 @@ def cell_lossless(
     """(match rate, any-match rate, mean prefix fraction) against the baseline's outputs.
 
     `lengths` is the cell's (input_len, output_len). match: equal to the baseline's output for the same
-    request (same cell, repeat and index, else the same prompt and lengths); any-match: equal to the baseline's
+    request (same cell, launch, repeat and index, else the same cell's output for the prompt, else the
+    same prompt and lengths); any-match: equal to the baseline's
     output for the same prompt and lengths at any concurrency (the baseline's own outputs can differ between
     batch shapes). Entries of `base_by_prompt` after the first of each prompt need only their `digest`."""
-    exact = {(r.repeat, r.index): r for r in base if r.ok} if base else {}
+    exact = {(r.launch, r.repeat, r.index): r for r in base if r.ok} if base else {}
+    cell_prompt: dict[str, MeasuredRequest] = {}  # the same cell's first baseline output of each prompt
+    for r in base or []:
+        if r.ok:
+            cell_prompt.setdefault(r.prompt_id, r)
     matches: list[bool] = []
     any_matches: list[bool] = []
     prefixes: list[float] = []
@@ -80,9 +85,9 @@ def cell_lossless(
         if not r.ok:
             continue
         same_prompt = base_by_prompt.get((r.prompt_id, *lengths), [])
-        b = exact.get((r.repeat, r.index))
-        if b is None or b.prompt_id != r.prompt_id:
-            b = same_prompt[0] if same_prompt else None
+        b = exact.get((r.launch, r.repeat, r.index))
+        if b is None or b.prompt_id != r.prompt_id:  # launches rotate the order (plan.window_prompts)
+            b = cell_prompt.get(r.prompt_id) or (same_prompt[0] if same_prompt else None)
         if b is None:
             continue
         res = compare_outputs(r.token_ids, r.text, b.token_ids, b.text)

@@ -54,6 +54,7 @@ class WarningCode(str, Enum):
     SERVER_COUNT_MISMATCH = "server_count_mismatch"
     CLIENT_TIMING_BELOW_SERVER = "client_timing_below_server"
     CLIENT_TIMING_ABOVE_SERVER = "client_timing_above_server"
+    FEW_PROMPTS = "few_prompts"
     # sanity gates: each one blocks an "adopt" verdict for the cells it fires on
     DRAFTER_INACTIVE = "drafter_inactive"
     DEGENERATE_WORKLOAD = "degenerate_workload"
@@ -178,6 +179,11 @@ REMEDY: dict[WarningCode, str] = {
         "HTTP front end before its clock starts (request parsing under a burst), or to a busy client "
         "machine; run the client on an idle machine next to the server, or read docs/fidelity.md on bursts"
     ),
+    WarningCode.FEW_PROMPTS: (
+        "the category has fewer distinct prompts than the concurrency, so copies of one prompt ran side by side "
+        "(the engine can batch or cache identical text, and the drafter sees it twice); add prompts to the "
+        "category (sweep.prompts, per_category) or lower sweep.concurrency to at most its prompt count"
+    ),
 }
 
 
@@ -264,6 +270,8 @@ class CellSummary:
     lossless_any_match_rate: float = float("nan")
     full_accept_fraction: float = float("nan")
     unknown_acceptance_windows: int = 0
+    category: str = ""
+    distinct_prompts: int | None = None  # closed loop: the cell's distinct prompts (None: open loop)
 
 
 def cell_warnings(cell: CellSummary) -> list[CellWarning]:
@@ -280,6 +288,10 @@ def cell_warnings(cell: CellSummary) -> list[CellWarning]:
         out.append(CellWarning(WarningCode.SINGLE_REPEAT, "1 repeat"))
     elif 1 < c.repeats < MIN_REPEATS_FOR_INTERVAL:
         out.append(CellWarning(WarningCode.FEW_REPEATS, f"{c.repeats} repeats"))
+    if c.distinct_prompts is not None and 0 < c.distinct_prompts < c.concurrency:
+        out.append(CellWarning(WarningCode.FEW_PROMPTS, (
+            f"category {c.category} has {c.distinct_prompts} prompt(s) at C={c.concurrency}: each in flight up to "
+            f"{math.ceil(c.concurrency / c.distinct_prompts)} times at once")))
     wt = [x for x in c.window_throughputs if _finite(x)]
     if len(wt) >= 2:
         rest = sum(wt[1:]) / len(wt[1:])
