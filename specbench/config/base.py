@@ -54,6 +54,9 @@ class EngineConfig(Strict):
     allow_busy_gpu: bool = False
     nodes: int = Field(1, ge=1)  # > 1: one rank per node through srun (docs/cluster.md)
     dist_init_port: int = Field(20000, ge=1, le=65535)  # nodes > 1: rank 0's rendezvous port
+    # a fairness pin (server/engines/pins.py): vLLM and SGLang cache prompt prefixes by default; off for every
+    # variant unless true. Engines specbench does not launch with its own flags (command, external) are not pinned
+    prefix_caching: bool = False
 
     @field_validator("kind")
     @classmethod

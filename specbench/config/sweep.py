@@ -92,6 +92,9 @@ class SweepConfig(Strict):
     endpoint: Literal["chat", "completions"] = "chat"
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # false: every request sends ignore_eos (exact output lengths); true: none does, a request ends where the
+    # model ends (docs/metrics.md, "Tokens past EOS")
+    stop_at_eos: bool = False
     request_timeout_s: float = Field(600.0, gt=0)
     max_error_rate: float = Field(0.0, ge=0, le=1)  # a cell with more failed requests is invalid
     # "decided": after `launches`, one more launch at a time (baseline and the drafters concerned, only

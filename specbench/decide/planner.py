@@ -3,10 +3,10 @@
 Per variant: launches x (engine startup + repeats x the sweep's measuring time); the sweep's measuring
 time is, per window, (requests / C) x output_len / per-request speed (a closed loop keeps C requests in
 flight, so a wave of C lasts about one request; a window's requests are whole passes of its category's
-prompts, the same at every C: plan.windows.category_passes). The expected speedup interval follows from the variance components
-(the hardware's pooled history first, else the config's `estimates`), and the cost-optimal launches x
-repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: config and history in, a
-`CostPlan` out; `render` turns it into text.
+prompts, the same at every C: plan.windows.category_passes). The expected speedup interval follows from
+the variance components (the hardware's pooled history first, else the config's `estimates`), and the
+cost-optimal launches x repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: config
+and history in, a `CostPlan` out; `render` turns it into text.
 """
 
 from __future__ import annotations

@@ -98,6 +98,7 @@ class Sweep:
             "waves": s.waves, "repeats": s.repeats, "adaptive": s.adaptive and s.adaptive.model_dump(),
             "warmup": s.warmup_requests, "seed": s.seed, "endpoint": s.endpoint,
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
+            **({"stop_at_eos": True} if s.stop_at_eos else {}),  # absent when off: earlier fingerprints hold
             **({"load": s.load.model_dump(exclude={"trace", "max_send_lag_s"}),
                 "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
@@ -278,4 +279,5 @@ def request_spec(cfg: RunConfig, text: str, max_tokens: int, temperature: float,
     messages = ([{"role": "system", "content": s.system_prompt}] if s.system_prompt else [])
     messages.append({"role": "user", "content": text})
     return RequestSpec(messages=messages, prompt_text=text, max_tokens=max_tokens, temperature=temperature,
-                       seed=seed, endpoint=s.endpoint, chat_template_kwargs=dict(s.chat_template_kwargs))
+                       seed=seed, endpoint=s.endpoint, chat_template_kwargs=dict(s.chat_template_kwargs),
+                       ignore_eos=not s.stop_at_eos)

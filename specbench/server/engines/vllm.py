@@ -69,7 +69,7 @@ class VLLMEngine(Engine):
         argv = [*e.launch_prefix, self.python(), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", self.model_path, "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
-                *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
+                *vllm_pins(e.args, self.sweep.max_concurrency, e.prefix_caching), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
 
     def version(self) -> str | None:
