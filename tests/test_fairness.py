@@ -26,20 +26,23 @@ def cfg(kind: str = "sglang", args: list[str] | None = None, variants: list[dict
 
 def test_pins_follow_the_sweep_and_version() -> None:
     assert sweep_facts(cfg()).max_concurrency == 32  # the largest of concurrency [1, 32, 4]
-    assert sglang_pins([], 32, (0, 5, 23)) == ["--max-running-requests", "32", "--cuda-graph-max-bs-decode", "32",
-                                               "--mem-fraction-static", "0.85"]
-    assert sglang_pins([], 32, (0, 5, 9))[2] == "--cuda-graph-max-bs"
+    assert sglang_pins([], 32, (0, 5, 23)) == ["--disable-radix-cache", "--max-running-requests", "32",
+                                               "--cuda-graph-max-bs-decode", "32", "--mem-fraction-static", "0.85"]
+    assert sglang_pins([], 32, (0, 5, 9))[3] == "--cuda-graph-max-bs"
     assert sglang_pins(["--mem-fraction-static", "0.9", "--cuda-graph-max-bs", "16"], 32, None) == [
-        "--max-running-requests", "32"]
-    assert vllm_pins([], 32) == ["--max-num-seqs", "32"]
-    assert vllm_pins(["--max-num-seqs=8"], 32) == []
+        "--disable-radix-cache", "--max-running-requests", "32"]
+    assert vllm_pins([], 32) == ["--no-enable-prefix-caching", "--max-num-seqs", "32"]
+    assert vllm_pins(["--max-num-seqs=8"], 32) == ["--no-enable-prefix-caching"]
+    # prefix caching on only when engine.prefix_caching says so
+    assert vllm_pins([], 32, prefix_caching=True)[0] == "--enable-prefix-caching"
+    assert "--disable-radix-cache" not in sglang_pins([], 32, None, prefix_caching=True)
 
 
 def test_fair_matrix() -> None:
     c = cfg()
     a = audit(plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/m", "m")))
-    assert a.fair and a.pinned == {"--cuda-graph-max-bs-decode": "32", "--max-running-requests": "32",
-                                   "--mem-fraction-static": "0.85"}
+    assert a.fair and a.pinned == {"--cuda-graph-max-bs-decode": "32", "--disable-radix-cache": "",
+                                   "--max-running-requests": "32", "--mem-fraction-static": "0.85"}
     assert "--speculative-algorithm" in a.drafter_flags["e3"]
     md = a.to_markdown()
     assert "| `--max-running-requests` | `32` |" in md
@@ -66,7 +69,7 @@ def test_vllm_matrix_pins_max_num_seqs() -> None:
     c = cfg("vllm", variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
                               {"name": "ng", "drafter": "ngram"}])
     a = audit(plan_launches(c, VLLMEngine(c.engine, sweep_facts(c), "/m", "m")))
-    assert a.pinned == {"--max-num-seqs": "32"} and a.fair
+    assert a.pinned == {"--max-num-seqs": "32", "--no-enable-prefix-caching": ""} and a.fair
 
 
 def test_a_wrapper_variant_is_flagged() -> None:
@@ -93,3 +96,53 @@ def test_a_command_servers_own_drafter_arguments_are_not_unfair_settings() -> No
     # --draft and --tree-budget are the drafter's (filled from its parameters); --sync is a server setting
     assert [w.setting for w in a.warnings] == ["--sync"], a.warnings
     assert a.drafter_flags["dd16"] == ["--draft", "--tree-budget"] and a.drafter_flags["plain"] == ["--tree-budget"]
+
+
+def test_prefix_caching_is_pinned_off_unless_the_config_turns_it_on() -> None:
+    for kind, engine, flag in (("vllm", VLLMEngine, "--no-enable-prefix-caching"),
+                               ("sglang", SGLangEngine, "--disable-radix-cache")):
+        c = cfg(kind, variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                                {"name": "ng", "drafter": "ngram"}])
+        a = audit(launches := plan_launches(c, engine(c.engine, sweep_facts(c), "/m", "m")))
+        assert all(flag in la.spec.argv for la in launches if la.spec)
+        assert a.prefix_caching.startswith("off for every variant") and a.to_dict()["prefix_caching"]
+        assert f"| `{flag}` | (set) |" in a.to_markdown() and "Prefix caching: off for every variant" in a.to_markdown()
+        on = parse_config({**c.model_dump(), "engine": {**c.engine.model_dump(), "prefix_caching": True}})
+        a = audit(launches := plan_launches(on, engine(on.engine, sweep_facts(on), "/m", "m")))
+        assert all(flag not in la.spec.argv for la in launches if la.spec)
+        assert a.prefix_caching.startswith("on for every variant")
+
+
+def test_a_command_engine_says_prefix_caching_is_not_pinned() -> None:
+    c = cfg(variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                      {"name": "dd", "drafter": "ddtree", "params": {"mode": "command"},
+                       "command": ["wrap", "--port", "{port}"]}])
+    a = audit(plan_launches(c, SGLangEngine(c.engine, sweep_facts(c), "/m", "m")))
+    assert "ar: off" in a.prefix_caching and "dd: not pinned (engine kind command: specbench cannot set it)" in \
+        a.prefix_caching
+
+
+def test_prefix_caching_flags_in_args_are_refused_before_launch() -> None:
+    from specbench.checks.preflight import config_problems
+
+    c = cfg("vllm", args=["--enable-prefix-caching"], variants=[
+        {"name": "ar", "drafter": "autoregressive", "baseline": True},
+        {"name": "ng", "drafter": "ngram", "args": ["--no-enable-prefix-caching"]}])
+    engine = VLLMEngine(c.engine, sweep_facts(c), "/m", "m")
+    problems = config_problems(c, engine, plan_launches(c, engine))
+    assert "engine.args: --enable-prefix-caching sets prefix caching: set engine.prefix_caching (true or false) " \
+           "instead, the fairness pin every variant gets" in problems
+    assert any(p.startswith("variants[1].args: --no-enable-prefix-caching") for p in problems)
+
+
+def test_validate_prints_the_prefix_cache_pin_on_every_variant_of_the_demo() -> None:
+    from pathlib import Path
+
+    from specbench.cli.validate import validate
+
+    lines: list[str] = []
+    validate(Path(__file__).resolve().parents[1] / "configs/demo-cpu.yaml", print_commands=True, out=lines.append)
+    argvs = [line for line in lines if line.strip().startswith("argv:")]
+    assert len(argvs) == 3 and all("--no-enable-prefix-caching" in a for a in argvs)
+    assert any(line.startswith("Prefix caching: off for every variant") for text in lines
+               for line in text.splitlines())

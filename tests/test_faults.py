@@ -118,7 +118,8 @@ def test_engine_start_error_carries_exit_code_and_log_tail(tmp_path, port, no_su
 # -- engine death in the middle of a sweep, then --resume -------------------------------------------------------
 def test_engine_dies_mid_sweep_then_resume_fills_the_gap(tmp_path, port, no_survivors):
     model = make_model_dir(tmp_path / "model")
-    # ngram: C=1 window = stream 1, C=2 window = streams 2 and 3: the server exits when stream 3 arrives
+    # ngram: C=1 window = streams 1 and 2, C=2 window = streams 3 and 4 (both prompts in every window): the
+    # server exits when stream 3 arrives
     cfg = standin_config(model, port, faults={"ngram": ["--die-after-requests", "2"]})
     out = tmp_path / "run"
     res = run(cfg, out)
@@ -136,7 +137,7 @@ def test_engine_dies_mid_sweep_then_resume_fills_the_gap(tmp_path, port, no_surv
     assert res.status == {"base": "done", "ngram": "done"}
     c = cells(out)
     assert len(c) == 4 and c["valid"].all() and c["output_throughput_tok_s"].notna().all()
-    assert (c["n_requests"] == c["concurrency"]).all()  # the abandoned attempt's records do not count
+    assert (c["n_requests"] == 2).all()  # the abandoned attempt's records do not count
     assert (c["n_errors"] == 0).all()
     after = {w.window_id: w.t_start for w in RunDir(out).window_records()}
     assert all(after[k] == t for k, t in windows_before.items())  # nothing finished was measured again
@@ -197,7 +198,7 @@ def test_request_fault_is_recorded_and_cell_invalid(fault, flags, sweep, expecte
     res = run(cfg, out)
     assert res.status == {"base": "done"}  # request errors do not fail the variant: they fail the cell
     recs = requests(out)
-    assert len(recs) == 3 and all(r.error for r in recs)
+    assert len(recs) == 4 and all(r.error for r in recs)  # both prompts at C=1 and at C=2
     for r in recs:
         if fault == "truncated-stream":  # a dropped connection or an end without [DONE]: either is an error
             assert "truncated" in r.error or "RemoteProtocolError" in r.error or "ReadError" in r.error, r.error
@@ -209,7 +210,7 @@ def test_request_fault_is_recorded_and_cell_invalid(fault, flags, sweep, expecte
     assert c["output_throughput_tok_s"].isna().all() and c["speedup"].isna().all()
     assert (c["error_rate"] == 1.0).all()
     if fault == "stalled-stream":
-        # A stalled stream would hang for an hour (the stand-in sleeps 3600 s): each of the 3 requests gave up
+        # A stalled stream would hang for an hour (the stand-in sleeps 3600 s): each of the 4 requests gave up
         # at its 1 s timeout; 120 s is a generous bound for two launches on a loaded machine.
         assert time.monotonic() - t0 < 120
     no_survivors()

@@ -205,3 +205,16 @@ def test_verdict_without_launch_variance_gives_no_advice(tmp_path: Path) -> None
     cells.assign(interval_unit="repeat+calibration", launch_cv=0.12).to_csv(run / "cells.csv", index=False)
     verdict = render(run, plots=False)[0].read_text().split("## Verdict")[1].split("*A concurrency")[0]
     assert "adopt **ngram**" in verdict and "between-launch CV 12.0% from this hardware's calibration" in verdict
+
+
+def test_the_fairness_section_states_prefix_caching(tmp_path: Path) -> None:
+    """fairness.json's prefix_caching line (checks/fairness.py) is in the report; older runs have none."""
+    import json
+
+    run = make_run(tmp_path / "r")
+    f = json.loads((run / "fairness.json").read_text())
+    assert "Prefix caching" not in render(run, plots=False)[0].read_text()
+    f["prefix_caching"] = "off for every variant (engine.prefix_caching; off unless true)"
+    (run / "fairness.json").write_text(json.dumps(f))
+    md, html = (p.read_text() for p in render(run, plots=False))
+    assert "Prefix caching: off for every variant" in md and "Prefix caching: off for every variant" in html

@@ -63,7 +63,7 @@ def test_lone_surrogate_in_a_chunk_keeps_every_record(tmp_path, port, no_survivo
     out = _run(tmp_path, port, ["--lone-surrogate"])
     lines = (out / "requests.jsonl").read_text(encoding="utf-8").splitlines()
     recs = RunDir(out).request_records()
-    assert len(lines) == len(recs) == 2 and {r.variant for r in recs} == {"base", "ngram"}
+    assert len(lines) == len(recs) == 4 and {r.variant for r in recs} == {"base", "ngram"}  # 2 prompts each
     bad = [r for r in recs if r.variant == "ngram"]
     assert all(r.ok and r.text is not None and "\\ud83d" in r.text for r in bad)
     base = {r.index: r.text for r in recs if r.variant == "base"}

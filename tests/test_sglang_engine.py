@@ -35,7 +35,7 @@ def test_golden_argv_new_line() -> None:
     assert la[1].spec is not None
     assert la[1].spec.argv[1:] == [
         "-m", "sglang.launch_server", "--model-path", "/models/K", "--served-model-name", "k",
-        "--host", "127.0.0.1", "--port", "8000",
+        "--host", "127.0.0.1", "--port", "8000", "--disable-radix-cache",
         "--max-running-requests", "8", "--cuda-graph-max-bs-decode", "8", "--mem-fraction-static", "0.85",
         "--tp", "8", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
@@ -49,7 +49,7 @@ def test_golden_argv_old_line_and_prefix() -> None:
     assert la[0].spec is not None
     assert la[0].spec.argv == ["srun", "--gres=gpu:8", "/opt/py", "-m", "sglang.launch_server",
                                "--model-path", "/models/K", "--host", "127.0.0.1", "--port", "8000",
-                               "--max-running-requests", "8", "--cuda-graph-max-bs", "8",
+                               "--disable-radix-cache", "--max-running-requests", "8", "--cuda-graph-max-bs", "8",
                                "--mem-fraction-static", "0.85", "--tp", "8"]
 
 

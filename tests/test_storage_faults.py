@@ -163,7 +163,7 @@ class FullDisk:
 @needs_standin
 def test_full_disk_mid_run_then_resume(tmp_path, port, capsys, monkeypatch, launches, no_survivors):
     cfg, out = config(tmp_path, port), tmp_path / "run"
-    disk = FullDisk(records=3)  # base: C=1 (1 request + its window), one C=2 request, then the disk is full
+    disk = FullDisk(records=3)  # base: C=1 (2 requests + its window), then the disk is full at a C=2 request
     monkeypatch.setattr(rundir, "os", disk)
     code, err = run_cli(["run", str(cfg), "--out", str(out), "--skip-preflight"], capsys)
     line = one_error_line(err)
@@ -182,6 +182,6 @@ def test_full_disk_mid_run_then_resume(tmp_path, port, capsys, monkeypatch, laun
     code, err = run_cli(["run", "--resume", str(out), "--skip-preflight"], capsys)
     assert code == 0, err
     cells = pd.read_csv(out / "cells.csv")
-    assert len(cells) == 4 and cells["valid"].all() and (cells["n_requests"] == cells["concurrency"]).all()
+    assert len(cells) == 4 and cells["valid"].all() and (cells["n_requests"] == 2).all()  # both prompts
     assert not (out / "requests.jsonl.torn").exists()  # nothing torn was left for the resume to repair
     no_survivors()

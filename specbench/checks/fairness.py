@@ -16,7 +16,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from specbench.server.engines.pins import PINNED_FLAGS, parse_options
+from specbench.server.engines.pins import (
+    PINNED_FLAGS,
+    SGLANG_PREFIX_CACHING_OFF,
+    VLLM_PREFIX_CACHING,
+    parse_options,
+)
 
 if TYPE_CHECKING:
     from specbench.server.launch import VariantLaunch
@@ -37,6 +42,7 @@ class FairnessAudit:
     drafter_flags: dict[str, list[str]] = field(default_factory=dict)  # not compared: the drafter itself
     warnings: list[FairnessWarning] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # known, accepted differences, each with its reason
+    prefix_caching: str = ""  # what the launches do with prefix caching (off, on, or not pinned), one line
 
     @property
     def fair(self) -> bool:
@@ -48,7 +54,8 @@ class FairnessAudit:
                  for k, vals in self.differences.items()]
         return {"ok": self.fair, "variants": self.variants, "baseline": self.baseline, "pinned": self.pinned,
                 "differences": diffs, "drafter_flags": self.drafter_flags,
-                "warnings": [asdict(w) for w in self.warnings], "notes": self.notes}
+                "warnings": [asdict(w) for w in self.warnings], "notes": self.notes,
+                "prefix_caching": self.prefix_caching}
 
     def to_markdown(self) -> str:
         lines = ["## Fairness audit", ""]
@@ -56,7 +63,9 @@ class FairnessAudit:
                      if self.fair else f"**{len(self.warnings)} unfair setting(s)**: see the warnings.")
         if self.pinned:
             lines += ["", "| pinned setting | value (every variant) |", "|---|---|"]
-            lines += [f"| `{k}` | `{v}` |" for k, v in self.pinned.items()]
+            lines += [f"| `{k}` | {f'`{v}`' if v else '(set)'} |" for k, v in self.pinned.items()]
+        if self.prefix_caching:
+            lines += ["", f"Prefix caching: {self.prefix_caching}"]
         if self.differences:
             lines += ["", "| setting | " + " | ".join(self.variants) + " |",
                       "|---|" + "---|" * len(self.variants)]
@@ -84,6 +93,7 @@ def audit(launches: list[VariantLaunch]) -> FairnessAudit:
     base = next((la for la in launches if la.variant.baseline), launches[0])
     result = FairnessAudit(variants=names, baseline=base.name)
     result.notes += _capped_note(launches)
+    result.prefix_caching = _prefix_caching(launches)
     launched = [la for la in launches if la.spec is not None]
     if not launched:
         return result
@@ -147,6 +157,26 @@ def plain_speculation_message(la: VariantLaunch, flags: list[str]) -> str:
     return (f"{', '.join(flags)} in variant {la.name}, whose drafter {la.drafter.name} decodes without speculation: it "
             f"would speculate, and its comparison would be between two drafters; remove them, or give the "
             f"variant the drafter they name")
+
+
+def _prefix_caching(launches: list[VariantLaunch]) -> str:
+    """What each launch does with prefix caching, read from its argv (the pin: server/engines/pins.py)."""
+    state: dict[str, str] = {}
+    for la in launches:
+        argv, kind = (la.spec.argv if la.spec is not None else []), _kind(la)
+        if kind == "vllm":
+            state[la.name] = "on" if VLLM_PREFIX_CACHING[True] in argv else "off"
+        elif kind == "sglang":
+            state[la.name] = "off" if SGLANG_PREFIX_CACHING_OFF in argv else "on"
+        else:
+            state[la.name] = f"not pinned (engine kind {kind}: specbench cannot set it)"
+    values = set(state.values())
+    if len(values) == 1 and values <= {"on", "off"}:
+        return (f"{values.pop()} for every variant (engine.prefix_caching; off unless true: prompts resent or in "
+                "flight together would otherwise skip their prefill)")
+    return "; ".join(f"{name}: {v}" for name, v in state.items()) + (
+        " (turn it off in the server's own command where specbench cannot)" if any(
+            v.startswith("not pinned") for v in values) else "")
 
 
 def _forcing_env(la: VariantLaunch) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
 from specbench.server.engines.base import dist_version, parse_version
 from specbench.server.engines.pins import (
+    PREFIX_CACHING_FLAGS,
     SGLANG_GRAPH_FLAG_NEW,
     SGLANG_GRAPH_FLAG_OLD,
     SGLANG_GRAPH_RENAMED_IN,
@@ -59,6 +60,10 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         drafter_problems = _drafter_problems(engine, la, i, version, check_paths=False)
         out += drafter_problems
         out += _plain_speculation_problems(cfg, i, la)
+        if eng.kind in ("vllm", "sglang"):
+            out += [f"{_flag_field(cfg, i, f)}: {f} sets prefix caching: set engine.prefix_caching (true or false) "
+                    "instead, the fairness pin every variant gets" for f in PREFIX_CACHING_FLAGS
+                    if has_option([*cfg.engine.args, *cfg.variants[i].args], f)]
         if eng.kind == "sglang" and la.spec is not None:
             flagged = " ".join(drafter_problems)  # the drafter already said it in its own terms
             out += [p for p in sglang_flag_problems(cfg, i, la, raw_version, version, engine.model_path)

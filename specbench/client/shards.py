@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.client.inflight import InFlightQueue
 from specbench.client.looplag import LagTimer
 from specbench.client.stream import Endpoint, make_http_client, make_transport, stream_planned
 from specbench.plan.windows import PlannedRequest
@@ -303,7 +304,8 @@ class ShardedClient:
         if not self.workers:
             raise ClientWorkerError(f"the client worker processes were stopped before {label}")
         loop = asyncio.get_running_loop()
-        queue = list(reversed(requests))
+        queue = InFlightQueue(requests, concurrency)  # no prompt in flight twice (client/inflight.py)
+        waiting: list[int] = []  # a free slot of a worker for which no request could go yet
         records: list[RequestRecord] = []
         shares = split(min(concurrency, len(requests)), len(self.workers))
         in_flight = [0] * len(self.workers)
@@ -317,9 +319,11 @@ class ShardedClient:
                     fut.set_exception(exc)
 
         def send_next(i: int) -> None:
-            if queue:
-                self.workers[i][1].send(queue.pop())
+            if (planned := queue.take()) is not None:
+                self.workers[i][1].send(planned)
                 in_flight[i] += 1
+            elif queue:
+                waiting.append(i)
 
         def on_message(i: int, msg: Any) -> None:
             kind, value = msg
@@ -332,9 +336,12 @@ class ShardedClient:
                 fail(value)
                 return
             in_flight[i] -= 1
+            queue.done(value.prompt_id)
             records.append(value)
             on_record(value)
             send_next(i)
+            for _ in range(len(waiting)):  # slots left free while every request left was of a prompt in flight
+                send_next(waiting.pop(0))
             if not queue and not any(in_flight) and not finished.done():
                 finished.set_result(None)
 

@@ -28,6 +28,7 @@ import httpx
 import msgspec
 
 from specbench.client.httpx_transport import HttpxTransport
+from specbench.client.inflight import InFlightQueue
 from specbench.client.sse_http import SSEClient
 from specbench.client.transport import ABORT, CONTINUE, END, StreamError, StreamTransport, behind_proxy
 from specbench.plan.windows import PlannedRequest
@@ -283,22 +284,28 @@ async def stream_planned(ep: Endpoint, planned: PlannedRequest) -> RequestRecord
 
 async def run_closed_loop(ep: Endpoint, requests: Sequence[PlannedRequest], concurrency: int,
                           on_record: Callable[[RequestRecord], None]) -> list[RequestRecord]:
-    """Keep exactly `concurrency` requests in flight until all are done (closed loop).
+    """Keep exactly `concurrency` requests in flight until all are done (closed loop), never two of one prompt
+    while the window has at least C prompts (client/inflight.py; fewer in flight only at the window's tail).
 
     `on_record` is called as each request finishes (the runner appends it to requests.jsonl at once).
     """
-    queue: asyncio.Queue[PlannedRequest] = asyncio.Queue()
-    for r in requests:
-        queue.put_nowait(r)
+    queue = InFlightQueue(requests, concurrency)  # no prompt in flight twice (client/inflight.py)
+    freed = asyncio.Condition()
     records: list[RequestRecord] = []
 
     async def worker() -> None:
         while True:
-            try:
-                planned = queue.get_nowait()
-            except asyncio.QueueEmpty:
+            async with freed:
+                while (planned := queue.take()) is None and queue:
+                    await freed.wait()  # every request left is of a prompt in flight: wait for one to end
+            if planned is None:
                 return
-            rec = await stream_planned(ep, planned)
+            try:
+                rec = await stream_planned(ep, planned)
+            finally:
+                queue.done(planned.fields["prompt_id"])
+                async with freed:
+                    freed.notify_all()
             records.append(rec)
             on_record(rec)
 

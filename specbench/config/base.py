@@ -64,6 +64,9 @@ class EngineConfig(Strict):
     # kind=external: the server's hardware as free text (e.g. "8 x H200 141GB, TP8"); specbench cannot see an
     # endpoint it did not launch, so the report says "unknown" without it, never the client's hardware
     hardware: str | None = Field(None, min_length=1)
+    # a fairness pin (server/engines/pins.py): vLLM and SGLang cache prompt prefixes by default; off for every
+    # variant unless true. Engines specbench does not launch with its own flags (command, external) are not pinned
+    prefix_caching: bool = False
 
     @field_validator("kind")
     @classmethod

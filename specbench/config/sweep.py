@@ -82,7 +82,7 @@ class SweepConfig(Strict):
     load: LoadConfig = Field(default_factory=LoadConfig)
     input_lens: list[int] | None = None  # pad prompts with a shared document to ~N prompt tokens
     temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
-    waves: int = Field(1, ge=1)  # requests per cell and repeat = waves x concurrency
+    waves: int = Field(1, ge=1)  # a window: whole passes of the category's prompts, >= waves x the largest C
     repeats: int = Field(1, ge=1)  # windows per cell in each launch
     # engine launches per variant, counterbalanced (A B B A ...: runner.scheduler.round_order):
     # launches are a level of variation of their own
@@ -93,6 +93,9 @@ class SweepConfig(Strict):
     endpoint: Literal["chat", "completions"] = "chat"
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # false: every request sends ignore_eos (exact output lengths); true: none does, a request ends where the
+    # model ends (docs/metrics.md, "Tokens past EOS")
+    stop_at_eos: bool = False
     request_timeout_s: float = Field(600.0, gt=0)
     max_error_rate: float = Field(0.0, ge=0, le=1)  # a cell with more failed requests is invalid
     # "decided": after `launches`, one more launch at a time (baseline and the drafters concerned, only

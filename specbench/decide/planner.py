@@ -1,11 +1,12 @@
 """`specbench plan CONFIG`: before any launch, what a config will cost and what it can decide.
 
 Per variant: launches x (engine startup + repeats x the sweep's measuring time); the sweep's measuring
-time is, per window, waves x output_len / per-request speed (a closed loop keeps C requests in flight,
-so a wave lasts about one request). The expected speedup interval follows from the variance components
-(the hardware's pooled history first, else the config's `estimates`), and the cost-optimal launches x
-repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: config and history in, a
-`CostPlan` out; `render` turns it into text.
+time is, per window, (requests / C) x output_len / per-request speed (a closed loop keeps C requests in
+flight, so a wave of C lasts about one request; a window's requests are whole passes of its category's
+prompts, the same at every C: plan.windows.category_passes). The expected speedup interval follows from
+the variance components (the hardware's pooled history first, else the config's `estimates`), and the
+cost-optimal launches x repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: config
+and history in, a `CostPlan` out; `render` turns it into text.
 """
 
 from __future__ import annotations
@@ -93,12 +94,28 @@ class CostPlan:
 def _categories(cfg: RunConfig) -> int:
     """Prompt categories the sweep will measure (read from the prompt sets; their declared lists when a
     set cannot be read here)."""
+    return len(_category_prompts(cfg))
+
+
+def _category_prompts(cfg: RunConfig) -> list[int | None]:
+    """The prompt count of each category the sweep measures (None where a set cannot be read here)."""
+    from collections import Counter
+
     from specbench.plan.prompts import load_prompts
 
     try:
-        return len({p.category for p in load_prompts(cfg.sweep.prompts)})
+        return list(Counter(p.category for p in load_prompts(cfg.sweep.prompts)).values())
     except Exception:  # a set that needs a wheel or file this machine lacks: what the config names
-        return sum(len(s.categories or []) or 1 for s in cfg.sweep.prompts)
+        return [None] * sum(len(s.categories or []) or 1 for s in cfg.sweep.prompts)
+
+
+def window_requests_count(cfg: RunConfig, prompts: int | None) -> int:
+    """Requests in one closed-loop window of a category with `prompts` prompts: whole passes of its set
+    (plan.windows.category_passes); unknown prompts: one pass of `waves x` the largest concurrency."""
+    from specbench.plan.windows import category_passes
+
+    top = cfg.sweep.waves * max(cfg.sweep.concurrency)
+    return top if prompts is None else prompts * category_passes(cfg, prompts)
 
 
 def _rate(rates: float | dict[int, float], concurrency: int) -> float:
@@ -115,14 +132,17 @@ def _rates(cfg: RunConfig, history: Calibration | None) -> tuple[float | dict[in
     return cfg.estimates.per_request_tok_s, "config estimates.per_request_tok_s"
 
 
-def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: int, concurrency: int) -> float | None:
-    """One window of a closed-loop point: waves x output_len / per-request speed at its concurrency (None
-    without speeds). The plan's measuring time is the sum of these over the sweep's points."""
+def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: int, concurrency: int,
+                  requests: int | None = None) -> float | None:
+    """One window of a closed-loop point: (requests / C) x output_len / per-request speed at its concurrency
+    (None without speeds; `requests` None: waves x C). The plan's measuring time is the sum of these over
+    the sweep's points."""
     rates, _ = _rates(cfg, history)
-    return None if rates is None else cfg.sweep.waves * output_len / _rate(rates, concurrency)
+    waves = cfg.sweep.waves if requests is None else requests / concurrency
+    return None if rates is None else waves * output_len / _rate(rates, concurrency)
 
 
-def _measuring(cfg: RunConfig, categories: int, history: Calibration | None,
+def _measuring(cfg: RunConfig, history: Calibration | None,
                cap: int | None = None) -> tuple[float | None, str]:
     """One repeat of the sweep's measuring time (for a variant capped at `cap`: its points only)."""
     s = cfg.sweep
@@ -133,10 +153,10 @@ def _measuring(cfg: RunConfig, categories: int, history: Calibration | None,
         n = s.load.warmup_requests + s.load.requests_per_rate
         per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
-    per_point = [point_seconds(cfg, history, o, c) or 0.0 for o in s.output_lens for c in s.concurrency
+    per_point = [point_seconds(cfg, history, o, c, window_requests_count(cfg, k)) or 0.0
+                 for k in _category_prompts(cfg) for o in s.output_lens for c in s.concurrency
                  if cap is None or c <= cap]
-    n_other = categories * len(s.input_lens or [None]) * len(s.temperatures)
-    return sum(per_point) * n_other, where
+    return sum(per_point) * len(s.input_lens or [None]) * len(s.temperatures), where
 
 
 def _components(cfg: RunConfig, history: Calibration | None) -> tuple[Components | None, str]:
@@ -207,7 +227,7 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
         startup = Source(cfg.estimates.startup_s, "config estimates.startup_s")
     else:
         startup = Source(None, "unknown: set estimates.startup_s")
-    measuring, rate_source = _measuring(cfg, categories, history)
+    measuring, rate_source = _measuring(cfg, history)
     comps, comps_source = _components(cfg, comps_history)
     half, indicative = (half_width_of(comps, design, comps_history) if comps is not None
                         else (None, comps_history is None))
@@ -216,7 +236,7 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
         pooled = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
         optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup, prior_df=pooled)
     capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
-                     _measuring(cfg, categories, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
+                     _measuring(cfg, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,

@@ -26,6 +26,7 @@ from specbench.metrics.acceptance import cell_acceptance
 from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
 from specbench.metrics.common import NAN, interval_or_nan, key_nan
 from specbench.metrics.engine_state import state_warnings
+from specbench.metrics.eos import past_eos_share
 from specbench.metrics.lossless import cell_lossless, output_digest
 from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
@@ -61,6 +62,8 @@ class CellOptions:
     run_gates: Mapping[str, list[CellWarning]] = field(default_factory=dict)
     plain: frozenset[str] = frozenset()
     forced: frozenset[str] = frozenset()
+    eos_ids: tuple[int, ...] = ()  # the model's EOS token ids (model.json): past_eos_share; () unknown
+    stop_at_eos: bool = False  # sweep.stop_at_eos: losslessness compares the shorter output of a pair
 
 
 def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: pd.DataFrame,
@@ -129,6 +132,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     itl = np.concatenate([np.empty(0)] + [request_itls_array(r.chunk_offsets, r.chunk_tokens) for r in ok])
     row["itl_p50_s"] = stats.percentile(itl, 50)
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
+    row["past_eos_share"] = past_eos_share(ok, opts.eos_ids)
 
     row.update(cell_acceptance(reqs, windows, is_plain, n_launches))
     acc, timing = acceptance_checks(reqs, windows), timing_checks(reqs, windows)
@@ -173,8 +177,8 @@ def _lengths(c: MeasuredCell) -> tuple[Any, Any]:
     return key_nan(c.row["input_len"]), c.row["output_len"]
 
 
-def _lossless(cells: list[MeasuredCell], source: CellSource,
-              forced: frozenset[str]) -> dict[str, tuple[float, float, float]]:
+def _lossless(cells: list[MeasuredCell], source: CellSource, forced: frozenset[str],
+              shorter: bool = False) -> dict[str, tuple[float, float, float]]:
     """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
     memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
     prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
@@ -211,7 +215,7 @@ def _lossless(cells: list[MeasuredCell], source: CellSource,
             reqs = to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS))
             b = base_cells.get(c.row["point_id"])
             base = to_measured_requests(source.cell_frame(b.cell_id, OUTPUT_COLUMNS)) if b else None
-            out[c.cell_id] = cell_lossless(reqs, lengths, base, base_by_prompt)
+            out[c.cell_id] = cell_lossless(reqs, lengths, base, base_by_prompt, shorter)
     return out
 
 
@@ -223,7 +227,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
     source = FrameSource(requests, windows) if isinstance(requests, pd.DataFrame) else requests
     cells: list[MeasuredCell] = []
     for cell_id in source.cell_ids():
-        df = source.cell_frame(cell_id, SUMMARY_COLUMNS)
+        df = source.cell_frame(cell_id, SUMMARY_COLUMNS + (("token_ids",) if opts.eos_ids else ()))
         if df.empty:
             continue
         first = df.iloc[0]
@@ -232,13 +236,13 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
         cell = _summarize_cell(key, to_measured_requests(df), win, opts)
         cell.cell_id = cell_id
         for r in cell.reqs:
-            r.chunk_offsets = r.chunk_tokens = ()  # ITL is done; the rest reads scalars
+            r.chunk_offsets, r.chunk_tokens, r.token_ids = (), (), None  # ITL and past_eos_share are done
         cells.append(cell)
     if not cells:
         return pd.DataFrame(columns=CELL_COLUMNS)
 
     base_cells = {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}
-    lossless = _lossless(cells, source, opts.forced)
+    lossless = _lossless(cells, source, opts.forced, opts.stop_at_eos)
     variant_gates = _variant_gates(cells, windows, opts)
     engine_states = state_warnings(windows)
     client = gates.client_gates(windows)  # client_saturated, client_lagging
@@ -277,6 +281,9 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             lossless_match_rate=row["lossless_match_rate"],
             lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
+            category=str(row["category"]),
+            distinct_prompts=None if key_nan(row["rate"]) is not None else len({r.prompt_id for r in c.reqs}),
+            past_eos_share=row["past_eos_share"],
             has_baseline=has_base,
             full_accept_fraction=NAN if row["variant"] in opts.forced else row["full_accept_fraction"],
             forced=row["variant"] in opts.forced,

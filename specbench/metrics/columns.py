@@ -55,6 +55,7 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "lossless_match_rate",
     "lossless_any_match_rate",
     "lossless_prefix_mean",
+    "past_eos_share",
     "outlier_count",
     "throughput_cv",
     "launch_cv",

@@ -35,6 +35,7 @@ UNDER_ADMITTED_SHARE = 0.90
 # chunks that arrived on it longer than the largest client overhead the timing cross-check tolerates
 # (TIMING_ABOVE_ABS_S below); a loop that is not starved lags 0.04-0.05 ms at p99 (docs/client-overhead.md).
 CLIENT_LAG_P99_MS = 50.0
+PAST_EOS_SHARE = 0.10  # tokens generated after the model's first EOS, as a share of the cell's output tokens
 # Client vs server timing (docs/fidelity.md). The server's interval lies inside the client's, so the client's
 # mean may fall below the server's only by clock resolution and rounding, and may exceed it by what HTTP, JSON
 # and SSE handling on both ends take: measured 4-79 ms (0.3-4%) per 8-request burst on localhost vLLM-CPU with
@@ -63,6 +64,8 @@ class WarningCode(str, Enum):
     CLIENT_TIMING_ABOVE_SERVER = "client_timing_above_server"
     UNDER_ADMITTED = "under_admitted"
     PREEMPTED = "preempted"
+    FEW_PROMPTS = "few_prompts"
+    PAST_EOS = "past_eos"
     # sanity gates: each one blocks an "adopt" verdict for the cells it fires on
     DRAFTER_INACTIVE = "drafter_inactive"
     DEGENERATE_WORKLOAD = "degenerate_workload"
@@ -215,6 +218,18 @@ REMEDY: dict[WarningCode, str] = {
         "HTTP front end before its clock starts (request parsing under a burst), or to a busy client "
         "machine; run the client on an idle machine next to the server, or read docs/fidelity.md on bursts"
     ),
+    WarningCode.PAST_EOS: (
+        "more than 10% of the output tokens came after the model's own end-of-sequence token, generated only "
+        "because ignore_eos is sent: past its end a model tends to loop, which n-gram lookup and any drafter "
+        "predict far more easily than real text, so acceptance and speedup overstate real traffic; set "
+        "sweep.stop_at_eos: true (requests end where the model ends), or use shorter sweep.output_lens or "
+        "prompts whose answers fill the length"
+    ),
+    WarningCode.FEW_PROMPTS: (
+        "the category has fewer distinct prompts than the concurrency, so copies of one prompt ran side by side "
+        "(the engine can batch or cache identical text, and the drafter sees it twice); add prompts to the "
+        "category (sweep.prompts, per_category) or lower sweep.concurrency to at most its prompt count"
+    ),
 }
 
 
@@ -302,6 +317,9 @@ class CellSummary:
     full_accept_fraction: float = float("nan")
     unknown_acceptance_windows: int = 0
     forced: bool = False  # the engine forced the acceptance (specbench surface): its level is the set one
+    category: str = ""
+    distinct_prompts: int | None = None  # closed loop: the cell's distinct prompts (None: open loop)
+    past_eos_share: float = float("nan")
 
 
 def cell_warnings(cell: CellSummary) -> list[CellWarning]:
@@ -318,6 +336,13 @@ def cell_warnings(cell: CellSummary) -> list[CellWarning]:
         out.append(CellWarning(WarningCode.SINGLE_REPEAT, "1 repeat"))
     elif 1 < c.repeats < MIN_REPEATS_FOR_INTERVAL:
         out.append(CellWarning(WarningCode.FEW_REPEATS, f"{c.repeats} repeats"))
+    if c.distinct_prompts is not None and 0 < c.distinct_prompts < c.concurrency:
+        out.append(CellWarning(WarningCode.FEW_PROMPTS, (
+            f"category {c.category} has {c.distinct_prompts} prompt(s) at C={c.concurrency}: each in flight up to "
+            f"{math.ceil(c.concurrency / c.distinct_prompts)} times at once")))
+    if _finite(c.past_eos_share) and c.past_eos_share > PAST_EOS_SHARE:
+        out.append(CellWarning(WarningCode.PAST_EOS,
+                               f"{100 * c.past_eos_share:.0f}% of output tokens after the model's first EOS"))
     wt = [x for x in c.window_throughputs if _finite(x)]
     if len(wt) >= 2:
         rest = sum(wt[1:]) / len(wt[1:])

@@ -19,6 +19,7 @@ class RequestSpec:
     seed: int
     endpoint: str = "chat"
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    ignore_eos: bool = True  # False with sweep.stop_at_eos: the request ends where the model ends
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import random
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
@@ -96,6 +98,7 @@ class Sweep:
             "waves": s.waves, "repeats": s.repeats, "adaptive": s.adaptive and s.adaptive.model_dump(),
             "warmup": s.warmup_requests, "seed": s.seed, "endpoint": s.endpoint,
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
+            **({"stop_at_eos": True} if s.stop_at_eos else {}),  # absent when off: earlier fingerprints hold
             **({"load": s.load.model_dump(exclude={"trace", "max_send_lag_s"}),
                 "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
@@ -168,11 +171,34 @@ def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
     return trace
 
 
+def category_passes(cfg: RunConfig, n_prompts: int) -> int:
+    """Whole passes through a category's prompts in one closed-loop window: enough for `waves` waves at the
+    sweep's largest concurrency, and the same at every concurrency, so every cell of the category sends each
+    of its prompts the same number of times (docs/guide.md, "The workload of a window")."""
+    return max(1, math.ceil(cfg.sweep.waves * max(cfg.sweep.concurrency) / max(1, n_prompts)))
+
+
+def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int,
+                   launch: int) -> list[Prompt]:
+    """The prompts of one closed-loop window in sending order: the category's whole set, `category_passes`
+    times, each pass in its own seeded order. The order depends on the repeat and launch (never on the
+    variant or the point), so repeats and launches rotate the order and never the set, and every variant
+    sends the same list at a point."""
+    rng = random.Random(f"{cfg.sweep.seed}|{category}|l{launch}|r{repeat}")
+    out: list[Prompt] = []
+    for _ in range(category_passes(cfg, len(prompts))):
+        one = list(prompts)
+        rng.shuffle(one)
+        out.extend(one)
+    return out
+
+
 def point_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint) -> int:
     """How many requests one window of the point sends (warmup included in an open loop)."""
     load = cfg.sweep.load
     if point.rate is None:
-        return cfg.sweep.waves * point.concurrency
+        k = len(sweep.point_prompts(point))
+        return k * category_passes(cfg, k)
     return len(sweep.trace.requests) if sweep.trace else load.warmup_requests + load.requests_per_rate
 
 
@@ -189,17 +215,20 @@ def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
 
 def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: str,
                     repeat: int, launch: int = 1) -> list[PlannedRequest]:
-    """The requests of one window: waves x concurrency, prompts of the category in rotation. Every launch
-    sends the same requests (same prompts, seeds, lengths), so launches and variants compare like for like."""
+    """The requests of one window. Closed loop: the category's whole prompt set in `category_passes` passes
+    (`window_prompts`: the same multiset at every concurrency, the order rotated by repeat and launch). Open
+    loop: the point's prompts in rotation, or as its trace names them. Every variant sends the same requests
+    (same prompts, seeds, lengths) at a point, so variants compare like for like."""
     key = point.key(variant)
     prompts = sweep.point_prompts(point)
     by_id = {p.id: p for p in prompts}
     n = point_requests(cfg, sweep, point)
     offsets = _offsets(cfg, sweep, point, n, repeat)
+    order = window_prompts(cfg, prompts, point.category, repeat, launch) if point.rate is None else None
     load = cfg.sweep.load
     out = []
     for index in range(n):
-        prompt = prompts[index % len(prompts)]
+        prompt = order[index] if order is not None else prompts[index % len(prompts)]
         input_len, out_len = point.input_len, point.output_len
         if sweep.trace is not None:  # a trace line may name its prompt and lengths
             line = sweep.trace.requests[index]
@@ -250,4 +279,5 @@ def request_spec(cfg: RunConfig, text: str, max_tokens: int, temperature: float,
     messages = ([{"role": "system", "content": s.system_prompt}] if s.system_prompt else [])
     messages.append({"role": "user", "content": text})
     return RequestSpec(messages=messages, prompt_text=text, max_tokens=max_tokens, temperature=temperature,
-                       seed=seed, endpoint=s.endpoint, chat_template_kwargs=dict(s.chat_template_kwargs))
+                       seed=seed, endpoint=s.endpoint, chat_template_kwargs=dict(s.chat_template_kwargs),
+                       ignore_eos=not s.stop_at_eos)

@@ -4,6 +4,7 @@
     environment.json     host, CPU/GPU, engine and specbench versions
     run.json             run id, per-variant status (done/failed/reused), fingerprints, wall times
     fairness.json        the fairness audit of the variants' launch settings
+    model.json           facts read from the model folder: its end-of-sequence token ids (past_eos_share)
     variants/<name>/     server.log, command.json (argv + env, secrets redacted), command.sh
     requests.jsonl       one RequestRecord per line, appended and flushed one by one
     windows.jsonl        one WindowRecord per completed measurement window
@@ -171,6 +172,10 @@ class RunDir:
         return self.path / "fairness.json"
 
     @property
+    def model_facts(self) -> Path:
+        return self.path / "model.json"
+
+    @property
     def requests(self) -> Path:
         return self.path / "requests.jsonl"
 
@@ -248,6 +253,13 @@ class RunDir:
     def load_environment(self) -> dict[str, Any]:
         """environment.json ({} when the run has none yet)."""
         return json.loads(self.environment.read_text()) if self.environment.exists() else {}
+
+    def eos_token_ids(self) -> list[int] | None:
+        """model.json's `eos_token_ids` (None: no model.json, an older run, or no EOS id known)."""
+        if not self.model_facts.exists():
+            return None
+        ids = json.loads(self.model_facts.read_text()).get("eos_token_ids")
+        return [int(i) for i in ids] if isinstance(ids, list) and ids else None
 
     def launch_argv(self) -> dict[str, list[str]]:
         """Each launched variant's argv, from its variants/<name>/command.json."""

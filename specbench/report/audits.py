@@ -42,6 +42,9 @@ def fairness_section(data: RunData) -> list[Block]:
     if pinned:
         out.append(Table(["flag", "value"], [[str(k), _text(v)] for k, v in pinned.items()],
                          caption="Pinned for every variant"))
+    if f.get("prefix_caching"):  # runs before issue 41 did not pin it and have no line
+        pc = str(f["prefix_caching"])
+        out.append(Paragraph([f"Prefix caching: {pc}"], "" if pc.startswith("off for every") else "warn"))
     notes = [str(n) for n in f.get("notes") or []]
     if notes:
         out.append(Bullets([[n] for n in notes], "note"))

@@ -81,7 +81,8 @@ def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | No
         requests, windows = open_store(rd), records_frame(rd.window_records())
     cal = variance_history.load(rd.path / variance_history.FILE)
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
-                       plain=plain_variants(cfg),
+                       plain=plain_variants(cfg), eos_ids=tuple(rd.eos_token_ids() or ()),
+                       stop_at_eos=cfg.sweep.stop_at_eos,
                        forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
     variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
     # the launches each variant measured are in its cells and windows (a run stopped after launch 1, a failed

@@ -36,6 +36,7 @@ class Plan:
     engine: Engine
     launches: list[VariantLaunch]
     sweep: Sweep
+    eos_token_ids: list[int] | None = None  # the model folder's (plan.eos); None when it names none
 
     def launch(self, variant: str) -> VariantLaunch:
         for vl in self.launches:
@@ -45,6 +46,7 @@ class Plan:
 
 
 def prepare_plan(cfg: RunConfig) -> Plan:
+    from specbench.plan.eos import eos_token_ids
     from specbench.plan.models import prepare_all, resolve_model
     from specbench.plan.prompts import load_prompts
 
@@ -68,7 +70,8 @@ def prepare_plan(cfg: RunConfig) -> Plan:
         if tokenizer_path is None:
             raise ConfigError("model.tokenizer", "sweep.input_lens needs a local tokenizer folder")
         pad = _padder(str(tokenizer_path))
-    return Plan(cfg=cfg, engine=engine, launches=launches, sweep=build_sweep(cfg, prompts, pad))
+    return Plan(cfg=cfg, engine=engine, launches=launches, sweep=build_sweep(cfg, prompts, pad),
+                eos_token_ids=eos_token_ids(model_path))
 
 
 def check_run_dir(path: Path, resume: bool, force: bool) -> None:
@@ -130,7 +133,7 @@ def default_run_path(cfg: RunConfig) -> Path:
 
 
 def write_side_files(rd: RunDir, plan: Plan) -> None:
-    """config.yaml (the resolved config), environment.json and fairness.json."""
+    """config.yaml (the resolved config), environment.json, fairness.json and model.json."""
     from specbench.checks.fairness import audit
 
     atomic_write(rd.config, dump_config(plan.cfg))
@@ -143,6 +146,7 @@ def write_side_files(rd: RunDir, plan: Plan) -> None:
         env = environment.for_external(env, cfg.engine.hardware)
     write_json(rd.environment, env)
     write_json(rd.fairness, audit(plan.launches).to_dict())
+    write_json(rd.model_facts, {"eos_token_ids": plan.eos_token_ids})
 
 
 def config_hash(cfg: RunConfig) -> str:

@@ -100,6 +100,7 @@ class Options:
     usage_factor: float = 1.0  # the final usage claims this many times the completion tokens streamed
     empty: bool = False  # streamed requests produce no tokens (only the usage chunk, 0 tokens, and [DONE])
     overlong: int = 1  # streamed requests produce this many times the requested tokens
+    eos_id: int | None = None  # the token id the 'model' ends with (at eos_position; generated past with ignore_eos)
     lone_surrogate: bool = False  # the first content chunk's text ends in a lone UTF-16 surrogate (\ud83d)
     strict_model: bool = False  # answer 404 (as vLLM does) to a request naming another model than served_name
     ready_file: str | None = None  # not ready until this file exists (a test decides when, no clock involved)
@@ -304,6 +305,8 @@ class StandIn:
         else:
             steps, stats = plan_steps(plan_key, n, self.o.accept_rate, self.o.drafts_per_step, self.o.tokens_per_chunk)
         ids = [token_id(key, i) for i in range(n)]
+        if self.o.eos_id is not None and eos_position(key) <= n:
+            ids[eos_position(key) - 1] = self.o.eos_id
         self.s.in_flight += 1
         self.s.max_in_flight = max(self.s.max_in_flight, self.s.in_flight)
         entry = {"t_recv": time.time(), "in_flight": self.s.in_flight, "path": path, "stream": streaming,
@@ -672,6 +675,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--usage-factor", type=float, default=1.0,
                    help="the final usage chunk claims this many times the completion tokens streamed")
     p.add_argument("--empty", action="store_true", help="streamed requests produce no tokens")
+    p.add_argument("--eos-id", type=int, default=None,
+                   help="the token at eos_position is this id (the output ends there without ignore_eos)")
     p.add_argument("--overlong", type=int, default=1, metavar="F",
                    help="streamed requests produce F times the requested tokens")
     p.add_argument("--lone-surrogate", action="store_true",

@@ -165,8 +165,9 @@ class Engine(abc.ABC):
             "seed": req.seed,
             "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            "ignore_eos": True,  # exact output length: every variant generates the same token count
         }
+        if req.ignore_eos:  # exact output length: every variant generates the same token count
+            body["ignore_eos"] = True
         if req.endpoint == "chat":
             body["messages"] = req.messages
             if req.chat_template_kwargs:

@@ -7,6 +7,12 @@ them in `engine.args`. SGLang changes its own defaults when speculation is on (s
 
 from __future__ import annotations
 
+# Prefix caching (on by default in both engines) is off for every variant unless engine.prefix_caching says
+# otherwise: resent prompts, identical prompts in flight and a shared padding document would otherwise skip
+# their prefill. vLLM 0.32's BooleanOptionalAction flag; SGLang's radix cache (in 0.5.x's server args).
+VLLM_PREFIX_CACHING = {False: "--no-enable-prefix-caching", True: "--enable-prefix-caching"}
+SGLANG_PREFIX_CACHING_OFF = "--disable-radix-cache"
+PREFIX_CACHING_FLAGS = (*VLLM_PREFIX_CACHING.values(), SGLANG_PREFIX_CACHING_OFF)
 SGLANG_MEM_FRACTION_STATIC = "0.85"  # explicit default; set --mem-fraction-static in engine.args to change it
 SGLANG_GRAPH_FLAG_NEW = "--cuda-graph-max-bs-decode"  # sglang >= 0.5.21
 SGLANG_GRAPH_FLAG_OLD = "--cuda-graph-max-bs"  # sglang <= 0.5.20: rejected as ambiguous from 0.5.21
@@ -29,10 +35,11 @@ def sglang_pin_values(max_concurrency: int, version: tuple[int, ...] | None) -> 
             "--mem-fraction-static": SGLANG_MEM_FRACTION_STATIC}
 
 
-def sglang_pins(given: list[str], max_concurrency: int, version: tuple[int, ...] | None) -> list[str]:
+def sglang_pins(given: list[str], max_concurrency: int, version: tuple[int, ...] | None,
+                prefix_caching: bool = False) -> list[str]:
     """Arguments every SGLang variant gets; a flag the user gave in engine.args (`given`) is left to the
-    user."""
-    out: list[str] = []
+    user. The radix (prefix) cache is disabled unless `prefix_caching` (engine.prefix_caching)."""
+    out: list[str] = [] if prefix_caching else [SGLANG_PREFIX_CACHING_OFF]
     for flag, value in sglang_pin_values(max_concurrency, version).items():
         graph = flag in (SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD)
         taken = has_option(given, flag) or (graph and (has_option(given, SGLANG_GRAPH_FLAG_NEW)
@@ -42,16 +49,16 @@ def sglang_pins(given: list[str], max_concurrency: int, version: tuple[int, ...]
     return out
 
 
-def vllm_pins(given: list[str], max_concurrency: int) -> list[str]:
+def vllm_pins(given: list[str], max_concurrency: int, prefix_caching: bool = False) -> list[str]:
     """vLLM batches at most --max-num-seqs requests: the same value for the baseline and every drafter
-    (unless engine.args, `given`, sets it)."""
-    if has_option(given, "--max-num-seqs"):
-        return []
-    return ["--max-num-seqs", str(max_concurrency)]
+    (unless engine.args, `given`, sets it); prefix caching off unless `prefix_caching`
+    (engine.prefix_caching)."""
+    out = [VLLM_PREFIX_CACHING[prefix_caching]]
+    return out if has_option(given, "--max-num-seqs") else [*out, "--max-num-seqs", str(max_concurrency)]
 
 
 PINNED_FLAGS = ("--max-running-requests", SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD,
-                "--mem-fraction-static", "--max-num-seqs")
+                "--mem-fraction-static", "--max-num-seqs", *PREFIX_CACHING_FLAGS)
 
 
 def parse_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:

@@ -69,8 +69,8 @@ class SGLangEngine(Engine):
         served = ["--served-model-name", self.served_name] if self.served_name != self.model_path else []
         argv = [*e.launch_prefix, self.python(), "-m", "sglang.launch_server",
                 "--model-path", self.model_path, *served, "--host", e.host, "--port", str(port),
-                *sglang_pins(e.args, self.sweep.max_concurrency, self.version_tuple()), *e.args, *drafter_args,
-                *variant.args]
+                *sglang_pins(e.args, self.sweep.max_concurrency, self.version_tuple(), e.prefix_caching),
+                *e.args, *drafter_args, *variant.args]
         env = {**e.env, **variant.env}
         if variant.forced_acceptance is not None:
             env.update(simulated_acceptance([*e.args, *drafter_args, *variant.args], variant.forced_acceptance,

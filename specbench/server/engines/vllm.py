@@ -90,7 +90,7 @@ class VLLMEngine(Engine):
         argv = [*e.launch_prefix, self.python(), *serve_command(self.version(), self.model_path, self.cpu_wheel()),
                 "--served-model-name", self.served_name,
                 "--host", e.host, "--port", str(port),
-                *vllm_pins(e.args, self.sweep.max_concurrency), *e.args, *drafter_args, *variant.args]
+                *vllm_pins(e.args, self.sweep.max_concurrency, e.prefix_caching), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
 
     def _check_plugin(self, where: str) -> None:
