@@ -83,7 +83,7 @@ def test_calibrate_is_refused_for_an_external_endpoint() -> None:
 def _side_files(tmp_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     cfg = parse_config(data)
     engine = make_engine(cfg, "/m", "m")
-    plan = SimpleNamespace(cfg=cfg, engine=engine, launches=plan_launches(cfg, engine))
+    plan = SimpleNamespace(cfg=cfg, engine=engine, launches=plan_launches(cfg, engine), eos_token_ids=[])
     write_side_files(RunDir(tmp_path), plan)  # type: ignore[arg-type]
     return json.loads((tmp_path / "environment.json").read_text())
 

@@ -27,24 +27,24 @@ def test_plan_works_on_every_shipped_config(path: Path, capsys: pytest.CaptureFi
 
 def test_k26_plan_agrees_with_docs_cluster_md() -> None:
     p = make_plan(load_config(K26), None)
-    assert p.points == 90  # 5 categories x 3 lengths x 6 levels
-    # docs/cluster.md: measuring 124,740-128,700 s, one variant about 34.8-35.9 h, 104-108 h one after another
-    assert p.measuring_s is not None and 124_740 <= 3 * p.measuring_s <= 128_700
-    assert p.variant_s is not None and 34.8 <= p.variant_s / 3600 <= 35.9
-    assert 104 <= 3 * p.variant_s / 3600 <= 108
+    assert p.points == 36  # 2 categories x 3 lengths x 6 levels
+    # docs/cluster.md: measuring 48,384-49,920 s, one variant about 13.6-14.0 h, 41-42 h one after another
+    assert p.measuring_s is not None and 48_384 <= 3 * p.measuring_s <= 49_920
+    assert p.variant_s is not None and 13.6 <= p.variant_s / 3600 <= 14.0
+    assert 40.8 <= 3 * p.variant_s / 3600 <= 42
     text = render(p)
-    assert "35.50 h" in text and "indicative only" in text  # one launch and no history
+    assert "13.65 h" in text and "indicative only" in text  # one launch and no history
 
 
 def test_k26_plan_speaks_gpu_hours_and_speedups_in_words() -> None:
     """Issue 39 item 6: the batch-1 DDTree server is priced at C=1 only, node-hours come with GPU-hours
     (x 8 for --tp 8), and what a design can decide is said in speedups."""
     text = render(make_plan(load_config(K26), None))
-    assert "  ddtree: 42.0 min (15 points: max_concurrency 1, the points above it are not measured)" in text
-    assert "7.5 node-hours, 60.2 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "  ddtree: 6.99 h (6 points: max_concurrency 1, the points above it are not measured)" in text
+    assert "34.3 node-hours, 274.4 GPU-hours (8 GPUs a node: --tp 8)" in text
     assert ("in words: with 2 launches x 3 repeats, nothing below 1.21x can be adopted (the interval's low end "
             "must clear min_speedup 1.05), and nothing above 0.87x can be called slower (sweep.launches: 2)") in text
-    assert "71.2 node-hours, 569.8 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "265.7 node-hours, 2125.8 GPU-hours (8 GPUs a node: --tp 8)" in text
     assert "in words: with 19 launches x 1 repeat, nothing below 1.08x can be adopted" in text
 
 
@@ -141,7 +141,7 @@ def test_a_history_of_another_model_does_not_price_this_one() -> None:
     p = make_plan(cfg, cpu)
     assert p.startup.source == "config estimates.startup_s" and p.startup.value != 35.0
     assert p.rate_source == "config estimates.per_request_tok_s"
-    assert p.variant_s is not None and 34.8 <= p.variant_s / 3600 <= 35.9  # docs/cluster.md, as without a history
+    assert p.variant_s is not None and 13.6 <= p.variant_s / 3600 <= 14.0  # docs/cluster.md, as without a history
     assert p.components_source.startswith("config estimates.launch_cv")  # the config states its own
 
 

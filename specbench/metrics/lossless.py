@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from specbench.metrics.common import NAN
-from specbench.metrics.requests import MeasuredRequest, OutputDigest
+from specbench.metrics.common import NAN, key_nan
+from specbench.metrics.requests import MeasuredRequest, OutputDigest, to_measured_requests
+from specbench.metrics.source import OUTPUT_COLUMNS, CellSource
+from specbench.metrics.speedup import MeasuredCell
 
 
 def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -106,3 +108,49 @@ def cell_lossless(
     if not matches:
         return NAN, NAN, NAN
     return float(np.mean(matches)), float(np.mean(any_matches)), float(np.mean(prefixes))
+
+
+def _lengths(c: MeasuredCell) -> tuple[Any, Any]:
+    return key_nan(c.row["input_len"]), c.row["output_len"]
+
+
+def drafter_losslessness(cells: list[MeasuredCell], source: CellSource, forced: frozenset[str],
+              shorter: bool = False) -> dict[str, tuple[float, float, float]]:
+    """Lossless rates of every drafter cell at temperature 0, one category and length group at a time. In
+    memory at once: the drafter cell's outputs, its baseline cell's, and the first baseline output of each
+    prompt of the group (the rest of the group's baseline outputs only as digests, for the any-match)."""
+    out: dict[str, tuple[float, float, float]] = {}
+    # a prompt belongs to one category (plan/prompts.py), so a category's drafter cells need only that category's
+    # baseline outputs; if some prompt id shows up in two categories, the whole length group is read at once
+    categories: dict[str, set[Any]] = {}
+    for c in cells:
+        if c.row["is_baseline"]:
+            categories.setdefault(c.row["category"], set()).update(r.prompt_id for r in c.reqs)
+    by_category = sum(map(len, categories.values())) == len(set().union(*categories.values()))
+
+    def group_key(c: MeasuredCell) -> tuple[Any, ...]:
+        return (*_lengths(c), c.row["category"] if by_category else None)
+
+    groups: dict[tuple[Any, ...], list[MeasuredCell]] = {}
+    for c in cells:
+        if not c.row["is_baseline"] and c.row["temperature"] == 0 and c.row["variant"] not in forced:
+            groups.setdefault(group_key(c), []).append(c)
+    for gkey, group in groups.items():
+        lengths = gkey[:2]
+        bases = sorted((c for c in cells if c.row["is_baseline"] and c.row["temperature"] == 0
+                        and group_key(c) == gkey), key=lambda c: c.row["concurrency"])
+        base_by_prompt: dict[tuple[Any, ...], list[MeasuredRequest]] = {}
+        for c in bases:
+            for r in to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS)):
+                if r.ok:
+                    same = base_by_prompt.setdefault((r.prompt_id, *lengths), [])
+                    if same:  # only the first of a prompt is compared whole; the others only for equality
+                        r.digest, r.token_ids, r.text = output_digest(r.token_ids, r.text), None, None
+                    same.append(r)
+        base_cells = {c.row["point_id"]: c for c in bases}
+        for c in group:
+            reqs = to_measured_requests(source.cell_frame(c.cell_id, OUTPUT_COLUMNS))
+            b = base_cells.get(c.row["point_id"])
+            base = to_measured_requests(source.cell_frame(b.cell_id, OUTPUT_COLUMNS)) if b else None
+            out[c.cell_id] = cell_lossless(reqs, lengths, base, base_by_prompt, shorter)
+    return out
