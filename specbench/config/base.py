@@ -67,6 +67,10 @@ class EngineConfig(Strict):
     # a fairness pin (server/engines/pins.py): vLLM and SGLang cache prompt prefixes by default; off for every
     # variant unless true. Engines specbench does not launch with its own flags (command, external) are not pinned
     prefix_caching: bool = False
+    # kind=external: what the endpoint speaks beyond OpenAI's API. vllm / sglang: its acceptance is read from
+    # each response as specbench reads a server it launches (vLLM's `metrics`, SGLang's `sglext` / `meta_info`,
+    # and their Prometheus counters), and outputs come back as token ids; openai: only acceptance_field/_metric
+    protocol: Literal["openai", "vllm", "sglang"] = "openai"
 
     @field_validator("kind")
     @classmethod
@@ -89,6 +93,12 @@ class EngineConfig(Strict):
             raise ValueError("engine.kind external needs engine.url")
         if self.kind == "command" and not self.command:
             raise ValueError("engine.kind command needs engine.command (an argv template)")
+        if self.protocol != "openai" and self.kind != "external":
+            raise ValueError(f"engine.protocol: {self.protocol} is for an external endpoint; a {self.kind} engine "
+                             "that specbench launches speaks its own protocol already (remove it)")
+        if self.protocol != "openai" and (self.acceptance_field or self.acceptance_metric):
+            raise ValueError(f"engine.protocol: {self.protocol} reads the server's own acceptance fields and "
+                             "counters; remove engine.acceptance_field / acceptance_metric (or use protocol: openai)")
         return self
 
 
