@@ -7,6 +7,7 @@ Slow (four engine startups, several minutes on 2 cores); marked `engine`, run by
 from __future__ import annotations
 
 import importlib.util
+import re
 import socket
 from pathlib import Path
 
@@ -41,6 +42,12 @@ def test_aa_on_vllm_cpu_gives_no_advice(tmp_path: Path) -> None:
     verdict = (tmp_path / "aa" / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
     assert "adopt" not in verdict and "baseline wins" not in verdict
     assert "2 launches per variant; between-launch CV" in verdict
-    assert "## Sanity gates" not in (tmp_path / "aa" / "report.md").read_text()  # a2 does not draft: no gate
+    # a2 does not draft: no drafter gate. The client's own gates (client_saturated, client_lagging) say whether
+    # this machine's load starved specbench's client, which the test does not control (CI's two cores also run
+    # the engine), so they may fire; any other gate may not.
+    report = (tmp_path / "aa" / "report.md").read_text()
+    gates = report.split("## Sanity gates")[1].split("\n## ")[0] if "## Sanity gates" in report else ""
+    fired = re.findall(r"\*\*(\w+)\*\*", gates)
+    assert set(fired) <= {"client_saturated", "client_lagging"}, fired
     left = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
     assert not [c for c in left if "vllm" in c and str(cfg.engine.port) in c]  # no engine left running
