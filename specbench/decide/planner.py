@@ -248,7 +248,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                                                    points * max(1, len(cfg.variants) - 1)) if comps else None)
 
 
-def _dur(seconds: float | None) -> str:
+def dur(seconds: float | None) -> str:
+    """A duration as the plan prints it: hours from one hour up, else minutes; None: "unknown"."""
     if seconds is None:
         return "unknown"
     return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
