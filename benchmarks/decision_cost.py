@@ -7,7 +7,8 @@ structure of a real matrix, through specbench's own functions.
 The matrix is configs/demo-cpu-full.yaml's, as specbench plans it (plan.build_sweep, plan.variant_points):
 8 variants (the baseline and 7 drafters, three of them capped at C = 1), 5 categories x 2 output lengths x
 3 concurrency levels, every output length its own point (30 points, 10 for a capped drafter), each window
-costing waves x output_len / per-request speed (planner.point_seconds, the config's estimates), each launch
+costing (requests / C) x output_len / per-request speed (planner.point_seconds at the window's real request
+count, plan.windows.point_requests: whole passes of the category's prompts; the config's estimates), each launch
 the config's startup (31 s). Only the variance is simulated: per matrix a launch CV in [1%, 4%] and a
 repeat CV in [0.5%, 2%]; a window's log throughput is log(truth) + a launch effect (shared by the launch's
 points) + a repeat effect.
@@ -65,7 +66,7 @@ from specbench.decide.variance_history import Calibration
 from specbench.metrics.common import safe_ratio
 from specbench.metrics.speedup import speedup_ci
 from specbench.plan.prompts import load_prompts
-from specbench.plan.windows import build_sweep, variant_points
+from specbench.plan.windows import build_sweep, point_requests, variant_points
 from specbench.report.decisions import point_outcomes
 from specbench.runner.scheduler import launch_order, round_order
 
@@ -117,7 +118,9 @@ class Matrix:
         sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))
         points = {v.name: [p.key(v.name).point_id for p in variant_points(cfg, sweep, v.name)] for v in cfg.variants}
         keys = {p.key("").point_id: (p.category, p.output_len, p.concurrency) for p in sweep.points}
-        seconds = {pid: planner.point_seconds(cfg, None, o, c) or 0.0 for pid, (_, o, c) in keys.items()}
+        requests = {p.key("").point_id: point_requests(cfg, sweep, p) for p in sweep.points}
+        seconds = {pid: planner.point_seconds(cfg, None, o, c, requests[pid]) or 0.0
+                   for pid, (_, o, c) in keys.items()}
         return cls(cfg, cfg.baseline.name, [v.name for v in cfg.variants], points, keys, seconds)
 
     def launch_s(self, points: frozenset[str] | list[str], repeats: int) -> float:

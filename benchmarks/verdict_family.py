@@ -12,6 +12,12 @@ size, as the report does (report/decisions.py). Printed: P(any adopt) over the f
 family's correction (each claim at 2.5%: what the table would say at the per-claim level); the coverage
 of the 95% mix intervals (before the family's widening) of the true mix speedup.
 
+The secondary claims (the per-category lines): each drafter's 24 points (3 categories x 2 lengths x 4
+concurrencies), each point's 95% interval from `speedup_columns`, decided by `decide.secondary.
+secondary_outcomes` (Holm within the drafter, as report/verdict.py does). Printed: P(some point of one
+drafter says adopt) with Holm and with each point at 2.5%, and P(some point of any of the 7 drafters says
+adopt) with Holm (the family is the drafter: over 7 drafters the union bound is 7 x 2.5%).
+
 Last field: the demo (configs/demo-cpu.yaml: 2 drafters x 3 concurrencies, 2 categories x 2 lengths, one
 launch x 1 repeat per variant) after one `specbench calibrate` (3 launches x 2 repeats of the baseline at
 every point) at the launch CV the calibration measured on vLLM-CPU (DEMO_LAUNCH_CV: 4.2%, docs/surface.md,
@@ -35,6 +41,7 @@ from specbench.decide import history_checks, variance_history
 from specbench.decide.decision import Outcome
 from specbench.decide.intervals import LaunchVariance, variance_levels
 from specbench.decide.mix import mix_interval, primary_outcome
+from specbench.decide.secondary import secondary_outcomes
 from specbench.metrics.speedup import speedup_columns
 
 M = 1.05  # the default verdict.min_speedup
@@ -64,26 +71,49 @@ class Family:
     any_adopt: float  # P(some claim of the family says adopt), the family's correction applied
     any_adopt_per_claim: float  # the same with each claim at 2.5%
     coverage: float  # of the 95% mix intervals
+    secondary_drafter: float  # P(some point of one drafter's secondary family says adopt), Holm
+    secondary_drafter_per_point: float  # the same with each point at 2.5%
+    secondary_any: float  # P(some point of any drafter says adopt), Holm within each drafter
 
 
-def _claim(v: list[Windows], b: list[Windows], cal: LaunchVariance | None) -> tuple[float, float, float]:
-    points = [(speedup_columns(vw, bw, cal)["speedup"], vw, bw) for vw, bw in zip(v, b)]
-    mix = mix_interval(points, cal)
+Interval = tuple[float, float, float]
+
+
+def _point_intervals(v: list[Windows], b: list[Windows], cal: LaunchVariance | None) -> list[dict[str, float]]:
+    return [speedup_columns(vw, bw, cal) for vw, bw in zip(v, b)]
+
+
+def _claim(v: list[Windows], b: list[Windows], cal: LaunchVariance | None,
+           cols: list[dict[str, float]] | None = None) -> Interval:
+    cols = cols if cols is not None else _point_intervals(v, b, cal)
+    mix = mix_interval([(c["speedup"], vw, bw) for c, vw, bw in zip(cols, v, b)], cal)
     return mix.low, mix.high, mix.df
+
+
+def _interval(c: dict[str, float]) -> Interval:
+    nan = math.nan
+    return c.get("speedup_ci_low", nan), c.get("speedup_ci_high", nan), c.get("speedup_ci_df", nan)
 
 
 def family(trials: int, seed: int) -> Family:
     rng = np.random.default_rng(seed)
     n_cells, claims = len(POINTS) * len(CONCURRENCY), DRAFTERS * len(CONCURRENCY)
     adopt = adopt_per_claim = covered = drawn = 0
+    sec_drafter = sec_per_point = sec_any = 0
     for _ in range(trials):
         base = _variant(rng, 1.0, LAUNCHES, 1, n_cells, LAUNCH_CV)
-        any_f = any_c = False
+        any_f = any_c = any_s = False
         for _ in range(DRAFTERS):
             v = _variant(rng, M, LAUNCHES, 1, n_cells, LAUNCH_CV)
+            cols = _point_intervals(v, base, None)
+            intervals = [_interval(c) for c in cols]
+            holm = any(o is Outcome.ADOPT for o in secondary_outcomes(intervals, M))
+            sec_drafter += holm
+            sec_per_point += any(o is Outcome.ADOPT for iv in intervals for o in secondary_outcomes([iv], M))
+            any_s |= holm
             for c in range(len(CONCURRENCY)):
                 at = slice(c * len(POINTS), (c + 1) * len(POINTS))
-                lo, hi, df = _claim(v[at], base[at], None)
+                lo, hi, df = _claim(v[at], base[at], None, cols[at])
                 if math.isfinite(lo):
                     drawn += 1
                     covered += lo <= M <= hi
@@ -91,7 +121,9 @@ def family(trials: int, seed: int) -> Family:
                 any_c |= primary_outcome(lo, hi, df, 1, M) is Outcome.ADOPT
         adopt += any_f
         adopt_per_claim += any_c
-    return Family(adopt / trials, adopt_per_claim / trials, covered / drawn if drawn else math.nan)
+        sec_any += any_s
+    return Family(adopt / trials, adopt_per_claim / trials, covered / drawn if drawn else math.nan,
+                  sec_drafter / (trials * DRAFTERS), sec_per_point / (trials * DRAFTERS), sec_any / trials)
 
 
 def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
@@ -127,12 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     f = family(a.trials, a.seed)
     share = demo_decides(a.trials, a.seed + 1)
     n = len(CONCURRENCY)
+    n_points = len(POINTS) * n
     se = math.sqrt(max(f.any_adopt * (1 - f.any_adopt), 1e-12) / a.trials)
     print(f"{DRAFTERS} drafters at the margin (true speedup {M:g}), {LAUNCHES} launches per variant, launch CV "
           f"{100 * LAUNCH_CV:g}%, repeat CV {100 * REPEAT_CV:g}%, mix of {len(POINTS)} points at {n} concurrencies, "
           f"{a.trials} trials (seed {a.seed})")
     print(f"P(any adopt): {100 * f.any_adopt:.1f}% (+-{100 * se:.1f}) with the family's correction "
           f"(each claim at 2.5% / {DRAFTERS * n}), {100 * f.any_adopt_per_claim:.1f}% with each claim at 2.5%")
+    print(f"secondary family: P(any secondary adopt | all at the margin) {100 * f.secondary_drafter:.1f}% per "
+          f"drafter (Holm over its {n_points} points), {100 * f.secondary_drafter_per_point:.1f}% per drafter with "
+          f"each point at 2.5%; {100 * f.secondary_any:.1f}% over the {DRAFTERS} drafters (Holm within each)")
     print(f"demo after one calibration (launch CV {100 * DEMO_LAUNCH_CV:g}%, df {CAL_LAUNCHES - 1}), n-gram at C=1, "
           f"true speedup {DEMO_SPEEDUP:g}: a decided word in {100 * share:.1f}% of {a.trials} simulated demos")
     print(f"verdict family: P(any adopt | all at the margin) {100 * f.any_adopt:.1f}% over {DRAFTERS} drafters x "

@@ -4,14 +4,16 @@ what they simulate is specbench's own code (a change to the product changes thei
 from __future__ import annotations
 
 import argparse
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from benchmarks import decision_cost, interval_coverage
-from specbench.config import load_config
-from specbench.decide import history_checks, sequential, stats
+from specbench.config import PromptSource, load_config
+from specbench.decide import history_checks, planner, sequential, stats
 from specbench.metrics import speedup
 from specbench.report import decisions
 from specbench.runner import scheduler
@@ -96,3 +98,19 @@ def test_interval_coverage_rows_use_the_products_interval(monkeypatch) -> None:
     rng = np.random.default_rng(0)
     lows = [row.trial(rng)[0].low for _ in range(5)]
     assert calls and lows.count(pytest.approx(1e-9)) == len(calls)  # (a history the checks refuse: Welch)
+
+
+def test_a_window_is_priced_at_its_real_request_count(tmp_path: Path) -> None:
+    """10 prompts of one category at C=1: a window sends the whole set (one pass, plan.windows.category_passes),
+    so the benchmark and the plan price 10 requests a window, not waves x C = 1."""
+    f = tmp_path / "ten.jsonl"
+    f.write_text("".join(json.dumps({"category": "chat", "prompt": f"question {i}"}) + "\n" for i in range(10)))
+    cfg = load_config(decision_cost.CONFIG)
+    sweep = cfg.sweep.model_copy(update={"prompts": [PromptSource(set="file", path=str(f))], "concurrency": [1],
+                                         "output_lens": [64], "input_lens": None, "temperatures": [0.0], "waves": 1})
+    cfg = cfg.model_copy(update={"sweep": sweep})
+    one = planner.point_seconds(cfg, None, 64, 1, 1)
+    assert one is not None and one > 0
+    mx = decision_cost.Matrix.of(cfg)
+    assert len(mx.seconds) == 1 and list(mx.seconds.values())[0] == pytest.approx(10 * one)
+    assert planner.make_plan(cfg, None).measuring_s == pytest.approx(10 * one)

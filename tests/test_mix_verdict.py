@@ -13,7 +13,7 @@ from specbench.decide import mix
 from specbench.decide.decision import ALPHA, Outcome
 from specbench.decide.intervals import LaunchVariance
 from specbench.metrics.warnings import WarningCode
-from specbench.report.decisions import family_text, verdict_table
+from specbench.report.decisions import family_text, legend, verdict_table
 
 
 def _launches(*effects: float, level: float = 100.0) -> dict[tuple[int, int], float]:
@@ -76,7 +76,8 @@ def test_the_table_word_comes_from_the_mix_interval_not_the_points() -> None:
     assert t is not None and t.rows == [["spec", "blocked", "undecided"]]
     text = family_text(run_data(rows))
     assert text.startswith("Primary family: the table's 2 claims (1 drafter x concurrency)")
-    assert "1.25% per side (2.5% / 2, Bonferroni)" in text and "exploratory" in text
+    assert "1.25% per side (2.5% / 2, Bonferroni)" in text and "exploratory" not in text
+    assert "secondary claims" in legend(run_data(rows)) and "Holm" in legend(run_data(rows))
 
 
 def test_the_family_narrows_what_one_claim_alone_would_adopt() -> None:

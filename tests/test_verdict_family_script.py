@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from benchmarks import verdict_family
-from specbench.decide import mix
+from specbench.decide import mix, secondary
 from specbench.metrics import speedup
 
 LAST = (r"verdict family: P\(any adopt \| all at the margin\) \d+\.\d% over \d+ drafters x \d+ claims, coverage of "
@@ -25,3 +25,11 @@ def test_verdict_family_calls_the_product() -> None:
     assert verdict_family.mix_interval is mix.mix_interval
     assert verdict_family.primary_outcome is mix.primary_outcome
     assert verdict_family.speedup_columns is speedup.speedup_columns
+    assert verdict_family.secondary_outcomes is secondary.secondary_outcomes
+
+
+def test_verdict_family_prints_the_secondary_family(capsys) -> None:
+    verdict_family.main(["--trials", "4", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert "secondary family: P(any secondary adopt | all at the margin) " in out
+    assert "per drafter (Holm over its 24 points)" in out

@@ -133,13 +133,13 @@ def _rates(cfg: RunConfig, history: Calibration | None) -> tuple[float | dict[in
 
 
 def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: int, concurrency: int,
-                  requests: int | None = None) -> float | None:
+                  requests: int) -> float | None:
     """One window of a closed-loop point: (requests / C) x output_len / per-request speed at its concurrency
-    (None without speeds; `requests` None: waves x C). The plan's measuring time is the sum of these over
-    the sweep's points."""
+    (None without speeds). `requests`: the window's real request count, whole passes of its category's
+    prompts (`window_requests_count`, or `plan.windows.point_requests` for a planned point), never waves x C.
+    The plan's measuring time is the sum of these over the sweep's points."""
     rates, _ = _rates(cfg, history)
-    waves = cfg.sweep.waves if requests is None else requests / concurrency
-    return None if rates is None else waves * output_len / _rate(rates, concurrency)
+    return None if rates is None else requests / concurrency * output_len / _rate(rates, concurrency)
 
 
 def _measuring(cfg: RunConfig, history: Calibration | None,
@@ -248,7 +248,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                                                    points * max(1, len(cfg.variants) - 1)) if comps else None)
 
 
-def _dur(seconds: float | None) -> str:
+def dur(seconds: float | None) -> str:
+    """A duration as the plan prints it: hours from one hour up, else minutes; None: "unknown"."""
     if seconds is None:
         return "unknown"
     return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"

@@ -49,7 +49,7 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
     fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
     decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""
     # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
-    win, unknown = _counter_windows(windows, reqs)
+    win, unknown = counter_windows(windows, reqs)
     out: dict[str, Any] = {
         "acceptance_length": NAN,
         "acceptance_length_ci_low": NAN,
@@ -207,7 +207,7 @@ def _counters_reset(c: dict[str, Any], per_position: Any, gen: float, delivered:
     return math.isfinite(gen) and math.isfinite(delivered) and gen < (1 - RESET_TOLERANCE) * delivered
 
 
-def _counter_windows(windows: pd.DataFrame, reqs: list[MeasuredRequest]) -> tuple[list[_WindowCounters], int]:
+def counter_windows(windows: pd.DataFrame, reqs: list[MeasuredRequest]) -> tuple[list[_WindowCounters], int]:
     """Counter deltas per window (generation tokens fall back to the window's successful usage sum), and
     how many windows have counters but no usable acceptance. A window counts when it has an accepted-token
     or a verify-step delta; one without either (a counter the engine does not expose is absent, never 0)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.metrics.acceptance import _counter_windows
+from specbench.metrics.acceptance import counter_windows
 from specbench.metrics.columns import KEY_COLUMNS
 from specbench.metrics.common import NAN, as_float, safe_ratio
 from specbench.metrics.requests import (
@@ -71,7 +71,7 @@ def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> flo
     target steps: sum(decode time) / sum(window steps - its requests) over the windows whose counters are
     usable and whose every request succeeded (a request's first step is its prefill); NaN without one."""
     decode = steps = 0.0
-    for w in _counter_windows(windows, reqs)[0]:
+    for w in counter_windows(windows, reqs)[0]:
         rs = [r for r in reqs if (r.launch, r.repeat) == (w.launch, w.repeat)]
         times = [request_decode_time(r.e2e, r.ttft) for r in rs]
         if rs and all(r.ok for r in rs) and all(math.isfinite(t) for t in times) and w.steps > len(rs):

@@ -92,9 +92,24 @@ def family_text(data: RunData) -> str:
             f"{'s' if drafters != 1 else ''} x concurrency); each word is read from its mix interval re-drawn at "
             f"{per} per side (2.5% / {k}{f' / {looks} looks' if looks > 1 else ''}, Bonferroni), so the chance that "
             "any word of the table is wrong is at most 2.5% per outcome (family-wise: adopt where the true mix "
-            f"speedup is at most {_min_speedup(data):g}, slower where it is at least 1, same outside the margin). "
-            "The per-category lines below are secondary and exploratory: each is a one-sided test at 2.5% with no "
-            "correction for how many there are.")
+            f"speedup is at most {_min_speedup(data):g}, slower where it is at least 1, same outside the margin).")
+
+
+def secondary_text(data: RunData) -> str:
+    """The family the per-category lines form and the error rate it controls (decide/secondary.py)."""
+    c = data.cells
+    if not len(c) or not data.drafters or "speedup_ci_low" not in c:
+        return ""
+    mine = c[c["variant"].isin(data.drafters) & c["valid"].astype(bool) & c["speedup_ci_low"].notna()
+             & c["speedup_ci_high"].notna()]
+    sizes = sorted({int(n) for n in mine.groupby("variant").size()})
+    if not sizes:
+        return ""
+    n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    return (f"The per-category lines below are secondary claims: each drafter's family is its {n} points with an "
+            "interval (category x length x concurrency), each outcome decided by Holm's step-down at 2.5% per side "
+            "on the points' one-sided p-values, so the chance that any line of a drafter is wrong is at most 2.5% "
+            "per outcome (family-wise within each drafter's secondary family).")
 
 
 def verdict_table(data: RunData) -> Table | None:
@@ -167,8 +182,8 @@ def legend(data: RunData) -> str:
     if "mix_points" in data.cells:
         points = int(data.cells["mix_points"].max()) if data.cells["mix_points"].notna().any() else 0
         text = PRIMARY_LEGEND.format(m=m, lo=1 / m, p=f"{points} point{'s' if points != 1 else ''}")
-        return " ".join(x for x in (text, family_text(data), note) if x)
-    return LEGEND.format(m=m, lo=1 / m) + (f" {note}" if note else "")
+        return " ".join(x for x in (text, family_text(data), secondary_text(data), note) if x)
+    return " ".join(x for x in (LEGEND.format(m=m, lo=1 / m), secondary_text(data), note) if x)
 
 
 LAUNCH_FROM_HISTORY = ("history", "repeat+calibration")  # interval units that carry a launch component
@@ -215,5 +230,5 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
     return text
 
 
-__all__ = ["MIXED", "WORD", "family_text", "legend", "point_outcomes", "primary_claims", "undecided_advice",
-           "verdict_table"]
+__all__ = ["MIXED", "WORD", "family_text", "legend", "point_outcomes", "primary_claims", "secondary_text",
+           "undecided_advice", "verdict_table"]

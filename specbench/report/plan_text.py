@@ -16,8 +16,8 @@ from specbench.decide.planner import (
     SEQUENTIAL_VS_FIXED,
     CostPlan,
     Source,
-    _dur,
     decidable,
+    dur,
     half_width_of,
 )
 
@@ -43,18 +43,18 @@ def render(p: CostPlan) -> str:
     d, n = p.design, len(p.variants)
     lines = [f"plan: {p.name}: {n} variants x {p.points} points, {d.launches} launch(es) x {d.repeats} repeat(s) "
              "per variant",
-             f"  engine startup: {_dur(p.startup.value)} per launch ({p.startup.source})",
-             f"  measuring one repeat of the sweep: {_dur(p.measuring_s)} per variant ({p.rate_source})"]
+             f"  engine startup: {dur(p.startup.value)} per launch ({p.startup.source})",
+             f"  measuring one repeat of the sweep: {dur(p.measuring_s)} per variant ({p.rate_source})"]
     for v in p.variants:
         if v in p.capped:
             cap, points, _ = p.capped[v]
-            lines.append(f"  {v}: {_dur(p.cost_of(v))} ({points} points: max_concurrency {cap}, the points above "
+            lines.append(f"  {v}: {dur(p.cost_of(v))} ({points} points: max_concurrency {cap}, the points above "
                          "it are not measured)")
         else:
-            lines.append(f"  {v}: {_dur(p.cost_of(v))}")
+            lines.append(f"  {v}: {dur(p.cost_of(v))}")
     total = p.total_s
     longest = max((cost for v in p.variants if (cost := p.cost_of(v)) is not None), default=None)
-    lines.append(f"  total: {_dur(total)} one after another on one node; {_dur(longest)} side by side "
+    lines.append(f"  total: {dur(total)} one after another on one node; {dur(longest)} side by side "
                  f"(--scheduler slurm, {n} nodes); {'unknown' if total is None else f'{total / 3600:.1f}'} "
                  f"node-hours, {_gpu_hours(total, p.gpus)}")
     if p.components is not None:
@@ -81,14 +81,14 @@ def render(p: CostPlan) -> str:
         first, most = p.sequential
         per_launch = (p.startup.value or 0.0) + d.repeats * p.measuring_s
         lines.append(f"  sequential (until: decided): {first} launches of every variant first "
-                     f"({_dur(first * per_launch)} "
+                     f"({dur(first * per_launch)} "
                      f"a variant), then rounds only for undecided points, at most {most} launches "
-                     f"({_dur(most * per_launch)} a variant if every point stayed undecided), or less within budget_h; "
+                     f"({dur(most * per_launch)} a variant if every point stayed undecided), or less within budget_h; "
                      f"each look draws its intervals at 2.5% / {most - first + 1} per side, wider than the 95% above")
     if p.optimal is not None:
         o = p.optimal
         lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
-                     f"{o.design.repeats} repeat(s) per variant, {_dur(o.cost)} per variant, "
+                     f"{o.design.repeats} repeat(s) per variant, {dur(o.cost)} per variant, "
                      f"{n * o.cost / 3600:.1f} node-hours, {_gpu_hours(n * o.cost, p.gpus)} (expected half-width "
                      f"{o.half_width:.4f} on ln speedup)")
         lines.append(f"  {_in_words(o.design, o.half_width, p.min_speedup)}")

@@ -12,7 +12,7 @@ Every statement says how many measured levels decide it; a sanity gate that fire
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from specbench.config import DEFAULT_MIN_SPEEDUP
 from specbench.decide.decision import Outcome as Outcome4
 from specbench.decide.decision import classify
 from specbench.decide.hardware import check_saved
+from specbench.decide.secondary import secondary_family
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.document import Inline, Strong, Tone
 from specbench.report.fmt import fmt_span, num
@@ -67,13 +68,15 @@ class Outcome:
 
 
 def curve_outcome(curve: pd.DataFrame, be_status: str = "", be_concurrency: float = math.nan,
-                  min_speedup: float = DEFAULT_MIN_SPEEDUP) -> Outcome:
+                  min_speedup: float = DEFAULT_MIN_SPEEDUP, adjusted: Mapping[Any, Outcome4] | None = None) -> Outcome:
     """Classify one speedup-vs-concurrency curve. The levels decide the kind; break_even.csv's crossing, when
-    its status is pays_up_to, caps adoption below it (a win measured beyond the crossing does not extend it)."""
+    its status is pays_up_to, caps adoption below it (a win measured beyond the crossing does not extend it).
+    `adjusted` (by the curve's index): the Holm-adjusted outcome of each level with an interval, which then
+    decides it in place of its own 95% interval (`category_outcomes`)."""
     curve = curve.sort_values("concurrency")
     levels = [int(c) for c in curve["concurrency"]]
-    calls = [level_call(s, lo, hi, min_speedup) for s, lo, hi in
-             zip(curve["speedup"], curve["speedup_ci_low"], curve["speedup_ci_high"])]
+    calls = [_CALL[adjusted[i]] if adjusted is not None and i in adjusted else level_call(s, lo, hi, min_speedup)
+             for i, s, lo, hi in zip(curve.index, curve["speedup"], curve["speedup_ci_low"], curve["speedup_ci_high"])]
     prefix: int | None = None  # last level of the leading run of wins
     for c, call in zip(levels, calls):
         if call != "win":
@@ -135,14 +138,18 @@ def _be_lookup(be: pd.DataFrame, variant: str, key: dict[str, Any]) -> tuple[str
 
 def category_outcomes(cells: pd.DataFrame, be: pd.DataFrame, variant: str,
                       min_speedup: float = DEFAULT_MIN_SPEEDUP) -> dict[str, Outcome]:
-    """Per category: the combined outcome of the variant's valid curves (one per lengths x temperature)."""
+    """Per category: the combined outcome of the variant's valid curves (one per lengths x temperature). Every
+    level with an interval is decided as a secondary claim: Holm within the variant's family of such points
+    (`decide.secondary.secondary_family`), so what a category's line says holds family-wise at 2.5% per side."""
     mine = cells[(cells["variant"] == variant) & cells["valid"]]
+    adjusted = secondary_family(mine, min_speedup)
     out: dict[str, Outcome] = {}
     for category, cat_cells in mine.groupby("category", sort=True):
         curves = []
         for key, curve in cat_cells.groupby(["input_len", "output_len", "temperature"], dropna=False):
             k = dict(zip(["input_len", "output_len", "temperature"], key), category=category)
-            curves.append(curve_outcome(curve, *_be_lookup(be, variant, k), min_speedup=min_speedup))
+            curves.append(curve_outcome(curve, *_be_lookup(be, variant, k), min_speedup=min_speedup,
+                                        adjusted=adjusted))
         out[str(category)] = combine(curves)
     return out
 

@@ -89,7 +89,7 @@ def derive(cfg: RunConfig, variants: list[str] | None, lengths: list[float] | No
 
 def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) -> str:
     """The surface's cost (its forced variants and its baseline) against each forced drafter's full matrix."""
-    from specbench.decide.planner import _dur, make_plan
+    from specbench.decide.planner import dur, make_plan
 
     sp, fp = make_plan(derived, history), make_plan(full, history)
     lines = []
@@ -106,9 +106,9 @@ def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) 
             continue
         mine = sum(c for c in costs if c is not None)
         share = base / len(by_source)  # the baseline is shared by the surface's drafters
-        lines.append(f"surface cost of {src}: {len(names)} forced lengths {_dur(mine)} + baseline share {_dur(share)} "
-                     f"= {_dur(mine + share)}, {100 * (mine + share) / drafter_full:.0f}% of its full matrix in "
-                     f"{full.name} ({_dur(drafter_full)}); with the baseline reused: "
+        lines.append(f"surface cost of {src}: {len(names)} forced lengths {dur(mine)} + baseline share {dur(share)} "
+                     f"= {dur(mine + share)}, {100 * (mine + share) / drafter_full:.0f}% of its full matrix in "
+                     f"{full.name} ({dur(drafter_full)}); with the baseline reused: "
                      f"{100 * mine / drafter_full:.0f}%")
     return "\n".join(lines)
 
@@ -156,7 +156,7 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
-    from specbench.decide.planner import _dur, make_plan
+    from specbench.decide.planner import dur, make_plan
     from specbench.report.surface import break_even_text
     from specbench.surface.table import break_even_table, load_surface
 
@@ -188,6 +188,6 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
             continue
         part = cfg.model_copy(update={"sweep": cfg.sweep.model_copy(update={"concurrency": h.todo})})
         cost, whole = make_plan(part, history).cost_of(h.name), full.cost_of(h.name)
-        lines.append(f"    measure only C in {h.todo}: {_dur(cost)} instead of {_dur(whole)} for its full sweep"
+        lines.append(f"    measure only C in {h.todo}: {dur(cost)} instead of {dur(whole)} for its full sweep"
                      + (f" ({100 * cost / whole:.0f}%)" if cost is not None and whole else ""))
     return "\n".join(lines)

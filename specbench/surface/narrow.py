@@ -114,7 +114,7 @@ def _check(out: Path, cfg: RunConfig, data: dict[str, Any]) -> RunConfig:
 
 def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, history: Calibration | None) -> str:
     """Write OUT (unless the prediction decides every level) and say what it measures and what it costs."""
-    from specbench.decide.planner import _dur, make_plan
+    from specbench.decide.planner import dur, make_plan
     from specbench.surface.command import predict_heads, read_acceptance
     from specbench.surface.table import load_surface
 
@@ -147,4 +147,4 @@ def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, 
     cost, whole = make_plan(narrowed, history).total_s, make_plan(cfg, history).total_s
     share = f" ({100 * cost / whole:.0f}%)" if cost is not None and whole else ""
     return (f"wrote {out} (measure: C in {data['sweep']['concurrency']} for {', '.join(kept)})\n"
-            f"  cost: {_dur(cost)} instead of {_dur(whole)} for {cfg.name}'s full matrix{share}")
+            f"  cost: {dur(cost)} instead of {dur(whole)} for {cfg.name}'s full matrix{share}")

@@ -216,7 +216,7 @@ def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tupl
 def make_tune_plan(cfg: RunConfig, history: Any) -> TunePlan:
     """Launch count and estimated time of a tune, round by round, priced by planner.make_plan (startup
     and per-request speed from the hardware's history, else the config's estimates)."""
-    from specbench.decide.planner import _dur, make_plan
+    from specbench.decide.planner import dur, make_plan
 
     grid = settings(cfg)
     lines = [f"tune plan: {cfg.name}: " + "; ".join(f"{v}: {len(ss)} settings ({', '.join(s.label() for s in ss)})"
@@ -240,8 +240,8 @@ def make_tune_plan(cfg: RunConfig, history: Any) -> TunePlan:
             parallel += p.variant_s
         lines.append(f"  {label}: {n} setting(s) + the baseline at C={','.join(map(str, levels))}, {repeats} "
                      f"repeat(s), {n_launch} launch(es) each: {k} launches, "
-                     f"{_dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
-    lines.append(f"  total: at most {launches} launches, {_dur(total if known else None)} one after another on one node"
-                 f"; {_dur(parallel if known else None)} side by side (--scheduler slurm)"
+                     f"{dur(None if p.variant_s is None else (n + 1) * p.variant_s)}")
+    lines.append(f"  total: at most {launches} launches, {dur(total if known else None)} one after another on one node"
+                 f"; {dur(parallel if known else None)} side by side (--scheduler slurm)"
                  + ("" if known else " (set estimates.startup_s and estimates.per_request_tok_s, or calibrate)"))
     return TunePlan(lines, launches, total if known else None, parallel if known else None)
