@@ -188,18 +188,3 @@ def break_even_levels(pred: pd.DataFrame, method: str = DEFAULT_METHOD) -> dict[
         out[str(v)] = (break_even_level(levels, g[column].tolist()),
                        break_even_level(levels, g["measured"].tolist()), levels)
     return out
-
-
-def summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None, method: str = DEFAULT_METHOD) -> str:
-    """The benchmark's last line: absolute relative errors at the concurrencies `at` (default all but the
-    reference), and how many variants' break-even concurrency is predicted within one sweep level, for the
-    prediction `method` (METHODS: `surface`, the surface's level; `anchored`, the run's level at the reference)."""
-    sel = (pred[pred["concurrency"] != pred["reference_concurrency"]] if at is None
-           else pred[pred["concurrency"].isin(at)])
-    errs = sorted(abs(e) for e in sel[METHODS[method][1]] if math.isfinite(e))
-    med = (errs[(len(errs) - 1) // 2] + errs[len(errs) // 2]) / 2 if errs else math.nan
-    worst = errs[-1] if errs else math.nan
-    levels = break_even_levels(pred, method)
-    ok = sum(abs(p - m) <= 1 for p, m, _ in levels.values())
-    return (f"prediction: {len(errs)} points, median error {100 * med:.1f}%, worst {100 * worst:.1f}%, "
-            f"break-even within one level for {ok} of {len(levels)} variants")
