@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['requests_per_window']:>7.0f} {_est(r, 'predicted')} {_est(r, 'measured')} "
               f"{_err(r)}  {_est(r, 'break_even_model')} {r['break_even_run']:>6.2f}")
     check = step_cost_check(decomp, read_decomposition(Path(a.reference)), pairs, forced=kind == "surface")
-    for line in step_cost_lines(check):
+    for line in step_cost_lines(check, "forced" if kind == "surface" else "reference"):
         print(line)
     at = tuple(int(x) for x in a.at.split(",")) if a.at else None
     print(model_summary_line(pred, at))

@@ -26,10 +26,11 @@ def _a_star(c: int) -> float:
 
 def test_a_decomposed_cell_gives_the_model_that_reproduces_its_speedup():
     t_spec = PS + 32 * 0.03  # AL 2: 32 decode steps of 0.03 s
-    m = model_from_terms(r=0.03 / SB, al=2.0, prefill_share=PS / t_spec, baseline_prefill_share=PB / T_BASE)
+    m = model_from_terms(speedup=T_BASE / t_spec, r=0.03 / SB, al=2.0, baseline_prefill_share=PB / T_BASE)
+    # where the model is exact its terms are the request's: the drafter's prefill and decode over T_base
     assert (m.prefill, m.decode) == pytest.approx((PS / T_BASE, 64 * 0.03 / T_BASE))
-    assert m.at(2.0) == pytest.approx(T_BASE / t_spec)  # the cell's speedup, where the model is exact
-    assert math.isnan(model_from_terms(1.5, 2.0, math.nan, 0.1).prefill)
+    assert m.at(2.0) == pytest.approx(T_BASE / t_spec) and m.at(4.0) == pytest.approx(T_BASE / (PS + 16 * 0.03))
+    assert math.isnan(model_from_terms(1.2, 1.5, 2.0, math.nan).prefill)
     # the interval's parts in quadrature; the model's error as the largest |ln(1 + e)|
     assert log_half_width(0.03, 0.04, math.nan) == pytest.approx(0.05)
     assert model_error_width([0.05, -0.1]) == pytest.approx(-math.log(0.9))

@@ -143,3 +143,24 @@ def test_the_window_makespan_of_a_closed_loop():
     spread = window_speedup(0.1, 1.6, [1.5, 2.5], 8, 4, seed=1)
     assert spread < 1 / (0.1 + 0.8)
     assert spread == window_speedup(0.1, 1.6, [1.5, 2.5], 8, 4, seed=1)  # seeded
+
+
+def test_a_surface_run_directory_gets_k_plus_one_from_its_drafters_arguments(tmp_path):
+    from specbench.config import dump_config, parse_config
+    from specbench.surface.derive import surface_config
+    from specbench.surface.render import write_surface
+
+    cfg = parse_config({"name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
+                        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                                     {"name": "e", "drafter": "ngram", "params": {"num_tokens": 3}}],
+                        "sweep": {"prompts": [{"set": "seed"}], "output_lens": [OUT], "concurrency": [4]}})
+    (tmp_path / "config.yaml").write_text(dump_config(surface_config(cfg, ["e"], {"e": [1.0, 2.0, 3.0]})))
+    slow = {a: _speedup(a, step=0.08) for a in (1.0, 2.0, 3.0)}
+    _cells(slow).to_csv(tmp_path / "cells.csv", index=False)
+    write_surface(tmp_path)
+    import pandas as pd
+
+    be = pd.read_csv(tmp_path / "break_even_al.csv").iloc[0]
+    assert be["max_acceptance"] == 4.0  # n-gram's 3 draft tokens: k + 1 = 4, below a* = 4.06
+    assert be["break_even_acceptance"] == math.inf and be["break_even_acceptance_beyond"]
+    assert "| 4 | O=65 | beyond k+1 = 4 |" in (tmp_path / "surface.md").read_text()

@@ -1,14 +1,16 @@
 """The time model's terms from a real run's decomposition, and the prediction interval's combination
-(docs/metrics.md, "Speedup surface": "Time model", "Prediction from the model").
+(docs/metrics.md, "Speedup surface": "Prediction from the model").
 
-A decomposition.csv row gives, for one drafter cell, r (the step-cost ratio), AL, and each side's prefill share
-(sum TTFT / sum e2e). With the baseline's request time T_base = prefill_b + (O - 1) step_b and the drafter's
-T_s = prefill_s + (O - 1) / AL x step_s, those shares fix the model's terms in units of T_base:
+A decomposition.csv row gives, for one drafter cell, its speedup S, r (the step-cost ratio), AL and the
+baseline's prefill share pi_b (sum TTFT / sum e2e). With the baseline's request time
+T_base = prefill_b + (O - 1) step_b, (O - 1) step_b = (1 - pi_b) T_base, so in units of T_base
 
-    q = (O - 1) step_s / T_base = r (1 - pi_b),      p = prefill_s / T_base = pi_s / (1 - pi_s) x q / AL,
+    q = (O - 1) step_s / T_base = r (1 - pi_b),      p = 1 / S - q / AL,
 
-so 1 / (p + q / AL) = AL / r x (1 - pi_s) / (1 - pi_b): the cell's speedup, where the model is exact (its
-residual is then (1 - pi_s) / (1 - pi_b): the prefill share, no tail and no queueing).
+p being whatever the drafter's request takes besides its decode steps (its prefill, and the tail and queueing
+the decomposition's residual holds), taken as independent of AL. The model reproduces the cell's speedup at
+its own AL by construction; where the model is exact (no tail, no queueing: residual = (1 - pi_s) / (1 - pi_b))
+p is the drafter's prefill over T_base, pi_s / (1 - pi_s) x q / AL.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from collections.abc import Iterable
 from specbench.metrics.surface import NAN, TimeModel
 
 
-def model_from_terms(r: float, al: float, prefill_share: float, baseline_prefill_share: float) -> TimeModel:
+def model_from_terms(speedup: float, r: float, al: float, baseline_prefill_share: float) -> TimeModel:
     """The time model of one decomposed cell (see the module's formulas); NaN terms when one is undefined."""
-    vals = (r, al, prefill_share, baseline_prefill_share)
-    if not all(math.isfinite(x) for x in vals) or al <= 0 or not 0 <= prefill_share < 1:
+    vals = (speedup, r, al, baseline_prefill_share)
+    if not all(math.isfinite(x) for x in vals) or al <= 0 or speedup <= 0:
         return TimeModel(NAN, NAN)
     q = r * (1.0 - baseline_prefill_share)
-    return TimeModel(prefill_share / (1.0 - prefill_share) * q / al, q)
+    return TimeModel(1.0 / speedup - q / al, q)
 
 
 def log_half_width(*widths: float) -> float:

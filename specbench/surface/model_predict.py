@@ -44,6 +44,12 @@ class Reference:
         return None
 
 
+def _length(x: object) -> float:
+    """A length as a group key: every missing length the one NaN object (two NaNs are not equal keys)."""
+    v = float(x)  # type: ignore[arg-type]
+    return NAN if math.isnan(v) else v
+
+
 def _same(x: float, y: float) -> bool:
     return (math.isnan(x) and math.isnan(y)) or x == y
 
@@ -66,15 +72,16 @@ def reference_from_surface(surface: pd.DataFrame) -> Reference:
 
 def reference_from_run(decomp: pd.DataFrame) -> Reference:
     """The models of a real head's run, one per decomposed cell (metrics.timemodel.model_from_terms), pooled
-    per group: the mean terms, and as its ends the cells' extreme terms (no intervals in the decomposition)."""
+    per group (over categories and temperatures): the mean terms, and as its ends the cells' extreme terms
+    (no intervals in the decomposition)."""
     ref = Reference()
     per: dict[Group, list[TimeModel]] = {}
     closed = decomp[decomp["rate"].isna()] if "rate" in decomp else decomp
     for _, r in closed.iterrows():
-        m = model_from_terms(*(float(r[c]) for c in ("step_cost_ratio", "acceptance_length", "prefill_share",
+        m = model_from_terms(*(float(r[c]) for c in ("speedup", "step_cost_ratio", "acceptance_length",
                                                      "baseline_prefill_share")))
         if math.isfinite(m.prefill):
-            key = (str(r["variant"]), int(float(r["concurrency"])), float(r["output_len"]), float(r["input_len"]))
+            key = (str(r["variant"]), int(float(r["concurrency"])), _length(r["output_len"]), _length(r["input_len"]))
             per.setdefault(key, []).append(m)
     for key, ms in per.items():
         ps, qs = [m.prefill for m in ms], [m.decode for m in ms]

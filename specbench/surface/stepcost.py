@@ -86,13 +86,14 @@ def read_decomposition(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(f) if f.exists() else pd.DataFrame()
 
 
-def step_cost_lines(check: pd.DataFrame) -> list[str]:
+def step_cost_lines(check: pd.DataFrame, reference: str = "forced") -> list[str]:
     """The check as lines: `step cost e C=4: forced r 1.82 [1.78, 1.86] (5 cells), real r 1.90 [1.90, 1.90]
-    (1 cell), agree no`."""
+    (1 cell), agree no`; `reference`: the word for the reference's r (`forced`, or `reference` for another
+    real head's run)."""
     def cells(n: int) -> str:
         return f"{n} cell{'s' if n != 1 else ''}"
 
-    return [f"step cost {r['variant']} C={int(r['concurrency'])}: forced r {r['forced_r']:.2f} "
+    return [f"step cost {r['variant']} C={int(r['concurrency'])}: {reference} r {r['forced_r']:.2f} "
             f"[{r['forced_r_low']:.2f}, {r['forced_r_high']:.2f}] ({cells(int(r['forced_cells']))}), real r "
             f"{r['real_r']:.2f} [{r['real_r_low']:.2f}, {r['real_r_high']:.2f}] ({cells(int(r['real_cells']))}), "
             f"agree {r['agree']}" for _, r in check.iterrows()]
