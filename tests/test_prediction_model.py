@@ -94,3 +94,20 @@ def test_the_benchmark_prints_the_goal_line(tmp_path, capsys):
                        "break-even AL from the run vs the surface within intervals for 1 of 1 drafters")
     assert main([str(run), str(tmp_path / "nowhere")]) == 2
     assert "neither surface.csv" in capsys.readouterr().err
+
+
+def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path):
+    from specbench.report.load import normalize_cells
+    from specbench.surface.model_predict import predict_from_model, reference_from_surface
+    from specbench.surface.table import load_surface
+
+    run, surface = _runs(tmp_path)
+    # half the requests accept 64 / 16 = 4 a decode step, half 64 / 64 = 1: the window waits for the slow ones
+    spread = pd.DataFrame([dict(variant="e", point_id="p1", window_id="w1", output_tokens=OUT, verify_steps=k)
+                           for k in (17, 65) * 4])
+    args = (normalize_cells(pd.read_csv(run / "cells.csv")), spread, pd.read_csv(run / "decomposition.csv"),
+            reference_from_surface(load_surface(surface)), {"e": "e"})
+    pred = predict_from_model(*args).set_index("concurrency")
+    mean_time = (1 / _s(4.0, 4) + 1 / _s(1.0, 4)) / 2  # each request's time over the baseline's, on average
+    assert pred.loc[4, "predicted"] < 1 / mean_time < _s(2.5, 4)  # the tail costs beyond the mean time
+    assert pred.loc[4, "predicted"] == predict_from_model(*args).set_index("concurrency").loc[4, "predicted"]

@@ -138,11 +138,11 @@ def test_the_window_makespan_of_a_closed_loop():
     assert makespan([1.0, 1.0, 1.0, 5.0], 2) == 6.0  # the last request starts at 1 s on the first free slot
     assert makespan([2.0], 4) == 2.0 and math.isnan(makespan([], 2))
     # every request at the same acceptance: the window is the time model's speedup exactly
-    assert window_speedup(0.1, 1.6, [2.0], 8, 4) == pytest.approx(1 / (0.1 + 0.8))
+    assert window_speedup(TimeModel(0.1, 1.6), [2.0], 8, 4) == pytest.approx(1 / (0.1 + 0.8))
     # spread with the same mean acceptance: the slowest requests hold the window open, the speedup falls
-    spread = window_speedup(0.1, 1.6, [1.5, 2.5], 8, 4, seed=1)
+    spread = window_speedup(TimeModel(0.1, 1.6), [1.5, 2.5], 8, 4, seed=1)
     assert spread < 1 / (0.1 + 0.8)
-    assert spread == window_speedup(0.1, 1.6, [1.5, 2.5], 8, 4, seed=1)  # seeded
+    assert spread == window_speedup(TimeModel(0.1, 1.6), [1.5, 2.5], 8, 4, seed=1)  # seeded
 
 
 def test_a_surface_run_directory_gets_k_plus_one_from_its_drafters_arguments(tmp_path):

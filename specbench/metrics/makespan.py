@@ -14,6 +14,7 @@ import random
 from collections.abc import Sequence
 
 from specbench.metrics.common import NAN
+from specbench.metrics.surface import TimeModel
 
 
 def makespan(times: Sequence[float], slots: int) -> float:
@@ -27,11 +28,11 @@ def makespan(times: Sequence[float], slots: int) -> float:
     return max(free)
 
 
-def window_speedup(prefill: float, decode: float, acceptance: Sequence[float], n_requests: int, slots: int,
-                   seed: int = 0, draws: int = 200) -> float:
+def window_speedup(model: TimeModel, acceptance: Sequence[float], n_requests: int, slots: int, seed: int = 0,
+                   draws: int = 200) -> float:
     """The time model's speedup of a window of `n_requests` over `slots` slots whose requests' acceptance
     lengths are drawn (with replacement, seeded) from `acceptance` (one per request of a reference run):
-    each request takes `prefill + decode / a_i` baseline-request times (metrics.surface.TimeModel's p and q),
+    each request takes `p + q / a_i` baseline-request times (the time model's terms, metrics.surface),
     the baseline's each take 1, and the speedup is the baseline's makespan over the drafter's (both windows
     emit the same tokens, so throughput scales with 1 / makespan). Mean over `draws` windows; NaN without
     acceptances."""
@@ -40,6 +41,7 @@ def window_speedup(prefill: float, decode: float, acceptance: Sequence[float], n
         return NAN
     rng = random.Random(seed)
     base = makespan([1.0] * n_requests, slots)
-    out = [base / makespan([prefill + decode / rng.choice(pool) for _ in range(n_requests)], slots)
+    p, q = model.prefill, model.decode
+    out = [base / makespan([p + q / rng.choice(pool) for _ in range(n_requests)], slots)
            for _ in range(draws)]
     return sum(out) / len(out)

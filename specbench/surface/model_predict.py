@@ -102,16 +102,18 @@ def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) ->
     return out, (float(sizes[len(sizes) // 2]) if sizes else NAN)
 
 
-def _point(ref: Reference, rv: str, c: int, row: pd.Series, acc: pd.Series, samples: list[float], n_req: float,
+def _point(ref: Reference, at: tuple[str, int], row: pd.Series, acc: pd.Series, spread: tuple[list[float], float],
            seed: int) -> tuple[tuple[float, float, float], tuple[float, float, float]] | None:
-    """One point's ((prediction, low, high), (a*, a* low, a* high)) at C."""
+    """One point's ((prediction, low, high), (a*, a* low, a* high)) at (reference variant, C) `at`; `acc`: its
+    cell at the reference concurrency; `spread`: request_acceptance's (per-request acceptance, window size)."""
+    (rv, c), (samples, n_req) = at, spread
     models = ref.model(rv, c, float(row["output_len"]), float(row["input_len"]))
     a = float(acc["acceptance_length"])
     if models is None or not math.isfinite(a):
         return None
     m, lo_m, hi_m = models
     a_lo, a_hi = (float(acc[f"acceptance_length_ci_{e}"]) for e in ("low", "high"))
-    s = window_speedup(m.prefill, m.decode, samples or [a], int(n_req) if math.isfinite(n_req) else c, c, seed)
+    s = window_speedup(m, samples or [a], int(n_req) if math.isfinite(n_req) else c, c, seed)
     err = model_error_width(ref.errors.get((rv, c), []))
     below = log_half_width(log_width(m.at(a), lo_m.at(a)), log_width(m.at(a), m.at(a_lo)), err)
     above = log_half_width(log_width(hi_m.at(a), m.at(a)), log_width(m.at(a_hi), m.at(a)), err)
@@ -135,7 +137,7 @@ def predict_from_model(cells: pd.DataFrame, acceptance: pd.DataFrame, decomp: pd
         for c in sorted(int(x) for x in mine["concurrency"].unique()):
             at_c = mine[mine["concurrency"] == c]
             pts = [(p, r) for _, r in at_c.iterrows() if (k := _key(r)) in at_ref
-                   and (p := _point(ref, rv, c, r, at_ref[k], *spread[k], seed)) is not None]
+                   and (p := _point(ref, (rv, c), r, at_ref[k], spread[k], seed)) is not None]
             if not pts:
                 continue
             pred = [geomean([p[0][j] for p, _ in pts]) for j in range(3)]
