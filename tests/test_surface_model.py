@@ -164,3 +164,19 @@ def test_a_surface_run_directory_gets_k_plus_one_from_its_drafters_arguments(tmp
     assert be["max_acceptance"] == 4.0  # n-gram's 3 draft tokens: k + 1 = 4, below a* = 4.06
     assert be["break_even_acceptance"] == math.inf and be["break_even_acceptance_beyond"]
     assert "| 4 | O=65 | beyond k+1 = 4 |" in (tmp_path / "surface.md").read_text()
+
+
+def test_a_prediction_takes_the_model_of_its_own_output_length():
+    from specbench.surface.predict import predict_run
+
+    rows = [dict(variant=derived_name("e", a), output_len=o, concurrency=c, speedup=s * f, speedup_ci_low=s * f / 1.1,
+                 speedup_ci_high=s * f * 1.1, acceptance_length=a)
+            for a in (1.0, 2.0, 4.0) for c in (1, 4) for o, f in ((OUT, 1.0), (513, 1.5)) if (s := _speedup(a))]
+    surface = surface_table(cells_frame(rows))
+    run = cells_frame([dict(variant="ar", output_len=OUT, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+                            speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
+                      + [dict(variant="e", output_len=OUT, concurrency=c, speedup=1.0, speedup_ci_low=0.9,
+                              speedup_ci_high=1.1, acceptance_length=3.0) for c in (1, 4)])
+    pred = predict_run(run, "ar", surface).set_index("concurrency")
+    assert pred.loc[4, "predicted"] == pytest.approx(_speedup(3.0))  # O=65's model, not the pooled 1.22x
+    assert curves(surface, "e")[4].at(3.0) == pytest.approx(_speedup(3.0) * math.sqrt(1.5))

@@ -111,6 +111,7 @@ class Curve:
     low: tuple[float, ...]
     high: tuple[float, ...]
     parts: tuple[Curve, ...] = field(default=(), compare=False)
+    lengths: tuple[float, float] = field(default=(NAN, NAN), compare=False)  # the group's output, input length
 
     @staticmethod
     def of(al: Sequence[float], speedup: Sequence[float], low: Sequence[float | None] | None = None,
@@ -141,6 +142,16 @@ class Curve:
 
     def __len__(self) -> int:
         return len(self.al)
+
+    def part_for(self, output_len: float, input_len: float) -> Curve:
+        """The part fitted at these lengths (a length NaN on the part stands for any), else the pooled curve."""
+        def same(x: float, y: float) -> bool:
+            return math.isnan(x) or x == y
+
+        for p in self.parts or (self,):
+            if same(p.lengths[0], output_len) and same(p.lengths[1], input_len):
+                return p
+        return self
 
     @cached_property
     def models(self) -> dict[str, TimeModel]:

@@ -61,8 +61,13 @@ def speedup_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> dic
     return out
 
 
+def _part(curve: Curve, key: tuple) -> Curve:
+    """The surface's model at the point's output and input length (POINT order), else the pooled one."""
+    return curve.part_for(*(float(key[i]) if key[i] != "" else math.nan for i in (2, 1)))
+
+
 def _predict_points(curve: Curve, acc: Mapping[tuple, tuple[float, float, float]], keys: list[tuple]) -> Prediction:
-    return pooled([predict(curve, *acc[k]) for k in keys if k in acc])
+    return pooled([predict(_part(curve, k), *acc[k]) for k in keys if k in acc])
 
 
 def _anchor_points(curve: Curve, ref_curve: Curve | None, acc: Mapping[tuple, tuple[float, float, float]],
@@ -71,7 +76,7 @@ def _anchor_points(curve: Curve, ref_curve: Curve | None, acc: Mapping[tuple, tu
     at the reference concurrency."""
     if ref_curve is None:
         return Prediction(math.nan, math.nan, math.nan, False)
-    return pooled([anchored(predict(curve, *acc[k]), predict(ref_curve, *acc[k]), measured_ref[k])
+    return pooled([anchored(predict(_part(curve, k), *acc[k]), predict(_part(ref_curve, k), *acc[k]), measured_ref[k])
                    for k in keys if k in acc and k in measured_ref])
 
 
