@@ -1,25 +1,27 @@
-"""How well a speedup surface predicts a run: each drafter's speedup at every concurrency predicted from its
-acceptance at the run's lowest concurrency (normally C=1), against the speedup the run measured.
+"""How well the time model predicts a run: each drafter's speedup at every concurrency predicted from its
+acceptance at the run's lowest concurrency (normally C=1) and the step cost of an earlier run of the same
+drafter configuration, against the speedup the run measured.
 
-    python -m benchmarks.prediction RUN_DIR SURFACE_DIR [--at 4,16] [--method anchored|surface]
-                                    [--reference C1_RUN_DIR] [--as RUN_VARIANT=SURFACE_VARIANT ...]
+    python -m benchmarks.prediction RUN_DIR REFERENCE [--at 4,16] [--as RUN_VARIANT=REFERENCE_VARIANT ...]
 
-RUN_DIR: a finished `specbench run` (its cells.csv); SURFACE_DIR: a finished `specbench surface` run (its
-surface.csv). The variants predicted are the run's drafters that have a surface of the same name (or given
-by --as). The acceptance (and, for `anchored`, the speedup) at the reference concurrency is read from RUN_DIR
-itself, or with --reference from another run (a head's separate C=1 run: the prediction then shares no
-launch with the speedups it is compared with, as when it stands in for a matrix not measured). Errors are
-|predicted / measured - 1| at the concurrencies --at (default: every level but the reference); break-even
-concurrency is the first sweep level with speedup below 1.0, predicted and measured
-(metrics.surface.break_even_level). Both predictions are shown (docs/metrics.md, "Speedup surface"):
-`surface`, the surface's speedup at the head's acceptance, and `anchored`, the surface's fall from the
-reference concurrency applied to the speedup the run measured there; the summary of the other method comes
-first, the one of --method last. Writes nothing; uses the product's own functions (specbench.surface).
-The last line reads
+RUN_DIR: a finished `specbench run` (its cells.csv, acceptance.csv and decomposition.csv). REFERENCE: a
+finished `specbench surface` run (its surface.csv: the time model fitted on the forced points) or a finished
+run of another head of the same drafter configuration (its decomposition.csv: the model from its step costs
+and prefill shares). The variants predicted are the run's drafters that the reference has under the same name
+(or given by --as). Per point the model's request times are simulated over the window's slots with the
+acceptance of each request drawn from the run's own requests at the reference concurrency (seeded), so the
+acceptance's spread reaches the window's tail (docs/metrics.md, "Speedup surface"). Errors are
+|predicted / measured - 1| at the concurrencies --at (default: every level but the reference); coverage counts
+the measured speedups inside the predicted 95% intervals; the break-even AL of the run is decomposition.csv's
+break_even_acceptance_length, compared with the model's a* interval at each of those concurrencies. The
+step-cost check follows the rows (surface.stepcost: r of the reference's forced variants, or of its cells,
+against r of RUN_DIR's decomposition). Writes nothing; uses the product's own functions. The last line reads
+(one line; surface.model_predict.model_summary_line)
 
-    prediction: <N> points, median error <E>%, worst <W>%, break-even within one level for <B> of <V> variants
+    prediction: <N> points, median error <E>%, worst <W>%, interval coverage <K> of <N>,
+    break-even AL from the run vs the surface within intervals for <B> of <V> drafters
 
-The goal (issue 32): median and worst error within 10% at C = 4 and 16, and B = V.
+The goal (issue 38): E <= 7, W <= 15, K = N, against a measured truth of at least 3 launches per variant.
 """
 
 from __future__ import annotations
@@ -34,53 +36,52 @@ import pandas as pd
 from specbench.config import load_yaml, parse_config
 from specbench.records.rundir import RunDir
 from specbench.report.load import normalize_cells
-from specbench.surface.predict import DEFAULT_METHOD, METHODS, break_even_levels, predict_run, summary_line
-from specbench.surface.table import load_surface
+from specbench.shared.errors import UsageError
+from specbench.surface.model_predict import load_reference, model_summary_line, predict_from_model
+from specbench.surface.stepcost import read_decomposition, step_cost_check, step_cost_lines
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.prediction")
     p.add_argument("run_dir")
-    p.add_argument("surface_dir")
+    p.add_argument("reference", help="a surface directory or a run directory of the same drafter configuration")
     p.add_argument("--at", help="concurrencies whose errors count, comma-separated (default: all but the reference)")
-    p.add_argument("--method", choices=sorted(METHODS), default=DEFAULT_METHOD,
-                   help=f"whose summary is the last line (default {DEFAULT_METHOD})")
-    p.add_argument("--reference", metavar="C1_RUN_DIR",
-                   help="read the reference concurrency's acceptance and speedup from this run (default RUN_DIR)")
-    p.add_argument("--as", dest="as_", action="append", default=[], metavar="RUN_VARIANT=SURFACE_VARIANT")
+    p.add_argument("--as", dest="as_", action="append", default=[], metavar="RUN_VARIANT=REFERENCE_VARIANT")
     a = p.parse_args(argv)
     rd = RunDir(Path(a.run_dir))
     if not rd.cells.exists():
         print(f"error: {rd.path} has no cells.csv (not a finished specbench run)", file=sys.stderr)
         return 2
-    ref_cells = None
-    if a.reference:
-        ref = RunDir(Path(a.reference))
-        if not ref.cells.exists():
-            print(f"error: --reference: {ref.path} has no cells.csv (not a finished specbench run)", file=sys.stderr)
-            return 2
-        ref_cells = normalize_cells(pd.read_csv(ref.cells))
-    cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    pred = predict_run(normalize_cells(pd.read_csv(rd.cells)), cfg.baseline.name, load_surface(Path(a.surface_dir)),
-                       dict(x.split("=", 1) for x in a.as_), ref_cells=ref_cells)
-    if pred.empty:
-        print("error: no run variant has a surface (name them with --as RUN_VARIANT=SURFACE_VARIANT)", file=sys.stderr)
+    try:
+        ref, kind = load_reference(Path(a.reference))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    at = tuple(int(x) for x in a.at.split(",")) if a.at else None
-    print(f"{'variant':<14} {'C':>3} {'AL ref':>6} {'AL at C':>7} {'surface':>22} {'at C':>6} {'error':>7}  "
-          f"{'anchored':>22} {'error':>7}  {'measured':>22}")
+    cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    cells = normalize_cells(pd.read_csv(rd.cells))
+    known = {k[0] for k in ref.models}
+    pairs = dict(x.split("=", 1) for x in a.as_)
+    for v in cells["variant"].unique():
+        if v != cfg.baseline.name and v in known and v not in pairs:
+            pairs[str(v)] = str(v)
+    acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else pd.DataFrame()
+    decomp = read_decomposition(rd.path)
+    pred = predict_from_model(cells, acceptance, decomp, ref, pairs)
+    if pred.empty:
+        print(f"error: no run variant has a model in the {kind} (name them with --as RUN_VARIANT=REFERENCE_VARIANT)",
+              file=sys.stderr)
+        return 2
+    print(f"{'variant':<14} {'C':>3} {'AL ref':>6} {'req/win':>7} {'predicted':>22} {'measured':>22} {'error':>7}  "
+          f"{'a* model':>22} {'a* run':>6}")
     for _, r in pred.iterrows():
-        print(f"{r['variant']:<14} {int(r['concurrency']):>3} {r['acceptance_ref']:>6.2f} {r['acceptance_at_c']:>7.2f} "
-              f"{_est(r, 'predicted')} {r['predicted_at_c']:>6.3f} {_err(r, 'error', 'disagree')}  "
-              f"{_est(r, 'anchored')} {_err(r, 'anchored_error', 'anchored_disagree')}  {_est(r, 'measured')}")
-    for method in sorted(METHODS, key=lambda m: m == a.method):
-        for v, (pl, ml, levels) in sorted(break_even_levels(pred, method).items()):
-            name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond"  # noqa: E731
-            print(f"break-even {v} ({method}): predicted {name(pl)}, measured {name(ml)}")
-    other = [m for m in sorted(METHODS) if m != a.method]
-    for method in other:
-        print(f"{method}: {summary_line(pred, at, method)}")
-    print(summary_line(pred, at, a.method))
+        print(f"{r['variant']:<14} {int(r['concurrency']):>3} {r['acceptance_ref']:>6.2f} "
+              f"{r['requests_per_window']:>7.0f} {_est(r, 'predicted')} {_est(r, 'measured')} "
+              f"{_err(r)}  {_est(r, 'break_even_model')} {r['break_even_run']:>6.2f}")
+    check = step_cost_check(decomp, read_decomposition(Path(a.reference)), pairs, forced=kind == "surface")
+    for line in step_cost_lines(check, "forced" if kind == "surface" else "reference"):
+        print(line)
+    at = tuple(int(x) for x in a.at.split(",")) if a.at else None
+    print(model_summary_line(pred, at))
     return 0
 
 
@@ -89,9 +90,9 @@ def _est(r: pd.Series, col: str) -> str:
     return f"{pt:>6.3f} [{lo:.3f}, {hi:.3f}]" if math.isfinite(pt) else f"{'n/a':>22}"
 
 
-def _err(r: pd.Series, col: str, flag: str) -> str:
-    e = float(r[col])
-    return (f"{100 * e:>+6.1f}%" + ("!" if r[flag] else " ")) if math.isfinite(e) else f"{'n/a':>8}"
+def _err(r: pd.Series) -> str:
+    e = float(r["error"])
+    return (f"{100 * e:>+6.1f}%" + (" " if r["covered"] else "!")) if math.isfinite(e) else f"{'n/a':>8}"
 
 
 if __name__ == "__main__":

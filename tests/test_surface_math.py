@@ -1,5 +1,6 @@
-"""Known answers for the speedup surface's math: interpolation, break-even acceptance, prediction, the
-surface table and the benchmark's summary line (specbench.metrics.surface, specbench.surface)."""
+"""Known answers for the speedup surface's math: the time model 1/S = p + q/a, break-even acceptance,
+prediction, the surface table and the benchmark's summary line (specbench.metrics.surface, specbench.surface;
+the model against synthetic runs from step times: test_surface_model.py)."""
 
 from __future__ import annotations
 
@@ -16,52 +17,54 @@ from specbench.metrics.surface import (
     anchored,
     break_even_acceptance,
     break_even_level,
-    crossing,
     decided,
-    interpolate,
+    fit,
     pooled,
     predict,
 )
 from specbench.shared.errors import ConfigError, UsageError
 from specbench.surface.derive import default_lengths, derived_name, split_name, surface_config
-from specbench.surface.predict import predict_run, summary_line
+from specbench.surface.predict import predict_run
 from specbench.surface.table import break_even_table, readback, surface_table
 
 
-def test_interpolation_is_linear_in_log_speedup():
-    # ln S from ln 0.5 at AL 1 to ln 2 at AL 3: at AL 2 the geometric mean, 1.0
-    assert interpolate([1.0, 3.0], [0.5, 2.0], 2.0) == pytest.approx(1.0)
-    assert interpolate([1.0, 3.0], [0.5, 2.0], 1.5) == pytest.approx(0.5 * 4 ** 0.25)
-    # beyond the points the end segment is extended; one point is constant; none is NaN
-    assert interpolate([1.0, 2.0], [0.5, 1.0], 3.0) == pytest.approx(2.0)
-    assert interpolate([2.0], [0.8], 5.0) == 0.8
-    assert math.isnan(interpolate([], [], 1.0))
+def test_the_time_model_is_linear_in_one_over_the_acceptance():
+    # 1/S from 1/0.5 = 2 at AL 1 to 1/1.25 = 0.8 at AL 3: p = 0.2, q = 1.8, S(2) = 1 / 1.1
+    m = fit([1.0, 3.0], [0.5, 1.25])
+    assert (m.prefill, m.decode) == pytest.approx((0.2, 1.8))
+    assert m.at(2.0) == pytest.approx(1 / 1.1) and m.break_even() == pytest.approx(1.8 / 0.8)
+    # one point: all of its time is decode (p = 0); none: NaN; neither term negative
+    assert fit([2.0], [0.8]).at(5.0) == pytest.approx(2.0)
+    assert math.isnan(fit([], []).at(1.0))
+    assert fit([1.0, 2.0], [0.5, 1.5]).prefill == 0.0  # the line would cross below 0 at 1/a = 0
+    assert fit([1.0, 2.0], [0.5, 0.4]).decode == 0.0  # S falling with a: no decode term, S constant
 
 
 def test_break_even_acceptance_and_its_interval_from_the_envelopes():
-    c = Curve.of([1, 2, 3], [0.5, 0.8, 1.6], [0.4, 0.64, 1.28], [0.625, 1.0, 2.0])
+    # on the model p = 0.2, q = 1.6 (S = 5/9, 1, 5/3 at AL 1, 2, 4); the ends: S / 1.25 and S x 1.25
+    c = Curve.of([1, 2, 4], [5 / 9, 1.0, 5 / 3], [4 / 9, 0.8, 4 / 3], [25 / 36, 1.25, 25 / 12])
     be = break_even_acceptance(c)
-    assert be.value == pytest.approx(2 + math.log(1 / 0.8) / math.log(2))  # 2.32 on the central curve
-    assert be.low == pytest.approx(2.0)  # the high envelope reaches 1.0 at the second point
-    assert be.high == pytest.approx(2 + math.log(1 / 0.64) / math.log(2))
-    assert be.low <= be.value <= be.high
+    assert be.value == pytest.approx(2.0)
+    assert be.low == pytest.approx(1.28 / 0.84)  # the high end's model: p = 0.16, q = 1.28
+    assert be.high == pytest.approx(2.0 / 0.75)  # the low end's model: p = 0.25, q = 2.0
+    assert be.low <= be.value <= be.high and not be.beyond
 
 
 def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
-    from specbench.metrics.surface import extended_crossing
-
-    assert crossing([1, 2], [0.3, 0.6]) == math.inf
-    assert extended_crossing([1, 2], [0.25, 0.5]) == pytest.approx(3.0)  # doubling per AL: 1.0 at AL 3
-    assert extended_crossing([1, 2], [0.5, 0.4]) == math.inf and extended_crossing([1, 2], [0.5, 2.0]) == 1.5
-    assert crossing([1.0, 2.0], [1.2, 1.5]) == 1.0
+    # S doubling from AL 1 to 2 with no prefill: a* = 1 / 0.3 = 3.33, past the highest forced length 2
+    be = break_even_acceptance(Curve.of([1, 2], [0.3, 0.6]))
+    assert be.value == math.inf and be.beyond and be.model == pytest.approx(1 / 0.3)
+    assert break_even_acceptance(Curve.of([1, 2], [0.3, 0.6]), top=4.0).value == pytest.approx(1 / 0.3)
+    paying = break_even_acceptance(Curve.of([1.0, 2.0], [1.2, 1.5]))
+    assert paying.at_most and paying.value == 1.0
 
 
 def test_prediction_carries_both_uncertainties():
-    c = Curve.of([1, 3], [0.5, 2.0], [0.25, 1.0], [1.0, 4.0])
+    c = Curve.of([1, 3], [0.5, 1.25], [0.25, 0.625], [1.0, 2.5])
     p = predict(c, 2.0)
-    assert (p.speedup, p.low, p.high) == pytest.approx((1.0, 0.5, 2.0))
+    assert (p.speedup, p.low, p.high) == pytest.approx((1 / 1.1, 0.5 / 1.1, 2 / 1.1))
     q = predict(c, 2.0, 1.5, 2.5)  # the acceptance's interval widens it further
-    assert q.speedup == pytest.approx(1.0)
+    assert q.speedup == pytest.approx(1 / 1.1)
     assert q.low == pytest.approx(c.at(1.5, "low")) and q.high == pytest.approx(c.at(2.5, "high"))
     assert not q.extrapolated and predict(c, 3.5).extrapolated
 
@@ -153,7 +156,8 @@ def test_break_even_words_say_at_most_and_none(tmp_path):
                                        for al, s in ((1.0, 1.09), (2.0, 2.1))]))
     row = break_even_table(one_launch).iloc[0]
     assert break_even_text(row) == ("at most 1.00", "none")  # pays at AL 1 already; the points have no interval
-    assert "| 1 | at most 1.00 | none |" in surface_markdown(one_launch, break_even_table(one_launch))
+    assert "| 1 | O=64 | at most 1.00 | none | 0.91 | 2 | n/a | n/a |" in surface_markdown(
+        one_launch, break_even_table(one_launch))
     with_ci = break_even_table(surface_table(_surface_cells())).iloc[0]
     value, interval = break_even_text(with_ci)
     assert value == f"{with_ci['break_even_acceptance']:.2f}" and interval.startswith("[")
@@ -167,23 +171,25 @@ def test_break_even_words_say_at_most_and_none(tmp_path):
     break_even_table(one_launch).to_csv(tmp_path / "break_even_al.csv", index=False)
     data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
                    break_even=pd.DataFrame(), config={})
-    assert "| e | 1 | at most 1.00 | none | 1.00 |" in render(Document("t", break_even_al_section(data)))
+    assert "| e | 1 | O=64 | at most 1.00 | none | 0.91 | n/a |" in render(Document("t", break_even_al_section(data)))
 
 
-def test_surface_table_pools_cells_and_reads_the_acceptance_back():
+def test_surface_table_keeps_output_lengths_apart_and_reads_the_acceptance_back():
     t = surface_table(_surface_cells())
-    assert list(t["forced_acceptance"]) == [1.0, 3.0, 1.0, 3.0] and (t["cells"] == 2).all()
+    assert list(t["forced_acceptance"]) == [1.0, 3.0] * 4 and (t["cells"] == 1).all()
+    assert list(t["output_len"]) == [64, 64, 256, 256] * 2
     assert (t["readback"] == "ok").all()
     assert readback(2.0, 2.25) == "mismatch" and readback(2.0, math.nan) == "unknown"
-    be = break_even_table(t).set_index("concurrency")
-    # C=1: ln S from ln 0.8 to ln 2 over AL 1..3
-    assert be.loc[1, "break_even_acceptance"] == pytest.approx(1 + 2 * math.log(1.25) / math.log(2.5))
-    assert be.loc[4, "break_even_acceptance"] == pytest.approx(1 + 2 * math.log(2) / math.log(2.5))
+    be = break_even_table(t).set_index(["concurrency", "output_len"])
+    # C=1: 1/S from 1.25 at AL 1 to 0.5 at AL 3, p = 0.125, q = 1.125: a* = 1.125 / 0.875; C=4: 1.8 / 0.8
+    assert be.loc[(1, 64), "break_even_acceptance"] == pytest.approx(1.125 / 0.875)
+    assert be.loc[(4, 256), "break_even_acceptance"] == pytest.approx(1.8 / 0.8)
 
 
-def test_prediction_of_a_run_and_the_benchmark_line():
+def test_prediction_of_a_run():
     surface = surface_table(_surface_cells())
-    # a run whose head accepts 2.0 at C=1: predicted sqrt(0.8 * 2) = 1.265 at C=1, sqrt(0.5 * 1.25) = 0.79 at C=4
+    # a run whose head accepts 2.0 at C=1: the models through the surface's points (C=1: p = 0.125, q = 1.125;
+    # C=4: p = 0.2, q = 1.8) predict 1 / 0.6875 = 1.455 at C=1 and 1 / 1.1 = 0.909 at C=4
     run = cells_frame([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
                        speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
                  + [dict(variant="e", output_len=64, concurrency=1, speedup=1.3, speedup_ci_low=1.2,
@@ -191,15 +197,12 @@ def test_prediction_of_a_run_and_the_benchmark_line():
                     dict(variant="e", output_len=64, concurrency=4, speedup=0.70, speedup_ci_low=0.65,
                          speedup_ci_high=0.75, acceptance_length=1.8)])
     pred = predict_run(run, "ar", surface).set_index("concurrency")
-    assert pred.loc[1, "predicted"] == pytest.approx(math.sqrt(1.6))
-    assert pred.loc[4, "predicted"] == pytest.approx(math.sqrt(0.625))
-    assert pred.loc[4, "predicted_at_c"] == pytest.approx(0.5 * 2.5 ** 0.4)  # with the AL measured at C=4
-    assert pred.loc[4, "error"] == pytest.approx(math.sqrt(0.625) / 0.70 - 1)
-    assert not pred.loc[4, "disagree"]  # [0.79 / 1.2, 0.79 * 1.2] overlaps [0.65, 0.75]
-    line = summary_line(pred.reset_index())
-    assert line == ("prediction: 1 points, median error 12.9%, worst 12.9%, "
-                    "break-even within one level for 1 of 1 variants")
-    # anchored: the measured 1.3 at C=1 times the surface's fall from C=1 to C=4 at AL 2, sqrt(0.625 / 1.6)
+    assert pred.loc[1, "predicted"] == pytest.approx(1 / 0.6875)
+    assert pred.loc[4, "predicted"] == pytest.approx(1 / 1.1)
+    assert pred.loc[4, "predicted_at_c"] == pytest.approx(1 / 1.2)  # with the AL measured at C=4
+    assert pred.loc[4, "error"] == pytest.approx(1 / 1.1 / 0.70 - 1)
+    assert pred.loc[4, "disagree"]  # [0.909 / 1.2, 0.909 x 1.2] lies above [0.65, 0.75]
+    # anchored: the measured 1.3 at C=1 times the surface's fall from C=1 to C=4 at AL 2, 0.6875 / 1.1
     assert pred.loc[1, "anchored"] == pytest.approx(1.3)
     assert pred.loc[4, "anchored"] == pytest.approx(1.3 * 0.625)
     below = math.sqrt(math.log(1.3 / 1.2) ** 2 + 2 * math.log(1.2) ** 2)
@@ -207,15 +210,13 @@ def test_prediction_of_a_run_and_the_benchmark_line():
     assert pred.loc[4, "anchored_low"] == pytest.approx(0.8125 * math.exp(-below))
     assert pred.loc[4, "anchored_high"] == pytest.approx(0.8125 * math.exp(above))
     assert pred.loc[4, "anchored_error"] == pytest.approx(0.8125 / 0.70 - 1)
-    assert summary_line(pred.reset_index(), method="anchored") == (
-        "prediction: 1 points, median error 16.1%, worst 16.1%, break-even within one level for 1 of 1 variants")
     from pathlib import Path
 
     from specbench.surface.render import prediction_markdown
 
     md = prediction_markdown(pred.reset_index(), Path("s"))
-    assert ("| e | 4 | 2.00 | 1.80 | 0.791 | [0.659, 0.949] | 0.721 | +12.9% | 0.813 | [0.620, 1.063] | +16.1% "
-            "| 0.700 | [0.650, 0.750] |") in md
+    assert ("| e | 4 | 2.00 | 1.80 | 0.909 | [0.758, 1.091] | 0.833 | +29.9% **disagree** | 0.812 | [0.620, 1.063] "
+            "| +16.1% | 0.700 | [0.650, 0.750] |") in md
     assert "- e (surface): predicted C=4, measured C=4" in md and "- e (anchored): predicted C=4" in md
 
 
@@ -238,35 +239,6 @@ def test_a_separate_reference_run_supplies_the_acceptance_and_the_anchor():
     assert pred.loc[4, "anchored"] == pytest.approx(1.6 * 1.25 / 2.0)
     assert pred.loc[1, "anchored"] == pytest.approx(1.6) and pred.loc[1, "measured"] == pytest.approx(1.3)
     assert own.loc[4, "anchored"] == pytest.approx(1.3 * 0.625)
-
-
-def test_the_prediction_benchmark_prints_both_methods_and_the_goal_line(tmp_path, capsys):
-    from benchmarks.prediction import main
-    from specbench.config import dump_config
-
-    cfg = parse_config({"name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
-                        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
-                                     {"name": "e", "drafter": "ngram", "params": {"num_tokens": 3}}],
-                        "sweep": {"prompts": [{"set": "seed", "categories": ["code"]}], "output_lens": [64],
-                                  "concurrency": [1, 4]}})
-    for name, run in (("run", _head_run(1.3, 2.0)), ("c1", _head_run(1.6, 3.0))):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.yaml").write_text(dump_config(cfg))
-        run.to_csv(tmp_path / name / "cells.csv", index=False)
-    (tmp_path / "surface").mkdir()
-    surface_table(_surface_cells()).to_csv(tmp_path / "surface" / "surface.csv", index=False)
-    args = [str(tmp_path / "run"), str(tmp_path / "surface"), "--at", "4"]
-    assert main([*args, "--method", "anchored"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[-2] == ("surface: prediction: 1 points, median error 12.9%, worst 12.9%, "
-                       "break-even within one level for 1 of 1 variants")
-    assert out[-1] == ("prediction: 1 points, median error 16.1%, worst 16.1%, "
-                       "break-even within one level for 1 of 1 variants")
-    assert main([*args, "--reference", str(tmp_path / "c1")]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith("prediction: 1 points, median error 78.6%")  # 1.25 / 0.70 - 1: the surface's, last
-    assert main([*args, "--reference", str(tmp_path / "nowhere")]) == 2
-    assert "--reference" in capsys.readouterr().err
 
 
 def test_anchored_prediction_cancels_what_a_launch_shares_across_concurrencies():
@@ -322,9 +294,11 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
     surface = surface_dir(tmp_path, {"ng": {1: (1.2, 2.4), 4: (0.5, 0.9), 16: (0.6, 1.5)}})
     run = acceptance_run(tmp_path, cfg, ("ng",))  # a C=1 run of the head: acceptance 2.0 on its one point
     text = plan_text(cfg, surface, run, None)
-    assert "ng: break-even acceptance length C=1: at most 1.00 [1.00, 1.00]; C=4: beyond 3" in text
-    # predicted sqrt(1.2 * 2.4) = 1.70 pays, sqrt(0.45) = 0.67 slower, sqrt(0.9) = 0.95 undecided
-    assert "C=1: 1.70 [1.54, 1.87] pays; C=4: 0.67 [0.61, 0.74] slower; C=16: 0.95 [0.86, 1.04] undecided" in text
+    # C=4: 1/S from 2 at AL 1 to 1.11 at AL 3, p = 0.667, q = 1.333: a* = 4, past the highest forced length
+    assert ("ng: break-even acceptance length C=1: at most 1.00 [1.00, 1.00]; C=4: beyond [beyond, beyond]; "
+            "C=16: 1.80 [1.61, 2.02]") in text
+    # at AL 2: C=1 1 / (0.417 + 0.625 / 2) = 1.92 pays, C=4 1 / (0.667 + 0.667) = 0.75 slower, C=16 1.09 undecided
+    assert "C=1: 1.92 [1.75, 2.11] pays; C=4: 0.75 [0.68, 0.83] slower; C=16: 1.09 [0.99, 1.20] undecided" in text
     assert "measure only C in [16]" in text
     assert "predicted break-even concurrency: pays up to C" in text
 
@@ -372,16 +346,16 @@ def test_a_point_without_an_interval_says_none_and_leaves_the_break_even_interva
     rows = []
     for al, s, cis in ((1.0, 0.5, [(0.4, 0.6), (0.4, 0.6)]), (2.0, 0.9, [(0.8, 1.0), (nan, nan)]),
                        (3.0, 1.5, [(1.2, 1.8), (1.2, 1.8)])):
-        for out, (lo, hi) in zip((64, 256), cis):  # at AL 2 one cell is `repeat+calibration` without an interval
-            rows.append(dict(variant=derived_name("e", al), output_len=out, concurrency=1, speedup=s,
+        for cat, (lo, hi) in zip("ab", cis):  # at AL 2 one category's cell is `repeat+calibration`, no interval
+            rows.append(dict(variant=derived_name("e", al), category=cat, output_len=64, concurrency=1, speedup=s,
                              speedup_ci_low=lo, speedup_ci_high=hi, acceptance_length=al))
     t = surface_table(cells_frame(rows))
     point = t[t["forced_acceptance"] == 2.0].iloc[0]
     assert math.isnan(point["speedup_ci_low"]) and math.isnan(point["speedup_ci_high"])  # not the other cell's
     be = break_even_table(t).iloc[0]
     # the envelopes run through AL 1 and 3 only (the point at AL 2 no longer pins them to its speedup)
-    assert be["break_even_acceptance_low"] == pytest.approx(crossing([1.0, 3.0], [0.6, 1.8]))
-    assert be["break_even_acceptance_high"] == pytest.approx(crossing([1.0, 3.0], [0.4, 1.2]))
+    assert be["break_even_acceptance_low"] == pytest.approx(fit([1.0, 3.0], [0.6, 1.8]).break_even())
+    assert be["break_even_acceptance_high"] == pytest.approx(fit([1.0, 3.0], [0.4, 1.2]).break_even())
     assert be["break_even_acceptance_low"] < be["break_even_acceptance"] < be["break_even_acceptance_high"]
     md = surface_markdown(t, break_even_table(t))
-    assert "| 1 | 2 | 2.00 | 0.900 | none |" in md and "| none |" not in md.split("Break-even")[1]
+    assert "| 1 | O=64 | 2 | 2.00 | 0.900 | none |" in md and "| none |" not in md.split("Break-even")[1]

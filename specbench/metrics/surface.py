@@ -1,17 +1,24 @@
-"""The speedup surface S(C, AL) under forced acceptance, break-even acceptance, and predictions from it.
+"""The speedup surface S(C, AL) under forced acceptance as a check of a time model, break-even acceptance,
+and predictions from it.
 
-Pure functions (docs/metrics.md, "Speedup surface"): a surface curve is the speedup at one concurrency
-measured at a few forced acceptance lengths, each with its 95% interval. Between measured lengths ln S is
-linear in AL; outside them the nearest segment is extended (and the result says it was extrapolated).
-Intervals are carried as envelopes: the curve through the points' low ends and the curve through their
-high ends, so a break-even or a prediction is bounded by what the points' intervals allow.
+Pure functions (docs/metrics.md, "Speedup surface"). A request's time is its prefill plus its decode steps,
+(O - 1) / a of them at acceptance length a, each costing step(C, k): the step's cost depends on the
+concurrency and the drafter configuration, not on how many drafts are accepted (a forced engine drafts and
+verifies as usual). Over the baseline's time T_base = prefill_b + (O - 1) step_b,
+
+    1 / S(a) = T_spec(a) / T_base = p + q / a,   p = prefill_s / T_base,  q = (O - 1) step_s / T_base,
+
+so S is hyperbolic (concave) in a and 1/S is linear in 1/a: `fit` is a least-squares line through the forced
+points in (1/a, 1/S). Intervals are carried as envelopes: the model fitted through the points' low ends and
+the one through their high ends.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from specbench.metrics.common import geometric_mean
 
@@ -23,13 +30,88 @@ def _finite(x: float | None) -> bool:
 
 
 @dataclass(frozen=True)
+class TimeModel:
+    """1/S(a) = prefill + decode / a (both in units of the baseline request's time, dimensionless)."""
+
+    prefill: float  # p: the forced side's prefill time over the baseline request's time
+    decode: float  # q: the forced side's decode time at a = 1, (O - 1) step_s, over the baseline request's time
+
+    def at(self, a: float) -> float:
+        """S(a); NaN for a <= 0 or an undefined model."""
+        if not (_finite(a) and a > 0 and _finite(self.prefill) and _finite(self.decode)):
+            return NAN
+        t = self.prefill + self.decode / a
+        return 1.0 / t if t > 0 else math.inf
+
+    def break_even(self) -> float:
+        """a* with S(a*) = 1: q / (1 - p); +inf when the prefill alone takes the baseline's time (p >= 1)."""
+        if not (_finite(self.prefill) and _finite(self.decode)):
+            return NAN
+        return self.decode / (1.0 - self.prefill) if self.prefill < 1.0 else math.inf
+
+
+def fit(al: Sequence[float], speedup: Sequence[float]) -> TimeModel:
+    """The time model through forced points (a_i, S_i): least squares of 1/S on 1/a. One point (or one
+    distinct length): no prefill, p = 0, q = mean(a / S). Neither term is negative (a time): a negative p is
+    refitted through the origin, a negative q (S falling with a) leaves p = mean(1/S), q = 0."""
+    pts = [(1.0 / a, 1.0 / s) for a, s in zip(al, speedup) if _finite(a) and a > 0 and _finite(s) and s > 0]
+    if not pts:
+        return TimeModel(NAN, NAN)
+    n = len(pts)
+    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx <= 1e-15:
+        return TimeModel(0.0, sum(y / x for x, y in pts) / n)
+    q = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    p = my - q * mx
+    if q < 0:
+        return TimeModel(my, 0.0)
+    if p < 0:
+        return TimeModel(0.0, sum(x * y for x, y in pts) / sum(x * x for x, _ in pts))
+    return TimeModel(p, q)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The model's check on its shape: fitted without one forced length, its speedup there against the measured."""
+
+    al: float
+    predicted: float
+    measured: float
+
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1."""
+        return self.predicted / self.measured - 1 if self.measured > 0 and _finite(self.predicted) else NAN
+
+
+MIN_SHAPE_POINTS = 3  # two forced lengths determine the model; a third tests it
+
+
+def held_out(al: Sequence[float], speedup: Sequence[float], index: int | None = None) -> HeldOut | None:
+    """Hold out the point `index` of the points sorted by AL (default the middle one, len // 2), fit the
+    model on the others, predict the held-out speedup; None with fewer than MIN_SHAPE_POINTS points."""
+    pts = sorted((float(a), float(s)) for a, s in zip(al, speedup) if _finite(a) and _finite(s) and s > 0)
+    if len(pts) < MIN_SHAPE_POINTS:
+        return None
+    i = len(pts) // 2 if index is None else index
+    rest = pts[:i] + pts[i + 1:]
+    a, s = pts[i]
+    return HeldOut(a, fit([x for x, _ in rest], [y for _, y in rest]).at(a), s)
+
+
+@dataclass(frozen=True)
 class Curve:
-    """S(AL) at one concurrency: forced acceptance lengths (ascending) with speedup and its 95% interval."""
+    """S(AL) at one concurrency: forced acceptance lengths (ascending) with speedup and its 95% interval,
+    and the time model fitted through them (one per end). `parts`: a curve that pools several (one per
+    output x input length, each fitted on its own) evaluates to the geometric mean of theirs."""
 
     al: tuple[float, ...]
     speedup: tuple[float, ...]
     low: tuple[float, ...]
     high: tuple[float, ...]
+    parts: tuple[Curve, ...] = field(default=(), compare=False)
+    lengths: tuple[float, float] = field(default=(NAN, NAN), compare=False)  # the group's output, input length
 
     @staticmethod
     def of(al: Sequence[float], speedup: Sequence[float], low: Sequence[float | None] | None = None,
@@ -47,98 +129,89 @@ class Curve:
         return Curve(tuple(p[0] for p in pts), tuple(p[1] for p in pts), tuple(p[2] for p in pts),
                      tuple(p[3] for p in pts))
 
+    @staticmethod
+    def pooled(parts: Sequence[Curve]) -> Curve:
+        """Several curves of one concurrency (one per output x input length) as one: the geometric mean of
+        their values; its points are the union of their forced lengths, at the pooled values."""
+        parts = tuple(p for p in parts if len(p))
+        if len(parts) == 1:
+            return parts[0]
+        al = tuple(sorted({a for p in parts for a in p.al}))
+        vals = {w: tuple(geomean([p.at(a, w) for p in parts]) for a in al) for w in ("speedup", "low", "high")}
+        return Curve(al, vals["speedup"], vals["low"], vals["high"], parts)
+
     def __len__(self) -> int:
         return len(self.al)
 
+    def part_for(self, output_len: float, input_len: float) -> Curve:
+        """The part fitted at these lengths (a length NaN on the part stands for any), else the pooled curve."""
+        def same(x: float, y: float) -> bool:
+            return math.isnan(x) or x == y
+
+        for p in self.parts or (self,):
+            if same(p.lengths[0], output_len) and same(p.lengths[1], input_len):
+                return p
+        return self
+
+    @cached_property
+    def models(self) -> dict[str, TimeModel]:
+        return {w: fit(self.al, getattr(self, w)) for w in ("speedup", "low", "high")}
+
     def at(self, al: float, which: str = "speedup") -> float:
-        """The curve (`speedup`, `low` or `high`) at `al`: ln S linear in AL between the two nearest points."""
-        return interpolate(self.al, getattr(self, which), al)
+        """The model (`speedup`, or the envelope `low` or `high`) at `al`."""
+        if self.parts:
+            return geomean([p.at(al, which) for p in self.parts])
+        return self.models[which].at(al) if len(self) else NAN
 
     def extrapolated(self, al: float) -> bool:
         return bool(self.al) and not self.al[0] - 1e-9 <= al <= self.al[-1] + 1e-9
 
 
-def interpolate(al: Sequence[float], values: Sequence[float], x: float) -> float:
-    """ln(value) linear in AL through the points (AL ascending, values > 0); the end segments are extended
-    beyond the points; one point: that value everywhere; none: NaN."""
-    n = len(al)
-    if n == 0 or not math.isfinite(x):
-        return NAN
-    if n == 1:
-        return float(values[0])
-    i = 1
-    while i < n - 1 and x > al[i]:
-        i += 1
-    a0, a1 = al[i - 1], al[i]
-    y0, y1 = math.log(values[i - 1]), math.log(values[i])
-    if a1 == a0:
-        return math.exp((y0 + y1) / 2)
-    return math.exp(y0 + (x - a0) * (y1 - y0) / (a1 - a0))
-
-
-def crossing(al: Sequence[float], values: Sequence[float]) -> float:
-    """The smallest AL at which the interpolated curve reaches 1.0: the first point >= 1 when the curve
-    starts there (AL = that point's: pays from the lowest AL measured, or any AL below it is not known),
-    the crossing within the first segment that goes from below 1 to >= 1, else +inf (never within the
-    measured range)."""
-    if not al:
-        return NAN
-    if values[0] >= 1.0:
-        return float(al[0])
-    for i in range(1, len(al)):
-        if values[i] >= 1.0:
-            y0, y1 = math.log(values[i - 1]), math.log(values[i])
-            return al[i - 1] + (0.0 - y0) * (al[i] - al[i - 1]) / (y1 - y0)
-    return math.inf
-
-
-def extended_crossing(al: Sequence[float], values: Sequence[float]) -> float:
-    """Where the last segment, extended beyond the highest forced length, reaches 1.0 (an extrapolation, for a
-    curve that does not reach 1.0 within its points); +inf when that segment does not rise; NaN with < 2 points."""
-    if len(al) < 2:
-        return NAN
-    inside = crossing(al, values)
-    if math.isfinite(inside):
-        return inside
-    y0, y1 = math.log(values[-2]), math.log(values[-1])
-    if y1 <= y0:
-        return math.inf
-    return al[-1] + (0.0 - y1) * (al[-1] - al[-2]) / (y1 - y0)
-
-
 @dataclass(frozen=True)
 class BreakEvenAL:
-    """The acceptance length a drafter needs at one concurrency to pay (speedup >= 1), with its 95%
-    interval: `low` from the curve through the points' high ends, `high` from the curve through their low
-    ends (NaN when the points have no interval). +inf: not reached within the forced lengths measured.
-    `at_most`: the curve pays at its lowest forced length already, so the break-even is that length or below."""
+    """The acceptance length a drafter needs at one concurrency to pay (speedup >= 1), from the time model,
+    with its 95% interval: `low` from the model through the points' high ends, `high` from the model through
+    their low ends (NaN when the points have no interval). `model`: a* wherever it lies. Censored ends:
+    `beyond` (value +inf) when a* > `top` (k + 1: no acceptance pays at this concurrency); `at_most` (value the
+    lowest forced length) when the model pays there already; interval ends past `top` are +inf, ends below the
+    lowest forced length are that length."""
 
     value: float
     low: float
     high: float
     at_most: bool = False
+    model: float = NAN
+    beyond: bool = False
 
 
-def break_even_acceptance(curve: Curve) -> BreakEvenAL:
-    """The envelopes run through the points that have an interval only: a point without one (a single launch
-    and no variance history) is left out of them rather than counted as an interval of width zero, which
-    pinned both envelopes to its speedup. The interval always holds the break-even itself; none when no
-    point has an interval."""
-    value = crossing(curve.al, curve.speedup)
-    at_most = bool(len(curve)) and curve.speedup[0] >= 1.0
+def break_even_acceptance(curve: Curve, top: float | None = None) -> BreakEvenAL:
+    """`top`: the highest acceptance a step can reach (k + 1; default the highest forced length). The
+    envelopes are fitted through the points that have an interval only: a point without one (a single launch
+    and no variance history) is left out of them rather than counted as an interval of width zero. The
+    interval always holds the break-even itself; none when fewer than two points have one."""
+    if not len(curve):
+        return BreakEvenAL(NAN, NAN, NAN)
+    bound = top if top is not None and math.isfinite(top) else curve.al[-1]
+    a_star = fit(curve.al, curve.speedup).break_even()
+
+    def censor(x: float) -> float:  # past k + 1: beyond; below the lowest forced length: at most that length
+        return math.inf if x > bound + 1e-9 else max(x, curve.al[0])
+
+    at_most = _finite(a_star) and a_star <= curve.al[0]
+    value = curve.al[0] if at_most else censor(a_star)
     with_ci = [i for i in range(len(curve)) if not curve.low[i] == curve.speedup[i] == curve.high[i]]
-    if not with_ci:  # no point has an interval: neither has the break-even
-        return BreakEvenAL(value, NAN, NAN, at_most)
+    if len(with_ci) < 2:  # no interval on the points: none on the break-even
+        return BreakEvenAL(value, NAN, NAN, at_most, a_star, value == math.inf)
     al = [curve.al[i] for i in with_ci]
-    low = crossing(al, [curve.high[i] for i in with_ci])
-    high = crossing(al, [curve.low[i] for i in with_ci])
-    return BreakEvenAL(value, min(low, value), max(high, value), at_most)
+    low = censor(fit(al, [curve.high[i] for i in with_ci]).break_even())
+    high = censor(fit(al, [curve.low[i] for i in with_ci]).break_even())
+    return BreakEvenAL(value, min(low, value), max(high, value), at_most, a_star, value == math.inf)
 
 
 @dataclass(frozen=True)
 class Prediction:
     """A speedup predicted from an acceptance length: point and 95% interval, and whether the acceptance
-    lies outside the forced lengths measured (the end segment was extended)."""
+    lies outside the forced lengths measured (the model extrapolated)."""
 
     speedup: float
     low: float
@@ -149,8 +222,8 @@ class Prediction:
 def predict(curve: Curve, al: float, al_low: float | None = None, al_high: float | None = None) -> Prediction:
     """S(AL) for a measured acceptance `al` with its interval [al_low, al_high]: the interval is the lowest
     low-envelope value and the highest high-envelope value over AL in {al_low, al, al_high}, so it carries
-    both the surface's and the acceptance's uncertainty (the envelope is monotone between points, so the
-    ends of the AL interval bound it)."""
+    both the surface's and the acceptance's uncertainty (the model is monotone in AL, so the ends of the AL
+    interval bound it)."""
     if not len(curve) or not _finite(al):
         return Prediction(NAN, NAN, NAN, False)
     xs = [x for x in (al_low, al, al_high) if x is not None and math.isfinite(x)]

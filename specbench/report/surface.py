@@ -30,31 +30,49 @@ def _al(x: float) -> str:
 
 def break_even_text(row: pd.Series | dict) -> tuple[str, str]:
     """A break_even_al.csv row as words: the break-even (`at most 1.00` when the drafter pays at the lowest
-    forced length, `beyond` when no forced length pays) and its 95% interval (`none` without one)."""
+    forced length, `beyond k+1 = 4` when the model's a* lies past the most a step can accept) and its 95%
+    interval (`none` without one; an end past k + 1 is `beyond`)."""
     value, lo, hi = (float(row[c]) for c in ("break_even_acceptance", "break_even_acceptance_low",
                                              "break_even_acceptance_high"))
     at_most = str(row.get("break_even_acceptance_at_most", False)).lower() == "true"
+    top = float(row.get("max_acceptance", math.nan))
     interval = "none" if math.isnan(lo) and math.isnan(hi) else f"[{_al(lo)}, {_al(hi)}]"
+    if value == math.inf and math.isfinite(top):
+        return f"beyond k+1 = {top:g}", interval
     return (f"at most {_al(value)}" if at_most else _al(value)), interval
 
 
+def lengths_text(output_len: float, input_len: float) -> str:
+    """`O=64 I=512`: the output and input length of a surface group; a length the surface pooled is left out."""
+    return " ".join(f"{n}={int(x)}" for n, x in (("O", output_len), ("I", input_len)) if math.isfinite(x))
+
+
+def group_text(row: pd.Series) -> str:
+    """lengths_text of a surface.csv or break_even_al.csv row (written before the time model: '')."""
+    return lengths_text(*(float(row[c]) if c in row else math.nan for c in ("output_len", "input_len")))
+
+
 def break_even_al_section(data: RunData) -> list[Block]:
-    """A surface run's break-even acceptance per drafter and concurrency, with its interval."""
+    """A surface run's break-even acceptance per drafter, concurrency and output length, with its interval and
+    the time model's held-out error."""
     be = read_csv(data.path / "break_even_al.csv")
     if not len(be):
         return []
     rows = []
     for _, r in be.iterrows():
         value, interval = break_even_text(r)
-        rows.append([str(r["variant"]), fmt(r["concurrency"], 0), value, interval,
-                     _al(float(r["break_even_acceptance_extrapolated"]))])
+        held = float(r["heldout_error"]) if "heldout_error" in r else math.nan
+        rows.append([str(r["variant"]), fmt(r["concurrency"], 0), group_text(r), value, interval,
+                     _al(float(r["break_even_acceptance_extrapolated"])), _error(held)])
     return [Heading("Break-even acceptance"),
             Paragraph(["The acceptance length (tokens per target step) at which each drafter's speedup reaches 1.0 "
-                       "at each concurrency, from the forced lengths measured (docs/metrics.md, \"Speedup surface\"; "
-                       "the curves: ", Code("surface.md"), "). ", Code("beyond"), ": no forced length pays; ",
-                       Code("at most"), ": the lowest forced length pays already; extended: the last segment extended "
-                       "past the highest forced length (an extrapolation)."], "note"),
-            Table(["drafter", "C", "break-even AL", "95% interval", "extended"], rows, numeric=frozenset({1, 2, 4}))]
+                       "at each concurrency and output length, from the time model fitted on the forced lengths "
+                       "(docs/metrics.md, \"Speedup surface\"; the curves: ", Code("surface.md"), "). ",
+                       Code("beyond k+1"), ": no acceptance a step can reach pays; ", Code("at most"),
+                       ": the lowest forced length pays already; model: the model's a* wherever it lies; held-out: "
+                       "the model fitted without the middle forced length, its error there."], "note"),
+            Table(["drafter", "C", "lengths", "break-even AL", "95% interval", "model", "held-out"], rows,
+                  numeric=frozenset({1, 3, 5, 6}))]
 
 
 def _error(x: float) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -157,16 +156,14 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
     from specbench.decide.planner import dur, make_plan
-    from specbench.report.surface import break_even_text
+    from specbench.report.surface import break_even_text, group_text
     from specbench.surface.table import break_even_table, load_surface
 
     surface = load_surface(surface_dir)
     be = break_even_table(surface)
     lines = [f"surface on record: {surface_dir}"]
     for v in sorted(surface["variant"].unique()):
-        top = surface[surface["variant"] == v]["forced_acceptance"].max()
-        parts = [f"C={int(r['concurrency'])}: "
-                 + (" ".join(break_even_text(r)) if math.isfinite(r["break_even_acceptance"]) else f"beyond {top:g}")
+        parts = [f"C={int(r['concurrency'])} {group_text(r)}".strip() + ": " + " ".join(break_even_text(r))
                  for _, r in be[be["variant"] == v].iterrows()]
         lines.append(f"  {v}: break-even acceptance length " + "; ".join(parts))
     if acceptance_run is None:

@@ -61,8 +61,13 @@ def speedup_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> dic
     return out
 
 
+def _part(curve: Curve, key: tuple) -> Curve:
+    """The surface's model at the point's output and input length (POINT order), else the pooled one."""
+    return curve.part_for(*(float(key[i]) if key[i] != "" else math.nan for i in (2, 1)))
+
+
 def _predict_points(curve: Curve, acc: Mapping[tuple, tuple[float, float, float]], keys: list[tuple]) -> Prediction:
-    return pooled([predict(curve, *acc[k]) for k in keys if k in acc])
+    return pooled([predict(_part(curve, k), *acc[k]) for k in keys if k in acc])
 
 
 def _anchor_points(curve: Curve, ref_curve: Curve | None, acc: Mapping[tuple, tuple[float, float, float]],
@@ -71,7 +76,7 @@ def _anchor_points(curve: Curve, ref_curve: Curve | None, acc: Mapping[tuple, tu
     at the reference concurrency."""
     if ref_curve is None:
         return Prediction(math.nan, math.nan, math.nan, False)
-    return pooled([anchored(predict(curve, *acc[k]), predict(ref_curve, *acc[k]), measured_ref[k])
+    return pooled([anchored(predict(_part(curve, k), *acc[k]), predict(_part(ref_curve, k), *acc[k]), measured_ref[k])
                    for k in keys if k in acc and k in measured_ref])
 
 
@@ -188,18 +193,3 @@ def break_even_levels(pred: pd.DataFrame, method: str = DEFAULT_METHOD) -> dict[
         out[str(v)] = (break_even_level(levels, g[column].tolist()),
                        break_even_level(levels, g["measured"].tolist()), levels)
     return out
-
-
-def summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None, method: str = DEFAULT_METHOD) -> str:
-    """The benchmark's last line: absolute relative errors at the concurrencies `at` (default all but the
-    reference), and how many variants' break-even concurrency is predicted within one sweep level, for the
-    prediction `method` (METHODS: `surface`, the surface's level; `anchored`, the run's level at the reference)."""
-    sel = (pred[pred["concurrency"] != pred["reference_concurrency"]] if at is None
-           else pred[pred["concurrency"].isin(at)])
-    errs = sorted(abs(e) for e in sel[METHODS[method][1]] if math.isfinite(e))
-    med = (errs[(len(errs) - 1) // 2] + errs[len(errs) // 2]) / 2 if errs else math.nan
-    worst = errs[-1] if errs else math.nan
-    levels = break_even_levels(pred, method)
-    ok = sum(abs(p - m) <= 1 for p, m, _ in levels.values())
-    return (f"prediction: {len(errs)} points, median error {100 * med:.1f}%, worst {100 * worst:.1f}%, "
-            f"break-even within one level for {ok} of {len(levels)} variants")

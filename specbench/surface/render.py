@@ -10,9 +10,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from specbench.records.rundir import RunDir, atomic_write
-from specbench.report.surface import break_even_text
+from specbench.report.surface import break_even_text, group_text, lengths_text
 from specbench.surface.predict import METHODS, PREDICTION_FILE, break_even_levels
-from specbench.surface.table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, curves, surface_table
+from specbench.surface.table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, group_curves, surface_table
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
                "outputs are not the target's and their losslessness is not checked; only the cost of drafting and "
@@ -32,24 +32,36 @@ def _interval(lo: float, hi: float, digits: int = 2) -> str:
     return f"[{_f(lo, digits)}, {_f(hi, digits)}]"
 
 
+def _label(key: tuple[int, float, float]) -> str:
+    return f"C={key[0]} {lengths_text(key[1], key[2])}".strip()
+
+
 def surface_plot(surface: pd.DataFrame, be: pd.DataFrame, variant: str) -> bytes:
-    """Speedup against forced acceptance length, one line (with its 95% band) per concurrency; each
-    concurrency's break-even acceptance marked on the 1.0 line."""
+    """Speedup against forced acceptance length: per concurrency (and output length) the measured points and
+    the time model through them (with the models through the interval ends as a band); each break-even
+    acceptance marked on the 1.0 line."""
     import io
+
+    import numpy as np
 
     fig = Figure(figsize=(6.0, 4.0), layout="constrained")
     ax = fig.subplots()
-    for i, (c, curve) in enumerate(sorted(curves(surface, variant).items())):
+    for i, (key, curve) in enumerate(group_curves(surface, variant).items()):
+        if not len(curve):
+            continue
         color = f"C{i % 10}"
-        ax.plot(curve.al, curve.speedup, marker="o", color=color, label=f"C={c}")
-        ax.fill_between(curve.al, curve.low, curve.high, color=color, alpha=0.15)
-        row = be[(be["variant"] == variant) & (be["concurrency"] == c)]
-        if len(row) and math.isfinite(float(row["break_even_acceptance"].iloc[0])):
-            ax.plot([float(row["break_even_acceptance"].iloc[0])], [1.0], marker="x", markersize=10, color=color)
+        xs = np.linspace(curve.al[0], curve.al[-1], 50)
+        ax.plot(curve.al, curve.speedup, marker="o", linestyle="none", color=color)
+        ax.plot(xs, [curve.at(x) for x in xs], color=color, label=_label(key))
+        ax.fill_between(xs, [curve.at(x, "low") for x in xs], [curve.at(x, "high") for x in xs], color=color,
+                        alpha=0.15)
+        a_star = _be_row(be, variant, key)
+        if a_star is not None and math.isfinite(a := float(a_star["break_even_acceptance"])):
+            ax.plot([a], [1.0], marker="x", markersize=10, color=color)
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
     ax.set_xlabel("forced acceptance length (tokens / target step)")
     ax.set_ylabel("speedup vs baseline")
-    ax.set_title(f"{variant}: speedup surface (x: break-even acceptance)")
+    ax.set_title(f"{variant}: speedup surface, time model (x: break-even acceptance)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     buf = io.BytesIO()
@@ -57,34 +69,63 @@ def surface_plot(surface: pd.DataFrame, be: pd.DataFrame, variant: str) -> bytes
     return buf.getvalue()
 
 
+def _same(x: object, y: float) -> bool:
+    fx = float(x)  # type: ignore[arg-type]
+    return (math.isnan(fx) and math.isnan(y)) or fx == y
+
+
+def _be_row(be: pd.DataFrame, variant: str, key: tuple[int, float, float]) -> pd.Series | None:
+    for _, r in be[(be["variant"] == variant) & (be["concurrency"] == key[0])].iterrows():
+        if _same(r["output_len"], key[1]) and _same(r["input_len"], key[2]):
+            return r
+    return None
+
+
 def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
     lines = ["# Speedup surface", "", FORCED_NOTE, "",
-             "Speedup S(C, AL) (geometric mean over the surface sweep's points, 95% interval); the acceptance the "
-             "engine's counters read back next to the forced length.", ""]
+             "Speedup S(C, AL) (geometric mean over the surface sweep's points at one concurrency, output and input "
+             "length, 95% interval); the acceptance the engine's counters read back next to the forced length. "
+             "The curve is the time model 1/S = p + q/AL fitted per concurrency and output length on the points "
+             "that read back ok (docs/metrics.md, \"Speedup surface\").", ""]
     for v in sorted(surface["variant"].unique()):
         s = surface[surface["variant"] == v]
         lines += [f"## {v}", "", f"![surface](surface-{v}.png)", "",
-                  "| C | forced AL | read back | speedup | 95% interval |", "| ---: | ---: | ---: | ---: | --- |"]
+                  "| C | lengths | forced AL | read back | speedup | 95% interval |",
+                  "| ---: | --- | ---: | ---: | ---: | --- |"]
         for _, r in s.iterrows():
-            flag = "" if r["readback"] == "ok" else f" ({r['readback']})"
-            lines.append(f"| {int(r['concurrency'])} | {r['forced_acceptance']:g} | "
+            flag = "" if r["readback"] == "ok" else f" ({r['readback']}, dropped)"
+            lines.append(f"| {int(r['concurrency'])} | {group_text(r)} | {r['forced_acceptance']:g} | "
                          f"{_f(r['measured_acceptance'])}{flag} "
                          f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} |")
-        lines += ["", "Break-even acceptance (the AL at which the speedup reaches 1.0; `beyond`: not within the forced "
-                  "lengths; `at most`: pays at the lowest forced length already; "
-                  "extended: the last segment extended past the highest forced length, an extrapolation):", "",
-                  "| C | break-even AL | 95% interval | extended |", "| ---: | ---: | --- | ---: |"]
-        for _, r in be[be["variant"] == v].iterrows():
+        lines += ["", "Break-even acceptance from the time model (the AL at which the speedup reaches 1.0; `beyond "
+                  "k+1`: no acceptance a step can reach pays at that C; `at most`: pays at the lowest forced length "
+                  "already; model: a* wherever it lies) and the model's held-out check (fitted without the middle "
+                  "forced length, its error there; `n/a` with fewer than three forced lengths read back):", "",
+                  "| C | lengths | break-even AL | 95% interval | model | points | held-out AL | held-out error |",
+                  "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+        rows = be[be["variant"] == v]
+        for _, r in rows.iterrows():
             value, interval = break_even_text(r)
-            lines.append(f"| {int(r['concurrency'])} | {value} | {interval} | "
-                         f"{_f(r['break_even_acceptance_extrapolated'])} |")
+            lines.append(f"| {int(r['concurrency'])} | {group_text(r)} "
+                         f"| {value} | {interval} | "
+                         f"{_f(r['break_even_acceptance_extrapolated'])} | {int(r['points'])} | "
+                         f"{_f(r['heldout_acceptance'], 2)} | {_pct(r['heldout_error'], False)} |")
+        errs = [f"{_label((int(r['concurrency']), float(r['output_len']), float(r['input_len'])))}: "
+                f"{_pct(r['heldout_error'], False)}" for _, r in rows.iterrows()
+                if math.isfinite(float(r["heldout_error"]))]
+        held = ", ".join(errs) if errs else "not checked (fewer than three forced lengths read back ok)"
+        lines += ["", f"Held-out error of the time model: {held}.", ""]
+        for _, r in rows.iterrows():
+            if isinstance(r["dropped"], str) and r["dropped"]:
+                lines.append(f"- dropped at C={int(r['concurrency'])}: {r['dropped']}: the forced length did not "
+                             "read back, so the point does not measure it")
         lines.append("")
     bad = surface[surface["readback"] != "ok"]
     if len(bad):
         lines += ["**Warning**: the engine's acceptance did not read back as forced at "
                   + ", ".join(f"{r['variant']} AL {r['forced_acceptance']:g} C={int(r['concurrency'])} "
                               f"({_f(r['measured_acceptance'])})" for _, r in bad.iterrows())
-                  + ": those points do not measure the length they name.", ""]
+                  + ": those points do not measure the length they name and are left out of the model.", ""]
     return "\n".join(lines)
 
 
@@ -94,7 +135,7 @@ def write_surface(run_dir: Path) -> list[Path]:
 
     rd = RunDir(run_dir)
     cells = normalize_cells(pd.read_csv(rd.cells))
-    surface = surface_table(cells)
+    surface = surface_table(cells, _tops(rd))
     be = break_even_table(surface)
     out = [run_dir / SURFACE_FILE, run_dir / BREAK_EVEN_FILE, run_dir / "surface.md"]
     atomic_write(out[0], surface.to_csv(index=False))
@@ -104,6 +145,23 @@ def write_surface(run_dir: Path) -> list[Path]:
         atomic_write(png, surface_plot(surface, be, v))
         out.append(png)
     atomic_write(out[2], surface_markdown(surface, be))
+    return out
+
+
+def _tops(rd: RunDir) -> dict[str, float]:
+    """Per source variant of a surface run, k + 1 (the most a step can accept), read from its drafter's
+    arguments as the engine reads them; a variant whose k is not known is absent."""
+    from specbench.config import load_yaml, parse_config
+    from specbench.surface.command import variant_k
+    from specbench.surface.derive import split_name
+
+    if not rd.config.exists():
+        return {}
+    cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+    out = {}
+    for v in cfg.variants:
+        if (parsed := split_name(v.name)) is not None and (k := variant_k(cfg, v.name)) is not None:
+            out[parsed[0]] = k + 1.0
     return out
 
 

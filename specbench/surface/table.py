@@ -1,20 +1,25 @@
-"""A surface run's cells -> surface.csv (S per variant x forced length x concurrency) and break_even_al.csv.
+"""A surface run's cells -> surface.csv (S per variant x forced length x concurrency x output and input length)
+and break_even_al.csv (the time model per concurrency x output and input length: break-even AL, held-out check).
 
-A surface point pools the run's cells at one concurrency (all categories, output lengths, input lengths and
+A surface point pools the run's cells at one concurrency, output length and input length (all categories and
 temperatures the surface's sweep measured): the geometric mean of their speedups, and of their interval
 ends (the ends move together: cells of one launch share its speed, so this bounds the pooled interval
-instead of shrinking it as if the cells were independent). The acceptance the engine reported (its
-counters, the same figure as a run's acceptance_length) is read back next to the forced length.
+instead of shrinking it as if the cells were independent). Output lengths are not pooled: the time model's
+terms depend on them (docs/metrics.md, "Speedup surface"). The acceptance the engine reported (its
+counters, the same figure as a run's acceptance_length) is read back next to the forced length; a point
+that does not read back `ok` is left out of the model, the break-even and predictions, with the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from specbench.metrics.surface import Curve, break_even_acceptance, extended_crossing, geomean
+from specbench.metrics.surface import Curve, break_even_acceptance, fit, geomean, held_out
 from specbench.surface.derive import split_name
 
 SURFACE_FILE = "surface.csv"
@@ -22,9 +27,14 @@ BREAK_EVEN_FILE = "break_even_al.csv"
 READBACK_TOLERANCE = 0.10  # relative: forced 2.0 must read back within [1.8, 2.2]
 SURFACE_COLUMNS = ["variant", "forced_acceptance", "concurrency", "speedup", "speedup_ci_low", "speedup_ci_high",
                    "measured_acceptance", "measured_acceptance_low", "measured_acceptance_high", "readback", "cells"]
+# added with the time model; a surface.csv written before has them empty (one group, k + 1 unknown)
+GROUP = ["output_len", "input_len"]
+OPTIONAL_COLUMNS = [*GROUP, "max_acceptance"]
 BREAK_EVEN_COLUMNS = ["variant", "concurrency", "break_even_acceptance", "break_even_acceptance_low",
                       "break_even_acceptance_high", "break_even_acceptance_at_most",
-                      "break_even_acceptance_extrapolated"]
+                      "break_even_acceptance_extrapolated", *GROUP, "max_acceptance", "break_even_acceptance_beyond",
+                      "points", "dropped", "prefill_term", "decode_term", "heldout_acceptance", "heldout_measured",
+                      "heldout_predicted", "heldout_error"]
 
 
 def _mean(xs: pd.Series) -> float:
@@ -47,16 +57,18 @@ def readback(forced: float, measured: float) -> str:
     return "ok" if abs(measured - forced) <= READBACK_TOLERANCE * forced else "mismatch"
 
 
-def surface_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """One row per source variant x forced length x concurrency from a surface run's (normalized) cells."""
+def surface_table(cells: pd.DataFrame, top: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per source variant x forced length x concurrency x output length x input length from a surface
+    run's (normalized) cells; `top`: per source variant, k + 1 (the highest acceptance a step can reach)."""
     rows = []
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells
+    closed = closed.assign(**{g: closed[g] if g in closed else math.nan for g in GROUP})
     for name, g in closed[closed["valid"]].groupby("variant"):
         parsed = split_name(str(name))
         if parsed is None:
             continue
         base, forced = parsed
-        for c, gc in g.groupby("concurrency"):
+        for (c, out_len, in_len), gc in g.groupby(["concurrency", *GROUP], dropna=False):
             measured = _mean(gc["acceptance_length"])
             rows.append(dict(variant=base, forced_acceptance=forced, concurrency=int(float(c)),  # type: ignore[arg-type]
                              speedup=geomean(gc["speedup"].tolist()),
@@ -64,29 +76,77 @@ def surface_table(cells: pd.DataFrame) -> pd.DataFrame:
                              speedup_ci_high=_pooled_end(gc["speedup_ci_high"]), measured_acceptance=measured,
                              measured_acceptance_low=_mean(gc["acceptance_length_ci_low"]),
                              measured_acceptance_high=_mean(gc["acceptance_length_ci_high"]),
-                             readback=readback(forced, measured), cells=len(gc)))
-    out = pd.DataFrame(rows, columns=SURFACE_COLUMNS)
-    return out.sort_values(["variant", "concurrency", "forced_acceptance"]).reset_index(drop=True)
+                             readback=readback(forced, measured), cells=len(gc), output_len=out_len,
+                             input_len=in_len, max_acceptance=(top or {}).get(base, math.nan)))
+    out = pd.DataFrame(rows, columns=SURFACE_COLUMNS + OPTIONAL_COLUMNS)
+    return out.sort_values(["variant", "concurrency", *GROUP, "forced_acceptance"]).reset_index(drop=True)
+
+
+def _groups(surface: pd.DataFrame, variant: str) -> list[tuple[tuple[int, float, float], pd.DataFrame]]:
+    """The variant's points per (concurrency, output length, input length), sorted."""
+    s = surface[surface["variant"] == variant]
+    s = s.assign(**{g: s[g] if g in s else math.nan for g in OPTIONAL_COLUMNS})
+    out = [((int(float(c)), float(o), float(i)), g)  # type: ignore[arg-type]
+           for (c, o, i), g in s.groupby(["concurrency", *GROUP], dropna=False)]
+    return sorted(out, key=lambda x: tuple(-1.0 if math.isnan(v) else v for v in x[0]))
+
+
+def _used(g: pd.DataFrame) -> pd.DataFrame:
+    """The points the model is fitted on: read back `ok` (a point that did not is not at its forced length)."""
+    return g[g["readback"] == "ok"]
+
+
+def dropped(g: pd.DataFrame) -> str:
+    """The points left out of the model, with why: `AL 2 (mismatch: read back 2.50)`; '' when none."""
+    bad = g[g["readback"] != "ok"]
+    return "; ".join(f"AL {r['forced_acceptance']:g} ({r['readback']}: read back "
+                     f"{'n/a' if math.isnan(r['measured_acceptance']) else format(r['measured_acceptance'], '.2f')})"
+                     for _, r in bad.iterrows())
+
+
+def _curve(g: pd.DataFrame, lengths: tuple[float, float] = (math.nan, math.nan)) -> Curve:
+    c = Curve.of(g["forced_acceptance"].tolist(), g["speedup"].tolist(), g["speedup_ci_low"].tolist(),
+                 g["speedup_ci_high"].tolist())
+    return dataclasses.replace(c, lengths=lengths)
+
+
+def group_curves(surface: pd.DataFrame, variant: str) -> dict[tuple[int, float, float], Curve]:
+    """Per (concurrency, output length, input length), the variant's S(AL) curve through the points that read
+    back ok (points without a speedup are left out too)."""
+    return {key: _curve(_used(g), key[1:]) for key, g in _groups(surface, variant)}
 
 
 def curves(surface: pd.DataFrame, variant: str) -> dict[int, Curve]:
-    """Per concurrency, the variant's S(AL) curve (points without a speedup are left out)."""
-    out = {}
-    for c, g in surface[surface["variant"] == variant].groupby("concurrency"):
-        out[int(float(c))] = Curve.of(g["forced_acceptance"].tolist(), g["speedup"].tolist(),  # type: ignore[arg-type]
-                               g["speedup_ci_low"].tolist(), g["speedup_ci_high"].tolist())
-    return out
+    """Per concurrency, the variant's S(AL): each output x input length's model fitted on its own, pooled
+    (metrics.surface.Curve.pooled); a prediction at one output length takes its own part (`part_for`)."""
+    per: dict[int, list[Curve]] = {}
+    for (c, _o, _i), curve in group_curves(surface, variant).items():
+        per.setdefault(c, []).append(curve)
+    return {c: Curve.pooled(cs) for c, cs in sorted(per.items())}
 
 
 def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
+    """break_even_al.csv: per variant x concurrency x output x input length, the time model fitted on the
+    points that read back ok, its break-even AL (metrics.surface.break_even_acceptance, k + 1 from the
+    surface's `max_acceptance`) and the held-out check of its shape (>= 3 forced lengths)."""
     rows = []
     for v in sorted(surface["variant"].unique()):
-        for c, curve in sorted(curves(surface, v).items()):
-            be = break_even_acceptance(curve)
+        for (c, out_len, in_len), g in _groups(surface, str(v)):
+            curve = _curve(_used(g))
+            top = float(g["max_acceptance"].max())
+            be = break_even_acceptance(curve, top)
+            model = fit(curve.al, curve.speedup)
+            check = held_out(curve.al, curve.speedup)
             rows.append(dict(variant=v, concurrency=c, break_even_acceptance=be.value,
                              break_even_acceptance_low=be.low, break_even_acceptance_high=be.high,
-                             break_even_acceptance_at_most=be.at_most,
-                             break_even_acceptance_extrapolated=extended_crossing(curve.al, curve.speedup)))
+                             break_even_acceptance_at_most=be.at_most, break_even_acceptance_extrapolated=be.model,
+                             output_len=out_len, input_len=in_len, max_acceptance=top,
+                             break_even_acceptance_beyond=be.beyond, points=len(curve), dropped=dropped(g),
+                             prefill_term=model.prefill, decode_term=model.decode,
+                             heldout_acceptance=check.al if check else math.nan,
+                             heldout_measured=check.measured if check else math.nan,
+                             heldout_predicted=check.predicted if check else math.nan,
+                             heldout_error=check.error if check else math.nan))
     return pd.DataFrame(rows, columns=BREAK_EVEN_COLUMNS)
 
 
@@ -101,4 +161,4 @@ def load_surface(path: Path) -> pd.DataFrame:
     missing = [c for c in SURFACE_COLUMNS if c not in df]
     if missing:
         raise UsageError(f"surface: {f} lacks the column(s) {', '.join(missing)}")
-    return df
+    return df.assign(**{c: math.nan for c in OPTIONAL_COLUMNS if c not in df})

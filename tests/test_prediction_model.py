@@ -1,0 +1,113 @@
+"""Prediction from the time model (surface.model_predict, benchmarks.prediction): a head's speedup at each
+concurrency from its C=1 acceptance and an earlier run's step cost, known answers from step times."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from fixtures_surface import cells_frame, plan_config
+
+from specbench.metrics.timemodel import log_half_width, model_error_width, model_from_terms
+
+OUT, PB, SB, PS = 65, 0.1, 0.02, 0.12
+T_BASE = PB + (OUT - 1) * SB  # 1.38 s
+STEP = {1: 0.025, 4: 0.03}  # the drafter's step (s) at each concurrency
+
+
+def _s(a: float, c: int) -> float:
+    return T_BASE / (PS + (OUT - 1) / a * STEP[c])
+
+
+def _a_star(c: int) -> float:
+    return (OUT - 1) * STEP[c] / (T_BASE - PS)
+
+
+def test_a_decomposed_cell_gives_the_model_that_reproduces_its_speedup():
+    t_spec = PS + 32 * 0.03  # AL 2: 32 decode steps of 0.03 s
+    m = model_from_terms(speedup=T_BASE / t_spec, r=0.03 / SB, al=2.0, baseline_prefill_share=PB / T_BASE)
+    # where the model is exact its terms are the request's: the drafter's prefill and decode over T_base
+    assert (m.prefill, m.decode) == pytest.approx((PS / T_BASE, 64 * 0.03 / T_BASE))
+    assert m.at(2.0) == pytest.approx(T_BASE / t_spec) and m.at(4.0) == pytest.approx(T_BASE / (PS + 16 * 0.03))
+    assert math.isnan(model_from_terms(1.2, 1.5, 2.0, math.nan).prefill)
+    # the interval's parts in quadrature; the model's error as the largest |ln(1 + e)|
+    assert log_half_width(0.03, 0.04, math.nan) == pytest.approx(0.05)
+    assert model_error_width([0.05, -0.1]) == pytest.approx(-math.log(0.9))
+
+
+def _runs(tmp_path):
+    from specbench.config import dump_config, parse_config
+    from specbench.surface.derive import derived_name
+    from specbench.surface.table import surface_table
+
+    surface = surface_table(cells_frame([dict(variant=derived_name("e", a), output_len=OUT, concurrency=c,
+                                              speedup=_s(a, c), speedup_ci_low=_s(a, c) / 1.1,
+                                              speedup_ci_high=_s(a, c) * 1.1, acceptance_length=a)
+                                         for a in (1.0, 2.0, 4.0) for c in (1, 4)]))
+    (tmp_path / "surface").mkdir()
+    surface.to_csv(tmp_path / "surface" / "surface.csv", index=False)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(dump_config(parse_config(plan_config(("e",), (1, 4)))))
+    cells = cells_frame([dict(variant="ar", output_len=OUT, concurrency=c, point_id=f"ar{c}", speedup=1.0,
+                              speedup_ci_low=1.0, speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
+                        + [dict(variant="e", output_len=OUT, concurrency=c, point_id=f"p{c}", speedup=_s(2.0, c),
+                                speedup_ci_low=_s(2.0, c) / 1.05, speedup_ci_high=_s(2.0, c) * 1.05,
+                                acceptance_length=2.0) for c in (1, 4)])
+    cells.to_csv(run / "cells.csv", index=False)
+    # the head's requests at C=1: 8 a window, each 65 tokens in 33 target steps (decode acceptance 64 / 32 = 2)
+    pd.DataFrame([dict(variant="e", point_id="p1", window_id="w1", output_tokens=OUT, verify_steps=33)] * 8
+                 ).to_csv(run / "acceptance.csv", index=False)
+    pd.DataFrame([dict(variant="e", concurrency=c, rate=math.nan, step_cost_ratio=STEP[c] / SB,
+                       break_even_acceptance_length=_a_star(c)) for c in (1, 4)]
+                 ).to_csv(run / "decomposition.csv", index=False)
+    return run, tmp_path / "surface"
+
+
+def test_the_model_predicts_a_head_from_its_c1_acceptance_and_the_surface(tmp_path):
+    from specbench.report.load import normalize_cells
+    from specbench.surface.model_predict import predict_from_model, reference_from_surface
+    from specbench.surface.table import load_surface
+
+    run, surface = _runs(tmp_path)
+    pred = predict_from_model(normalize_cells(pd.read_csv(run / "cells.csv")), pd.read_csv(run / "acceptance.csv"),
+                              pd.read_csv(run / "decomposition.csv"), reference_from_surface(load_surface(surface)),
+                              {"e": "e"}).set_index("concurrency")
+    # no spread and a window of two whole waves at C=4: the window's speedup is the model's S(2) exactly
+    assert pred.loc[4, "predicted"] == pytest.approx(_s(2.0, 4))
+    assert pred.loc[4, "requests_per_window"] == pytest.approx(8)
+    # the interval: the surface's +-10% envelopes (the held-out error is 0 on exact points)
+    assert (pred.loc[4, "predicted_low"], pred.loc[4, "predicted_high"]) == pytest.approx(
+        (_s(2.0, 4) / 1.1, _s(2.0, 4) * 1.1))
+    assert pred.loc[4, "covered"] and pred.loc[4, "error"] == pytest.approx(0.0, abs=1e-12)
+    assert pred.loc[4, "break_even_model"] == pytest.approx(_a_star(4))
+
+
+def test_the_benchmark_prints_the_goal_line(tmp_path, capsys):
+    from benchmarks.prediction import main
+
+    run, surface = _runs(tmp_path)
+    assert main([str(run), str(surface), "--at", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == ("prediction: 1 points, median error 0.0%, worst 0.0%, interval coverage 1 of 1, "
+                       "break-even AL from the run vs the surface within intervals for 1 of 1 drafters")
+    assert main([str(run), str(tmp_path / "nowhere")]) == 2
+    assert "neither surface.csv" in capsys.readouterr().err
+
+
+def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path):
+    from specbench.report.load import normalize_cells
+    from specbench.surface.model_predict import predict_from_model, reference_from_surface
+    from specbench.surface.table import load_surface
+
+    run, surface = _runs(tmp_path)
+    # half the requests accept 64 / 16 = 4 a decode step, half 64 / 64 = 1: the window waits for the slow ones
+    spread = pd.DataFrame([dict(variant="e", point_id="p1", window_id="w1", output_tokens=OUT, verify_steps=k)
+                           for k in (17, 65) * 4])
+    args = (normalize_cells(pd.read_csv(run / "cells.csv")), spread, pd.read_csv(run / "decomposition.csv"),
+            reference_from_surface(load_surface(surface)), {"e": "e"})
+    pred = predict_from_model(*args).set_index("concurrency")
+    mean_time = (1 / _s(4.0, 4) + 1 / _s(1.0, 4)) / 2  # each request's time over the baseline's, on average
+    assert pred.loc[4, "predicted"] < 1 / mean_time < _s(2.5, 4)  # the tail costs beyond the mean time
+    assert pred.loc[4, "predicted"] == predict_from_model(*args).set_index("concurrency").loc[4, "predicted"]

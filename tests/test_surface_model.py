@@ -1,0 +1,182 @@
+"""The speedup surface as a time model (issue 38, item 3): a request's time is prefill + (O - 1) / a steps of a
+step cost that does not depend on a, so 1/S = p + q/a. Known answers from synthetic runs built from step times."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from fixtures_surface import cells_frame
+
+from specbench.metrics.surface import Curve, TimeModel, break_even_acceptance, fit, held_out
+from specbench.surface.derive import derived_name
+from specbench.surface.table import break_even_table, curves, surface_table
+
+# a synthetic configuration from step times (s): baseline prefill 0.1 and step 0.02, the drafter's prefill 0.12
+# and step 0.03 (its cost does not depend on the acceptance); 65 output tokens, so 64 decode steps at AL 1
+OUT, PB, SB, PS, SS = 65, 0.1, 0.02, 0.12, 0.03
+T_BASE = PB + (OUT - 1) * SB  # 1.38 s
+
+
+def _speedup(a: float, step: float = SS) -> float:
+    return T_BASE / (PS + (OUT - 1) / a * step)
+
+
+def _cells(points: dict[float, float], read_back: dict[float, float] | None = None, c: int = 4):
+    return cells_frame([dict(variant=derived_name("e", a), output_len=OUT, concurrency=c, speedup=s,
+                             speedup_ci_low=s / 1.1, speedup_ci_high=s * 1.1,
+                             acceptance_length=(read_back or {}).get(a, a)) for a, s in points.items()])
+
+
+def test_the_model_reproduces_a_run_built_from_known_step_times_exactly():
+    surface = surface_table(_cells({a: _speedup(a) for a in (1.0, 2.0, 4.0)}))
+    row = break_even_table(surface).iloc[0]
+    assert row["prefill_term"] == pytest.approx(PS / T_BASE) and row["decode_term"] == pytest.approx(64 * SS / T_BASE)
+    # S(a*) = 1: T_spec(a*) = T_base, a* = 64 x 0.03 / (1.38 - 0.12)
+    assert row["break_even_acceptance"] == pytest.approx(64 * SS / (T_BASE - PS))
+    assert row["heldout_acceptance"] == 2.0 and row["heldout_error"] == pytest.approx(0.0, abs=1e-12)
+    curve = curves(surface, "e")[4]
+    for a in (1.5, 3.0, 5.0):  # between and beyond the forced lengths
+        assert curve.at(a) == pytest.approx(_speedup(a))
+    # concave in a (hyperbolic), not ln S linear: the middle lies above the chord
+    assert curve.at(2.5) > (curve.at(1.0) + curve.at(4.0)) / 2
+
+
+def test_without_prefill_the_model_is_the_decompositions_identity():
+    # no prefill and no tail, the decomposition's residual is 1 and speedup = AL / r: the model's q is r
+    r = SS / SB
+    assert TimeModel(0.0, r).at(3.0) == pytest.approx(3.0 / r)
+    assert fit([1.0, 2.0, 3.0], [a / r for a in (1.0, 2.0, 3.0)]) == TimeModel(pytest.approx(0.0), pytest.approx(r))
+    assert TimeModel(0.0, r).break_even() == pytest.approx(r)
+
+
+def test_a_point_that_did_not_read_back_is_dropped_with_the_reason():
+    good = {a: _speedup(a) for a in (1.0, 2.0, 4.0)}
+    # AL 3 was forced but the engine accepted 2.5: its speedup is not the model's at 3
+    surface = surface_table(_cells({**good, 3.0: _speedup(2.5)}, read_back={3.0: 2.5}))
+    assert list(surface["readback"]) == ["ok", "ok", "mismatch", "ok"]
+    row = break_even_table(surface).iloc[0]
+    clean = break_even_table(surface_table(_cells(good))).iloc[0]
+    assert row["points"] == 3 and row["dropped"] == "AL 3 (mismatch: read back 2.50)"
+    for col in ("break_even_acceptance", "prefill_term", "decode_term", "heldout_error"):
+        assert row[col] == pytest.approx(clean[col], abs=1e-12)
+    assert curves(surface, "e")[4].al == (1.0, 2.0, 4.0)
+    from specbench.surface.render import surface_markdown
+
+    md = surface_markdown(surface, break_even_table(surface))
+    assert "| 4 | O=65 | 3 | 2.50 (mismatch, dropped) |" in md
+    assert "- dropped at C=4: AL 3 (mismatch: read back 2.50)" in md
+
+
+def test_the_held_out_error_is_the_models_error_at_the_middle_length():
+    points = {a: _speedup(a) for a in (1.0, 2.0, 4.0)}
+    points[2.0] *= 1.05  # the shape is off by 5% at the middle
+    row = break_even_table(surface_table(_cells(points))).iloc[0]
+    assert row["heldout_acceptance"] == 2.0 and row["heldout_measured"] == pytest.approx(1.05 * _speedup(2.0))
+    assert row["heldout_predicted"] == pytest.approx(_speedup(2.0))  # fitted on 1 and 4 alone: exact there
+    assert row["heldout_error"] == pytest.approx(1 / 1.05 - 1)
+    assert held_out([1.0, 2.0], [0.5, 0.8]) is None  # two lengths determine the model: nothing to check
+    assert held_out([1.0, 1.5, 2.0, 3.0], [1, 1, 1, 1], index=0).al == 1.0  # any point can be held out
+    from specbench.surface.render import surface_markdown
+
+    md = surface_markdown(surface_table(_cells(points)), break_even_table(surface_table(_cells(points))))
+    assert "Held-out error of the time model: C=4 O=65: -4.8%." in md
+
+
+def test_break_even_beyond_k_plus_one_and_the_censored_ends():
+    slow = {a: _speedup(a, step=0.08) for a in (1.0, 2.0, 3.0)}  # a step costs 4x: a* = 64 x 0.08 / 1.26 = 4.06
+    surface = surface_table(_cells(slow), top={"e": 3.0})
+    row = break_even_table(surface).iloc[0]
+    assert row["break_even_acceptance"] == math.inf and bool(row["break_even_acceptance_beyond"])
+    assert row["break_even_acceptance_extrapolated"] == pytest.approx(64 * 0.08 / (T_BASE - PS))
+    from specbench.report.surface import break_even_text
+
+    assert break_even_text(row) == ("beyond k+1 = 3", "[beyond, beyond]")
+    # k + 1 = 5 reaches it: a finite break-even, its interval from the models through the points' interval ends
+    row5 = break_even_table(surface_table(_cells(slow), top={"e": 5.0})).iloc[0]
+    assert row5["break_even_acceptance"] == pytest.approx(64 * 0.08 / (T_BASE - PS))
+    assert not row5["break_even_acceptance_beyond"]
+    # the ends: S x 1.1 (or / 1.1) everywhere scales 1/S = p + q/a by 1 / 1.1 (or 1.1): a* = q / (1.1 - p), ...
+    assert row5["break_even_acceptance_low"] == pytest.approx(64 * 0.08 / (1.1 * T_BASE - PS))
+    assert row5["break_even_acceptance_high"] == pytest.approx(64 * 0.08 / (T_BASE / 1.1 - PS))
+    # ... an end past k + 1 is censored there: `beyond`
+    row4 = break_even_table(surface_table(_cells(slow), top={"e": 4.5})).iloc[0]
+    assert row4["break_even_acceptance_high"] == math.inf and break_even_text(row4)[1].endswith(", beyond]")
+    # pays at the lowest forced length already: `at most`
+    fast = Curve.of([1.0, 2.0, 3.0], [_speedup(a, step=0.015) for a in (1.0, 2.0, 3.0)])
+    be = break_even_acceptance(fast, 4.0)
+    assert be.at_most and be.value == 1.0 and be.model < 1.0 and math.isnan(be.low)  # no interval: none
+
+
+def test_the_step_cost_check_compares_forced_and_real_step_costs():
+    import pandas as pd
+
+    from specbench.surface.stepcost import agree_word, step_cost_check, step_cost_lines
+
+    def rows(variant, c, rs):
+        return [dict(variant=variant, concurrency=c, rate=math.nan, step_cost_ratio=r) for r in rs]
+
+    surface = pd.DataFrame(rows("e-al1", 4, [1.8]) + rows("e-al2", 4, [1.9]) + rows("e-al3", 4, [1.85])
+                           + rows("e-al1", 16, [2.4]) + rows("e-al3", 16, [2.5]) + rows("f-al2", 4, [9.0])
+                           + rows("ar", 4, [math.nan]))
+    run = pd.DataFrame(rows("head", 4, [1.88, 1.95]) + rows("head", 16, [1.5, 1.6]) + rows("head", 64, [3.0]))
+    check = step_cost_check(run, surface, {"head": "e"}).set_index("concurrency")
+    assert list(check.index) == [4, 16]  # C=64: no forced step cost to compare with
+    assert check.loc[4, "forced_r"] == pytest.approx((1.8 * 1.9 * 1.85) ** (1 / 3))
+    assert (check.loc[4, "forced_r_low"], check.loc[4, "forced_r_high"], check.loc[4, "forced_cells"]) == (1.8, 1.9, 3)
+    assert check.loc[4, "agree"] == "yes" and check.loc[16, "agree"] == "no"  # [1.5, 1.6] vs [2.4, 2.5]
+    assert agree_word((2.0, 2.0, 2.0), (3.0, 3.0, 3.0)) == "n/a"  # one cell each: nothing to judge by
+    assert step_cost_lines(check.reset_index())[1] == (
+        "step cost head C=16: forced r 2.45 [2.40, 2.50] (2 cells), real r 1.55 [1.50, 1.60] (2 cells), agree no")
+
+
+def test_the_window_makespan_of_a_closed_loop():
+    from specbench.metrics.makespan import makespan, window_speedup
+
+    # C=2, four requests of 3, 1, 1, 2 s: slot A 3; slot B 1, then 1 (ends at 2), then 2 (ends at 4): 4 s
+    assert makespan([3.0, 1.0, 1.0, 2.0], 2) == 4.0
+    assert makespan([1.0, 1.0, 1.0, 5.0], 2) == 6.0  # the last request starts at 1 s on the first free slot
+    assert makespan([2.0], 4) == 2.0 and math.isnan(makespan([], 2))
+    # every request at the same acceptance: the window is the time model's speedup exactly
+    assert window_speedup(TimeModel(0.1, 1.6), [2.0], 8, 4) == pytest.approx(1 / (0.1 + 0.8))
+    # spread with the same mean acceptance: the slowest requests hold the window open, the speedup falls
+    spread = window_speedup(TimeModel(0.1, 1.6), [1.5, 2.5], 8, 4, seed=1)
+    assert spread < 1 / (0.1 + 0.8)
+    assert spread == window_speedup(TimeModel(0.1, 1.6), [1.5, 2.5], 8, 4, seed=1)  # seeded
+
+
+def test_a_surface_run_directory_gets_k_plus_one_from_its_drafters_arguments(tmp_path):
+    from specbench.config import dump_config, parse_config
+    from specbench.surface.derive import surface_config
+    from specbench.surface.render import write_surface
+
+    cfg = parse_config({"name": "t", "model": {"path": "/m"}, "engine": {"kind": "vllm"},
+                        "variants": [{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                                     {"name": "e", "drafter": "ngram", "params": {"num_tokens": 3}}],
+                        "sweep": {"prompts": [{"set": "seed"}], "output_lens": [OUT], "concurrency": [4]}})
+    (tmp_path / "config.yaml").write_text(dump_config(surface_config(cfg, ["e"], {"e": [1.0, 2.0, 3.0]})))
+    slow = {a: _speedup(a, step=0.08) for a in (1.0, 2.0, 3.0)}
+    _cells(slow).to_csv(tmp_path / "cells.csv", index=False)
+    write_surface(tmp_path)
+    import pandas as pd
+
+    be = pd.read_csv(tmp_path / "break_even_al.csv").iloc[0]
+    assert be["max_acceptance"] == 4.0  # n-gram's 3 draft tokens: k + 1 = 4, below a* = 4.06
+    assert be["break_even_acceptance"] == math.inf and be["break_even_acceptance_beyond"]
+    assert "| 4 | O=65 | beyond k+1 = 4 |" in (tmp_path / "surface.md").read_text()
+
+
+def test_a_prediction_takes_the_model_of_its_own_output_length():
+    from specbench.surface.predict import predict_run
+
+    rows = [dict(variant=derived_name("e", a), output_len=o, concurrency=c, speedup=s * f, speedup_ci_low=s * f / 1.1,
+                 speedup_ci_high=s * f * 1.1, acceptance_length=a)
+            for a in (1.0, 2.0, 4.0) for c in (1, 4) for o, f in ((OUT, 1.0), (513, 1.5)) if (s := _speedup(a))]
+    surface = surface_table(cells_frame(rows))
+    run = cells_frame([dict(variant="ar", output_len=OUT, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
+                            speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
+                      + [dict(variant="e", output_len=OUT, concurrency=c, speedup=1.0, speedup_ci_low=0.9,
+                              speedup_ci_high=1.1, acceptance_length=3.0) for c in (1, 4)])
+    pred = predict_run(run, "ar", surface).set_index("concurrency")
+    assert pred.loc[4, "predicted"] == pytest.approx(_speedup(3.0))  # O=65's model, not the pooled 1.22x
+    assert curves(surface, "e")[4].at(3.0) == pytest.approx(_speedup(3.0) * math.sqrt(1.5))
