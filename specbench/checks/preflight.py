@@ -261,7 +261,9 @@ def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> N
         return
     limit, source = ctx
     s = cfg.sweep
-    longest_out = max(s.output_lens)
+    if not s.fixed_output_lens:
+        return  # natural lengths only: each is capped at the context left after its prompt (plan.natural)
+    longest_out = max(s.fixed_output_lens)
     if longest_out >= limit:
         raise ConfigError("sweep.output_lens", f"{longest_out} output tokens do not fit the model's context "
                           f"of {limit} tokens ({source})")

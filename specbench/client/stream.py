@@ -277,7 +277,7 @@ async def stream_planned(ep: Endpoint, planned: PlannedRequest) -> RequestRecord
     res = await stream_request(ep, planned.spec)
     return RequestRecord(
         **planned.fields, t_send=t_send, ttft_s=res.ttft_s, e2e_s=res.e2e_s,
-        chunk_offsets_s=res.chunk_offsets_s, chunk_tokens=res.chunk_tokens,
+        chunk_offsets_s=res.chunk_offsets_s, chunk_tokens=res.chunk_tokens, max_tokens=planned.spec.max_tokens,
         prompt_tokens=res.prompt_tokens, output_tokens=res.output_tokens, token_ids=res.token_ids,
         text=res.text, finish_reason=res.finish_reason, spec=res.spec, error=res.error)
 

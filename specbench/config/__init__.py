@@ -29,6 +29,7 @@ from specbench.config.load import (
 from specbench.config.run import RunConfig, TuneConfig, dump_config
 from specbench.config.sweep import (
                    DEFAULT_MAX_IN_FLIGHT,
+                   NATURAL,
                    SLO_METRICS,
                    AdaptiveConfig,
                    CapacityConfig,
@@ -38,7 +39,7 @@ from specbench.config.sweep import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MIN_SPEEDUP", "MAX_YAML_NODES", "SLO_METRICS", "AdaptiveConfig",
+    "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MIN_SPEEDUP", "MAX_YAML_NODES", "NATURAL", "SLO_METRICS", "AdaptiveConfig",
     "CapacityConfig", "ClientConfig", "EngineConfig", "EstimatesConfig", "LoadConfig", "ModelConfig",
     "PromptSource", "RunConfig", "SchedulerConfig", "Strict", "SweepConfig", "TuneConfig", "VariantConfig",
     "VerdictConfig", "dump_config", "expanded_size", "format_validation_error", "load_config", "load_yaml",

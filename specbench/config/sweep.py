@@ -7,9 +7,14 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from specbench.config.base import Strict
+
+NATURAL = "natural"  # an output length: each prompt's reference answer length (records.NATURAL_OUTPUT in a cell key)
+# the prompt sets that can carry reference answers: sharegpt's recorded replies, humaneval's canonical
+# functions, a file's "reference" fields (checked per prompt when the sweep is built)
+REFERENCE_SETS = ("sharegpt", "humaneval", "file")
 
 
 class PromptSource(Strict):
@@ -77,7 +82,9 @@ class LoadConfig(Strict):
 
 class SweepConfig(Strict):
     prompts: list[PromptSource] = Field(default_factory=lambda: [PromptSource()], min_length=1)
-    output_lens: list[int] = Field(min_length=1)
+    # fixed lengths, and/or "natural": each prompt's reference answer length in target tokens (as vLLM's
+    # ShareGPT sampling does); needs a set with reference answers (REFERENCE_SETS)
+    output_lens: list[int | Literal["natural"]] = Field(min_length=1)
     concurrency: list[int] = Field(min_length=1)  # open loop: [load.max_in_flight], filled in
     load: LoadConfig = Field(default_factory=LoadConfig)
     input_lens: list[int] | None = None  # pad prompts with a shared document to ~N prompt tokens
@@ -129,13 +136,29 @@ class SweepConfig(Strict):
 
     @field_validator("output_lens", "concurrency", "input_lens")
     @classmethod
-    def _positive(cls, v: list[int] | None) -> list[int] | None:
+    def _positive(cls, v: list[Any] | None) -> list[Any] | None:
         for i, x in enumerate(v or []):
-            if x < 1:
+            if x != NATURAL and x < 1:
                 raise ValueError(f"item {i} is {x}: must be >= 1")
         if v is not None and len(set(v)) != len(v):
             raise ValueError("has duplicate values")
-        return sorted(v) if v is not None else None
+        # "natural" first: it sorts as NATURAL_OUTPUT (0) does in cell keys
+        return sorted(v, key=lambda x: -1 if x == NATURAL else x) if v is not None else None
+
+    @field_validator("output_lens")
+    @classmethod
+    def _natural(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
+        if NATURAL in v:
+            for src in info.data.get("prompts") or []:
+                if src.set not in REFERENCE_SETS:
+                    raise ValueError(f"natural needs prompts with reference answers; set {src.set} has none "
+                                     f"(sets with them: {', '.join(REFERENCE_SETS)})")
+        return v
+
+    @property
+    def fixed_output_lens(self) -> list[int]:
+        """The fixed output lengths (without "natural")."""
+        return [o for o in self.output_lens if isinstance(o, int)]
 
     @model_validator(mode="after")
     def _open_loop(self) -> SweepConfig:

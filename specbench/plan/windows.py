@@ -12,15 +12,17 @@ import json
 import math
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
-from specbench.config import RunConfig
+from specbench.config import NATURAL, RunConfig
 from specbench.plan.arrivals import Trace, arrival_offsets, load_trace
+from specbench.plan.natural import natural_lengths
 from specbench.plan.prompts import Prompt
 from specbench.plan.specs import RequestSpec
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import CellKey
+from specbench.shared.records import NATURAL_OUTPUT, CellKey
 
 
 class RequestIdentity(TypedDict):
@@ -81,6 +83,8 @@ class Sweep:
     prompts: dict[str, list[Prompt]]  # category -> prompts (possibly padded to input lengths)
     padded: dict[tuple[str, int], str]  # (prompt id, input_len) -> text
     trace: Trace | None = None  # open loop: a recorded arrival trace replayed instead of drawn arrivals
+    # sweep.output_lens natural: prompt id -> its max_tokens (the reference answer's length in target tokens)
+    natural: dict[str, int] = field(default_factory=dict)
 
     def point_prompts(self, point: SweepPoint) -> list[Prompt]:
         """The prompts a point sends in rotation: its category's, or all of them for a mixed open-loop point."""
@@ -99,6 +103,7 @@ class Sweep:
             "warmup": s.warmup_requests, "seed": s.seed, "endpoint": s.endpoint,
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
             **({"stop_at_eos": True} if s.stop_at_eos else {}),  # absent when off: earlier fingerprints hold
+            **({"natural": sorted(self.natural.items())} if self.natural else {}),
             **({"load": s.load.model_dump(exclude={"trace", "max_send_lag_s"}),
                 "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
@@ -124,13 +129,18 @@ def capped_variants(cfg: RunConfig) -> dict[str, int]:
             if v.max_concurrency is not None and v.max_concurrency < top}
 
 
-def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None) -> Sweep:
-    """`pad(text, n_tokens) -> text` builds long prompts for the input-length axis (None: no axis)."""
+def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None, count: Callable[[str], int] | None = None,
+                context: int | None = None) -> Sweep:
+    """`pad(text, n_tokens) -> text` builds long prompts for the input-length axis (None: no axis).
+    `count(text) -> tokens` is the target's tokenizer, for `output_lens: [natural]` (`natural_lengths`);
+    `context` the model's context length when known, which caps them."""
     by_cat: dict[str, list[Prompt]] = defaultdict(list)
     for p in prompts:
         by_cat[p.category].append(p)
     s = cfg.sweep
     input_lens: list[int | None] = list(s.input_lens) if s.input_lens else [None]
+    out_lens = [o if isinstance(o, int) else NATURAL_OUTPUT for o in s.output_lens]
+    natural = natural_lengths(cfg, prompts, count, context) if NATURAL in s.output_lens else {}
     trace = _trace(cfg, prompts)
     pad_lens = set(s.input_lens or []) | {r.input_len for r in (trace.requests if trace else []) if r.input_len}
     if pad_lens and pad is None and trace and not s.input_lens:
@@ -145,13 +155,13 @@ def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None) -> Sweep:
         rates = s.load.rates or ([trace.rate] if trace else [])
         points = [SweepPoint(category=cat, input_len=i, output_len=o, concurrency=s.load.max_in_flight,
                              temperature=t, rate=r)
-                  for t in s.temperatures for i in input_lens for o in s.output_lens for r in rates]
-        return Sweep(points=points, prompts=dict(by_cat), padded=padded, trace=trace)
+                  for t in s.temperatures for i in input_lens for o in out_lens for r in rates]
+        return Sweep(points=points, prompts=dict(by_cat), padded=padded, trace=trace, natural=natural)
     # Order: short outputs first, then rising concurrency, categories inside: same on every variant.
     points = [SweepPoint(category=c, input_len=i, output_len=o, concurrency=k, temperature=t)
-              for t in s.temperatures for i in input_lens for o in s.output_lens
+              for t in s.temperatures for i in input_lens for o in out_lens
               for k in s.concurrency for c in by_cat]
-    return Sweep(points=points, prompts=dict(by_cat), padded=padded)
+    return Sweep(points=points, prompts=dict(by_cat), padded=padded, natural=natural)
 
 
 def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
@@ -230,6 +240,8 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     for index in range(n):
         prompt = order[index] if order is not None else prompts[index % len(prompts)]
         input_len, out_len = point.input_len, point.output_len
+        if out_len == NATURAL_OUTPUT:
+            out_len = sweep.natural[prompt.id]
         if sweep.trace is not None:  # a trace line may name its prompt and lengths
             line = sweep.trace.requests[index]
             prompt = by_id.get(line.prompt_id or "", prompt)
@@ -260,9 +272,10 @@ def _offsets(cfg: RunConfig, sweep: Sweep, point: SweepPoint, n: int, repeat: in
 
 
 def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:
-    """Warmup: the first prompts of the sweep at its shortest output length; recorded, flagged, unused."""
+    """Warmup: the first prompts of the sweep at its shortest output length (fixed, or natural); recorded,
+    flagged, unused."""
     all_prompts = [p for ps in sweep.prompts.values() for p in ps]
-    out_len = min(cfg.sweep.output_lens)
+    out_len = min(cfg.sweep.fixed_output_lens + list(sweep.natural.values()))
     out = []
     for index in range(cfg.sweep.warmup_requests):
         prompt = all_prompts[index % len(all_prompts)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from specbench.shared.records import NATURAL_OUTPUT
+
 UNDEFINED = "—"
 NOT_MEASURED = "n/m"  # a cell above its variant's max_concurrency: not measured by design, never a failure
 
@@ -46,6 +48,12 @@ def fmt_len(x: Any) -> str:
     """A length or concurrency as an integer; `-` when undefined (as in point ids)."""
     v = num(x)
     return "-" if math.isnan(v) else str(int(v))
+
+
+def fmt_output_len(x: Any) -> str:
+    """An output length as printed everywhere: `natural` for records.NATURAL_OUTPUT (each request its
+    prompt's reference answer length), else as fmt_len."""
+    return "natural" if num(x) == NATURAL_OUTPUT else fmt_len(x)
 
 
 def fmt_temp(x: Any) -> str:

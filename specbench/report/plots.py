@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from specbench.report.fmt import num
+from specbench.report.fmt import fmt_output_len, num
 
 MAX_LINES = 6
 DPI = 110
@@ -110,7 +110,7 @@ def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
                 _plot_curve(ax, g, "speedup", name, colors[name])
             ax.axhline(1.0, color="black", lw=1, ls="--", label="1.0 = baseline")
             _log2_x(ax, levels)
-            ax.set_title(label(f"{d} · output {int(out)}"), fontsize=10)
+            ax.set_title(label(f"{d} · output {fmt_output_len(out)}"), fontsize=10)
             if j == 0:
                 ax.set_ylabel("speedup vs baseline")
             if i == len(drafters) - 1:
@@ -126,7 +126,7 @@ def _mean_panels(df: pd.DataFrame, cols: list[str], h: float) -> tuple[Figure, l
     m = df.groupby(["variant", "output_len", "concurrency"], as_index=False, sort=True)[cols].mean()
     fig, axes = _grid(1, len(outs), h=h)
     for ax, out in zip(axes[0], outs):
-        ax.set_title(f"output {int(out)} (mean over categories)", fontsize=10)
+        ax.set_title(f"output {fmt_output_len(out)} (mean over categories)", fontsize=10)
     return fig, [(ax, m[m["output_len"] == out]) for ax, out in zip(axes[0], outs)]
 
 

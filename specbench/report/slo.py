@@ -16,7 +16,7 @@ import pandas as pd
 
 from specbench.metrics.capacity import AT_LEAST, AT_MOST, BELOW, BEYOND, MEASURED
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
-from specbench.report.fmt import UNDEFINED, fmt, fmt_len, fmt_pct, num
+from specbench.report.fmt import UNDEFINED, fmt, fmt_len, fmt_output_len, fmt_pct, num
 from specbench.report.load import RunData
 from specbench.report.slo_plots import capacity_bars, goodput_vs_rate, latency_vs_rate
 
@@ -35,7 +35,7 @@ def _curve(row: pd.Series, several: bool) -> str:
     if not several:
         return ""
     inp = "" if math.isnan(num(row["input_len"])) else f" in {fmt_len(row['input_len'])}"
-    return f" ({row['category']}{inp}, output {fmt_len(row['output_len'])}, t={num(row['temperature']):g})"
+    return f" ({row['category']}{inp}, output {fmt_output_len(row['output_len'])}, t={num(row['temperature']):g})"
 
 
 def _gain_text(row: pd.Series) -> str:

@@ -14,7 +14,7 @@ from specbench.config import DEFAULT_MIN_SPEEDUP
 from specbench.report.audits import gpus_text
 from specbench.report.decisions import legend, undecided_advice, verdict_table
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
-from specbench.report.fmt import fmt_len, fmt_pct, num
+from specbench.report.fmt import fmt_len, fmt_output_len, fmt_pct, num
 from specbench.report.load import RunData
 from specbench.report.verdict import drafter_verdict
 
@@ -37,6 +37,11 @@ def _levels(values: Iterable[Any], digits: int = 0) -> str:
     return ", ".join(f"{v:.{digits}f}" if digits else str(int(v)) for v in vals) or "-"
 
 
+def _out_levels(values: Iterable[Any]) -> str:
+    vals = sorted({v for v in map(num, values) if not math.isnan(v)})
+    return ", ".join(fmt_output_len(v) for v in vals) or "-"
+
+
 def context(data: RunData) -> Paragraph:
     env, c = data.environment, data.cells
     engine = env.get("engine") or {}
@@ -51,7 +56,7 @@ def context(data: RunData) -> Paragraph:
         repeats = fmt_len(c["repeats"].max())
         categories = ", ".join(sorted(c["category"].unique()))
         text += (f"Each cell is one variant at one sweep point: categories {categories}; "
-                 f"output lengths {_levels(c['output_len'])}; concurrency {_levels(c['concurrency'])}; "
+                 f"output lengths {_out_levels(c['output_len'])}; concurrency {_levels(c['concurrency'])}; "
                  f"temperature {_levels(c['temperature'], 1)}; "
                  f"up to {repeats} repeat{'' if repeats == '1' else 's'} per cell, "
                  f"{fmt_len(c['n_requests'].sum())} measured requests. Speedup is the drafter's aggregate output "

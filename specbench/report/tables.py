@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 
 from specbench.report.document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
-from specbench.report.fmt import NOT_MEASURED, UNDEFINED, fmt, fmt_interval, fmt_len, fmt_span, fmt_temp
+from specbench.report.fmt import NOT_MEASURED, UNDEFINED, fmt, fmt_interval, fmt_len, fmt_output_len, fmt_span, fmt_temp
 from specbench.report.load import RunData
 
 
 def _curve_label(row: pd.Series, vary: list[str]) -> list[str]:
     names = {"category": str(row["category"]), "input_len": fmt_len(row["input_len"]),
-             "output_len": fmt_len(row["output_len"]), "temperature": fmt_temp(row["temperature"])}
+             "output_len": fmt_output_len(row["output_len"]), "temperature": fmt_temp(row["temperature"])}
     return [names[k] for k in vary]
 
 
@@ -24,7 +24,7 @@ def _ci(row: pd.Series, col: str, digits: int = 2, *, stem: str = "") -> str:
 
 def _lengths(row: pd.Series) -> list[str]:
     """The first cells of a per-point row: variant, category, input and output length."""
-    return [row["variant"], row["category"], fmt_len(row["input_len"]), fmt_len(row["output_len"])]
+    return [row["variant"], row["category"], fmt_len(row["input_len"]), fmt_output_len(row["output_len"])]
 
 
 def _speedup_cell(row: pd.Series | None) -> str:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from specbench.metrics.common import geometric_mean
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Table
-from specbench.report.fmt import fmt, fmt_len, fmt_pct, num
+from specbench.report.fmt import fmt, fmt_len, fmt_output_len, fmt_pct, num
 from specbench.report.load import RunData
 from specbench.report.plots import LEGEND_SIZE, _log2_x, _png, label
 
@@ -78,7 +78,7 @@ def decomposition_plot(levels: pd.DataFrame) -> bytes | None:
                 ax.plot(g["concurrency"], g[col], marker="o", ms=3.5, color=color, ls=style, label=name)
             ax.axhline(1.0, color="black", lw=1, ls="--")
             _log2_x(ax, sorted({int(c) for c in df["concurrency"]}))
-            ax.set_title(label(f"{d} · output {int(out)}"), fontsize=10)
+            ax.set_title(label(f"{d} · output {fmt_output_len(out)}"), fontsize=10)
             if i == len(drafters) - 1:
                 ax.set_xlabel("concurrency")
             ax.legend(fontsize=LEGEND_SIZE)
@@ -109,12 +109,13 @@ def why_section(data: RunData, *, plots: bool = True) -> list[Block]:
     for v, g in levels.groupby("variant", sort=False):
         items: list[list[Inline]] = []
         for _, row in g.iterrows():
-            where = f"C={fmt_len(row['concurrency'])}" + (f", output {fmt_len(row['output_len'])}" if multi_out else "")
+            length = f", output {fmt_output_len(row['output_len'])}" if multi_out else ""
+            where = f"C={fmt_len(row['concurrency'])}{length}"
             speed = "" if math.isnan(num(row["speedup"])) else f" ({fmt(row['speedup'])}x)"
             items.append([f"{where}{speed}: {level_sentence(row)}"])
         out += [Heading(str(v), 3), Bullets(items)]
     cols = ["variant", "category", "output", "C", "speedup", "AL", "r", "residual", "AL*", "steps from", "why empty"]
-    rows = [[str(r["variant"]), str(r["category"]), fmt_len(r["output_len"]), fmt_len(r["concurrency"]),
+    rows = [[str(r["variant"]), str(r["category"]), fmt_output_len(r["output_len"]), fmt_len(r["concurrency"]),
              fmt(r["speedup"]), fmt(r["acceptance_length"]), fmt(r["step_cost_ratio"]), fmt(r["residual"]),
              fmt(r["break_even_acceptance_length"]), _text(r["step_source"]), _text(r["reason"])]
             for _, r in d.iterrows()]

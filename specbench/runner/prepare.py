@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from specbench.checks.preflight import check_model_context
-from specbench.config import RunConfig, VerdictConfig, dump_config
+from specbench.checks.preflight import check_model_context, model_context
+from specbench.config import NATURAL, RunConfig, VerdictConfig, dump_config
 from specbench.plan.windows import Sweep, build_sweep
 from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
 from specbench.server.engines.base import Engine
@@ -53,6 +53,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     m = cfg.model
     model_path: Path | str
     tokenizer_path: Path | str | None
+    context: int | None = None
     if cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
         # an endpoint someone else runs: model.path is the name it serves, nothing local to read
         model_path, tokenizer_path = m.path, m.tokenizer
@@ -60,6 +61,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
         prepare_all(cfg)  # demo models (target, and a demo draft model) are built on first use
         model_path, tokenizer_path = resolve_model(m)
         check_model_context(cfg, model_path)  # sweep.output_lens vs the model's context
+        context = (model_context(cfg, model_path) or (None, ""))[0]  # caps natural output lengths
     api_headers(cfg.engine)  # an unset engine.api_key_env is refused before anything starts
     served = cfg.model.served_name or str(model_path)
     engine = make_engine(cfg, str(model_path), served)
@@ -70,7 +72,11 @@ def prepare_plan(cfg: RunConfig) -> Plan:
         if tokenizer_path is None:
             raise ConfigError("model.tokenizer", "sweep.input_lens needs a local tokenizer folder")
         pad = _padder(str(tokenizer_path))
-    return Plan(cfg=cfg, engine=engine, launches=launches, sweep=build_sweep(cfg, prompts, pad),
+    count = None  # output_lens natural: reference answers counted in the target's tokens, as padding counts
+    if NATURAL in cfg.sweep.output_lens and tokenizer_path is not None:
+        count = _counter(str(tokenizer_path))
+    return Plan(cfg=cfg, engine=engine, launches=launches,
+                sweep=build_sweep(cfg, prompts, pad, count=count, context=context),
                 eos_token_ids=eos_token_ids(model_path))
 
 
@@ -152,6 +158,13 @@ def write_side_files(rd: RunDir, plan: Plan) -> None:
 def config_hash(cfg: RunConfig) -> str:
     """What the measurements depend on: the config without its `verdict` section (advice only)."""
     return hashlib.sha256(dump_config(cfg.model_copy(update={"verdict": VerdictConfig()})).encode()).hexdigest()[:16]
+
+
+def _counter(tokenizer_path: str) -> Callable[[str], int]:
+    from specbench.plan.padding import count_tokens, load_tokenizer
+
+    tok = load_tokenizer(tokenizer_path)
+    return lambda text: count_tokens(text, tok)
 
 
 def _padder(tokenizer_path: str) -> Callable[[str, int], str]:

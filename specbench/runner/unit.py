@@ -31,6 +31,7 @@ from specbench.plan.windows import (
     window_requests,
 )
 from specbench.records.rundir import RunDir
+from specbench.report.fmt import fmt_output_len
 from specbench.runner.prepare import Plan, prepare_plan
 from specbench.runner.repeats import RepeatRule
 from specbench.runner.search import pending
@@ -187,7 +188,7 @@ async def _measure_point(ctx: RunContext, session: VariantSession, point: SweepP
             flushed = True
         where = f"launch {launch} " if cfg.sweep.launches > 1 else ""
         load = f"c={point.concurrency}" if point.rate is None else f"{point.rate:g} req/s"
-        ctx.reporter.phase(name, f"{where}{point.category} out={point.output_len} {load} rep {repeat}")
+        ctx.reporter.phase(name, f"{where}{point.category} out={fmt_output_len(point.output_len)} {load} rep {repeat}")
         wid = window_id(cell_id, repeat, launch)
         await measure_window(session, window_requests(cfg, sweep, point, name, repeat, launch), wid)
         ctx.done.add(wid)

@@ -12,6 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# A cell's output_len for `sweep.output_lens: [natural]`: each request's max_tokens is its prompt's reference
+# answer length in target tokens (plan.windows.natural_lengths; the request record's own max_tokens says it)
+NATURAL_OUTPUT = 0
+
 
 class CellKey(BaseModel):
     """One point of the sweep for one variant. `cell_id` is stable across runs and variants."""
@@ -64,7 +68,7 @@ class RequestRecord(BaseModel):
     category: str
     prompt_id: str
     input_len: int | None = None
-    output_len: int
+    output_len: int  # the cell's; NATURAL_OUTPUT (0): each request's own, in max_tokens
     concurrency: int  # open loop: the in-flight cap
     temperature: float = 0.0
     rate: float | None = None  # open loop: the offered rate (requests/s); None in a closed loop
@@ -79,6 +83,7 @@ class RequestRecord(BaseModel):
     e2e_s: float | None = None
     chunk_offsets_s: list[float] = Field(default_factory=list)  # arrival of each token-carrying chunk
     chunk_tokens: list[int] = Field(default_factory=list)  # tokens in each of those chunks
+    max_tokens: int | None = None  # the max_tokens sent (a natural cell's differ per prompt); None: older runs
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
     token_ids: list[int] | None = None  # exact output ids, when the engine returns them
