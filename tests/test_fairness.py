@@ -6,7 +6,7 @@ from typing import Any
 
 from specbench.checks.fairness import audit
 from specbench.config import parse_config
-from specbench.server.engines.pins import sglang_pins, vllm_pins
+from specbench.server.engines.pins import VLLM_CPU_ENV_PINS, sglang_pins, vllm_pins
 from specbench.server.engines.sglang import SGLangEngine
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import plan_launches, sweep_facts
@@ -65,11 +65,35 @@ def test_variant_overrides_are_warnings() -> None:
     assert "warning (--attention-backend)" in a.to_markdown()
 
 
-def test_vllm_matrix_pins_max_num_seqs() -> None:
+def test_vllm_matrix_pins_max_num_seqs(monkeypatch: Any) -> None:
+    monkeypatch.setattr(VLLMEngine, "cpu_wheel", lambda self: False)  # GPU vLLM: no CPU thread pins
     c = cfg("vllm", variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
                               {"name": "ng", "drafter": "ngram"}])
     a = audit(plan_launches(c, VLLMEngine(c.engine, sweep_facts(c), "/m", "m")))
     assert a.pinned == {"--max-num-seqs": "32", "--no-enable-prefix-caching": ""} and a.fair
+
+
+def test_vllm_cpu_pins_its_thread_layout_on_every_variant(monkeypatch: Any) -> None:
+    monkeypatch.setattr(VLLMEngine, "cpu_wheel", lambda self: True)
+    c = cfg("vllm", variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
+                              {"name": "ng", "drafter": "ngram"}])
+    launches = plan_launches(c, VLLMEngine(c.engine, sweep_facts(c), "/m", "m"))
+    for la in launches:
+        assert la.spec is not None
+        assert {k: la.spec.env[k] for k in VLLM_CPU_ENV_PINS} == VLLM_CPU_ENV_PINS
+        assert la.spec.env["NCCL_ALGO"] == "Ring"  # engine.env kept beside the pins
+    a = audit(launches)
+    assert a.fair and {f"env:{k}": v for k, v in VLLM_CPU_ENV_PINS.items()}.items() <= a.pinned.items()
+    assert "| `env:VLLM_CPU_NUM_OF_RESERVED_CPU` |" in a.to_markdown()
+    # the user's value wins, for every variant alike
+    own = cfg("vllm", variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True}])
+    own.engine.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    (la,) = plan_launches(own, VLLMEngine(own.engine, sweep_facts(own), "/m", "m"))
+    assert la.spec is not None and la.spec.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    # off the CPU wheel nothing is added
+    monkeypatch.setattr(VLLMEngine, "cpu_wheel", lambda self: False)
+    (la,) = plan_launches(own, VLLMEngine(own.engine, sweep_facts(own), "/m", "m"))
+    assert la.spec is not None and "VLLM_CPU_OMP_THREADS_BIND" not in la.spec.env
 
 
 def test_a_wrapper_variant_is_flagged() -> None:
@@ -146,3 +170,19 @@ def test_validate_prints_the_prefix_cache_pin_on_every_variant_of_the_demo() -> 
     assert len(argvs) == 3 and all("--no-enable-prefix-caching" in a for a in argvs)
     assert any(line.startswith("Prefix caching: off for every variant") for text in lines
                for line in text.splitlines())
+
+
+def test_validate_prints_the_cpu_thread_pins_on_every_variant_of_the_demo(monkeypatch: Any) -> None:
+    from pathlib import Path
+
+    from specbench.cli.validate import validate
+
+    monkeypatch.setattr(VLLMEngine, "cpu_wheel", lambda self: True)
+    lines: list[str] = []
+    validate(Path(__file__).resolve().parents[1] / "configs/demo-cpu.yaml", print_commands=True, out=lines.append)
+    envs = [line for line in lines if line.strip().startswith("env:")]
+    # the engine's pin where the demo sets nothing; the demo's own layout (one unbound thread) where it does
+    assert len(envs) == 3 and all("VLLM_CPU_NUM_OF_RESERVED_CPU=1" in e for e in envs), envs
+    assert all("VLLM_CPU_OMP_THREADS_BIND=nobind" in e and "OMP_NUM_THREADS=1" in e for e in envs), envs
+    text = "\n".join(lines)
+    assert "| `env:VLLM_CPU_OMP_THREADS_BIND` | `nobind` |" in text and "| `env:OMP_NUM_THREADS` | `1` |" in text

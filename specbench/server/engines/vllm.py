@@ -41,7 +41,7 @@ from specbench.server.engines.base import (
     json_int,
     parse_version,
 )
-from specbench.server.engines.pins import vllm_pins
+from specbench.server.engines.pins import vllm_cpu_env_pins, vllm_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
@@ -82,6 +82,8 @@ class VLLMEngine(Engine):
                     where: str) -> LaunchSpec:
         e = self.config
         env = {**e.env, **variant.env}
+        if self.cpu_wheel():  # the thread layout, explicit for every variant (pins.VLLM_CPU_ENV_PINS)
+            env = {**vllm_cpu_env_pins(env), **env}
         if variant.forced_acceptance is not None:
             self._check_plugin(where)
             drafter_args = synthetic_acceptance(drafter_args, variant.forced_acceptance, where)
