@@ -17,7 +17,7 @@ import pandas as pd
 from specbench.metrics.makespan import window_speedup
 from specbench.metrics.surface import NAN, TimeModel, geomean, held_out
 from specbench.metrics.timemodel import log_half_width, log_width, model_error_width, model_from_terms
-from specbench.surface.predict import _key
+from specbench.surface.predict import point_key
 
 Group = tuple[str, int, float, float]  # variant, concurrency, output length, input length
 Models = tuple[TimeModel, TimeModel, TimeModel]  # the central model, the one giving the low end, the high end
@@ -132,11 +132,11 @@ def predict_from_model(cells: pd.DataFrame, acceptance: pd.DataFrame, decomp: pd
         if mine.empty:
             continue
         ref_c = int(mine["concurrency"].min())
-        at_ref = {_key(r): r for _, r in mine[mine["concurrency"] == ref_c].iterrows()}
+        at_ref = {point_key(r): r for _, r in mine[mine["concurrency"] == ref_c].iterrows()}
         spread = {k: request_acceptance(acceptance, v, str(r["point_id"])) for k, r in at_ref.items()}
         for c in sorted(int(x) for x in mine["concurrency"].unique()):
             at_c = mine[mine["concurrency"] == c]
-            pts = [(p, r) for _, r in at_c.iterrows() if (k := _key(r)) in at_ref
+            pts = [(p, r) for _, r in at_c.iterrows() if (k := point_key(r)) in at_ref
                    and (p := _point(ref, (rv, c), r, at_ref[k], spread[k], seed)) is not None]
             if not pts:
                 continue
@@ -146,8 +146,8 @@ def predict_from_model(cells: pd.DataFrame, acceptance: pd.DataFrame, decomp: pd
             be = [geomean([p[1][j] for p, _ in pts]) for j in range(3)]
             d = decomp[(decomp["variant"] == v) & (decomp["concurrency"] == c)] if len(decomp) else decomp
             rows.append(dict(variant=v, reference_variant=rv, concurrency=c, reference_concurrency=ref_c,
-                             acceptance_ref=geomean([float(at_ref[_key(r)]["acceptance_length"]) for _, r in pts]),
-                             requests_per_window=geomean([spread[_key(r)][1] for _, r in pts]),
+                             acceptance_ref=geomean([float(at_ref[point_key(r)]["acceptance_length"]) for _, r in pts]),
+                             requests_per_window=geomean([spread[point_key(r)][1] for _, r in pts]),
                              predicted=pred[0], predicted_low=pred[1], predicted_high=pred[2], measured=meas[0],
                              measured_low=meas[1], measured_high=meas[2],
                              error=pred[0] / meas[0] - 1 if meas[0] > 0 else NAN,

@@ -29,7 +29,7 @@ PREDICTION_COLUMNS = ["variant", "surface_variant", "concurrency", "reference_co
                       "anchored", "anchored_low", "anchored_high", "anchored_error", "anchored_disagree"]
 
 
-def _key(row: pd.Series) -> tuple:
+def point_key(row: pd.Series) -> tuple:
     return tuple("" if isinstance(row[k], float) and math.isnan(row[k]) else row[k] for k in POINT)
 
 
@@ -43,7 +43,7 @@ def acceptance_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> 
         if not math.isfinite(a):
             continue
         lo, hi = float(r["acceptance_length_ci_low"]), float(r["acceptance_length_ci_high"])
-        out[_key(r)] = (a, lo if math.isfinite(lo) else a, hi if math.isfinite(hi) else a)
+        out[point_key(r)] = (a, lo if math.isfinite(lo) else a, hi if math.isfinite(hi) else a)
     return out
 
 
@@ -57,7 +57,7 @@ def speedup_by_point(cells: pd.DataFrame, variant: str, concurrency: int) -> dic
         if not (math.isfinite(s) and s > 0):
             continue
         lo, hi = float(r["speedup_ci_low"]), float(r["speedup_ci_high"])
-        out[_key(r)] = Prediction(s, lo if math.isfinite(lo) else s, hi if math.isfinite(hi) else s, False)
+        out[point_key(r)] = Prediction(s, lo if math.isfinite(lo) else s, hi if math.isfinite(hi) else s, False)
     return out
 
 
@@ -119,7 +119,7 @@ def predict_variant(cells: pd.DataFrame, variant: str, curve_at: Mapping[int, Cu
         if c not in curve_at:
             continue
         at_c = mine[mine["concurrency"] == c]
-        keys = [_key(r) for _, r in at_c.iterrows()]
+        keys = [point_key(r) for _, r in at_c.iterrows()]
         p = _predict_points(curve_at[c], acc_ref, keys)
         p_c = _predict_points(curve_at[c], acceptance_by_point(cells, variant, c), keys)
         a = _anchor_points(curve_at[c], curve_at.get(ref), acc_ref, speed_ref, keys)
