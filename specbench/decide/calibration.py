@@ -82,9 +82,8 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
         return None
     meta = rd.load_meta()
     startup = ((meta.get("variants") or {}).get(cfg.baseline.name) or {}).get("startup_s")
-    setup = (meta.get("variance_history") or {}).get("setup") or {}
     return replace(cal, kind=kind, startup_s=float(startup) if startup else math.nan,
-                   rates=_rates(cells, cfg.baseline.name), setup=dict(setup), speeds=speeds(cells, cfg.baseline.name),
+                   rates=_rates(cells, cfg.baseline.name), setup=rd.setup(), speeds=speeds(cells, cfg.baseline.name),
                    repeats=design_of(cells, cfg.baseline.name).repeats)
 
 

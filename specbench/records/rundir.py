@@ -247,6 +247,10 @@ class RunDir:
     def load_meta(self) -> dict[str, Any]:
         return json.loads(self.meta.read_text()) if self.meta.exists() else {}
 
+    def setup(self) -> dict[str, str]:
+        """The setup run.json recorded at the start (`variance_history.setup`, decide.setupkey); {}: none."""
+        return dict((self.load_meta().get("variance_history") or {}).get("setup") or {})
+
     def save_meta(self, meta: dict[str, Any]) -> None:
         write_json(self.meta, meta)
 
