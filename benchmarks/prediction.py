@@ -3,6 +3,7 @@ acceptance at the run's lowest concurrency (normally C=1) and the step cost of a
 drafter configuration, against the speedup the run measured.
 
     python -m benchmarks.prediction RUN_DIR REFERENCE [--at 4,16] [--as RUN_VARIANT=REFERENCE_VARIANT ...]
+                                    [--no-record]
 
 RUN_DIR: a finished `specbench run` (its cells.csv, acceptance.csv and decomposition.csv). REFERENCE: a
 finished `specbench surface` run (its surface.csv: the time model fitted on the forced points) or a finished
@@ -15,7 +16,11 @@ acceptance's spread reaches the window's tail (docs/metrics.md, "Speedup surface
 the measured speedups inside the predicted 95% intervals; the break-even AL of the run is decomposition.csv's
 break_even_acceptance_length, compared with the model's a* interval at each of those concurrencies. The
 step-cost check follows the rows (surface.stepcost: r of the reference's forced variants, or of its cells,
-against r of RUN_DIR's decomposition). Writes nothing; uses the product's own functions. The last line reads
+against r of RUN_DIR's decomposition). The model's own error in each interval takes, besides the reference's
+held-out errors, the past errors of the prediction ledger (decide.prediction_history: earlier runs of
+RUN_DIR's setup, same drafter family and C; column `past`: how many). Writes nothing but the ledger: each
+row whose measurement has an interval or 2+ launches is recorded there unless --no-record (a run with no
+setup in run.json is neither widened nor recorded). Uses the product's own functions. The last line reads
 (one line; surface.model_predict.model_summary_line)
 
     prediction: <N> points, median error <E>%, worst <W>%, interval coverage <K> of <N>,
@@ -34,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.config import load_yaml, parse_config
+from specbench.decide import prediction_history
 from specbench.records.rundir import RunDir
 from specbench.report.load import normalize_cells
 from specbench.shared.errors import UsageError
@@ -47,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("reference", help="a surface directory or a run directory of the same drafter configuration")
     p.add_argument("--at", help="concurrencies whose errors count, comma-separated (default: all but the reference)")
     p.add_argument("--as", dest="as_", action="append", default=[], metavar="RUN_VARIANT=REFERENCE_VARIANT")
+    p.add_argument("--no-record", action="store_true", help="do not record the errors in the prediction ledger")
     a = p.parse_args(argv)
     rd = RunDir(Path(a.run_dir))
     if not rd.cells.exists():
@@ -66,20 +73,25 @@ def main(argv: list[str] | None = None) -> int:
             pairs[str(v)] = str(v)
     acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else pd.DataFrame()
     decomp = read_decomposition(rd.path)
+    ledger = prediction_history.for_run(rd, cfg)
+    past = ledger.widen(ref.errors, pairs)
     pred = predict_from_model(cells, acceptance, decomp, ref, pairs)
     if pred.empty:
         print(f"error: no run variant has a model in the {kind} (name them with --as RUN_VARIANT=REFERENCE_VARIANT)",
               file=sys.stderr)
         return 2
     print(f"{'variant':<14} {'C':>3} {'AL ref':>6} {'req/win':>7} {'predicted':>22} {'measured':>22} {'error':>7}  "
-          f"{'a* model':>22} {'a* run':>6}")
+          f"{'a* model':>22} {'a* run':>6} {'past':>4}")
     for _, r in pred.iterrows():
         print(f"{r['variant']:<14} {int(r['concurrency']):>3} {r['acceptance_ref']:>6.2f} "
               f"{r['requests_per_window']:>7.0f} {_est(r, 'predicted')} {_est(r, 'measured')} "
-              f"{_err(r)}  {_est(r, 'break_even_model')} {r['break_even_run']:>6.2f}")
+              f"{_err(r)}  {_est(r, 'break_even_model')} {r['break_even_run']:>6.2f} "
+              f"{past.get((str(r['reference_variant']), int(r['concurrency'])), 0):>4}")
     check = step_cost_check(decomp, read_decomposition(Path(a.reference)), pairs, forced=kind == "surface")
     for line in step_cost_lines(check, "forced" if kind == "surface" else "reference"):
         print(line)
+    if not a.no_record and (recorded := ledger.record(pred, cells, str(Path(a.reference).resolve()))):
+        print(f"ledger: {len(recorded)} error{'s' if len(recorded) != 1 else ''} recorded in {ledger.path}")
     at = tuple(int(x) for x in a.at.split(",")) if a.at else None
     print(model_summary_line(pred, at))
     return 0

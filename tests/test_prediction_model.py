@@ -3,6 +3,7 @@ concurrency from its C=1 acceptance and an earlier run's step cost, known answer
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -111,3 +112,76 @@ def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path
     mean_time = (1 / _s(4.0, 4) + 1 / _s(1.0, 4)) / 2  # each request's time over the baseline's, on average
     assert pred.loc[4, "predicted"] < 1 / mean_time < _s(2.5, 4)  # the tail costs beyond the mean time
     assert pred.loc[4, "predicted"] == predict_from_model(*args).set_index("concurrency").loc[4, "predicted"]
+
+
+# -- the prediction ledger (decide.prediction_history): past errors of the setup join the model's own error ------
+SETUP = dict(hardware="hw", engine="vllm 0.32.0", launch="l", model="m", parallelism="nodes=1")
+
+
+def _keyed(run, run_id: str, setup: dict[str, str], measured: float) -> None:
+    """The run with a run.json recording its id and setup, its measured speedup at C=4 scaled by `measured`."""
+    (run / "run.json").write_text(json.dumps({"run_id": run_id, "created": "t", "variance_history": {"setup": setup}}))
+    cells = pd.read_csv(run / "cells.csv")
+    at4 = (cells["variant"] == "e") & (cells["concurrency"] == 4)
+    for col in ("speedup", "speedup_ci_low", "speedup_ci_high"):
+        cells.loc[at4, col] *= measured
+    cells.to_csv(run / "cells.csv", index=False)
+
+
+def test_a_run_predicted_twice_is_recorded_once_and_never_widened_by_its_own_errors(tmp_path, monkeypatch, capsys):
+    from benchmarks.prediction import main
+    from specbench.decide.prediction_history import ledger_path, load_ledger
+
+    monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "history"))
+    run, surface = _runs(tmp_path)
+    _keyed(run, "a", SETUP, measured=0.8)
+    cells = pd.read_csv(run / "cells.csv")  # C=1 measured once, without an interval: not recorded
+    cells.loc[cells["concurrency"] == 1, ["speedup_ci_low", "speedup_ci_high"]] = math.nan
+    cells.to_csv(run / "cells.csv", index=False)
+    assert main([str(run), str(surface), "--no-record"]) == 0 and not ledger_path(SETUP).exists()
+    capsys.readouterr()
+    for _ in range(2):
+        assert main([str(run), str(surface)]) == 0
+    entries = load_ledger(ledger_path(SETUP))
+    assert [(e.run, e.variant, e.drafter, e.concurrency) for e in entries] == [("a", "e", "ngram", 4)]
+    assert entries[0].error == pytest.approx(1 / 0.8 - 1)
+    # the second prediction prints what the first did: its own recorded error (25%) widened nothing
+    out = capsys.readouterr().out.splitlines()
+    assert out[:len(out) // 2] == out[len(out) // 2:]
+    assert [line.split()[-1] for line in out if line.startswith("e ")] == ["0"] * 4
+
+
+def test_past_errors_of_the_setup_widen_the_interval_by_their_log_width(tmp_path, monkeypatch):
+    import shutil
+
+    from benchmarks.prediction import main
+    from specbench.config import load_yaml, parse_config
+    from specbench.decide.prediction_history import for_run
+    from specbench.records.rundir import RunDir
+    from specbench.report.load import normalize_cells
+    from specbench.surface.model_predict import load_reference, predict_from_model
+
+    monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "history"))
+    run, surface = _runs(tmp_path)
+    for name in ("a", "b", "c"):
+        shutil.copytree(run, tmp_path / name)
+    _keyed(tmp_path / "a", "a", SETUP, measured=0.8)  # predicted 25% high at C=4
+    _keyed(tmp_path / "b", "b", {**SETUP, "engine": "vllm 0.11.2"}, measured=0.5)  # 100% high, another setup
+    _keyed(tmp_path / "c", "c", SETUP, measured=1.0)
+    assert main([str(tmp_path / "a"), str(surface)]) == 0 and main([str(tmp_path / "b"), str(surface)]) == 0
+
+    def predict(widen: bool) -> tuple[pd.Series, dict[tuple[str, int], int]]:
+        rd, ref = RunDir(tmp_path / "c"), load_reference(surface)[0]
+        cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
+        added = for_run(rd, cfg).widen(ref.errors, {"e": "e"}) if widen else {}
+        pred = predict_from_model(normalize_cells(pd.read_csv(rd.cells)), pd.read_csv(rd.acceptance),
+                                  pd.read_csv(rd.decomposition), ref, {"e": "e"})
+        return pred.set_index("concurrency").loc[4], added
+
+    (plain, _), (widened, added) = predict(False), predict(True)
+    assert added[("e", 4)] == 1  # run a's error; run b's, of another setup, is not used
+    s = plain["predicted"]
+    for end, sign in (("predicted_high", 1), ("predicted_low", -1)):
+        w0, w1 = sign * math.log(plain[end] / s), sign * math.log(widened[end] / s)
+        assert w1 == pytest.approx(log_half_width(w0, model_error_width([1 / 0.8 - 1])))
+    assert widened["predicted"] == s and w1 > w0
