@@ -43,7 +43,7 @@ from specbench.decide import prediction_history
 from specbench.records.rundir import RunDir
 from specbench.report.load import normalize_cells
 from specbench.shared.errors import UsageError
-from specbench.surface.model_predict import load_reference, model_summary_line, predict_from_model
+from specbench.surface.model_predict import load_reference, model_summary_line, predict_from_model, variant_pairs
 from specbench.surface.stepcost import read_decomposition, step_cost_check, step_cost_lines
 
 
@@ -66,11 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
     cells = normalize_cells(pd.read_csv(rd.cells))
-    known = {k[0] for k in ref.models}
-    pairs = dict(x.split("=", 1) for x in a.as_)
-    for v in cells["variant"].unique():
-        if v != cfg.baseline.name and v in known and v not in pairs:
-            pairs[str(v)] = str(v)
+    pairs = variant_pairs(cells, cfg.baseline.name, {k[0] for k in ref.models}, dict(x.split("=", 1) for x in a.as_))
     acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else pd.DataFrame()
     decomp = read_decomposition(rd.path)
     ledger = prediction_history.for_run(rd, cfg)

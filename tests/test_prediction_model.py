@@ -185,3 +185,41 @@ def test_past_errors_of_the_setup_widen_the_interval_by_their_log_width(tmp_path
         w0, w1 = sign * math.log(plain[end] / s), sign * math.log(widened[end] / s)
         assert w1 == pytest.approx(log_half_width(w0, model_error_width([1 / 0.8 - 1])))
     assert widened["predicted"] == s and w1 > w0
+
+
+def test_the_reports_interval_holds_the_surfaces_held_out_error():
+    from specbench.surface.derive import derived_name
+    from specbench.surface.predict import predict_run
+    from specbench.surface.table import surface_table
+
+    # one launch (no intervals): the middle forced length ran 10% above the model through the other two, so the
+    # held-out error is 1 / 1.1 - 1, and it alone makes the interval: x/÷ 1.1
+    surface = surface_table(cells_frame([dict(variant=derived_name("e", a), output_len=OUT, concurrency=c,
+                                              speedup=_s(a, c) * (1.1 if a == 2.0 else 1.0), speedup_ci_low=math.nan,
+                                              speedup_ci_high=math.nan, acceptance_length=a)
+                                         for a in (1.0, 2.0, 4.0) for c in (1, 4)]))
+    run = cells_frame([dict(variant=v, output_len=OUT, concurrency=c, speedup=1.0, speedup_ci_low=0.9,
+                            speedup_ci_high=1.1, acceptance_length=2.0) for v in ("ar", "e") for c in (1, 4)])
+    r = predict_run(run, "ar", surface).set_index("concurrency").loc[4]
+    assert (r["predicted_low"], r["predicted_high"]) == pytest.approx((r["predicted"] / 1.1, r["predicted"] * 1.1))
+
+
+def test_plan_and_report_give_the_one_prediction_with_the_window_tail(tmp_path):
+    import re
+
+    from specbench.config import parse_config
+    from specbench.surface.command import plan_text
+    from specbench.surface.render import write_prediction
+
+    run, surface = _runs(tmp_path)
+    # half the C=1 requests accept 4 a decode step, half 1: both commands simulate the window's tail from them
+    pd.DataFrame([dict(variant="e", point_id="p1", window_id="w1", output_tokens=OUT, verify_steps=k)
+                  for k in (17, 65) * 4]).to_csv(run / "acceptance.csv", index=False)
+    pred, _ = write_prediction(run, surface)
+    r = pred.set_index("concurrency").loc[4]
+    assert r["predicted"] < _s(2.0, 4) and r["surface_variant"] == "e"  # the tail, not S at the mean acceptance
+    text = plan_text(parse_config(plan_config(("e",), (1, 4))), surface, run, None)
+    got = re.search(r"C=4: ([\d.]+) \[([\d.]+), ([\d.]+)\]", text)
+    assert got is not None, text
+    assert tuple(float(x) for x in got.groups()) == tuple(
+        round(float(r[c]), 2) for c in ("predicted", "predicted_low", "predicted_high"))

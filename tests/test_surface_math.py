@@ -14,13 +14,11 @@ from specbench.config import parse_config
 from specbench.metrics.surface import (
     Curve,
     Prediction,
-    anchored,
+    apart,
     break_even_acceptance,
     break_even_level,
     decided,
     fit,
-    pooled,
-    predict,
 )
 from specbench.shared.errors import ConfigError, UsageError
 from specbench.surface.derive import default_lengths, derived_name, split_name, surface_config
@@ -59,19 +57,28 @@ def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
     assert paying.at_most and paying.value == 1.0
 
 
-def test_prediction_carries_both_uncertainties():
+def test_prediction_carries_the_step_cost_the_acceptance_and_the_model_error():
+    from specbench.surface.model_predict import Reference, predict_point
+
     c = Curve.of([1, 3], [0.5, 1.25], [0.25, 0.625], [1.0, 2.5])
-    p = predict(c, 2.0)
-    assert (p.speedup, p.low, p.high) == pytest.approx((1 / 1.1, 0.5 / 1.1, 2 / 1.1))
-    q = predict(c, 2.0, 1.5, 2.5)  # the acceptance's interval widens it further
-    assert q.speedup == pytest.approx(1 / 1.1)
-    assert q.low == pytest.approx(c.at(1.5, "low")) and q.high == pytest.approx(c.at(2.5, "high"))
-    assert not q.extrapolated and predict(c, 3.5).extrapolated
+    key = ("e", 1, math.nan, math.nan)
+    ref = Reference({key: (c.models["speedup"], c.models["low"], c.models["high"])}, {("e", 1): [0.05, -0.1]},
+                    {key: (1.0, 3.0)})
 
+    def at(a: float, lo: float = math.nan, hi: float = math.nan):
+        acc = pd.Series(dict(acceptance_length=a, acceptance_length_ci_low=lo, acceptance_length_ci_high=hi,
+                             output_len=64.0, input_len=math.nan))
+        point = predict_point(ref, ("e", 1), acc, ([], math.nan))
+        assert point is not None
+        return point.speedup
 
-def test_pooled_prediction_is_the_geometric_mean_of_points_and_ends():
-    p = pooled([Prediction(0.5, 0.25, 1.0, False), Prediction(2.0, 1.0, 4.0, True)])
-    assert (p.speedup, p.low, p.high, p.extrapolated) == pytest.approx((1.0, 0.5, 2.0, True))
+    # S(2) = 1 / 1.1 on p = 0.2, q = 1.8; the envelopes give half and double; the acceptance's ends 1.5 and 2.5
+    # give 1 / 1.4 and 1 / 0.92; the model's own error max |ln(1 + e)| = ln(1 / 0.9): in quadrature
+    p = at(2.0, 1.5, 2.5)
+    below = math.sqrt(math.log(2) ** 2 + math.log(1.4 / 1.1) ** 2 + math.log(1 / 0.9) ** 2)
+    above = math.sqrt(math.log(2) ** 2 + math.log(1.1 / 0.92) ** 2 + math.log(1 / 0.9) ** 2)
+    assert (p.speedup, p.low, p.high) == pytest.approx((1 / 1.1, math.exp(-below) / 1.1, math.exp(above) / 1.1))
+    assert not p.extrapolated and at(3.5).extrapolated
 
 
 def test_break_even_level_and_decisions():
@@ -202,60 +209,14 @@ def test_prediction_of_a_run():
     assert pred.loc[4, "predicted_at_c"] == pytest.approx(1 / 1.2)  # with the AL measured at C=4
     assert pred.loc[4, "error"] == pytest.approx(1 / 1.1 / 0.70 - 1)
     assert pred.loc[4, "disagree"]  # [0.909 / 1.2, 0.909 x 1.2] lies above [0.65, 0.75]
-    # anchored: the measured 1.3 at C=1 times the surface's fall from C=1 to C=4 at AL 2, 0.6875 / 1.1
-    assert pred.loc[1, "anchored"] == pytest.approx(1.3)
-    assert pred.loc[4, "anchored"] == pytest.approx(1.3 * 0.625)
-    below = math.sqrt(math.log(1.3 / 1.2) ** 2 + 2 * math.log(1.2) ** 2)
-    above = math.sqrt(math.log(1.4 / 1.3) ** 2 + 2 * math.log(1.2) ** 2)
-    assert pred.loc[4, "anchored_low"] == pytest.approx(0.8125 * math.exp(-below))
-    assert pred.loc[4, "anchored_high"] == pytest.approx(0.8125 * math.exp(above))
-    assert pred.loc[4, "anchored_error"] == pytest.approx(0.8125 / 0.70 - 1)
     from pathlib import Path
 
     from specbench.surface.render import prediction_markdown
 
     md = prediction_markdown(pred.reset_index(), Path("s"))
-    assert ("| e | 4 | 2.00 | 1.80 | 0.909 | [0.758, 1.091] | 0.833 | +29.9% **disagree** | 0.812 | [0.620, 1.063] "
-            "| +16.1% | 0.700 | [0.650, 0.750] |") in md
-    assert "- e (surface): predicted C=4, measured C=4" in md and "- e (anchored): predicted C=4" in md
-
-
-def _head_run(c1_speedup, c1_al):
-    return cells_frame([dict(variant="ar", output_len=64, concurrency=c, speedup=1.0, speedup_ci_low=1.0,
-                        speedup_ci_high=1.0, acceptance_length=1.0) for c in (1, 4)]
-                  + [dict(variant="e", output_len=64, concurrency=1, speedup=c1_speedup, speedup_ci_low=math.nan,
-                          speedup_ci_high=math.nan, acceptance_length=c1_al),
-                     dict(variant="e", output_len=64, concurrency=4, speedup=0.70, speedup_ci_low=0.65,
-                          speedup_ci_high=0.75, acceptance_length=1.8)])
-
-
-def test_a_separate_reference_run_supplies_the_acceptance_and_the_anchor():
-    surface = surface_table(_surface_cells())
-    own = predict_run(_head_run(1.3, 2.0), "ar", surface).set_index("concurrency")
-    # the head's separate C=1 run accepted 3.0 and ran 1.6x: both predictions follow it, not the run's own C=1
-    other = _head_run(1.6, 3.0)
-    pred = predict_run(_head_run(1.3, 2.0), "ar", surface, ref_cells=other).set_index("concurrency")
-    assert pred.loc[4, "acceptance_ref"] == 3.0 and pred.loc[4, "predicted"] == pytest.approx(1.25)
-    assert pred.loc[4, "anchored"] == pytest.approx(1.6 * 1.25 / 2.0)
-    assert pred.loc[1, "anchored"] == pytest.approx(1.6) and pred.loc[1, "measured"] == pytest.approx(1.3)
-    assert own.loc[4, "anchored"] == pytest.approx(1.3 * 0.625)
-
-
-def test_anchored_prediction_cancels_what_a_launch_shares_across_concurrencies():
-    measured = Prediction(1.2, 1.2, 1.2, False)  # the head at C=1, without an interval
-    # the same surface measured against a baseline launch 20% faster at every concurrency: every S / 1.2
-    for f in (1.0, 1.2):
-        a = anchored(Prediction(0.5 / f, 0.5 / f, 0.5 / f, False), Prediction(1.0 / f, 1.0 / f, 1.0 / f, False),
-                     measured)
-        assert a.speedup == pytest.approx(0.6) and a.low == a.high == pytest.approx(0.6)  # no interval anywhere
-    # one side's interval alone gives the anchored one: S(C) 0.5 [0.4, 0.55]
-    a = anchored(Prediction(0.5, 0.4, 0.55, True), Prediction(1.0, 1.0, 1.0, False), measured)
-    assert (a.low, a.high, a.extrapolated) == (pytest.approx(0.48), pytest.approx(0.66), True)
-    # the reference point divides: its high end lowers the prediction, its low end raises it
-    a = anchored(Prediction(0.5, 0.5, 0.5, False), Prediction(1.0, 0.8, 1.25, False), measured)
-    assert (a.low, a.high) == (pytest.approx(0.48), pytest.approx(0.75))
-    assert math.isnan(anchored(Prediction(0.5, 0.5, 0.5, False), Prediction(math.nan, math.nan, math.nan, False),
-                               measured).speedup)
+    assert ("| e | 4 | 2.00 | 1.80 | 0.909 | [0.758, 1.091] | 0.833 | +29.9% **disagree** | 0.700 "
+            "| [0.650, 0.750] |") in md
+    assert "- e: predicted C=4, measured C=4" in md
 
 
 def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
@@ -313,30 +274,25 @@ def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(
     pred = pd.DataFrame([dict(variant="e", surface_variant="e", concurrency=c, reference_concurrency=1,
                               acceptance_ref=1.8, acceptance_at_c=1.7, predicted=p, predicted_low=p / 1.1,
                               predicted_high=p * 1.1, extrapolated=False, predicted_at_c=p, measured=m,
-                              measured_low=m / 1.05, measured_high=m * 1.05, error=p / m - 1, disagree=d,
-                              anchored=m * 1.02, anchored_low=m / 1.1, anchored_high=m * 1.1, anchored_error=0.02,
-                              anchored_disagree=False)
+                              measured_low=m / 1.05, measured_high=m * 1.05, error=p / m - 1, disagree=d)
                          for c, p, m, d in ((1, 1.2, 1.2, False), (16, 0.9, 0.6, True))], columns=PREDICTION_COLUMNS)
     pred.to_csv(tmp_path / "prediction.csv", index=False)
     data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
                    break_even=pd.DataFrame(), config={"variants": [{"name": "e-al2", "forced_acceptance": 2.0}]})
     text = render(Document("t", forced_section(data) + prediction_section(data)))
     assert "Forced acceptance (`e-al2`)" in text and "not the target's" in text
-    assert ("| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | +50.0% | 0.61 [0.55, 0.66] | +2.0% | 0.60 [0.57, 0.63] "
-            "| disagree (surface) |") in text
-    assert "e at C=16: the surface prediction and the measured interval do not overlap" in text
-    assert "| e | 1 |" in text and text.count("disagree (") == 1
+    assert "| e | 16 | 1.80 | 1.70 | 0.90 [0.82, 0.99] | +50.0% | 0.60 [0.57, 0.63] | disagree |" in text
+    assert "e at C=16: the prediction and the measured interval do not overlap" in text
+    assert "| e | 1 |" in text and text.count("| disagree |") == 1
 
 
 def test_disagreement_needs_an_interval_on_one_side_at_least():
-    from specbench.surface.predict import _apart
-
     nan = math.nan
-    assert _apart((1.2, 1.3, 1.4), (1.0, 1.05, 1.1))
-    assert not _apart((1.0, 1.2, 1.4), (1.1, 1.15, 1.3))
-    assert _apart((1.2, 1.3, 1.4), (nan, 1.0, nan))  # the measured point outside the predicted interval
-    assert not _apart((nan, 1.3, nan), (nan, 1.0, nan))  # no interval anywhere: not judged
-    assert not _apart((0.52, 0.52, 0.52), (nan, 0.55, nan))  # a zero-width interval is none
+    assert apart((1.2, 1.3, 1.4), (1.0, 1.05, 1.1))
+    assert not apart((1.0, 1.2, 1.4), (1.1, 1.15, 1.3))
+    assert apart((1.2, 1.3, 1.4), (nan, 1.0, nan))  # the measured point outside the predicted interval
+    assert not apart((nan, 1.3, nan), (nan, 1.0, nan))  # no interval anywhere: not judged
+    assert not apart((0.52, 0.52, 0.52), (nan, 0.55, nan))  # a zero-width interval is none
 
 
 def test_a_point_without_an_interval_says_none_and_leaves_the_break_even_interval_to_the_others():

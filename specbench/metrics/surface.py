@@ -1,5 +1,5 @@
 """The speedup surface S(C, AL) under forced acceptance as a check of a time model, break-even acceptance,
-and predictions from it.
+and what a prediction from it decides (surface.model_predict computes the prediction).
 
 Pure functions (docs/metrics.md, "Speedup surface"). A request's time is its prefill plus its decode steps,
 (O - 1) / a of them at acceptance length a, each costing step(C, k): the step's cost depends on the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from specbench.metrics.common import geometric_mean
@@ -103,15 +103,12 @@ def held_out(al: Sequence[float], speedup: Sequence[float], index: int | None = 
 @dataclass(frozen=True)
 class Curve:
     """S(AL) at one concurrency: forced acceptance lengths (ascending) with speedup and its 95% interval,
-    and the time model fitted through them (one per end). `parts`: a curve that pools several (one per
-    output x input length, each fitted on its own) evaluates to the geometric mean of theirs."""
+    and the time model fitted through them (one per end)."""
 
     al: tuple[float, ...]
     speedup: tuple[float, ...]
     low: tuple[float, ...]
     high: tuple[float, ...]
-    parts: tuple[Curve, ...] = field(default=(), compare=False)
-    lengths: tuple[float, float] = field(default=(NAN, NAN), compare=False)  # the group's output, input length
 
     @staticmethod
     def of(al: Sequence[float], speedup: Sequence[float], low: Sequence[float | None] | None = None,
@@ -129,29 +126,8 @@ class Curve:
         return Curve(tuple(p[0] for p in pts), tuple(p[1] for p in pts), tuple(p[2] for p in pts),
                      tuple(p[3] for p in pts))
 
-    @staticmethod
-    def pooled(parts: Sequence[Curve]) -> Curve:
-        """Several curves of one concurrency (one per output x input length) as one: the geometric mean of
-        their values; its points are the union of their forced lengths, at the pooled values."""
-        parts = tuple(p for p in parts if len(p))
-        if len(parts) == 1:
-            return parts[0]
-        al = tuple(sorted({a for p in parts for a in p.al}))
-        vals = {w: tuple(geomean([p.at(a, w) for p in parts]) for a in al) for w in ("speedup", "low", "high")}
-        return Curve(al, vals["speedup"], vals["low"], vals["high"], parts)
-
     def __len__(self) -> int:
         return len(self.al)
-
-    def part_for(self, output_len: float, input_len: float) -> Curve:
-        """The part fitted at these lengths (a length NaN on the part stands for any), else the pooled curve."""
-        def same(x: float, y: float) -> bool:
-            return math.isnan(x) or x == y
-
-        for p in self.parts or (self,):
-            if same(p.lengths[0], output_len) and same(p.lengths[1], input_len):
-                return p
-        return self
 
     @cached_property
     def models(self) -> dict[str, TimeModel]:
@@ -159,12 +135,7 @@ class Curve:
 
     def at(self, al: float, which: str = "speedup") -> float:
         """The model (`speedup`, or the envelope `low` or `high`) at `al`."""
-        if self.parts:
-            return geomean([p.at(al, which) for p in self.parts])
         return self.models[which].at(al) if len(self) else NAN
-
-    def extrapolated(self, al: float) -> bool:
-        return bool(self.al) and not self.al[0] - 1e-9 <= al <= self.al[-1] + 1e-9
 
 
 @dataclass(frozen=True)
@@ -219,58 +190,9 @@ class Prediction:
     extrapolated: bool
 
 
-def predict(curve: Curve, al: float, al_low: float | None = None, al_high: float | None = None) -> Prediction:
-    """S(AL) for a measured acceptance `al` with its interval [al_low, al_high]: the interval is the lowest
-    low-envelope value and the highest high-envelope value over AL in {al_low, al, al_high}, so it carries
-    both the surface's and the acceptance's uncertainty (the model is monotone in AL, so the ends of the AL
-    interval bound it)."""
-    if not len(curve) or not _finite(al):
-        return Prediction(NAN, NAN, NAN, False)
-    xs = [x for x in (al_low, al, al_high) if x is not None and math.isfinite(x)]
-    return Prediction(curve.at(al), min(curve.at(x, "low") for x in xs), max(curve.at(x, "high") for x in xs),
-                      any(curve.extrapolated(x) for x in xs))
-
-
-def _log_half_widths(p: Prediction) -> tuple[float, float]:
-    """ln(point / low) and ln(high / point); 0 for a missing or zero-width end."""
-    if not (_finite(p.speedup) and p.speedup > 0):
-        return NAN, NAN
-    below = math.log(p.speedup / p.low) if _finite(p.low) and 0 < p.low < p.speedup else 0.0
-    above = math.log(p.high / p.speedup) if _finite(p.high) and p.high > p.speedup else 0.0
-    return below, above
-
-
-def anchored(at_c: Prediction, at_ref: Prediction, measured_ref: Prediction) -> Prediction:
-    """The surface's shape, the run's own level: `S_meas(ref) x S(C, a) / S(ref, a)`.
-
-    The surface predicts how the speedup falls from the reference concurrency to C; the run's speedup
-    measured at the reference (which a C=1 run of the head has anyway) sets where the curve starts. A launch
-    that runs fast or slow at every concurrency moves S(ref, a) and S(C, a) alike and cancels from the ratio,
-    and so does a level error of the surface itself (a drafter whose forced launch differs from its plain one).
-    Interval: on each side the three relative half-widths in log space combine in quadrature (the run and the
-    surface are independent launches; the surface's two points share theirs, whose common part quadrature
-    counts twice, so the interval errs wide). A side with no interval anywhere stays at the point."""
-    if not all(_finite(p.speedup) and p.speedup > 0 for p in (at_c, at_ref, measured_ref)):
-        return Prediction(NAN, NAN, NAN, at_c.extrapolated or at_ref.extrapolated)
-    point = measured_ref.speedup * at_c.speedup / at_ref.speedup
-    (m_lo, m_hi), (c_lo, c_hi), (r_lo, r_hi) = (_log_half_widths(p) for p in (measured_ref, at_c, at_ref))
-    below = math.sqrt(m_lo ** 2 + c_lo ** 2 + r_hi ** 2)  # the reference point divides: its high end lowers
-    above = math.sqrt(m_hi ** 2 + c_hi ** 2 + r_lo ** 2)
-    return Prediction(point, point * math.exp(-below), point * math.exp(above),
-                      at_c.extrapolated or at_ref.extrapolated)
-
-
 def geomean(xs: Sequence[float]) -> float:
     """The geometric mean over the finite positive values (metrics.common.geometric_mean, the one rule)."""
     return geometric_mean(xs).value
-
-
-def pooled(predictions: Sequence[Prediction]) -> Prediction:
-    """The geometric mean of several predictions (e.g. one per prompt category) and of their interval ends:
-    the ends move together, as they come from the same surface (a conservative bound, not an average of
-    independent errors)."""
-    return Prediction(geomean([p.speedup for p in predictions]), geomean([p.low for p in predictions]),
-                      geomean([p.high for p in predictions]), any(p.extrapolated for p in predictions))
 
 
 def break_even_level(levels: Sequence[int], speedup: Sequence[float]) -> int:
@@ -297,3 +219,17 @@ def decided(p: Prediction, min_speedup: float) -> str:
     if _finite(p.high) and p.high < 1.0:
         return "slower"
     return "undecided"
+
+
+def apart(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
+    """Two (low, point, high) estimates whose intervals do not overlap; a missing end is the point, and two
+    estimates without any interval are not judged (False)."""
+    def ends(x: tuple[float, float, float]) -> tuple[float, float, bool]:
+        lo, pt, hi = x
+        has = math.isfinite(lo) and math.isfinite(hi) and lo < hi  # a zero-width interval is no interval
+        return (lo if math.isfinite(lo) else pt), (hi if math.isfinite(hi) else pt), has
+
+    (alo, ahi, ahas), (blo, bhi, bhas) = ends(a), ends(b)
+    if not (ahas or bhas) or not all(math.isfinite(x) for x in (alo, ahi, blo, bhi)):
+        return False
+    return alo > bhi or ahi < blo

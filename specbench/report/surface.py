@@ -87,32 +87,26 @@ def prediction_section(data: RunData) -> list[Block]:
     pred = read_csv(data.path / "prediction.csv")
     if not len(pred):
         return []
-    if "anchored" not in pred:  # a prediction.csv written before the anchored prediction existed
-        for col in ("anchored", "anchored_low", "anchored_high", "anchored_error", "anchored_disagree"):
-            pred[col] = float("nan") if col != "anchored_disagree" else False
     rows: list[list[str]] = []
     flagged: list[list[Inline]] = []
     for _, r in pred.iterrows():
-        apart = [name for name, col in (("surface", "disagree"), ("anchored", "anchored_disagree")) if _true(r[col])]
+        apart = _true(r["disagree"])
         rows.append([str(r["variant"]), fmt(r["concurrency"], 0), fmt(r["acceptance_ref"]), fmt(r["acceptance_at_c"]),
                      fmt_interval(r["predicted"], r["predicted_low"], r["predicted_high"]),
                      _error(float(r["error"])),
-                     fmt_interval(r["anchored"], r["anchored_low"], r["anchored_high"]),
-                     _error(float(r["anchored_error"])),
                      fmt_interval(r["measured"], r["measured_low"], r["measured_high"]),
-                     "disagree (" + ", ".join(apart) + ")" if apart else ""])
+                     "disagree" if apart else ""])
         if apart:
-            flagged.append([f"{r['variant']} at C={int(r['concurrency'])}: the {' and the '.join(apart)} "
-                            f"prediction{'s' if len(apart) > 1 else ''} and the measured interval do not overlap"])
+            flagged.append([f"{r['variant']} at C={int(r['concurrency'])}: the prediction and the measured interval "
+                            "do not overlap"])
     blocks: list[Block] = [
         Heading("Predicted from the speedup surface"),
-        Paragraph(["Each drafter's speedup predicted from the speedup surface, next to the measured speedup "
-                   "(docs/metrics.md, \"Speedup surface\"): ", Code("surface"), ", the surface's speedup at the "
-                   "acceptance the drafter measured at the reference concurrency; ", Code("anchored"), ", the "
-                   "speedup the run measured at the reference concurrency times the surface's fall from there to C."],
+        Paragraph(["Each drafter's speedup predicted from the speedup surface's time model at the acceptance the "
+                   "drafter measured at the reference concurrency (the window's tail simulated with its requests' "
+                   "acceptance), next to the measured speedup (docs/metrics.md, \"Prediction from the model\")."],
                   "note"),
-        Table(["variant", "C", "AL (ref)", "AL at C", "surface", "error", "anchored", "error", "measured", ""], rows,
-              numeric=frozenset({1, 2, 3, 5, 7}))]
+        Table(["variant", "C", "AL (ref)", "AL at C", "predicted", "error", "measured", ""], rows,
+              numeric=frozenset({1, 2, 3, 5}))]
     if flagged:
         blocks.append(Bullets(flagged, "warn"))
     return blocks

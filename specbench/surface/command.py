@@ -122,17 +122,28 @@ class HeadPrediction:
     todo: list[int]  # undecided or off the surface, at most the head's max_concurrency (above it: never measured)
 
 
-def predict_heads(cfg: RunConfig, surface: pd.DataFrame, cells: pd.DataFrame) -> list[HeadPrediction]:
-    """The heads of `cfg` on the surface and in the acceptance run's cells, predicted from the run's acceptance:
-    the one rule by which `plan` prices the undecided levels and `plan --write` narrows a config to them."""
-    from specbench.surface.predict import predicted_curve
-    from specbench.surface.table import curves
+@dataclass(frozen=True)
+class Acceptance:
+    """What a run of the heads (e.g. at C=1) gives the prediction: its cells, its per-request acceptance
+    (acceptance.csv; empty without one, and the prediction takes each cell's mean) and its config's name."""
 
+    cells: pd.DataFrame
+    acceptance: pd.DataFrame
+    name: str
+
+
+def predict_heads(cfg: RunConfig, surface: pd.DataFrame, run: Acceptance) -> list[HeadPrediction]:
+    """The heads of `cfg` on the surface and in the acceptance run's cells, predicted from the run's acceptance
+    (surface.model_predict.predicted_curve, the one prediction): the one rule by which `plan` prices the
+    undecided levels and `plan --write` narrows a config to them."""
+    from specbench.surface.model_predict import predicted_curve, reference_from_surface
+
+    ref = reference_from_surface(surface)
     out = []
     for v in [x for x in cfg.variants if not x.baseline]:
-        if v.name not in set(surface["variant"]) or v.name not in set(cells["variant"]):
+        if v.name not in set(surface["variant"]) or v.name not in set(run.cells["variant"]):
             continue
-        curve = predicted_curve(cells, v.name, curves(surface, v.name))
+        curve = predicted_curve(run.cells, run.acceptance, v.name, ref)
         words = {c: decided(curve[c], cfg.verdict.min_speedup) for c in cfg.sweep.concurrency if c in curve}
         todo = [c for c in cfg.sweep.concurrency if words.get(c, "undecided") == "undecided"
                 and (v.max_concurrency is None or c <= v.max_concurrency)]
@@ -140,15 +151,16 @@ def predict_heads(cfg: RunConfig, surface: pd.DataFrame, cells: pd.DataFrame) ->
     return out
 
 
-def read_acceptance(run: Path) -> tuple[pd.DataFrame, str]:
-    """The acceptance run's cells and its config's name."""
+def read_acceptance(run: Path) -> Acceptance:
+    """The acceptance run's cells, its acceptance.csv and its config's name."""
     from specbench.config import load_yaml, parse_config
     from specbench.records.rundir import RunDir
     from specbench.report.load import normalize_cells
 
     rd = RunDir(run)
     run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    return normalize_cells(pd.read_csv(rd.cells)), run_cfg.name
+    acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else pd.DataFrame()
+    return Acceptance(normalize_cells(pd.read_csv(rd.cells)), acceptance, run_cfg.name)
 
 
 def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, history: Calibration | None) -> str:
@@ -168,11 +180,11 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
         lines.append(f"  {v}: break-even acceptance length " + "; ".join(parts))
     if acceptance_run is None:
         return "\n".join(lines)
-    cells, run_name = read_acceptance(acceptance_run)
+    run = read_acceptance(acceptance_run)
     full = make_plan(cfg, history)
-    for h in predict_heads(cfg, surface, cells):
+    for h in predict_heads(cfg, surface, run):
         curve, levels = h.curve, list(h.words)
-        lines.append(f"  {h.name} (acceptance from {acceptance_run}, {run_name}): predicted "
+        lines.append(f"  {h.name} (acceptance from {acceptance_run}, {run.name}): predicted "
                      + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
                                  f"{h.words[c]}" for c in levels))
         ends = all(has_interval(curve[c]) for c in levels)  # else the verdict says it is indicative

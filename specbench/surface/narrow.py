@@ -124,8 +124,8 @@ def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, 
     if cfg.sweep.load.open:
         raise UsageError("plan --write: CONFIG is an open loop (sweep.load.kind: open); the prediction is per "
                          "closed-loop concurrency")
-    cells, run_name = read_acceptance(given.acceptance)
-    heads = predict_heads(cfg, load_surface(given.surface_dir), cells)
+    run = read_acceptance(given.acceptance)
+    heads = predict_heads(cfg, load_surface(given.surface_dir), run)
     if not heads:
         raise UsageError(f"plan --write: no head of {cfg.name} is both on the surface {given.surface_dir} and in "
                          f"the acceptance run {given.acceptance}: nothing predicted to narrow")
@@ -134,7 +134,7 @@ def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, 
         missing = _unpredicted(cfg, heads)
         return NOTHING + (f"\n  {missing}" if missing else "")
     data = overrides(config_path, cfg, heads)
-    notes = header(given, run_name, cfg, heads, data["sweep"]["concurrency"])
+    notes = header(given, run.name, cfg, heads, data["sweep"]["concurrency"])
     text = "".join(f"# {line}\n" for line in notes) + yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

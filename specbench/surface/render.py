@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from specbench.records.rundir import RunDir, atomic_write
 from specbench.report.surface import break_even_text, group_text, lengths_text
-from specbench.surface.predict import METHODS, PREDICTION_FILE, break_even_levels
+from specbench.surface.predict import PREDICTION_FILE, break_even_levels
 from specbench.surface.table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, group_curves, surface_table
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
@@ -167,30 +167,27 @@ def _tops(rd: RunDir) -> dict[str, float]:
 
 def prediction_markdown(pred: pd.DataFrame, surface_dir: Path) -> str:
     lines = ["# Predicted from the speedup surface", "",
-             f"Surface: `{surface_dir}`. `surface`: S(C, AL) at the acceptance each point measured at the reference "
-             "concurrency; `at C`: the same with the acceptance measured at that concurrency (the difference is the "
-             "acceptance's drift with load); `anchored`: the speedup the run measured at the reference concurrency "
-             "times the surface's fall from there to C (docs/metrics.md, \"Speedup surface\"). **disagree**: a "
-             "prediction's 95% interval and the measured one do not overlap.",
+             f"Surface: `{surface_dir}`. `predicted`: the time model's speedup at the acceptance each point measured "
+             "at the reference concurrency, the window's tail simulated with its requests' acceptance; its 95% "
+             "interval holds the step cost's, the acceptance's and the model's own (held-out) error; `at C`: the "
+             "same with the acceptance measured at that concurrency (the difference is the acceptance's drift with "
+             "load) (docs/metrics.md, \"Prediction from the model\"). **disagree**: the predicted 95% interval and "
+             "the measured one do not overlap.",
              "",
-             "| variant | C | AL (ref) | AL at C | surface | 95% interval | at C | error | anchored | 95% interval "
-             "| error | measured | 95% interval |",
-             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |"]
+             "| variant | C | AL (ref) | AL at C | predicted | 95% interval | at C | error | measured | 95% interval |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
     for _, r in pred.iterrows():
         ext = " (extrapolated)" if r["extrapolated"] else ""
         lines.append(f"| {r['variant']} | {int(r['concurrency'])} | {_f(r['acceptance_ref'])} | "
                      f"{_f(r['acceptance_at_c'])} "
                      f"| {_f(r['predicted'], 3)}{ext} | [{_f(r['predicted_low'], 3)}, {_f(r['predicted_high'], 3)}] "
                      f"| {_f(r['predicted_at_c'], 3)} | {_pct(r['error'], r['disagree'])} "
-                     f"| {_f(r['anchored'], 3)} | [{_f(r['anchored_low'], 3)}, {_f(r['anchored_high'], 3)}] "
-                     f"| {_pct(r['anchored_error'], r['anchored_disagree'])} "
                      f"| {_f(r['measured'], 3)} | [{_f(r['measured_low'], 3)}, {_f(r['measured_high'], 3)}] |")
     lines += ["", "Break-even concurrency (first sweep level with speedup below 1.0):", ""]
-    for method in METHODS:
-        for v, (p, m, levels) in sorted(break_even_levels(pred, method).items()):
-            name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond the sweep"  # noqa: E731
-            lines.append(f"- {v} ({method}): predicted {name(p)}, measured {name(m)}"
-                         + ("" if abs(p - m) <= 1 else " (**more than one level apart**)"))
+    for v, (p, m, levels) in sorted(break_even_levels(pred).items()):
+        name = lambda i, levels=levels: f"C={levels[i]}" if i < len(levels) else "beyond the sweep"  # noqa: E731
+        lines.append(f"- {v}: predicted {name(p)}, measured {name(m)}"
+                     + ("" if abs(p - m) <= 1 else " (**more than one level apart**)"))
     return "\n".join(lines) + "\n"
 
 
@@ -200,18 +197,25 @@ def _pct(error: float, disagree: bool) -> str:
     return f"{100 * error:+.1f}%" + (" **disagree**" if disagree else "")
 
 
-def write_prediction(run_dir: Path, surface_dir: Path, mapping: dict[str, str] | None = None,
-                     reference: int | None = None) -> tuple[pd.DataFrame, list[Path]]:
-    """prediction.csv and prediction.md in a run's directory, from its cells.csv and a surface."""
+def write_prediction(run_dir: Path, surface_dir: Path,
+                     mapping: dict[str, str] | None = None) -> tuple[pd.DataFrame, list[Path]]:
+    """prediction.csv and prediction.md in a run's directory, from its cells.csv (acceptance.csv and
+    decomposition.csv where it has them) and a surface. The prediction ledger of the run's setup widens the
+    model's error and records this prediction's errors (decide.prediction_history)."""
     from specbench.config import load_yaml, parse_config
+    from specbench.decide.prediction_history import for_run
     from specbench.report.load import normalize_cells
     from specbench.surface.predict import predict_run
+    from specbench.surface.stepcost import read_decomposition
     from specbench.surface.table import load_surface
 
     rd = RunDir(run_dir)
     cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    pred = predict_run(normalize_cells(pd.read_csv(rd.cells)), cfg.baseline.name, load_surface(surface_dir),
-                       mapping, reference)
+    acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else None
+    cells, ledger = normalize_cells(pd.read_csv(rd.cells)), for_run(rd, cfg)
+    pred = predict_run(cells, cfg.baseline.name, load_surface(surface_dir), mapping, acceptance,
+                       read_decomposition(run_dir), ledger)
+    ledger.record(pred.rename(columns={"surface_variant": "reference_variant"}), cells, str(surface_dir.resolve()))
     out = [run_dir / PREDICTION_FILE, run_dir / "prediction.md"]
     atomic_write(out[0], pred.to_csv(index=False))
     atomic_write(out[1], prediction_markdown(pred, surface_dir))

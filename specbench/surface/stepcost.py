@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench.metrics.surface import geomean
+from specbench.metrics.surface import apart, geomean
 from specbench.surface.derive import split_name
-from specbench.surface.predict import _apart
 
 STEP_COST_COLUMNS = ["variant", "surface_variant", "concurrency", "forced_r", "forced_r_low", "forced_r_high",
                      "forced_cells", "real_r", "real_r_low", "real_r_high", "real_cells", "agree"]
@@ -48,7 +47,7 @@ def agree_word(forced: tuple[float, float, float], real: tuple[float, float, flo
     if not any(lo < hi for _, lo, hi in (forced, real)):
         return "n/a"
     (fp, flo, fhi), (rp, rlo, rhi) = forced, real
-    return "no" if _apart((flo, fp, fhi), (rlo, rp, rhi)) else "yes"
+    return "no" if apart((flo, fp, fhi), (rlo, rp, rhi)) else "yes"
 
 
 def _forced_of(s: str) -> Callable[[str], bool]:

@@ -12,7 +12,6 @@ that does not read back `ok` is left out of the model, the break-even and predic
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,25 +103,15 @@ def dropped(g: pd.DataFrame) -> str:
                      for _, r in bad.iterrows())
 
 
-def _curve(g: pd.DataFrame, lengths: tuple[float, float] = (math.nan, math.nan)) -> Curve:
-    c = Curve.of(g["forced_acceptance"].tolist(), g["speedup"].tolist(), g["speedup_ci_low"].tolist(),
-                 g["speedup_ci_high"].tolist())
-    return dataclasses.replace(c, lengths=lengths)
+def _curve(g: pd.DataFrame) -> Curve:
+    return Curve.of(g["forced_acceptance"].tolist(), g["speedup"].tolist(), g["speedup_ci_low"].tolist(),
+                    g["speedup_ci_high"].tolist())
 
 
 def group_curves(surface: pd.DataFrame, variant: str) -> dict[tuple[int, float, float], Curve]:
     """Per (concurrency, output length, input length), the variant's S(AL) curve through the points that read
     back ok (points without a speedup are left out too)."""
-    return {key: _curve(_used(g), key[1:]) for key, g in _groups(surface, variant)}
-
-
-def curves(surface: pd.DataFrame, variant: str) -> dict[int, Curve]:
-    """Per concurrency, the variant's S(AL): each output x input length's model fitted on its own, pooled
-    (metrics.surface.Curve.pooled); a prediction at one output length takes its own part (`part_for`)."""
-    per: dict[int, list[Curve]] = {}
-    for (c, _o, _i), curve in group_curves(surface, variant).items():
-        per.setdefault(c, []).append(curve)
-    return {c: Curve.pooled(cs) for c, cs in sorted(per.items())}
+    return {key: _curve(_used(g)) for key, g in _groups(surface, variant)}
 
 
 def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
