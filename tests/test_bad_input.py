@@ -249,6 +249,9 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any], Path], None]], list[str]]]
      ["variants[1].max_concurrency", "below every sweep.concurrency", "nothing would be measured"]),
     ("max-concurrency-on-the-baseline", [setp("variants[0].max_concurrency", 1)],
      ["variants[0].max_concurrency", "the baseline measures every point"]),
+    ("forced-profile-increasing", [setp("variants[1].forced_acceptance", [0.5, 0.7, 0.1])],
+     ["variants[1].forced_acceptance: position 1: 0.7 is above position 0's 0.5 (per-position rates are "
+      "unconditional, so non-increasing)"]),
     # issue 39: drafter params an engine would silently drop, SLO units
     ("eagle-tree-params-on-vllm", [eagle_tree_on_vllm],
      ["variants[1].params.topk: vLLM drafts a chain of `steps` tokens (no EAGLE tree) and would silently ignore topk"]),

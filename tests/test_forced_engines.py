@@ -54,6 +54,29 @@ def test_sglang_refuses_trees_and_lengths_beyond_k_plus_one(variant, match):
         _forced(_cfg("sglang", variant, SG), 4.5 if "outside" in match else 2.0)
 
 
+def test_a_profile_reaches_vllm_as_its_rates_and_is_refused_where_one_length_is_all():
+    from specbench.server.launch import make_engine, plan_launches
+
+    def launches(cfg, profile):
+        derived = surface_config(cfg, ["d"], {"d": [2.0]}, {"d": profile})
+        return {la.name: la for la in plan_launches(derived, make_engine(derived, "/m", "m"))}
+
+    ngram = {"drafter": "ngram", "params": {"num_tokens": 3}}
+    argv = launches(_cfg("vllm", ngram), [0.8, 0.5, 0.25])["d-al2.55-profile"].spec.argv
+    spec = argv[argv.index("--speculative-config") + 1]
+    assert '"synthetic_acceptance_rates":[0.8,0.5,0.25]' in spec and "synthetic_acceptance_length" not in spec
+    with pytest.raises(ConfigError, match=r"^variants\[2\]\.forced_acceptance: a profile of 2 positions, but 3 draft "
+                                          r"tokens per step \(one rate per draft position\)$"):
+        launches(_cfg("vllm", ngram), [0.8, 0.5])
+    with pytest.raises(ConfigError, match=r"^variants\[2\]\.forced_acceptance: engine sglang forces one mean "
+                                          r"acceptance length, not a per-position profile"):
+        launches(_cfg("sglang", EAGLE_CHAIN, SG), [0.8, 0.5, 0.25])
+    ddtree = {"drafter": "ddtree", "params": {"mode": "command", "tree_budget": 16},
+              "command": ["serve", "--port", "{port}", "--force", "{forced_acceptance}"]}
+    with pytest.raises(ConfigError, match=r"\{forced_acceptance\} takes one mean acceptance length"):
+        launches(_cfg("vllm", ddtree), [0.8])
+
+
 def test_k_is_read_for_dflash_and_ngram_on_both_engines():
     from specbench.surface.command import variant_k
 

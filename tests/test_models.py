@@ -163,16 +163,16 @@ def test_a_builder_hook_builds_from_its_base(monkeypatch: pytest.MonkeyPatch, ca
 
 
 def test_minutes_only_for_trained_heads() -> None:
-    with pytest.raises(UsageError,
-                       match=r"^--minutes: smollm2-draft is not trained \(only smollm2-eagle3, smollm2-eagle3-small, smollm2-dflash are\)$"):
+    with pytest.raises(UsageError, match=r"^--minutes: smollm2-draft is not trained "
+                                         r"\(only smollm2-eagle3, smollm2-eagle3-small, smollm2-dflash are\)$"):
         models.prepare("smollm2-draft", minutes=3)
     with pytest.raises(UsageError, match=r"^--minutes: must be > 0, got 0"):
         models.prepare("smollm2-eagle3", minutes=0)
 
 
 def test_unknown_demo_name() -> None:
-    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' "
-                                         r"\(valid: smollm2, smollm2-draft, smollm2-eagle3, smollm2-eagle3-small, smollm2-dflash\)$"):
+    with pytest.raises(UsageError, match=r"^model.demo: unknown demo model 'gpt5' \(valid: smollm2, smollm2-draft, "
+                                         r"smollm2-eagle3, smollm2-eagle3-small, smollm2-dflash\)$"):
         models.prepare("gpt5")
 
 

@@ -193,6 +193,41 @@ def test_surface_table_keeps_output_lengths_apart_and_reads_the_acceptance_back(
     assert be.loc[(4, 256), "break_even_acceptance"] == pytest.approx(1.8 / 0.8)
 
 
+def test_a_heads_own_profile_is_pooled_by_drafts_and_read_back_at_one_plus_its_sum(tmp_path):
+    from specbench.shared.records import WindowRecord
+    from specbench.surface.profile import head_profile
+    from specbench.surface.render import surface_markdown
+
+    # the head's run: two cells at C=1 (10 and 30 drafts) and one at C=4, which the profile leaves out
+    run = tmp_path / "run"
+    run.mkdir()
+    cells_frame([dict(variant="e", point_id=f"p{c}{o}", output_len=o, concurrency=c, speedup=1.0,
+                      acceptance_length=1.5, acceptance_per_position=pp)
+                 for c, o, pp in ((1, 64, "[0.8, 0.4]"), (1, 256, "[0.2, 0.1]"), (4, 64, "[0.9, 0.9]"))]
+                ).to_csv(run / "cells.csv", index=False)
+    wins = [WindowRecord(window_id=f"w{pid}", variant="e", cell_id=pid, point_id=pid, repeat=0, t_start=0, t_end=1,
+                         n_requests=1, per_position_accepted=acc,
+                         counters={"num_drafts": d, "num_draft_tokens": 2 * d, "num_accepted_tokens": sum(acc),
+                                   "generation_tokens": d + sum(acc)})
+            for pid, d, acc in (("p164", 10, [8, 4]), ("p1256", 30, [6, 3]), ("p464", 10, [9, 9]))]
+    (run / "windows.jsonl").write_text("".join(w.model_dump_json() + "\n" for w in wins))
+    prof = head_profile(run, "e")
+    assert prof is not None and prof.rates == [0.35, 0.175] and prof.concurrency == 1  # 14/40, 7/40, not [0.5, 0.25]
+    assert prof.how == "pooled over the draft counts of 2 window(s)"
+    # the surface: the profile point reads back against 1 + sum, and checks the model instead of joining it
+    rows = [dict(variant=derived_name("e", al), output_len=64, concurrency=1, speedup=s, speedup_ci_low=math.nan,
+                 speedup_ci_high=math.nan, acceptance_length=al) for al, s in ((1.0, 0.8), (3.0, 2.0))]
+    name = derived_name("e", prof.rates)
+    rows.append(dict(variant=name, output_len=64, concurrency=1, speedup=1.2, speedup_ci_low=math.nan,
+                     speedup_ci_high=math.nan, acceptance_length=1.52))
+    t = surface_table(cells_frame(rows), forced={name: prof.rates})
+    point = t[t["forced_profile"] != ""].iloc[0]
+    assert point["forced_acceptance"] == pytest.approx(1.525) and point["readback"] == "ok"
+    be = break_even_table(t).iloc[0]
+    assert be["points"] == 2 and be["dropped"] == ""  # fitted on the two forced lengths only
+    assert "the head's own profile at C=1 O=64: AL 1.525, measured 1.200" in surface_markdown(t, break_even_table(t))
+
+
 def test_prediction_of_a_run():
     surface = surface_table(_surface_cells())
     # a run whose head accepts 2.0 at C=1: the models through the surface's points (C=1: p = 0.125, q = 1.125;

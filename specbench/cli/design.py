@@ -69,7 +69,17 @@ def surface(a: argparse.Namespace) -> int:
 
             for name, why in force_refusals(cfg).items():
                 print(f"surface: leaving out {name}: {why}", file=sys.stderr)
-        derived = derive(cfg, a.variant, _lengths(a.al))
+        profiles = None
+        if a.profile_from:  # a head's own per-position profile, one derived variant per forced variant
+            from specbench.config import forced_length
+            from specbench.surface.command import head_profiles
+
+            found = head_profiles(cfg, a.variant, Path(a.profile_from))
+            for name, prof in found.items():
+                print(f"surface: {name}'s own profile from {a.profile_from} at C={prof.concurrency}: {prof.rates} "
+                      f"(AL {forced_length(prof.rates):.4g}), {prof.how}", file=sys.stderr)
+            profiles = {name: prof.rates for name, prof in found.items()}
+        derived = derive(cfg, a.variant, _lengths(a.al), profiles)
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
         from specbench.decide import history_lookup

@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     sf.add_argument("config", nargs="?", help="the matrix config whose drafter variants are forced")
     sf.add_argument("--variant", action="append", help="a drafter variant to force (repeatable; default: all)")
     sf.add_argument("--al", help="forced acceptance lengths, comma-separated (default 1,1.5,2,3,k+1 capped at k+1)")
+    sf.add_argument("--profile-from", metavar="RUN_DIR", help="also force each variant's own per-position "
+                    "acceptance, as measured in this finished run at its lowest concurrency (docs/surface.md)")
     sf.add_argument("--out", help="run directory (default: <output_dir>/<name>-surface-<timestamp>)")
     sf.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted surface without re-measuring")
     sf.add_argument("--reuse", metavar="RUN_DIR", help="take unchanged variants (the baseline) from RUN_DIR")

@@ -16,6 +16,7 @@ from specbench.config.base import (
                    Strict,
                    VariantConfig,
                    VerdictConfig,
+                   forced_length,
 )
 from specbench.config.load import (
                    MAX_YAML_NODES,
@@ -42,6 +43,6 @@ __all__ = [
     "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MIN_SPEEDUP", "MAX_YAML_NODES", "NATURAL", "SLO_METRICS", "AdaptiveConfig",
     "CapacityConfig", "ClientConfig", "EngineConfig", "EstimatesConfig", "LoadConfig", "ModelConfig",
     "PromptSource", "RunConfig", "SchedulerConfig", "Strict", "SweepConfig", "TuneConfig", "VariantConfig",
-    "VerdictConfig", "dump_config", "expanded_size", "format_validation_error", "load_config", "load_yaml",
-    "non_finite", "parse_config",
+    "VerdictConfig", "dump_config", "expanded_size", "forced_length", "format_validation_error", "load_config",
+    "load_yaml", "non_finite", "parse_config",
 ]

@@ -115,8 +115,45 @@ class VariantConfig(Strict):
     # points above it are not measured for this variant (closed loop only). None: every point.
     max_concurrency: int | None = Field(None, ge=1)
     # Benchmark knob (`specbench surface`): the engine accepts drafts at this mean acceptance length
-    # (tokens per target step) whatever the target says; outputs are not the target's (docs/surface.md)
-    forced_acceptance: float | None = Field(None, ge=1.0)
+    # (tokens per target step), or at these per-position unconditional rates (one per draft position, a
+    # profile), whatever the target says; outputs are not the target's (docs/surface.md)
+    forced_acceptance: float | list[float] | None = None
+
+    @field_validator("forced_acceptance", mode="before")
+    @classmethod
+    def _forced(cls, v: Any) -> float | list[float] | None:
+        """A mean length >= 1, or a profile: rates in [0, 1], non-increasing (its length is the drafter's k,
+        checked by the engine, which reads k from the drafter's arguments: `check_forced`)."""
+        def number(x: Any) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+        if v is None:
+            return None
+        if number(v):
+            if v < 1:
+                raise ValueError(f"{v:g} is below 1 (a mean acceptance length counts the bonus token)")
+            return float(v)
+        if not isinstance(v, list) or not v or not all(number(x) for x in v):
+            raise ValueError("must be a mean acceptance length (a number >= 1) or a non-empty list of "
+                             "per-position acceptance rates")
+        for i, r in enumerate(v):
+            if not 0 <= r <= 1:
+                raise ValueError(f"position {i}: {r:g} is outside [0, 1] (a per-position acceptance rate)")
+            if i and r > v[i - 1]:
+                raise ValueError(f"position {i}: {r:g} is above position {i - 1}'s {v[i - 1]:g} (per-position "
+                                 "rates are unconditional, so non-increasing)")
+        return [float(r) for r in v]
+
+    @property
+    def forced_length(self) -> float | None:
+        """The mean acceptance length the variant forces (`forced_length`), or None when it forces none."""
+        return None if self.forced_acceptance is None else forced_length(self.forced_acceptance)
+
+
+def forced_length(forced: float | list[float]) -> float:
+    """The mean acceptance length (tokens / target step) a forced acceptance gives: the length itself, or for a
+    profile of per-position unconditional rates p_i, 1 + sum(p_i) (docs/metrics.md, "Speedup surface")."""
+    return 1.0 + sum(forced) if isinstance(forced, list) else float(forced)
 
 
 class EstimatesConfig(Strict):

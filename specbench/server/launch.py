@@ -106,9 +106,10 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
     for i, v in enumerate(cfg.variants):
         drafter, params = resolve_drafter(cfg, i)
         eng = variant_engine(engine, v)
-        if v.forced_acceptance is not None and (eng.forced_acceptance is None or not drafter.speculative):
-            why = f"engine {eng.kind} cannot force acceptance" if drafter.speculative else "the variant does not draft"
-            raise ConfigError(f"variants[{i}].forced_acceptance", why)
+        if v.forced_acceptance is not None:  # the engine's own refusal (it cannot force, or not a profile)
+            why = eng.force_refusal(v) if drafter.speculative else "the variant does not draft"
+            if why is not None:
+                raise ConfigError(f"variants[{i}].forced_acceptance", why)
         ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=engine.model_path)
         try:
             drafter_args = drafter.launch_args(params, ctx)

@@ -18,6 +18,7 @@ from specbench.surface.derive import default_lengths, split_name, surface_config
 
 if TYPE_CHECKING:
     from specbench.server.engines import Engine
+    from specbench.surface.profile import HeadProfile
 
 
 def force_refusals(cfg: RunConfig) -> dict[str, str]:
@@ -76,14 +77,32 @@ def variant_k(cfg: RunConfig, name: str) -> int | None:
         return None
 
 
-def derive(cfg: RunConfig, variants: list[str] | None, lengths: list[float] | None) -> RunConfig:
+def derive(cfg: RunConfig, variants: list[str] | None, lengths: list[float] | None,
+           profiles: dict[str, list[float]] | None = None) -> RunConfig:
     """The surface's matrix for `variants` (default: every speculative one) at `lengths` (default per
-    variant: 1, 1.5, 2, 3, k + 1 capped at k + 1); a length above k + 1 is refused by the engine's check."""
+    variant: 1, 1.5, 2, 3, k + 1 capped at k + 1), and at each variant's `profiles` entry (a head's own
+    per-position rates); a length above k + 1, or a profile not of k rates, is refused by the engine's check."""
     names = variants or forceable(cfg)
     if not names:
         raise UsageError(f"surface: {cfg.name} has no speculative variant to force")
     per = {n: (sorted(set(lengths)) if lengths else default_lengths(variant_k(cfg, n))) for n in names}
-    return surface_config(cfg, names, per)
+    return surface_config(cfg, names, per, profiles)
+
+
+def head_profiles(cfg: RunConfig, variants: list[str] | None, run: Path) -> dict[str, HeadProfile]:
+    """Per variant the surface forces (`variants`, default: every one it can), its head's own profile in the
+    finished run `run` (the same variant name there); a variant without one is a UsageError."""
+    from specbench.surface.profile import head_profile
+
+    if not (run / "cells.csv").exists():
+        raise UsageError(f"--profile-from: {run} has no cells.csv (not a finished specbench run?)")
+    out = {}
+    for name in variants or forceable(cfg):
+        if (p := head_profile(run, name)) is None:
+            raise UsageError(f"--profile-from: {run} has no valid closed-loop cell of {name} with a per-position "
+                             "acceptance (acceptance_per_position); force it with --variant and another run")
+        out[name] = p
+    return out
 
 
 def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) -> str:
@@ -105,7 +124,7 @@ def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) 
             continue
         mine = sum(c for c in costs if c is not None)
         share = base / len(by_source)  # the baseline is shared by the surface's drafters
-        lines.append(f"surface cost of {src}: {len(names)} forced lengths {dur(mine)} + baseline share {dur(share)} "
+        lines.append(f"surface cost of {src}: {len(names)} forced variants {dur(mine)} + baseline share {dur(share)} "
                      f"= {dur(mine + share)}, {100 * (mine + share) / drafter_full:.0f}% of its full matrix in "
                      f"{full.name} ({dur(drafter_full)}); with the baseline reused: "
                      f"{100 * mine / drafter_full:.0f}%")

@@ -12,7 +12,14 @@ from matplotlib.figure import Figure
 from specbench.records.rundir import RunDir, atomic_write
 from specbench.report.surface import break_even_text, group_text, lengths_text
 from specbench.surface.predict import PREDICTION_FILE, break_even_levels
-from specbench.surface.table import BREAK_EVEN_FILE, SURFACE_FILE, break_even_table, group_curves, surface_table
+from specbench.surface.table import (
+    BREAK_EVEN_FILE,
+    SURFACE_FILE,
+    break_even_table,
+    group_curves,
+    is_profile,
+    surface_table,
+)
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
                "outputs are not the target's and their losslessness is not checked; only the cost of drafting and "
@@ -94,7 +101,9 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
                   "| ---: | --- | ---: | ---: | ---: | --- |"]
         for _, r in s.iterrows():
             flag = "" if r["readback"] == "ok" else f" ({r['readback']}, dropped)"
-            lines.append(f"| {int(r['concurrency'])} | {group_text(r)} | {r['forced_acceptance']:g} | "
+            rates = r["forced_profile"] if isinstance(r["forced_profile"], str) else ""
+            profile = f" (profile {rates})" if rates else ""
+            lines.append(f"| {int(r['concurrency'])} | {group_text(r)} | {r['forced_acceptance']:g}{profile} | "
                          f"{_f(r['measured_acceptance'])}{flag} "
                          f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} |")
         lines += ["", "Break-even acceptance from the time model (the AL at which the speedup reaches 1.0; `beyond "
@@ -114,7 +123,7 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
                 f"{_pct(r['heldout_error'], False)}" for _, r in rows.iterrows()
                 if math.isfinite(float(r["heldout_error"]))]
         held = ", ".join(errs) if errs else "not checked (fewer than three forced lengths read back ok)"
-        lines += ["", f"Held-out error of the time model: {held}.", ""]
+        lines += ["", f"Held-out error of the time model: {held}.", "", *_profile_checks(surface, v)]
         for _, r in rows.iterrows():
             if isinstance(r["dropped"], str) and r["dropped"]:
                 lines.append(f"- dropped at C={int(r['concurrency'])}: {r['dropped']}: the forced length did not "
@@ -129,13 +138,30 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _profile_checks(surface: pd.DataFrame, variant: str) -> list[str]:
+    """The head's own profile against the time model fitted on the forced lengths, at the length it implies:
+    whether the shape of the per-position acceptance (not only its mean) moves the speedup."""
+    s = surface[(surface["variant"] == variant) & is_profile(surface) & (surface["readback"] == "ok")]
+    curves = group_curves(surface, variant)
+    out = []
+    for _, r in s.iterrows():
+        key = (int(r["concurrency"]), float(r["output_len"]), float(r["input_len"]))
+        curve = next((c for k, c in curves.items() if k[0] == key[0] and _same(k[1], key[1])
+                      and _same(k[2], key[2])), None)
+        model = curve.at(float(r["forced_acceptance"])) if curve is not None and len(curve) else math.nan
+        error = float(r["speedup"]) / model - 1 if math.isfinite(model) and model > 0 else math.nan
+        out.append(f"- the head's own profile at {_label(key)}: AL {r['forced_acceptance']:g}, measured "
+                   f"{_f(r['speedup'], 3)}, the time model at that AL {_f(model, 3)} ({_pct(error, False)})")
+    return [*out, ""] if out else []
+
+
 def write_surface(run_dir: Path) -> list[Path]:
     """From a finished surface run's cells.csv: surface.csv, break_even_al.csv, a plot per variant, surface.md."""
     from specbench.report.load import normalize_cells
 
     rd = RunDir(run_dir)
     cells = normalize_cells(pd.read_csv(rd.cells))
-    surface = surface_table(cells, _tops(rd))
+    surface = surface_table(cells, *_forcing(rd))
     be = break_even_table(surface)
     out = [run_dir / SURFACE_FILE, run_dir / BREAK_EVEN_FILE, run_dir / "surface.md"]
     atomic_write(out[0], surface.to_csv(index=False))
@@ -148,21 +174,24 @@ def write_surface(run_dir: Path) -> list[Path]:
     return out
 
 
-def _tops(rd: RunDir) -> dict[str, float]:
-    """Per source variant of a surface run, k + 1 (the most a step can accept), read from its drafter's
-    arguments as the engine reads them; a variant whose k is not known is absent."""
+def _forcing(rd: RunDir) -> tuple[dict[str, float], dict[str, float | list[float]]]:
+    """From a surface run's config: per source variant, k + 1 (the most a step can accept), read from its
+    drafter's arguments as the engine reads them (a variant whose k is not known is absent); per derived
+    variant, its `forced_acceptance` (a length or a profile)."""
     from specbench.config import load_yaml, parse_config
     from specbench.surface.command import variant_k
     from specbench.surface.derive import split_name
 
     if not rd.config.exists():
-        return {}
+        return {}, {}
     cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
-    out = {}
+    tops, forced = {}, {}
     for v in cfg.variants:
+        if v.forced_acceptance is not None:
+            forced[v.name] = v.forced_acceptance
         if (parsed := split_name(v.name)) is not None and (k := variant_k(cfg, v.name)) is not None:
-            out[parsed[0]] = k + 1.0
-    return out
+            tops[parsed[0]] = k + 1.0
+    return tops, forced
 
 
 def prediction_markdown(pred: pd.DataFrame, surface_dir: Path) -> str:

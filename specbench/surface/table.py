@@ -7,17 +7,21 @@ ends (the ends move together: cells of one launch share its speed, so this bound
 instead of shrinking it as if the cells were independent). Output lengths are not pooled: the time model's
 terms depend on them (docs/metrics.md, "Speedup surface"). The acceptance the engine reported (its
 counters, the same figure as a run's acceptance_length) is read back next to the forced length; a point
-that does not read back `ok` is left out of the model, the break-even and predictions, with the reason.
+that does not read back `ok` is left out of the model, the break-even and predictions, with the reason. A
+point forcing a head's per-position profile (`forced_profile`) reads back against the length it implies and
+is a check on the model, not one of its points (surface.md compares it with the model at that length).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
+from specbench.config import forced_length
 from specbench.metrics.surface import Curve, break_even_acceptance, fit, geomean, held_out
 from specbench.surface.derive import split_name
 
@@ -26,9 +30,9 @@ BREAK_EVEN_FILE = "break_even_al.csv"
 READBACK_TOLERANCE = 0.10  # relative: forced 2.0 must read back within [1.8, 2.2]
 SURFACE_COLUMNS = ["variant", "forced_acceptance", "concurrency", "speedup", "speedup_ci_low", "speedup_ci_high",
                    "measured_acceptance", "measured_acceptance_low", "measured_acceptance_high", "readback", "cells"]
-# added with the time model; a surface.csv written before has them empty (one group, k + 1 unknown)
+# added with the time model; a surface.csv written before has them empty (one group, k + 1 unknown, no profile)
 GROUP = ["output_len", "input_len"]
-OPTIONAL_COLUMNS = [*GROUP, "max_acceptance"]
+OPTIONAL_COLUMNS = [*GROUP, "max_acceptance", "forced_profile"]
 BREAK_EVEN_COLUMNS = ["variant", "concurrency", "break_even_acceptance", "break_even_acceptance_low",
                       "break_even_acceptance_high", "break_even_acceptance_at_most",
                       "break_even_acceptance_extrapolated", *GROUP, "max_acceptance", "break_even_acceptance_beyond",
@@ -56,9 +60,12 @@ def readback(forced: float, measured: float) -> str:
     return "ok" if abs(measured - forced) <= READBACK_TOLERANCE * forced else "mismatch"
 
 
-def surface_table(cells: pd.DataFrame, top: Mapping[str, float] | None = None) -> pd.DataFrame:
+def surface_table(cells: pd.DataFrame, top: Mapping[str, float] | None = None,
+                  forced: Mapping[str, float | list[float]] | None = None) -> pd.DataFrame:
     """One row per source variant x forced length x concurrency x output length x input length from a surface
-    run's (normalized) cells; `top`: per source variant, k + 1 (the highest acceptance a step can reach)."""
+    run's (normalized) cells; `top`: per source variant, k + 1 (the highest acceptance a step can reach);
+    `forced`: per derived variant, its config's `forced_acceptance` (the length, or the profile whose length
+    `forced_length` gives); a variant absent from it is read from its name."""
     rows = []
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells
     closed = closed.assign(**{g: closed[g] if g in closed else math.nan for g in GROUP})
@@ -66,17 +73,20 @@ def surface_table(cells: pd.DataFrame, top: Mapping[str, float] | None = None) -
         parsed = split_name(str(name))
         if parsed is None:
             continue
-        base, forced = parsed
+        base, length = parsed
+        value = (forced or {}).get(str(name), length)
+        length = forced_length(value)
+        profile = json.dumps(value) if isinstance(value, list) else ""
         for (c, out_len, in_len), gc in g.groupby(["concurrency", *GROUP], dropna=False):
             measured = _mean(gc["acceptance_length"])
-            rows.append(dict(variant=base, forced_acceptance=forced, concurrency=int(float(c)),  # type: ignore[arg-type]
+            rows.append(dict(variant=base, forced_acceptance=length, concurrency=int(float(c)),  # type: ignore[arg-type]
                              speedup=geomean(gc["speedup"].tolist()),
                              speedup_ci_low=_pooled_end(gc["speedup_ci_low"]),
                              speedup_ci_high=_pooled_end(gc["speedup_ci_high"]), measured_acceptance=measured,
                              measured_acceptance_low=_mean(gc["acceptance_length_ci_low"]),
                              measured_acceptance_high=_mean(gc["acceptance_length_ci_high"]),
-                             readback=readback(forced, measured), cells=len(gc), output_len=out_len,
-                             input_len=in_len, max_acceptance=(top or {}).get(base, math.nan)))
+                             readback=readback(length, measured), cells=len(gc), output_len=out_len,
+                             input_len=in_len, max_acceptance=(top or {}).get(base, math.nan), forced_profile=profile))
     out = pd.DataFrame(rows, columns=SURFACE_COLUMNS + OPTIONAL_COLUMNS)
     return out.sort_values(["variant", "concurrency", *GROUP, "forced_acceptance"]).reset_index(drop=True)
 
@@ -90,9 +100,15 @@ def _groups(surface: pd.DataFrame, variant: str) -> list[tuple[tuple[int, float,
     return sorted(out, key=lambda x: tuple(-1.0 if math.isnan(v) else v for v in x[0]))
 
 
+def is_profile(g: pd.DataFrame) -> pd.Series:
+    """The rows that force a head's per-position profile (not one length)."""
+    return g["forced_profile"].map(lambda x: isinstance(x, str) and bool(x))
+
+
 def _used(g: pd.DataFrame) -> pd.DataFrame:
-    """The points the model is fitted on: read back `ok` (a point that did not is not at its forced length)."""
-    return g[g["readback"] == "ok"]
+    """The points the model is fitted on: forced lengths that read back `ok` (a point that did not is not at
+    its forced length; a profile point checks the model instead)."""
+    return g[(g["readback"] == "ok") & ~is_profile(g)]
 
 
 def dropped(g: pd.DataFrame) -> str:

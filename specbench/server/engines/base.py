@@ -64,6 +64,8 @@ class Engine(abc.ABC):
     rank_flags: ClassVar[tuple[str, str, str] | None] = None
     # How a variant's `forced_acceptance` reaches this engine (docs/surface.md); None: it cannot be forced
     forced_acceptance: str | None = None
+    # How a per-position profile (`forced_acceptance` as a list) reaches it; None: one mean length only
+    forced_profile: str | None = None
     forced_env: tuple[str, ...] = ()  # environment keys the engine sets to force acceptance (not unfair)
     # the engine's state during a window (docs/metrics.md, "Engine state"): key -> Prometheus sample name, keys
     # running, waiting (requests, gauges), kv_usage (fraction, gauge), preemptions, queue_time_sum_s,
@@ -96,7 +98,12 @@ class Engine(abc.ABC):
     def force_refusal(self, variant: VariantConfig) -> str | None:
         """Why this engine cannot force `variant`'s acceptance at all, or None when it may (the drafter's own
         shape is checked by `launch_spec`, which knows the arguments)."""
-        return None if self.forced_acceptance is not None else f"engine {self.kind} cannot force acceptance"
+        if self.forced_acceptance is None:
+            return f"engine {self.kind} cannot force acceptance"
+        if isinstance(variant.forced_acceptance, list) and self.forced_profile is None:
+            return (f"engine {self.kind} forces one mean acceptance length, not a per-position profile (give a "
+                    "number)")
+        return None
 
     def drafter_flags(self, variant: VariantConfig) -> set[str]:
         """Launch flags outside the drafter's arguments that still carry its settings (a command template's
@@ -221,11 +228,19 @@ class Engine(abc.ABC):
         """Reset engine state that would leak from one cell into the next (prefix cache)."""
 
 
-def check_forced_length(length: float, k: int | None, where: str) -> None:
-    """A forced acceptance length counts the bonus token: within [1, k + 1] for k draft tokens per step."""
-    if k is not None and not 1.0 <= length <= k + 1:
-        raise ConfigError(f"{where}.forced_acceptance", f"{length:g} is outside [1, {k + 1}] "
-                                                       f"({k} draft tokens per step)")
+def check_forced(forced: float | list[float], k: int | None, where: str) -> None:
+    """A forced acceptance length counts the bonus token: within [1, k + 1] for k draft tokens per step. A
+    profile has one rate per draft position: k of them (k must be known, else the engine refuses at startup)."""
+    field = f"{where}.forced_acceptance"
+    if isinstance(forced, list):
+        if k is None:
+            raise ConfigError(field, "a per-position profile needs the drafter's draft tokens per step, which its "
+                                     "launch arguments do not say")
+        if len(forced) != k:
+            raise ConfigError(field, f"a profile of {len(forced)} positions, but {k} draft tokens per step (one "
+                                     "rate per draft position)")
+    elif k is not None and not 1.0 <= forced <= k + 1:
+        raise ConfigError(field, f"{forced:g} is outside [1, {k + 1}] ({k} draft tokens per step)")
 
 
 def json_int(v: Any) -> int | None:

