@@ -37,6 +37,28 @@ def test_a_decomposed_cell_gives_the_model_that_reproduces_its_speedup():
     assert model_error_width([0.05, -0.1]) == pytest.approx(-math.log(0.9))
 
 
+def test_a_run_references_ends_are_its_cells_speedup_intervals_not_the_spread_over_categories():
+    from specbench.surface.model_predict import reference_from_run
+
+    # two categories at C=4 with different acceptance; their speedups measured with intervals x/÷ 1.2
+    t = {2.0: T_BASE / (PS + 32 * 0.03), 3.0: T_BASE / (PS + 64 / 3 * 0.03)}
+    decomp = pd.DataFrame([dict(variant="e", point_id=f"p{a}", concurrency=4, output_len=OUT, input_len=math.nan,
+                                speedup=s, acceptance_length=a, step_cost_ratio=0.03 / SB,
+                                baseline_prefill_share=PB / T_BASE) for a, s in t.items()])
+    cells = pd.DataFrame([dict(variant="e", point_id=f"p{a}", speedup_ci_low=s / 1.2, speedup_ci_high=s * 1.2)
+                          for a, s in t.items()])
+    mid, lo, hi = reference_from_run(decomp, cells).model("e", 4, float(OUT), math.nan)  # type: ignore[misc]
+    # both cells come from one time model, so the central model is it and reproduces both speedups
+    assert (mid.at(2.0), mid.at(3.0)) == pytest.approx((t[2.0], t[3.0]))
+    # an end's p is the mean of the cells' 1 / S at that end minus q / AL: 1 / S moves by the mean of the cells' moves
+    inv = (1 / t[2.0] + 1 / t[3.0]) / 2
+    for a in (1.5, 2.0, 3.0):
+        assert 1 / lo.at(a) - 1 / mid.at(a) == pytest.approx(0.2 * inv)
+        assert 1 / hi.at(a) - 1 / mid.at(a) == pytest.approx((1 / 1.2 - 1) * inv)
+    # without intervals the ends are the point: no spread over categories passed off as uncertainty
+    assert reference_from_run(decomp).model("e", 4, float(OUT), math.nan)[1] == mid  # type: ignore[index]
+
+
 def _runs(tmp_path):
     from specbench.config import dump_config, parse_config
     from specbench.surface.derive import derived_name

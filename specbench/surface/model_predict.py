@@ -95,25 +95,46 @@ def reference_from_surface(surface: pd.DataFrame) -> Reference:
     return ref
 
 
-def reference_from_run(decomp: pd.DataFrame) -> Reference:
+def reference_from_run(decomp: pd.DataFrame, cells: pd.DataFrame | None = None) -> Reference:
     """The models of a real head's run, one per decomposed cell (metrics.timemodel.model_from_terms), pooled
-    per group (over categories and temperatures): the mean terms, and as its ends the cells' extreme terms
-    (no intervals in the decomposition)."""
+    per group (over categories and temperatures) as the mean terms. The ends are the same with each cell's
+    speedup at its 95% interval's ends (`cells`, the run's cells.csv: the measured step cost's uncertainty, as
+    a surface's ends come from its points' intervals); a cell without an interval gives its point."""
     ref = Reference()
-    per: dict[Group, list[tuple[TimeModel, float]]] = {}
+    per: dict[Group, list[tuple[TimeModel, TimeModel, TimeModel, float]]] = {}
     closed = decomp[decomp["rate"].isna()] if "rate" in decomp else decomp
+    ends = _speedup_ends(cells)
     for _, r in closed.iterrows():
-        a = float(r["acceptance_length"])
-        m = model_from_terms(float(r["speedup"]), float(r["step_cost_ratio"]), a, float(r["baseline_prefill_share"]))
+        a, s = float(r["acceptance_length"]), float(r["speedup"])
+        terms = (float(r["step_cost_ratio"]), a, float(r["baseline_prefill_share"]))
+        m = model_from_terms(s, *terms)
         if math.isfinite(m.prefill):
+            lo, hi = ends.get((str(r["variant"]), str(r["point_id"])), (s, s))
             key = (str(r["variant"]), int(float(r["concurrency"])), _length(r["output_len"]), _length(r["input_len"]))
-            per.setdefault(key, []).append((m, a))
+            per.setdefault(key, []).append((m, model_from_terms(lo, *terms), model_from_terms(hi, *terms), a))
     for key, ms in per.items():
-        ps, qs, als = [m.prefill for m, _ in ms], [m.decode for m, _ in ms], [a for _, a in ms]
-        ref.models[key] = (TimeModel(sum(ps) / len(ps), sum(qs) / len(qs)), TimeModel(max(ps), max(qs)),
-                           TimeModel(min(ps), min(qs)))
-        ref.spans[key] = (min(als), max(als))
+        ref.models[key] = (_mean_model([x[0] for x in ms]), _mean_model([x[1] for x in ms]),
+                           _mean_model([x[2] for x in ms]))
+        ref.spans[key] = (min(x[3] for x in ms), max(x[3] for x in ms))
     return ref
+
+
+def _speedup_ends(cells: pd.DataFrame | None) -> dict[tuple[str, str], tuple[float, float]]:
+    """(variant, point_id) -> the cell's speedup interval (low, high), where both ends are positive numbers."""
+    if cells is None or not len(cells) or "speedup_ci_low" not in cells:
+        return {}
+    out = {}
+    for _, c in cells.iterrows():
+        lo, hi = float(c["speedup_ci_low"]), float(c["speedup_ci_high"])
+        if math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi:
+            out[(str(c["variant"]), str(c["point_id"]))] = (lo, hi)
+    return out
+
+
+def _mean_model(ms: list[TimeModel]) -> TimeModel:
+    """The time model of the mean terms (a NaN term of an end left out: that end is then the point's)."""
+    ok = [m for m in ms if math.isfinite(m.prefill)] or ms
+    return TimeModel(sum(m.prefill for m in ok) / len(ok), sum(m.decode for m in ok) / len(ok))
 
 
 def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) -> Spread:
@@ -285,6 +306,7 @@ def load_reference(path: Path) -> tuple[Reference, str]:
     if (path / SURFACE_FILE).exists():
         return reference_from_surface(load_surface(path)), "surface"
     if (path / "decomposition.csv").exists():
-        return reference_from_run(pd.read_csv(path / "decomposition.csv")), "run"
+        cells = pd.read_csv(path / "cells.csv") if (path / "cells.csv").exists() else None
+        return reference_from_run(pd.read_csv(path / "decomposition.csv"), cells), "run"
     raise UsageError(f"reference: {path} has neither {SURFACE_FILE} (a surface) nor decomposition.csv (a run)")
 
