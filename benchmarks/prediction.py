@@ -43,7 +43,8 @@ from specbench.decide import prediction_history
 from specbench.records.rundir import RunDir
 from specbench.report.load import normalize_cells
 from specbench.shared.errors import UsageError
-from specbench.surface.model_predict import load_reference, model_summary_line, predict_from_model, variant_pairs
+from specbench.surface.model_predict import model_summary_line, predict_from_model, variant_pairs
+from specbench.surface.reference import load_reference
 from specbench.surface.stepcost import read_decomposition, step_cost_check, step_cost_lines
 
 

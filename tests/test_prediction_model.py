@@ -38,7 +38,7 @@ def test_a_decomposed_cell_gives_the_model_that_reproduces_its_speedup():
 
 
 def test_a_run_references_ends_are_its_cells_speedup_intervals_not_the_spread_over_categories():
-    from specbench.surface.model_predict import reference_from_run
+    from specbench.surface.reference import reference_from_run
 
     # two categories at C=4 with different acceptance; their speedups measured with intervals x/÷ 1.2
     t = {2.0: T_BASE / (PS + 32 * 0.03), 3.0: T_BASE / (PS + 64 / 3 * 0.03)}
@@ -90,7 +90,8 @@ def _runs(tmp_path):
 
 def test_the_model_predicts_a_head_from_its_c1_acceptance_and_the_surface(tmp_path):
     from specbench.report.load import normalize_cells
-    from specbench.surface.model_predict import predict_from_model, reference_from_surface
+    from specbench.surface.model_predict import predict_from_model
+    from specbench.surface.reference import reference_from_surface
     from specbench.surface.table import load_surface
 
     run, surface = _runs(tmp_path)
@@ -121,7 +122,8 @@ def test_the_benchmark_prints_the_goal_line(tmp_path, capsys):
 
 def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path):
     from specbench.report.load import normalize_cells
-    from specbench.surface.model_predict import predict_from_model, reference_from_surface
+    from specbench.surface.model_predict import predict_from_model
+    from specbench.surface.reference import reference_from_surface
     from specbench.surface.table import load_surface
 
     run, surface = _runs(tmp_path)
@@ -181,7 +183,8 @@ def test_past_errors_of_the_setup_widen_the_interval_by_their_log_width(tmp_path
     from specbench.decide.prediction_history import for_run
     from specbench.records.rundir import RunDir
     from specbench.report.load import normalize_cells
-    from specbench.surface.model_predict import load_reference, predict_from_model
+    from specbench.surface.model_predict import predict_from_model
+    from specbench.surface.reference import load_reference
 
     monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "history"))
     run, surface = _runs(tmp_path)

@@ -58,7 +58,8 @@ def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
 
 
 def test_prediction_carries_the_step_cost_the_acceptance_and_the_model_error():
-    from specbench.surface.model_predict import Reference, predict_point
+    from specbench.surface.model_predict import predict_point
+    from specbench.surface.reference import Reference
 
     c = Curve.of([1, 3], [0.5, 1.25], [0.25, 0.625], [1.0, 2.5])
     key = ("e", 1, math.nan, math.nan)

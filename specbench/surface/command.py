@@ -155,7 +155,8 @@ def predict_heads(cfg: RunConfig, surface: pd.DataFrame, run: Acceptance) -> lis
     """The heads of `cfg` on the surface and in the acceptance run's cells, predicted from the run's acceptance
     (surface.model_predict.predicted_curve, the one prediction): the one rule by which `plan` prices the
     undecided levels and `plan --write` narrows a config to them."""
-    from specbench.surface.model_predict import predicted_curve, reference_from_surface
+    from specbench.surface.model_predict import predicted_curve
+    from specbench.surface.reference import reference_from_surface
 
     ref = reference_from_surface(surface)
     out = []

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pandas as pd
 
 from specbench.metrics.makespan import window_speedup
-from specbench.metrics.surface import NAN, Prediction, TimeModel, apart, geomean, held_out
-from specbench.metrics.timemodel import log_half_width, log_width, model_error_width, model_from_terms
+from specbench.metrics.surface import NAN, Prediction, apart, geomean
+from specbench.metrics.timemodel import log_half_width, log_width, model_error_width
+from specbench.surface.reference import Reference
 
-Group = tuple[str, int, float, float]  # variant, concurrency, output length, input length
-Models = tuple[TimeModel, TimeModel, TimeModel]  # the central model, the one giving the low end, the high end
 Spread = tuple[list[float], float]  # request_acceptance's (per-request acceptance, median requests per window)
 POINT = ["category", "input_len", "output_len", "temperature"]
 MODEL_PREDICTION_COLUMNS = ["variant", "reference_variant", "concurrency", "reference_concurrency", "acceptance_ref",
@@ -36,105 +34,6 @@ MODEL_PREDICTION_COLUMNS = ["variant", "reference_variant", "concurrency", "refe
 def point_key(row: pd.Series) -> tuple:
     """A run's point (POINT: category x input length x output length x temperature) as a key."""
     return tuple("" if isinstance(row[k], float) and math.isnan(row[k]) else row[k] for k in POINT)
-
-
-@dataclass
-class Reference:
-    """What an earlier run of the drafter configuration says: per group its time model (central, and the
-    models giving the low and high ends), the model's own errors per variant and concurrency, and per group
-    the acceptance lengths the model was fitted over (a prediction outside them extrapolates)."""
-
-    models: dict[Group, Models] = field(default_factory=dict)
-    errors: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    spans: dict[Group, tuple[float, float]] = field(default_factory=dict)
-
-    def key(self, variant: str, c: int, out_len: float, in_len: float) -> Group | None:
-        """The group a point at these lengths takes its model from; a reference that pooled a length (NaN)
-        stands for every length."""
-        for o, i in ((out_len, in_len), (out_len, NAN), (NAN, in_len), (NAN, NAN)):
-            for key in self.models:
-                if key[:2] == (variant, c) and _same(key[2], o) and _same(key[3], i):
-                    return key
-        return None
-
-    def model(self, variant: str, c: int, out_len: float, in_len: float) -> Models | None:
-        """The group's models (`key`)."""
-        key = self.key(variant, c, out_len, in_len)
-        return None if key is None else self.models[key]
-
-    def levels(self, variant: str) -> list[int]:
-        """The concurrencies the reference has a model of `variant` at."""
-        return sorted({k[1] for k in self.models if k[0] == variant})
-
-
-def _length(x: object) -> float:
-    """A length as a group key: every missing length the one NaN object (two NaNs are not equal keys)."""
-    v = float(x)  # type: ignore[arg-type]
-    return NAN if math.isnan(v) else v
-
-
-def _same(x: float, y: float) -> bool:
-    return (math.isnan(x) and math.isnan(y)) or x == y
-
-
-def reference_from_surface(surface: pd.DataFrame) -> Reference:
-    """The models of a surface (surface.table.group_curves: fitted per group on the points read back ok) and
-    their held-out errors."""
-    from specbench.surface.table import group_curves
-
-    ref = Reference()
-    for v in sorted(surface["variant"].unique()):
-        for (c, o, i), curve in group_curves(surface, str(v)).items():
-            if not len(curve):
-                continue
-            key = (str(v), c, _length(o), _length(i))
-            ref.models[key] = (curve.models["speedup"], curve.models["low"], curve.models["high"])
-            ref.spans[key] = (curve.al[0], curve.al[-1])
-            if (h := held_out(curve.al, curve.speedup)) is not None:
-                ref.errors.setdefault((str(v), c), []).append(h.error)
-    return ref
-
-
-def reference_from_run(decomp: pd.DataFrame, cells: pd.DataFrame | None = None) -> Reference:
-    """The models of a real head's run, one per decomposed cell (metrics.timemodel.model_from_terms), pooled
-    per group (over categories and temperatures) as the mean terms. The ends are the same with each cell's
-    speedup at its 95% interval's ends (`cells`, the run's cells.csv: the measured step cost's uncertainty, as
-    a surface's ends come from its points' intervals); a cell without an interval gives its point."""
-    ref = Reference()
-    per: dict[Group, list[tuple[TimeModel, TimeModel, TimeModel, float]]] = {}
-    closed = decomp[decomp["rate"].isna()] if "rate" in decomp else decomp
-    ends = _speedup_ends(cells)
-    for _, r in closed.iterrows():
-        a, s = float(r["acceptance_length"]), float(r["speedup"])
-        terms = (float(r["step_cost_ratio"]), a, float(r["baseline_prefill_share"]))
-        m = model_from_terms(s, *terms)
-        if math.isfinite(m.prefill):
-            lo, hi = ends.get((str(r["variant"]), str(r["point_id"])), (s, s))
-            key = (str(r["variant"]), int(float(r["concurrency"])), _length(r["output_len"]), _length(r["input_len"]))
-            per.setdefault(key, []).append((m, model_from_terms(lo, *terms), model_from_terms(hi, *terms), a))
-    for key, ms in per.items():
-        ref.models[key] = (_mean_model([x[0] for x in ms]), _mean_model([x[1] for x in ms]),
-                           _mean_model([x[2] for x in ms]))
-        ref.spans[key] = (min(x[3] for x in ms), max(x[3] for x in ms))
-    return ref
-
-
-def _speedup_ends(cells: pd.DataFrame | None) -> dict[tuple[str, str], tuple[float, float]]:
-    """(variant, point_id) -> the cell's speedup interval (low, high), where both ends are positive numbers."""
-    if cells is None or not len(cells) or "speedup_ci_low" not in cells:
-        return {}
-    out = {}
-    for _, c in cells.iterrows():
-        lo, hi = float(c["speedup_ci_low"]), float(c["speedup_ci_high"])
-        if math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi:
-            out[(str(c["variant"]), str(c["point_id"]))] = (lo, hi)
-    return out
-
-
-def _mean_model(ms: list[TimeModel]) -> TimeModel:
-    """The time model of the mean terms (a NaN term of an end left out: that end is then the point's)."""
-    ok = [m for m in ms if math.isfinite(m.prefill)] or ms
-    return TimeModel(sum(m.prefill for m in ok) / len(ok), sum(m.decode for m in ok) / len(ok))
 
 
 def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) -> Spread:
@@ -295,18 +194,3 @@ def model_summary_line(pred: pd.DataFrame, at: tuple[int, ...] | None = None) ->
     return (f"prediction: {len(errs)} points, median error {100 * med:.1f}%, worst {100 * worst:.1f}%, "
             f"interval coverage {covered} of {len(errs)}, break-even AL from the run vs the surface within "
             f"intervals for {sum(within.values())} of {len(within)} drafters")
-
-
-def load_reference(path: Path) -> tuple[Reference, str]:
-    """A surface directory (its surface.csv) or a run directory (its decomposition.csv) as a Reference, and
-    which it was (`surface` or `run`)."""
-    from specbench.shared.errors import UsageError
-    from specbench.surface.table import SURFACE_FILE, load_surface
-
-    if (path / SURFACE_FILE).exists():
-        return reference_from_surface(load_surface(path)), "surface"
-    if (path / "decomposition.csv").exists():
-        cells = pd.read_csv(path / "cells.csv") if (path / "cells.csv").exists() else None
-        return reference_from_run(pd.read_csv(path / "decomposition.csv"), cells), "run"
-    raise UsageError(f"reference: {path} has neither {SURFACE_FILE} (a surface) nor decomposition.csv (a run)")
-

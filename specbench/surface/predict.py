@@ -14,9 +14,9 @@ from specbench.metrics.surface import break_even_level
 from specbench.surface.model_predict import (
     MODEL_PREDICTION_COLUMNS,
     predict_from_model,
-    reference_from_surface,
     variant_pairs,
 )
+from specbench.surface.reference import reference_from_surface
 
 PREDICTION_FILE = "prediction.csv"
 # predict_from_model's columns, the reference named as what it is here: a surface
