@@ -120,6 +120,23 @@ def test_the_benchmark_prints_the_goal_line(tmp_path, capsys):
     assert "neither surface.csv" in capsys.readouterr().err
 
 
+def test_the_coverage_simulation_prints_its_line_and_reproduces_the_truth_without_noise(capsys):
+    """benchmarks/prediction_coverage.py: its last line, and with no launch noise and every request at the
+    mean acceptance the product's chain (cells, decomposition, run reference, prediction) gives the true
+    speedup of the other head; O is large so that the AL counted with the prefill step (O / steps) and
+    without it ((O - 1) / (steps - 1)) agree (at O = 64 they differ by 0.3% in the prediction)."""
+    import re
+
+    from benchmarks.prediction_coverage import Setup, exact_error, main
+
+    assert main(["--trials", "3", "--seed", "1"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    m = re.fullmatch(r"prediction coverage: true (\d+\.\d)%, measured (\d+\.\d)% over 3 trials \(nominal 95%\)", last)
+    assert m is not None, last
+    assert all(0 <= float(x) <= 100 for x in m.groups())
+    assert exact_error(Setup(output_len=10**6)) < 1e-6
+
+
 def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path):
     from specbench.report.load import normalize_cells
     from specbench.surface.model_predict import predict_from_model
