@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -23,20 +24,28 @@ PREDICTION_FILE = "prediction.csv"
 PREDICTION_COLUMNS = [c if c != "reference_variant" else "surface_variant" for c in MODEL_PREDICTION_COLUMNS]
 
 
+@dataclass(frozen=True)
+class RunExtras:
+    """What a run has besides its cells, each optional: acceptance.csv (per-request acceptance for the window's
+    tail), decomposition.csv (its break-even AL) and its prediction ledger (past errors of its setup join the
+    model's own error)."""
+
+    acceptance: pd.DataFrame | None = None
+    decomp: pd.DataFrame | None = None
+    ledger: RunLedger | None = None
+
+
 def predict_run(cells: pd.DataFrame, baseline: str, surface: pd.DataFrame, mapping: Mapping[str, str] | None = None,
-                acceptance: pd.DataFrame | None = None, decomp: pd.DataFrame | None = None,
-                ledger: RunLedger | None = None) -> pd.DataFrame:
+                extras: RunExtras = RunExtras()) -> pd.DataFrame:
     """prediction.csv for every run variant that has a surface: `mapping` run variant -> surface variant
-    (default: the same name); `acceptance`, `decomp`: the run's acceptance.csv (per-request acceptance for the
-    window's tail) and decomposition.csv (its break-even AL), each optional; `ledger`: the run's prediction
-    ledger, whose past errors of this setup join the model's own error."""
+    (default: the same name)."""
     ref = reference_from_surface(surface)
     pairs = variant_pairs(cells, baseline, set(surface["variant"]), mapping)
-    if ledger is not None:
-        ledger.widen(ref.errors, pairs)
+    if extras.ledger is not None:
+        extras.ledger.widen(ref.errors, pairs)
     empty = pd.DataFrame()
-    pred = predict_from_model(cells, empty if acceptance is None else acceptance, empty if decomp is None else decomp,
-                              ref, pairs)
+    pred = predict_from_model(cells, empty if extras.acceptance is None else extras.acceptance,
+                              empty if extras.decomp is None else extras.decomp, ref, pairs)
     return pred.rename(columns={"reference_variant": "surface_variant"})
 
 

@@ -234,7 +234,7 @@ def write_prediction(run_dir: Path, surface_dir: Path,
     from specbench.config import load_yaml, parse_config
     from specbench.decide.prediction_history import for_run
     from specbench.report.load import normalize_cells
-    from specbench.surface.predict import predict_run
+    from specbench.surface.predict import RunExtras, predict_run
     from specbench.surface.stepcost import read_decomposition
     from specbench.surface.table import load_surface
 
@@ -242,8 +242,8 @@ def write_prediction(run_dir: Path, surface_dir: Path,
     cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
     acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else None
     cells, ledger = normalize_cells(pd.read_csv(rd.cells)), for_run(rd, cfg)
-    pred = predict_run(cells, cfg.baseline.name, load_surface(surface_dir), mapping, acceptance,
-                       read_decomposition(run_dir), ledger)
+    pred = predict_run(cells, cfg.baseline.name, load_surface(surface_dir), mapping,
+                       RunExtras(acceptance, read_decomposition(run_dir), ledger))
     ledger.record(pred.rename(columns={"surface_variant": "reference_variant"}), cells, str(surface_dir.resolve()))
     out = [run_dir / PREDICTION_FILE, run_dir / "prediction.md"]
     atomic_write(out[0], pred.to_csv(index=False))
