@@ -154,7 +154,7 @@ def predict(setup: Setup, rng: np.random.Generator, seed: int) -> pd.DataFrame:
     """Head B predicted from its C=1 acceptance and head A's step cost, over one simulated run: the rows of
     predict_from_model at the concurrencies of --at."""
     cells, acceptance, decomp = simulate_run(setup, rng)
-    ref = reference_from_run(decomp, cells)
+    ref = reference_from_run(decomp, cells, acceptance)
     pred = predict_from_model(cells, acceptance, decomp, ref, {HEAD_B: HEAD_A}, seed=seed)
     return pred[pred["concurrency"].isin(setup.at)]
 

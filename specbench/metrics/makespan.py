@@ -5,16 +5,25 @@ The closed loop sends a window's requests over C slots in order: a slot takes th
 current one ends (client.stream.run_closed_loop), and the window ends with its last request. Forced
 acceptance gives every request the same time, so its window has no tail beyond the last wave; a real head's
 requests differ, and the slowest ones keep the window open while slots idle.
+
+A time model read from a real head's run (metrics.timemodel.model_from_terms) holds that head's own tail in
+its prefill term p; `untailed` takes it out, so that a prediction adds only the predicted head's tail.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Sequence
 
+import pandas as pd
+from scipy.optimize import brentq
+
 from specbench.metrics.common import NAN
 from specbench.metrics.surface import TimeModel
+
+Spread = tuple[list[float], float]  # request_acceptance's (per-request acceptance, median requests per window)
 
 
 def makespan(times: Sequence[float], slots: int) -> float:
@@ -45,3 +54,37 @@ def window_speedup(model: TimeModel, acceptance: Sequence[float], n_requests: in
     out = [base / makespan([p + q / rng.choice(pool) for _ in range(n_requests)], slots)
            for _ in range(draws)]
     return sum(out) / len(out)
+
+
+def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) -> Spread:
+    """(per-request acceptance in decode steps, (O - 1) / (target steps - 1), as the decomposition counts them;
+    the median requests per window) of one cell from acceptance.csv; ([], NaN) without rows."""
+    if not len(acceptance) or not point_id:
+        return [], NAN
+    rows = acceptance[(acceptance["variant"] == variant) & (acceptance["point_id"] == point_id)]
+    out = [(float(n) - 1) / (float(k) - 1) for n, k in zip(rows["output_tokens"], rows["verify_steps"])
+           if math.isfinite(float(n)) and math.isfinite(float(k)) and k > 1 and n > 1]
+    sizes = sorted(rows.groupby("window_id").size().tolist())
+    return out, (float(sizes[len(sizes) // 2]) if sizes else NAN)
+
+
+def untailed(model: TimeModel, speedup: float, spread: Spread, slots: int, seed: int = 0) -> TimeModel:
+    """The model of a measured cell (its speedup `speedup`, its requests' acceptance `spread`) with the cell's
+    own window tail taken out of p: the p' whose window, simulated as `window_speedup` does with the same
+    requests, gives the measured speedup (q kept). `model` itself where it cannot be solved (no spread, an
+    undefined term, no p' in reach)."""
+    samples, n_req = spread
+    pool = [a for a in samples if a > 0]
+    p, q = model.prefill, model.decode
+    if not pool or not all(math.isfinite(x) for x in (p, q, speedup)) or q <= 0 or speedup <= 0:
+        return model
+    n = int(n_req) if math.isfinite(n_req) and n_req >= 1 else slots
+
+    def gap(x: float) -> float:
+        return window_speedup(TimeModel(x, q), pool, n, slots, seed) - speedup
+
+    floor = -q / max(pool) * (1 - 1e-6)  # every request's time stays positive above it
+    lo, hi = max(floor, p - 1.0), p + 1.0
+    if not gap(lo) > 0 > gap(hi):
+        return model
+    return TimeModel(float(brentq(gap, lo, hi, xtol=1e-9, rtol=1e-9)), q)

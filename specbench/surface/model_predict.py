@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.metrics.makespan import window_speedup
+from specbench.metrics.makespan import Spread, request_acceptance, window_speedup
 from specbench.metrics.surface import NAN, Prediction, apart, geomean
 from specbench.metrics.timemodel import log_half_width, log_width, model_error_width
 from specbench.surface.reference import Reference
 
-Spread = tuple[list[float], float]  # request_acceptance's (per-request acceptance, median requests per window)
 POINT = ["category", "input_len", "output_len", "temperature"]
 MODEL_PREDICTION_COLUMNS = ["variant", "reference_variant", "concurrency", "reference_concurrency", "acceptance_ref",
                             "acceptance_at_c", "requests_per_window", "predicted", "predicted_low", "predicted_high",
@@ -34,18 +33,6 @@ MODEL_PREDICTION_COLUMNS = ["variant", "reference_variant", "concurrency", "refe
 def point_key(row: pd.Series) -> tuple:
     """A run's point (POINT: category x input length x output length x temperature) as a key."""
     return tuple("" if isinstance(row[k], float) and math.isnan(row[k]) else row[k] for k in POINT)
-
-
-def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) -> Spread:
-    """(per-request acceptance in decode steps, (O - 1) / (target steps - 1), as the decomposition counts them;
-    the median requests per window) of one cell from acceptance.csv; ([], NaN) without rows."""
-    if not len(acceptance) or not point_id:
-        return [], NAN
-    rows = acceptance[(acceptance["variant"] == variant) & (acceptance["point_id"] == point_id)]
-    out = [(float(n) - 1) / (float(k) - 1) for n, k in zip(rows["output_tokens"], rows["verify_steps"])
-           if math.isfinite(float(n)) and math.isfinite(float(k)) and k > 1 and n > 1]
-    sizes = sorted(rows.groupby("window_id").size().tolist())
-    return out, (float(sizes[len(sizes) // 2]) if sizes else NAN)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from specbench.metrics.makespan import request_acceptance, untailed
 from specbench.metrics.surface import NAN, TimeModel, held_out
 from specbench.metrics.timemodel import model_from_terms
 
@@ -76,11 +77,14 @@ def reference_from_surface(surface: pd.DataFrame) -> Reference:
     return ref
 
 
-def reference_from_run(decomp: pd.DataFrame, cells: pd.DataFrame | None = None) -> Reference:
+def reference_from_run(decomp: pd.DataFrame, cells: pd.DataFrame | None = None,
+                       acceptance: pd.DataFrame | None = None) -> Reference:
     """The models of a real head's run, one per decomposed cell (metrics.timemodel.model_from_terms), pooled
     per group (over categories and temperatures) as the mean terms. The ends are the same with each cell's
     speedup at its 95% interval's ends (`cells`, the run's cells.csv: the measured step cost's uncertainty, as
-    a surface's ends come from its points' intervals); a cell without an interval gives its point."""
+    a surface's ends come from its points' intervals); a cell without an interval gives its point. With the
+    run's acceptance.csv (`acceptance`), each cell's own window tail is taken out of its models
+    (metrics.makespan.untailed): the prediction adds the predicted head's tail, not this one's on top."""
     ref = Reference()
     per: dict[Group, list[tuple[TimeModel, TimeModel, TimeModel, float]]] = {}
     closed = decomp[decomp["rate"].isna()] if "rate" in decomp else decomp
@@ -88,11 +92,13 @@ def reference_from_run(decomp: pd.DataFrame, cells: pd.DataFrame | None = None) 
     for _, r in closed.iterrows():
         a, s = float(r["acceptance_length"]), float(r["speedup"])
         terms = (float(r["step_cost_ratio"]), a, float(r["baseline_prefill_share"]))
-        m = model_from_terms(s, *terms)
-        if math.isfinite(m.prefill):
-            lo, hi = ends.get((str(r["variant"]), str(r["point_id"])), (s, s))
-            key = (str(r["variant"]), int(float(r["concurrency"])), _length(r["output_len"]), _length(r["input_len"]))
-            per.setdefault(key, []).append((m, model_from_terms(lo, *terms), model_from_terms(hi, *terms), a))
+        if not math.isfinite(model_from_terms(s, *terms).prefill):
+            continue
+        v, c, point = str(r["variant"]), int(float(r["concurrency"])), str(r.get("point_id", ""))
+        spread = request_acceptance(acceptance if acceptance is not None else pd.DataFrame(), v, point)
+        lo, hi = ends.get((v, point), (s, s))
+        m, m_lo, m_hi = (untailed(model_from_terms(x, *terms), x, spread, c) for x in (s, lo, hi))
+        per.setdefault((v, c, _length(r["output_len"]), _length(r["input_len"])), []).append((m, m_lo, m_hi, a))
     for key, ms in per.items():
         ref.models[key] = (_mean_model([x[0] for x in ms]), _mean_model([x[1] for x in ms]),
                            _mean_model([x[2] for x in ms]))
@@ -127,7 +133,7 @@ def load_reference(path: Path) -> tuple[Reference, str]:
     if (path / SURFACE_FILE).exists():
         return reference_from_surface(load_surface(path)), "surface"
     if (path / "decomposition.csv").exists():
-        cells = pd.read_csv(path / "cells.csv") if (path / "cells.csv").exists() else None
-        return reference_from_run(pd.read_csv(path / "decomposition.csv"), cells), "run"
+        cells, acc = (pd.read_csv(path / f) if (path / f).exists() else None for f in ("cells.csv", "acceptance.csv"))
+        return reference_from_run(pd.read_csv(path / "decomposition.csv"), cells, acc), "run"
     raise UsageError(f"reference: {path} has neither {SURFACE_FILE} (a surface) nor decomposition.csv (a run)")
 
