@@ -82,3 +82,45 @@ def test_the_pooled_launch_variance_a_run_carried_is_shown(three: list[Path], ca
     assert main(["history", *map(str, three), "--variant", "ngram"]) == 3  # unchanged, underpowered (above)
     md = capsys.readouterr().out
     assert "| 2 | r2 | 2026-05-11T00:00:00+00:00 | vllm 0.0.0-test | CV 5.0%, df 4 |" in md
+
+
+class _Torn:
+    """A file whose write stops halfway with an error: what a crash or a full disk does to a write."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+
+    def __enter__(self) -> _Torn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+    def write(self, data) -> int:
+        self.f.write(data[: len(data) // 2])
+        self.f.flush()
+        raise OSError("disk full")
+
+    def __getattr__(self, name: str):
+        return getattr(self.f, name)
+
+
+def test_a_history_write_that_fails_midway_leaves_the_old_history_whole(tmp_path: Path, monkeypatch) -> None:
+    """variance_history.save writes a temporary file and renames it: a write that fails halfway leaves the
+    previous calibration readable, never half a JSON file, and no temporary file behind."""
+    import io
+
+    from specbench.decide import variance_history
+
+    path = tmp_path / "h" / variance_history.FILE
+    old = variance_history.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
+                                       model="m", created="2026-05-11", source_run="old")
+    variance_history.save(old, path)
+    real_open = io.open
+    monkeypatch.setattr(io, "open", lambda *a, **k: _Torn(real_open(*a, **k)))
+    with pytest.raises(OSError, match="disk full"):
+        variance_history.save(variance_history.Calibration(**{**old.__dict__, "source_run": "new"}), path)
+    monkeypatch.undo()
+    kept = variance_history.load(path)
+    assert kept is not None and (kept.source_run, kept.rel_var, kept.launches) == ("old", 0.0025, 5)
+    assert [p.name for p in path.parent.iterdir()] == [variance_history.FILE]

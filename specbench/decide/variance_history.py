@@ -21,6 +21,7 @@ from specbench.decide.decision import (
 )
 from specbench.decide.intervals import LaunchVariance
 from specbench.decide.setupkey import hardware_key
+from specbench.records.rundir import atomic_write
 
 FILE = "calibration.json"  # the copy inside a run directory
 HISTORY_ENV = "SPECBENCH_HISTORY"
@@ -124,8 +125,9 @@ def _repeat_component(c: pd.DataFrame) -> tuple[float, float]:
 
 
 def save(cal: Calibration, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(cal), indent=2) + "\n")
+    """Write the calibration atomically (a temporary file renamed): a crash mid-write, or a second run
+    reading it, never leaves or sees half a history."""
+    atomic_write(path, json.dumps(asdict(cal), indent=2) + "\n")
     return path
 
 
