@@ -136,8 +136,8 @@ def simulate_run(setup: Setup, rng: np.random.Generator) -> tuple[pd.DataFrame, 
                                  "e2e_s": e * float(e2e[i]), "ttft_s": e * prefill,
                                  "spec": None if a is None else {"verify_steps": float(steps[i])}})
                     if a is not None:
-                        acc_rows.append({"variant": v, "point_id": point, "window_id": wid, "output_tokens": float(o),
-                                         "verify_steps": float(steps[i])})
+                        acc_rows.append({"variant": v, "point_id": point, "window_id": wid, "prompt_id": f"p{i}",
+                                         "output_tokens": float(o), "verify_steps": float(steps[i])})
             requests += rows
             cell = {"variant": v, "category": CATEGORY, "input_len": math.nan, "output_len": o, "concurrency": c,
                     "temperature": 0.0, "rate": math.nan, "point_id": point, "valid": True,

@@ -58,6 +58,7 @@ def test_break_even_beyond_the_surface_and_paying_from_the_lowest_length():
 
 
 def test_prediction_carries_the_step_cost_the_acceptance_and_the_model_error():
+    from specbench.metrics.makespan import Spread
     from specbench.surface.model_predict import predict_point
     from specbench.surface.reference import Reference
 
@@ -69,7 +70,7 @@ def test_prediction_carries_the_step_cost_the_acceptance_and_the_model_error():
     def at(a: float, lo: float = math.nan, hi: float = math.nan):
         acc = pd.Series(dict(acceptance_length=a, acceptance_length_ci_low=lo, acceptance_length_ci_high=hi,
                              output_len=64.0, input_len=math.nan))
-        point = predict_point(ref, ("e", 1), acc, ([], math.nan))
+        point = predict_point(ref, ("e", 1), acc, Spread([], math.nan))
         assert point is not None
         return point.speedup
 
@@ -80,6 +81,37 @@ def test_prediction_carries_the_step_cost_the_acceptance_and_the_model_error():
     above = math.sqrt(math.log(2) ** 2 + math.log(1.1 / 0.92) ** 2 + math.log(1 / 0.9) ** 2)
     assert (p.speedup, p.low, p.high) == pytest.approx((1 / 1.1, math.exp(-below) / 1.1, math.exp(above) / 1.1))
     assert not p.extrapolated and at(3.5).extrapolated
+
+
+def test_the_prompts_sampling_widens_the_prediction_when_every_launch_sends_the_same_prompts():
+    """Two prompts sent in each of 3 launches, accepting 1.6 and 2.4 every time: the launches' interval of the
+    acceptance has no width, but the prompts are a sample of the traffic: the SE of their mean is over 2
+    prompts, not 6 requests, and the prediction's interval takes S(a -+ t x SE) at prompts - 1 df."""
+    from scipy.stats import t as student_t
+
+    from specbench.metrics.makespan import request_acceptance
+    from specbench.surface.model_predict import predict_point
+    from specbench.surface.reference import Reference
+
+    rows = pd.DataFrame([dict(variant="e", point_id="p", window_id=f"w{la}", prompt_id=pid, output_tokens=65,
+                              verify_steps=1 + 64 / a) for la in (1, 2, 3) for pid, a in (("x", 1.6), ("y", 2.4))])
+    spread = request_acceptance(rows, "e", "p")
+    assert (spread.prompts, spread.per_window) == (2, 2.0)
+    assert spread.prompt_se == pytest.approx(0.4)  # SD of (1.6, 2.4) = 0.566, over sqrt(2): per prompt, not request
+    c = Curve.of([1, 3], [0.5, 1.25], [0.5, 1.25], [0.5, 1.25])  # no step-cost width
+    key = ("e", 1, math.nan, math.nan)
+    ref = Reference({key: (c.models["speedup"],) * 3}, {}, {key: (1.0, 3.0)})
+    acc = pd.Series(dict(acceptance_length=1.6, acceptance_length_ci_low=1.6, acceptance_length_ci_high=1.6,
+                         output_len=64.0, input_len=math.nan))
+    m = c.models["speedup"]
+    narrow = predict_point(ref, ("e", 1), acc, spread._replace(prompt_se=math.nan))
+    wide = predict_point(ref, ("e", 1), acc, spread._replace(prompt_se=0.01))
+    assert narrow is not None and wide is not None
+    assert narrow.speedup.low == narrow.speedup.high == narrow.speedup.speedup  # launches alone: no width
+    h = float(student_t.ppf(0.975, 1)) * 0.01
+    s = wide.speedup.speedup
+    assert (wide.speedup.low, wide.speedup.high) == pytest.approx(
+        (s * m.at(1.6 - h) / m.at(1.6), s * m.at(1.6 + h) / m.at(1.6)))
 
 
 def test_break_even_level_and_decisions():

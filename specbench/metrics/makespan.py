@@ -16,6 +16,7 @@ import heapq
 import math
 import random
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pandas as pd
 from scipy.optimize import brentq
@@ -23,7 +24,15 @@ from scipy.optimize import brentq
 from specbench.metrics.common import NAN
 from specbench.metrics.surface import TimeModel
 
-Spread = tuple[list[float], float]  # request_acceptance's (per-request acceptance, median requests per window)
+
+class Spread(NamedTuple):
+    """A cell's acceptance over its requests (request_acceptance): what the window's tail and the prompts'
+    sampling are simulated and estimated from."""
+
+    acceptance: list[float]  # per request, (O - 1) / (target steps - 1)
+    per_window: float  # the median requests per window; NaN: unknown
+    prompt_se: float = NAN  # SE of the mean acceptance over the cell's prompts; NaN with fewer than 2 prompts
+    prompts: int = 0  # distinct prompts behind prompt_se
 
 
 def makespan(times: Sequence[float], slots: int) -> float:
@@ -57,15 +66,22 @@ def window_speedup(model: TimeModel, acceptance: Sequence[float], n_requests: in
 
 
 def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) -> Spread:
-    """(per-request acceptance in decode steps, (O - 1) / (target steps - 1), as the decomposition counts them;
-    the median requests per window) of one cell from acceptance.csv; ([], NaN) without rows."""
+    """One cell's Spread from acceptance.csv: its requests' acceptance in decode steps, (O - 1) / (target steps
+    - 1), as the decomposition counts them; the median requests per window; and the standard error of the
+    mean acceptance over its prompts (each prompt's requests averaged first: a prompt sent in every launch is
+    one sample of the traffic, not one per launch), SD of the prompts' means / sqrt(prompts). Empty without
+    rows."""
     if not len(acceptance) or not point_id:
-        return [], NAN
+        return Spread([], NAN)
     rows = acceptance[(acceptance["variant"] == variant) & (acceptance["point_id"] == point_id)]
-    out = [(float(n) - 1) / (float(k) - 1) for n, k in zip(rows["output_tokens"], rows["verify_steps"])
-           if math.isfinite(float(n)) and math.isfinite(float(k)) and k > 1 and n > 1]
+    ok = [(str(pid), (float(n) - 1) / (float(k) - 1))
+          for pid, n, k in zip(rows.get("prompt_id", pd.Series([""] * len(rows), index=rows.index)),
+                               rows["output_tokens"], rows["verify_steps"])
+          if math.isfinite(float(n)) and math.isfinite(float(k)) and k > 1 and n > 1]
     sizes = sorted(rows.groupby("window_id").size().tolist())
-    return out, (float(sizes[len(sizes) // 2]) if sizes else NAN)
+    per_prompt = pd.DataFrame(ok, columns=["prompt", "a"]).groupby("prompt")["a"].mean()
+    se = float(per_prompt.std(ddof=1)) / math.sqrt(len(per_prompt)) if len(per_prompt) > 1 else NAN
+    return Spread([a for _, a in ok], float(sizes[len(sizes) // 2]) if sizes else NAN, se, len(per_prompt))
 
 
 def untailed(model: TimeModel, speedup: float, spread: Spread, slots: int, seed: int = 0) -> TimeModel:
@@ -73,8 +89,7 @@ def untailed(model: TimeModel, speedup: float, spread: Spread, slots: int, seed:
     own window tail taken out of p: the p' whose window, simulated as `window_speedup` does with the same
     requests, gives the measured speedup (q kept). `model` itself where it cannot be solved (no spread, an
     undefined term, no p' in reach)."""
-    samples, n_req = spread
-    pool = [a for a in samples if a > 0]
+    pool, n_req = [a for a in spread.acceptance if a > 0], spread.per_window
     p, q = model.prefill, model.decode
     if not pool or not all(math.isfinite(x) for x in (p, q, speedup)) or q <= 0 or speedup <= 0:
         return model

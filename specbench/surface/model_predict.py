@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
+from scipy.stats import t as student_t
 
 from specbench.metrics.makespan import Spread, request_acceptance, window_speedup
 from specbench.metrics.surface import NAN, Prediction, apart, geomean
@@ -51,7 +52,7 @@ def predict_point(ref: Reference, at: tuple[str, int], acc: pd.Series, spread: S
     the per-request acceptance of `spread` (request_acceptance; none: every request at the cell's mean, a
     window of C requests), its interval the step cost's, the acceptance's and the model's own error in
     quadrature (docs/metrics.md, "Prediction from the model"). None without a model at the point's lengths."""
-    (rv, c), (samples, n_req) = at, spread
+    (rv, c), (samples, n_req) = at, spread[:2]
     key = ref.key(rv, c, float(acc["output_len"]), float(acc["input_len"]))
     a = float(acc["acceptance_length"])
     if key is None or not math.isfinite(a):
@@ -60,12 +61,25 @@ def predict_point(ref: Reference, at: tuple[str, int], acc: pd.Series, spread: S
     a_lo, a_hi = (float(acc[f"acceptance_length_ci_{e}"]) for e in ("low", "high"))
     s = window_speedup(m, samples or [a], int(n_req) if math.isfinite(n_req) else c, c, seed)
     err = model_error_width(ref.errors.get((rv, c), []))
-    below = log_half_width(log_width(m.at(a), lo_m.at(a)), log_width(m.at(a), m.at(a_lo)), err)
-    above = log_half_width(log_width(hi_m.at(a), m.at(a)), log_width(m.at(a_hi), m.at(a)), err)
+    p_lo, p_hi = _prompt_ends(spread, a)
+    below = log_half_width(log_width(m.at(a), lo_m.at(a)), log_width(m.at(a), m.at(a_lo)),
+                           log_width(m.at(a), m.at(p_lo)), err)
+    above = log_half_width(log_width(hi_m.at(a), m.at(a)), log_width(m.at(a_hi), m.at(a)),
+                           log_width(m.at(p_hi), m.at(a)), err)
     lo, hi = ref.spans.get(key, (NAN, NAN))
     outside = any(math.isfinite(x) and not lo - 1e-9 <= x <= hi + 1e-9 for x in (a_lo, a, a_hi))
     return PointPrediction(Prediction(s, s * math.exp(-below), s * math.exp(above), outside),
                            (m.break_even(), hi_m.break_even(), lo_m.break_even()))
+
+
+def _prompt_ends(spread: Spread, a: float) -> tuple[float, float]:
+    """The 95% interval of the acceptance `a` from the sampling of the cell's prompts (Student t at prompts - 1
+    df on the SE of their mean): the prompts are a sample of the traffic, a width the launches' interval lacks
+    when every launch sends the same prompts. NaN ends without two prompts."""
+    if spread.prompts < 2 or not math.isfinite(spread.prompt_se):
+        return NAN, NAN
+    h = float(student_t.ppf(0.975, spread.prompts - 1)) * spread.prompt_se
+    return (a - h if a - h > 0 else NAN), a + h
 
 
 def _pooled(points: Iterable[PointPrediction]) -> tuple[Prediction, tuple[float, float, float]] | None:
