@@ -135,3 +135,46 @@ def test_report_has_the_why_section(synthetic: RunDir) -> None:
     lines = [ln for ln in why.splitlines() if ln.startswith("- C=")]
     assert [ln.split(" ")[1] for ln in lines] == ["C=4", "C=8", "C=16", "C=32"][: len(lines)] and len(lines) == 4
     assert all("pays: " in ln for ln in lines)  # r = 2/3 < AL: ngram pays at every level
+
+
+def _launch_run(base_t: list[float], drafter_t: list[float]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One point, the baseline `ar` and the drafter `d`, one launch per step time given (two requests a
+    launch, each with that step time): requests, windows and cells as decomposition_table reads them."""
+    point = "chat|in-|out33|c4|t0"
+    reqs, wins = [], []
+    for variant, times in (("ar", base_t), ("d", drafter_t)):
+        for launch, t in enumerate(times, start=1):
+            wid = f"{variant}|{point}|l{launch}r1"
+            wins.append({"window_id": wid, "cell_id": f"{variant}|{point}", "launch": launch, "repeat": 1})
+            for i in range(2):  # 33 tokens: the baseline's 32 decode steps, the drafter's 16 (verify_steps 17)
+                steps = 32 if variant == "ar" else 16
+                reqs.append({"variant": variant, "point_id": point, "cell_id": f"{variant}|{point}", "window_id": wid,
+                             "launch": launch, "repeat": 1, "index": i, "output_tokens": 33, "ttft_s": 0.1,
+                             "e2e_s": 0.1 + steps * t, "spec": {"verify_steps": 17} if variant == "d" else None})
+    key = {"category": "chat", "input_len": math.nan, "output_len": 33, "concurrency": 4, "temperature": 0.0,
+           "rate": math.nan, "point_id": point}
+    cells = pd.DataFrame([{**key, "variant": v, "speedup": s, "acceptance_length": al, "output_throughput_tok_s": tp}
+                          for v, s, al, tp in (("ar", 1.0, 1.0, 100.0), ("d", 1.2, 2.0, 120.0))])
+    return pd.DataFrame(reqs), pd.DataFrame(wins), cells
+
+
+def test_step_cost_ratio_interval_over_launches() -> None:
+    """r's 95% interval: Welch t on the log ratio of the launches' step times (docs/metrics.md,
+    "Decomposition"), written out here with scipy; r itself stays pooled over every launch's requests."""
+    from scipy import stats as sps
+
+    base, drafter = [0.030, 0.033, 0.028], [0.045, 0.050, 0.041]
+    d = decomposition_table(*_launch_run(base, drafter), "ar").iloc[0]
+    md, mb = sum(drafter) / 3, sum(base) / 3
+    assert d["step_cost_ratio"] == pytest.approx(md / mb)  # pooled; the same steps every launch: the means' ratio
+    vd = sum((x - md) ** 2 for x in drafter) / 2 / (3 * md**2)
+    vb = sum((x - mb) ** 2 for x in base) / 2 / (3 * mb**2)
+    df = (vd + vb) ** 2 / (vd**2 / 2 + vb**2 / 2)
+    half = sps.t.ppf(0.975, df) * math.sqrt(vd + vb)
+    assert d["step_cost_ratio_ci_low"] == pytest.approx(md / mb * math.exp(-half), rel=1e-9)
+    assert d["step_cost_ratio_ci_high"] == pytest.approx(md / mb * math.exp(half), rel=1e-9)
+    assert d["step_cost_ratio_ci_low"] < 1.5 < d["step_cost_ratio_ci_high"]  # the steps were built about 1.5x
+    # one launch on either side: no interval (NaN), r still there
+    one = decomposition_table(*_launch_run(base[:1], drafter), "ar").iloc[0]
+    assert math.isfinite(one["step_cost_ratio"])
+    assert math.isnan(one["step_cost_ratio_ci_low"]) and math.isnan(one["step_cost_ratio_ci_high"])

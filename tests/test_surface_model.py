@@ -4,6 +4,7 @@ step cost that does not depend on a, so 1/S = p + q/a. Known answers from synthe
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from fixtures_surface import cells_frame
@@ -128,6 +129,63 @@ def test_the_step_cost_check_compares_forced_and_real_step_costs():
     assert agree_word((2.0, 2.0, 2.0), (3.0, 3.0, 3.0)) == "n/a"  # one cell each: nothing to judge by
     assert step_cost_lines(check.reset_index())[1] == (
         "step cost head C=16: forced r 2.45 [2.40, 2.50] (2 cells), real r 1.55 [1.50, 1.60] (2 cells), agree no")
+
+
+def _launch_cells(variant, c, cells):
+    """decomposition.csv rows of one variant at C: (r, its launch interval's low and high end) per cell."""
+    return [dict(variant=variant, concurrency=c, rate=math.nan, step_cost_ratio=r, step_cost_ratio_ci_low=lo,
+                 step_cost_ratio_ci_high=hi) for r, lo, hi in cells]
+
+
+# two heads of one configuration at C=4 (as docs/examples/prediction-heads-cpu): the cells' r apart, each
+# cell's interval over 3 launches wide
+REF_CELLS = [(1.52, 1.30, 1.78), (1.59, 1.36, 1.86)]
+REAL_CELLS = [(1.44, 1.23, 1.69), (1.51, 1.29, 1.77)]
+REF_ENDS = (math.sqrt(1.30 * 1.36), math.sqrt(1.78 * 1.86))  # the geometric mean of each end over the cells
+REAL_ENDS = (math.sqrt(1.23 * 1.29), math.sqrt(1.69 * 1.77))
+
+
+def test_the_step_cost_check_compares_launch_intervals():
+    """Each side's interval is the geometric mean over its cells of each end of their launch intervals: two
+    sides whose cells' ranges are apart ([1.52, 1.59] vs [1.44, 1.51]) agree within the launches' noise."""
+    import pandas as pd
+
+    from specbench.surface.stepcost import step_cost_check
+
+    ref, real = pd.DataFrame(_launch_cells("a", 4, REF_CELLS)), pd.DataFrame(_launch_cells("b", 4, REAL_CELLS))
+    row = step_cost_check(real, ref, {"b": "a"}, forced=False).iloc[0]
+    assert row["forced_r"] == pytest.approx(math.sqrt(1.52 * 1.59))
+    assert (row["forced_r_low"], row["forced_r_high"]) == pytest.approx(REF_ENDS)
+    assert (row["real_r_low"], row["real_r_high"]) == pytest.approx(REAL_ENDS)
+    assert row["agree"] == "yes"
+    # a cell without a launch interval (one launch) is left out of the ends, not taken as zero width
+    one = pd.DataFrame(_launch_cells("b", 4, REAL_CELLS + [(1.40, math.nan, math.nan)]))
+    row = step_cost_check(one, ref, {"b": "a"}, forced=False).iloc[0]
+    assert (row["real_r_low"], row["real_cells"]) == (pytest.approx(REAL_ENDS[0]), 3)
+
+
+def test_the_step_cost_check_without_launch_intervals_compares_the_cells_range():
+    """A decomposition.csv written before the interval columns (or whose cells have none: one launch) gives
+    the range over the cells, as before: the example run's C=4 line reads `agree no`."""
+    import pandas as pd
+
+    from specbench.surface.stepcost import read_decomposition, step_cost_check, step_cost_lines
+
+    for drop in (True, False):
+        ref = pd.DataFrame(_launch_cells("a", 4, [(r, math.nan, math.nan) for r, _, _ in REF_CELLS]))
+        real = pd.DataFrame(_launch_cells("b", 4, REAL_CELLS))
+        if drop:
+            ref = ref.drop(columns=["step_cost_ratio_ci_low", "step_cost_ratio_ci_high"])
+            real = real.drop(columns=["step_cost_ratio_ci_low", "step_cost_ratio_ci_high"])
+        row = step_cost_check(real, ref, {"b": "a"}, forced=False).iloc[0]
+        assert (row["forced_r_low"], row["forced_r_high"]) == (1.52, 1.59)
+        assert (row["real_r_low"], row["real_r_high"]) == ((1.44, 1.51) if drop else pytest.approx(REAL_ENDS))
+        assert row["agree"] == ("no" if drop else "yes")
+    example = Path(__file__).resolve().parents[1] / "docs/examples/prediction-heads-cpu"
+    decomp = read_decomposition(example)
+    lines = step_cost_lines(step_cost_check(decomp, decomp, {"eagle3": "eagle3_small"}, forced=False), "reference")
+    assert "step cost eagle3 C=4: reference r 1.55 [1.52, 1.59] (2 cells), real r 1.47 [1.44, 1.51] (2 cells), " \
+        "agree no" in lines
 
 
 def test_the_window_makespan_of_a_closed_loop():

@@ -5,7 +5,8 @@ AL is the cell's acceptance length (tokens per target step), r the step-cost rat
 step time over the baseline's at the same point), and the residual the ratio of the two sides' decode
 occupancy (the requests a window keeps decoding on average, measured in step times): what prefill, the
 window's tail and queueing take or give. Each side's terms come from its own records, so the identity is a
-check of the arithmetic, not a definition: residual is not computed from the speedup.
+check of the arithmetic, not a definition: residual is not computed from the speedup. r carries a 95%
+interval over launches (step_cost_ratio_ci_low/_high), from each launch's step time on both sides.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from specbench.decide import stats
 from specbench.metrics.acceptance import counter_windows
 from specbench.metrics.columns import KEY_COLUMNS
-from specbench.metrics.common import NAN, as_float, safe_ratio
+from specbench.metrics.common import NAN, as_float, interval_or_nan, safe_ratio
 from specbench.metrics.requests import (
     MeasuredRequest,
     measured_requests,
@@ -34,6 +36,8 @@ DECOMPOSITION_COLUMNS = KEY_COLUMNS + [
     "step_source",
     "baseline_step_time_s",
     "step_cost_ratio",
+    "step_cost_ratio_ci_low",
+    "step_cost_ratio_ci_high",
     "decode_occupancy",
     "baseline_decode_occupancy",
     "residual",
@@ -64,6 +68,22 @@ def step_time(reqs: Iterable[MeasuredRequest], plain: bool) -> tuple[float, floa
             decode, steps = decode + d, steps + k - 1
     # no decode time at all (every token in the first chunk) gives no step time, never a step of 0 s
     return (safe_ratio(decode, steps) if decode > 0 else NAN), safe_ratio(ttft, e2e)
+
+
+def launch_step_times(reqs: Iterable[MeasuredRequest], plain: bool) -> list[float]:
+    """Each launch's mean target step time (s): step_time over that launch's requests, launches in order
+    (NaN for a launch without known steps)."""
+    by_launch: dict[int, list[MeasuredRequest]] = {}
+    for r in reqs:
+        by_launch.setdefault(r.launch, []).append(r)
+    return [step_time(rs, plain)[0] for _, rs in sorted(by_launch.items())]
+
+
+def step_cost_interval(launches: list[float], base_launches: list[float]) -> tuple[float, float]:
+    """The 95% interval of r over launches (docs/metrics.md, "Decomposition"): the speedup's Welch t on
+    the log ratio (stats.ratio_ci) of the drafter's launch step times against the baseline's. The two
+    cells ran in separate launches, so nothing is paired. NaN with fewer than 2 launches on either side."""
+    return interval_or_nan(stats.ratio_ci(launches, base_launches).bounds)
 
 
 def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> float:
@@ -131,11 +151,14 @@ def decomposition_table(requests: pd.DataFrame, windows: pd.DataFrame, cells: pd
     rows = cells.to_dict("records")
     sides: dict[str, tuple[float, float]] = {}
     source: dict[str, str] = {}
+    launches: dict[str, list[float]] = {}  # per launch step times; none from counters (one figure a window)
     for c in rows:
         cid = f"{c['variant']}|{c['point_id']}"
         reqs = by_cell.get(cid, [])
-        sides[cid] = step_time(reqs, c["variant"] == baseline or c["variant"] in plain)
+        is_plain = c["variant"] == baseline or c["variant"] in plain
+        sides[cid] = step_time(reqs, is_plain)
         source[cid] = "request" if math.isfinite(sides[cid][0]) else ""
+        launches[cid] = launch_step_times(reqs, is_plain) if source[cid] == "request" else []
         if not source[cid] and len(windows) and "cell_id" in windows:  # the engine's counters, window by window
             t = counter_step_time(reqs, windows[windows["cell_id"] == cid])
             sides[cid], source[cid] = (t, sides[cid][1]), "counters" if math.isfinite(t) else ""
@@ -145,8 +168,11 @@ def decomposition_table(requests: pd.DataFrame, windows: pd.DataFrame, cells: pd
         if c["variant"] == baseline:
             continue
         base = bases.get(c["point_id"])
-        base_side = sides[f"{baseline}|{c['point_id']}"] if base is not None else (NAN, NAN)
+        bid = f"{baseline}|{c['point_id']}"
+        base_side = sides[bid] if base is not None else (NAN, NAN)
         cid = f"{c['variant']}|{c['point_id']}"
+        lo, hi = step_cost_interval(launches[cid], launches[bid] if base is not None else [])
         out.append({**{k: c[k] for k in KEY_COLUMNS}, "step_source": source[cid],
-                    **_cell_terms(c, base, sides[cid], base_side)})
+                    **_cell_terms(c, base, sides[cid], base_side),
+                    "step_cost_ratio_ci_low": lo, "step_cost_ratio_ci_high": hi})
     return pd.DataFrame(out, columns=DECOMPOSITION_COLUMNS)
