@@ -20,15 +20,15 @@ window] / the baseline's, over windows of prompts drawn afresh from the populati
 Per trial, as a run computes them: each cell's speedup and 95% interval (metrics.speedup.speedup_columns,
 units: launches), acceptance length and its interval (metrics.acceptance.cell_acceptance), the decomposition
 (metrics.decomposition.decomposition_table over the simulated requests: r, AL, the baseline's prefill share);
-then head B predicted from its C=1 acceptance and head A's step cost (surface.reference.reference_from_run,
+then head B predicted from its C=1 acceptance and head A's step cost, head A's own window tail taken out
+(surface.reference.reference_from_run with the simulated acceptance.csv rows, prompt ids included,
 surface.model_predict.predict_from_model: what `python -m benchmarks.prediction RUN RUN --as B=A` does, without
 the prediction ledger's past errors). Counted at each C of --at: (1) the predicted 95% interval holds the TRUE
 speedup, (2) it holds the MEASURED speedup of B (the product's `covered`: what benchmarks.prediction's
 `interval coverage` counts), (3) median |predicted / truth - 1|, and its signed median. A last check runs one
-trial with no noise and every request at the mean acceptance, where the model is exact up to the AL's two
-definitions: the reference's model is fitted at the cell's AL (tokens per target step, the prefill step
-counted: O / steps) and evaluated at the per-request acceptance of acceptance.csv ((O - 1) / (steps - 1)), a
-difference of order 1 / O (0.3% at O = 64, under 1e-6 at O = 10^6). Last line (pooled over the concurrencies of --at):
+trial with no noise and every request at the mean acceptance, where the model is exact: the reference's model
+is solved in the window simulation's own units (metrics.makespan.untailed, over the per-request acceptance
+(O - 1) / (steps - 1)), so the chain reproduces the truth to the root-finder's tolerance. Last line (pooled over the concurrencies of --at):
 
     prediction coverage: true <x>%, measured <y>% over <N> trials (nominal 95%)
 """

@@ -8,7 +8,9 @@ T_base = prefill_b + (O - 1) step_b, (O - 1) step_b = (1 - pi_b) T_base, so in u
     q = (O - 1) step_s / T_base = r (1 - pi_b),      p = 1 / S - q / AL,
 
 p being whatever the drafter's request takes besides its decode steps (its prefill, and the tail and queueing
-the decomposition's residual holds), taken as independent of AL. The model reproduces the cell's speedup at
+the decomposition's residual holds), taken as independent of AL. The tail of its requests' acceptance spread
+is the head's own, not the configuration's: surface.reference takes it out (metrics.makespan.untailed) when
+it has the requests' acceptance. The model reproduces the cell's speedup at
 its own AL by construction; where the model is exact (no tail, no queueing: residual = (1 - pi_s) / (1 - pi_b))
 p is the drafter's prefill over T_base, pi_s / (1 - pi_s) x q / AL.
 """
