@@ -28,7 +28,8 @@ speedup, (2) it holds the MEASURED speedup of B (the product's `covered`: what b
 `interval coverage` counts), (3) median |predicted / truth - 1|, and its signed median. A last check runs one
 trial with no noise and every request at the mean acceptance, where the model is exact: the reference's model
 is solved in the window simulation's own units (metrics.makespan.untailed, over the per-request acceptance
-(O - 1) / (steps - 1)), so the chain reproduces the truth to the root-finder's tolerance. Last line (pooled over the concurrencies of --at):
+(O - 1) / (steps - 1)), so the chain reproduces the truth to the root-finder's tolerance. Last line (pooled
+over the concurrencies of --at):
 
     prediction coverage: true <x>%, measured <y>% over <N> trials (nominal 95%)
 """

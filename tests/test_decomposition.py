@@ -178,3 +178,13 @@ def test_step_cost_ratio_interval_over_launches() -> None:
     one = decomposition_table(*_launch_run(base[:1], drafter), "ar").iloc[0]
     assert math.isfinite(one["step_cost_ratio"])
     assert math.isnan(one["step_cost_ratio_ci_low"]) and math.isnan(one["step_cost_ratio_ci_high"])
+
+
+def test_the_why_table_gives_r_with_its_launch_interval_where_there_is_one() -> None:
+    from specbench.report.why import _with_interval
+
+    row = pd.Series({"step_cost_ratio": 1.5, "step_cost_ratio_ci_low": 1.41, "step_cost_ratio_ci_high": 1.62})
+    assert _with_interval(row, "step_cost_ratio") == "1.50 [1.41, 1.62]"
+    # one launch, step times from counters, or a decomposition.csv from before the columns: the point alone
+    assert _with_interval(row.drop(["step_cost_ratio_ci_low", "step_cost_ratio_ci_high"]), "step_cost_ratio") == "1.50"
+    assert _with_interval(pd.Series({**row, "step_cost_ratio_ci_low": math.nan}), "step_cost_ratio") == "1.50"

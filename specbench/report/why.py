@@ -90,6 +90,12 @@ def _text(x: object) -> str:
     return x if isinstance(x, str) else ""
 
 
+def _with_interval(row: pd.Series, col: str) -> str:
+    """The term with its 95% interval over launches where decomposition.csv has one (`<col>_ci_low/_high`)."""
+    lo, hi = (num(row.get(f"{col}_ci_{e}", math.nan)) for e in ("low", "high"))
+    return fmt(row[col]) + (f" [{fmt(lo)}, {fmt(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "")
+
+
 def why_section(data: RunData, *, plots: bool = True) -> list[Block]:
     d = _closed(data)
     if not len(d):
@@ -116,7 +122,7 @@ def why_section(data: RunData, *, plots: bool = True) -> list[Block]:
         out += [Heading(str(v), 3), Bullets(items)]
     cols = ["variant", "category", "output", "C", "speedup", "AL", "r", "residual", "AL*", "steps from", "why empty"]
     rows = [[str(r["variant"]), str(r["category"]), fmt_output_len(r["output_len"]), fmt_len(r["concurrency"]),
-             fmt(r["speedup"]), fmt(r["acceptance_length"]), fmt(r["step_cost_ratio"]), fmt(r["residual"]),
+             fmt(r["speedup"]), fmt(r["acceptance_length"]), _with_interval(r, "step_cost_ratio"), fmt(r["residual"]),
              fmt(r["break_even_acceptance_length"]), _text(r["step_source"]), _text(r["reason"])]
             for _, r in d.iterrows()]
     out.append(Table(cols, rows, caption="Every drafter cell's terms", collapsed=True,
