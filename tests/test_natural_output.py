@@ -165,3 +165,16 @@ def test_a_run_with_natural_and_fixed_lengths(tmp_path: Path, port: int) -> None
     assert (recs.loc[recs["output_len"] == 8, "max_tokens"] == 8).all()
     report = (out / "report.md").read_text()
     assert "output lengths natural, 8;" in report and "| code | natural |" in report
+
+
+def test_the_context_checked_is_the_one_that_caps_natural_lengths(tmp_path: Path) -> None:
+    """runner.prepare reads the model's context once, from check_model_context: the length it checked the
+    sweep against, for a natural-only sweep too (nothing fixed to check, the cap still needed)."""
+    from specbench.checks.preflight import check_model_context
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    assert check_model_context(_cfg(), tmp_path) == 2048
+    assert check_model_context(_cfg(output_lens=["natural"]), tmp_path) == 2048
+    assert check_model_context(_cfg(), tmp_path / "absent") is None
+    with pytest.raises(ConfigError, match=r"^sweep\.output_lens: 4096 output tokens do not fit"):
+        check_model_context(_cfg(output_lens=[4096]), tmp_path)

@@ -254,15 +254,16 @@ def model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> tuple[i
     return min(found) if found else None
 
 
-def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> None:
-    """Refuse a sweep whose lengths cannot fit the model's context (ConfigError naming the sweep field)."""
+def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> int | None:
+    """Refuse a sweep whose lengths cannot fit the model's context (ConfigError naming the sweep field); the
+    context length it checked against (None: not known), which also caps natural output lengths."""
     ctx = model_context(cfg, model_path)
     if ctx is None:
-        return
+        return None
     limit, source = ctx
     s = cfg.sweep
     if not s.fixed_output_lens:
-        return  # natural lengths only: each is capped at the context left after its prompt (plan.natural)
+        return limit  # natural lengths only: each is capped at the context left after its prompt (plan.natural)
     longest_out = max(s.fixed_output_lens)
     if longest_out >= limit:
         raise ConfigError("sweep.output_lens", f"{longest_out} output tokens do not fit the model's context "
@@ -270,6 +271,7 @@ def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> N
     if s.input_lens and max(s.input_lens) + longest_out > limit:
         raise ConfigError("sweep.input_lens", f"{max(s.input_lens)} input + {longest_out} output tokens exceed "
                           f"the model's context of {limit} tokens ({source})")
+    return limit
 
 
 def _unique(items: list[str]) -> list[str]:

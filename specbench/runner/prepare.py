@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from specbench.checks.preflight import check_model_context, model_context
+from specbench.checks.preflight import check_model_context
 from specbench.config import NATURAL, RunConfig, VerdictConfig, dump_config
 from specbench.plan.windows import Sweep, build_sweep
 from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
@@ -60,8 +60,8 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     else:
         prepare_all(cfg)  # demo models (target, and a demo draft model) are built on first use
         model_path, tokenizer_path = resolve_model(m)
-        check_model_context(cfg, model_path)  # sweep.output_lens vs the model's context
-        context = (model_context(cfg, model_path) or (None, ""))[0]  # caps natural output lengths
+        # sweep.output_lens vs the model's context, read once; it also caps natural output lengths
+        context = check_model_context(cfg, model_path)
     api_headers(cfg.engine)  # an unset engine.api_key_env is refused before anything starts
     served = cfg.model.served_name or str(model_path)
     engine = make_engine(cfg, str(model_path), served)
