@@ -180,11 +180,29 @@ def test_step_cost_ratio_interval_over_launches() -> None:
     assert math.isnan(one["step_cost_ratio_ci_low"]) and math.isnan(one["step_cost_ratio_ci_high"])
 
 
+def test_step_times_from_the_counters_get_the_same_launch_interval() -> None:
+    """A drafter whose requests carry no target steps takes its step time from the windows' counters (34 steps
+    over 2 requests of 33 tokens: 16 decode steps each, as the requests said before): r and its interval over
+    launches are the same figures."""
+    base, drafter = [0.030, 0.033, 0.028], [0.045, 0.050, 0.041]
+    reqs, wins, cells = _launch_run(base, drafter)
+    by_request = decomposition_table(reqs, wins, cells, "ar").iloc[0]
+    d = reqs["variant"] == "d"
+    reqs.loc[d, "spec"] = reqs.loc[d, "spec"].map(lambda s: {"verify_steps": None})
+    wins["counters"] = [{"verify_steps": 34, "generation_tokens": 66} if v.startswith("d|") else None
+                        for v in wins["window_id"]]
+    row = decomposition_table(reqs, wins, cells, "ar").iloc[0]
+    assert row["step_source"] == "counters" and by_request["step_source"] == "request"
+    for col in ("step_cost_ratio", "step_cost_ratio_ci_low", "step_cost_ratio_ci_high"):
+        assert row[col] == pytest.approx(by_request[col], rel=1e-9), col
+    assert row["step_cost_ratio_ci_low"] < row["step_cost_ratio"] < row["step_cost_ratio_ci_high"]
+
+
 def test_the_why_table_gives_r_with_its_launch_interval_where_there_is_one() -> None:
     from specbench.report.why import _with_interval
 
     row = pd.Series({"step_cost_ratio": 1.5, "step_cost_ratio_ci_low": 1.41, "step_cost_ratio_ci_high": 1.62})
     assert _with_interval(row, "step_cost_ratio") == "1.50 [1.41, 1.62]"
-    # one launch, step times from counters, or a decomposition.csv from before the columns: the point alone
+    # one launch, or a decomposition.csv from before the columns: the point alone
     assert _with_interval(row.drop(["step_cost_ratio_ci_low", "step_cost_ratio_ci_high"]), "step_cost_ratio") == "1.50"
     assert _with_interval(pd.Series({**row, "step_cost_ratio_ci_low": math.nan}), "step_cost_ratio") == "1.50"

@@ -242,3 +242,48 @@ def test_a_prediction_takes_the_model_of_its_own_output_length():
                               speedup_ci_high=1.1, acceptance_length=3.0) for c in (1, 4)])
     pred = predict_run(run, "ar", surface).set_index("concurrency")
     assert pred.loc[4, "predicted"] == pytest.approx(_speedup(3.0))  # O=65's model, not O=513's 1.5x
+
+
+def _spread_pool(a: float, n: int = 16, d: float = 0.12) -> list[float]:
+    """n requests around forced length a whose decode steps average (O - 1) / a (harmonic mean a): 1/a_j =
+    (1 + e_j) / a with e_j spread symmetrically in [-d, d], as a forced engine's per-step draws spread them."""
+    return [a / (1 + d * (2 * j / (n - 1) - 1)) for j in range(n)]
+
+
+def _central(ref, c: int) -> TimeModel:
+    models = ref.model("e", c, float(OUT), math.nan)
+    assert models is not None
+    return models[0]
+
+
+def test_a_surfaces_own_window_tail_is_taken_out_before_a_prediction_adds_the_heads():
+    """Forced points whose 16 requests spread (one window of 16 at C=16) measure the truth's window speedup,
+    below S(a): the model fitted on them as measured holds their tail, and a prediction that simulates a
+    head's tail on top of it is low. With the run's acceptance.csv each point's tail_factor takes its own tail
+    out, and the reference recovers the true model, so the head's prediction is the truth's."""
+    import pandas as pd
+
+    from specbench.metrics.makespan import request_acceptance, tail_factor, window_speedup
+    from specbench.surface.reference import reference_from_surface
+
+    truth, c = TimeModel(0.05, 0.95), 16
+    pools = {a: _spread_pool(a) for a in (1.0, 1.5, 2.0, 3.0)}
+    measured = {a: window_speedup(truth, pool, c, c) for a, pool in pools.items()}
+    cells = cells_frame([dict(variant=derived_name("e", a), point_id=f"p{a}", output_len=OUT, concurrency=c,
+                              speedup=s, speedup_ci_low=s / 1.1, speedup_ci_high=s * 1.1, acceptance_length=a)
+                         for a, s in measured.items()])
+    acceptance = pd.DataFrame([dict(variant=derived_name("e", a), point_id=f"p{a}", window_id="w", prompt_id=f"q{j}",
+                                    output_tokens=OUT, verify_steps=1 + (OUT - 1) / x)
+                               for a, pool in pools.items() for j, x in enumerate(pool)])
+    for a in pools:
+        assert measured[a] < truth.at(a) * 0.995  # the tail costs every forced point something
+    surface = surface_table(cells, acceptance=acceptance)
+    assert (surface["tail_factor"] < 0.995).all()
+    model = _central(reference_from_surface(surface), c)
+    assert (model.prefill, model.decode) == (pytest.approx(truth.prefill, abs=1e-6), pytest.approx(truth.decode))
+    head = request_acceptance(acceptance, derived_name("e", 1.5), "p1.5")  # a head with the 1.5 point's spread
+    assert window_speedup(model, head.acceptance, c, c) == pytest.approx(measured[1.5], rel=1e-6)
+    as_measured = _central(reference_from_surface(surface.drop(columns="tail_factor")), c)
+    assert as_measured.decode > truth.decode * 1.05  # the points' tail (here proportional to 1/a) held in the model
+    assert window_speedup(as_measured, head.acceptance, c, c) < measured[1.5] * 0.99
+    assert tail_factor(truth, head._replace(acceptance=[1.5] * 16), c) == 1.0  # no spread, no tail

@@ -86,12 +86,15 @@ def step_cost_interval(launches: list[float], base_launches: list[float]) -> tup
     return interval_or_nan(stats.ratio_ci(launches, base_launches).bounds)
 
 
-def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame) -> float:
+def counter_step_time(reqs: list[MeasuredRequest], windows: pd.DataFrame, launch: int | None = None) -> float:
     """Mean target step time (s) from the windows' engine counters, for a drafter whose requests carry no
     target steps: sum(decode time) / sum(window steps - its requests) over the windows whose counters are
-    usable and whose every request succeeded (a request's first step is its prefill); NaN without one."""
+    usable and whose every request succeeded (a request's first step is its prefill), of one `launch` if
+    given; NaN without one."""
     decode = steps = 0.0
     for w in counter_windows(windows, reqs)[0]:
+        if launch is not None and w.launch != launch:
+            continue
         rs = [r for r in reqs if (r.launch, r.repeat) == (w.launch, w.repeat)]
         times = [request_decode_time(r.e2e, r.ttft) for r in rs]
         if rs and all(r.ok for r in rs) and all(math.isfinite(t) for t in times) and w.steps > len(rs):
@@ -151,7 +154,7 @@ def decomposition_table(requests: pd.DataFrame, windows: pd.DataFrame, cells: pd
     rows = cells.to_dict("records")
     sides: dict[str, tuple[float, float]] = {}
     source: dict[str, str] = {}
-    launches: dict[str, list[float]] = {}  # per launch step times; none from counters (one figure a window)
+    launches: dict[str, list[float]] = {}  # per launch step times, from the requests or the counters
     for c in rows:
         cid = f"{c['variant']}|{c['point_id']}"
         reqs = by_cell.get(cid, [])
@@ -160,8 +163,10 @@ def decomposition_table(requests: pd.DataFrame, windows: pd.DataFrame, cells: pd
         source[cid] = "request" if math.isfinite(sides[cid][0]) else ""
         launches[cid] = launch_step_times(reqs, is_plain) if source[cid] == "request" else []
         if not source[cid] and len(windows) and "cell_id" in windows:  # the engine's counters, window by window
-            t = counter_step_time(reqs, windows[windows["cell_id"] == cid])
+            mine = windows[windows["cell_id"] == cid]
+            t = counter_step_time(reqs, mine)
             sides[cid], source[cid] = (t, sides[cid][1]), "counters" if math.isfinite(t) else ""
+            launches[cid] = [counter_step_time(reqs, mine, n) for n in sorted({r.launch for r in reqs})]
     bases = {c["point_id"]: c for c in rows if c["variant"] == baseline}
     out = []
     for c in rows:

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from specbench.metrics.common import NAN
-from specbench.metrics.surface import TimeModel
+from specbench.metrics.surface import TimeModel, fit
 
 
 class Spread(NamedTuple):
@@ -103,3 +103,40 @@ def untailed(model: TimeModel, speedup: float, spread: Spread, slots: int, seed:
     if not gap(lo) > 0 > gap(hi):
         return model
     return TimeModel(float(brentq(gap, lo, hi, xtol=1e-9, rtol=1e-9)), q)
+
+
+def tail_factor(model: TimeModel, spread: Spread, slots: int, seed: int = 0) -> float:
+    """What its own window tail costs a cell whose requests' acceptance is `spread`, under `model`: the
+    simulated window's speedup (`window_speedup`, the cell's requests and requests per window) over the speedup
+    of a window whose requests all took their mean time, `mean_i (p + q / a_i)`; 1 without a spread, below 1
+    where one slow request holds the window open. NaN for an undefined model."""
+    pool, n_req = [a for a in spread.acceptance if a > 0], spread.per_window
+    p, q = model.prefill, model.decode
+    if not (math.isfinite(p) and math.isfinite(q)):
+        return NAN
+    if len(set(pool)) < 2:
+        return 1.0
+    mean_time = sum(p + q / a for a in pool) / len(pool)
+    if mean_time <= 0:
+        return NAN
+    n = int(n_req) if math.isfinite(n_req) and n_req >= 1 else slots
+    return window_speedup(model, pool, n, slots, seed) * mean_time
+
+
+def untailed_fit(al: Sequence[float], speedup: Sequence[float], spreads: Sequence[Spread], slots: int,
+                 rounds: int = 8) -> list[float]:
+    """Per forced point of one group (acceptance lengths `al`, measured speedups, each point's requests'
+    `spreads`, at `slots` = C), the tail factor (`tail_factor`) under the time model fitted on the points with
+    their tails taken out (speedup / factor): a fixed point, refitted until no factor moves by 1e-6 (`rounds`
+    at most; the factors are within a few percent of 1, so two or three rounds settle it). A point whose
+    requests do not spread (forced exactly, or no acceptance.csv) keeps 1; a model that cannot be fitted leaves
+    every factor 1."""
+    factors = [1.0] * len(al)
+    for _ in range(rounds):
+        model = fit(al, [s / f for s, f in zip(speedup, factors)])
+        new = [tail_factor(model, sp, slots) for sp in spreads]
+        new = [f if math.isfinite(f) and f > 0 else 1.0 for f in new]
+        if max((abs(a - b) for a, b in zip(new, factors)), default=0.0) < 1e-6:
+            return new
+        factors = new
+    return factors

@@ -60,10 +60,12 @@ def _same(x: float, y: float) -> bool:
 
 
 def reference_from_surface(surface: pd.DataFrame) -> Reference:
-    """The models of a surface (surface.table.group_curves: fitted per group on the points read back ok) and
-    their held-out errors."""
-    from specbench.surface.table import group_curves
+    """The models of a surface (surface.table.group_curves: fitted per group on the points read back ok, each
+    point's own window tail taken out where surface.csv has its `tail_factor`, so a prediction adds only the
+    predicted head's) and their held-out errors."""
+    from specbench.surface.table import group_curves, untail
 
+    surface = untail(surface)
     ref = Reference()
     for v in sorted(surface["variant"].unique()):
         for (c, o, i), curve in group_curves(surface, str(v)).items():

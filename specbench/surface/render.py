@@ -19,6 +19,7 @@ from specbench.surface.table import (
     group_curves,
     is_profile,
     surface_table,
+    untail,
 )
 
 FORCED_NOTE = ("Forced acceptance: the engine accepted drafts at the set rate whatever the target said, so these "
@@ -93,19 +94,23 @@ def surface_markdown(surface: pd.DataFrame, be: pd.DataFrame) -> str:
              "Speedup S(C, AL) (geometric mean over the surface sweep's points at one concurrency, output and input "
              "length, 95% interval); the acceptance the engine's counters read back next to the forced length. "
              "The curve is the time model 1/S = p + q/AL fitted per concurrency and output length on the points "
-             "that read back ok (docs/metrics.md, \"Speedup surface\").", ""]
+             "that read back ok (docs/metrics.md, \"Speedup surface\"). `tail`: what the point's own window tail "
+             "cost it (its requests' acceptance spreads even when forced; the window's speedup over one whose "
+             "requests all took their mean time): a prediction from this surface divides it out, so it adds only "
+             "the predicted head's tail.", ""]
     for v in sorted(surface["variant"].unique()):
         s = surface[surface["variant"] == v]
         lines += [f"## {v}", "", f"![surface](surface-{v}.png)", "",
-                  "| C | lengths | forced AL | read back | speedup | 95% interval |",
-                  "| ---: | --- | ---: | ---: | ---: | --- |"]
+                  "| C | lengths | forced AL | read back | speedup | 95% interval | tail |",
+                  "| ---: | --- | ---: | ---: | ---: | --- | ---: |"]
         for _, r in s.iterrows():
             flag = "" if r["readback"] == "ok" else f" ({r['readback']}, dropped)"
             rates = r["forced_profile"] if isinstance(r["forced_profile"], str) else ""
             profile = f" (profile {rates})" if rates else ""
             lines.append(f"| {int(r['concurrency'])} | {group_text(r)} | {r['forced_acceptance']:g}{profile} | "
                          f"{_f(r['measured_acceptance'])}{flag} "
-                         f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} |")
+                         f"| {_f(r['speedup'], 3)} | {_interval(r['speedup_ci_low'], r['speedup_ci_high'], 3)} "
+                         f"| {_f(r.get('tail_factor', math.nan), 3)} |")
         lines += ["", "Break-even acceptance from the time model (the AL at which the speedup reaches 1.0; `beyond "
                   "k+1`: no acceptance a step can reach pays at that C; `at most`: pays at the lowest forced length "
                   "already; model: a* wherever it lies) and the model's held-out check (fitted without the middle "
@@ -142,7 +147,7 @@ def _profile_checks(surface: pd.DataFrame, variant: str) -> list[str]:
     """The head's own profile against the time model fitted on the forced lengths, at the length it implies:
     whether the shape of the per-position acceptance (not only its mean) moves the speedup."""
     s = surface[(surface["variant"] == variant) & is_profile(surface) & (surface["readback"] == "ok")]
-    curves = group_curves(surface, variant)
+    curves = group_curves(untail(surface), variant)
     out = []
     for _, r in s.iterrows():
         key = (int(r["concurrency"]), float(r["output_len"]), float(r["input_len"]))
@@ -150,8 +155,12 @@ def _profile_checks(surface: pd.DataFrame, variant: str) -> list[str]:
                       and _same(k[2], key[2])), None)
         model = curve.at(float(r["forced_acceptance"])) if curve is not None and len(curve) else math.nan
         error = float(r["speedup"]) / model - 1 if math.isfinite(model) and model > 0 else math.nan
+        tail = float(r.get("tail_factor", math.nan))
+        with_tail = (f"; with the point's own tail ({_f(tail, 3)}) {_f(model * tail, 3)} "
+                     f"({_pct(float(r['speedup']) / (model * tail) - 1, False)})" if math.isfinite(tail) else "")
         out.append(f"- the head's own profile at {_label(key)}: AL {r['forced_acceptance']:g}, measured "
-                   f"{_f(r['speedup'], 3)}, the time model at that AL {_f(model, 3)} ({_pct(error, False)})")
+                   f"{_f(r['speedup'], 3)}, the time model at that AL {_f(model, 3)} ({_pct(error, False)})"
+                   f"{with_tail}")
     return [*out, ""] if out else []
 
 
@@ -161,7 +170,8 @@ def write_surface(run_dir: Path) -> list[Path]:
 
     rd = RunDir(run_dir)
     cells = normalize_cells(pd.read_csv(rd.cells))
-    surface = surface_table(cells, *_forcing(rd))
+    acceptance = pd.read_csv(rd.acceptance) if rd.acceptance.exists() else None
+    surface = surface_table(cells, *_forcing(rd), acceptance=acceptance)
     be = break_even_table(surface)
     out = [run_dir / SURFACE_FILE, run_dir / BREAK_EVEN_FILE, run_dir / "surface.md"]
     atomic_write(out[0], surface.to_csv(index=False))

@@ -10,7 +10,7 @@ spends its steps differently from the forced ones (another drafter configuration
 Each side's interval at one concurrency is built from its cells' 95% intervals of r over launches
 (step_cost_ratio_ci_low/_high): the geometric mean over the cells of each end, as the ends of cells at one C
 move together (one launch's engine serves them all; surface.model_predict._pooled pools the same way). Only
-when no cell there has a launch interval (one launch, step times from counters, or a decomposition.csv
+when no cell there has a launch interval (one launch, or a decomposition.csv
 written before the columns existed) is it the range (lowest, highest) of the cells' r.
 """
 

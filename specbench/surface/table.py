@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from specbench.config import forced_length
+from specbench.metrics.makespan import Spread, request_acceptance, tail_factor, untailed_fit
 from specbench.metrics.surface import Curve, break_even_acceptance, fit, geomean, held_out
 from specbench.surface.derive import split_name
 
@@ -30,9 +31,10 @@ BREAK_EVEN_FILE = "break_even_al.csv"
 READBACK_TOLERANCE = 0.10  # relative: forced 2.0 must read back within [1.8, 2.2]
 SURFACE_COLUMNS = ["variant", "forced_acceptance", "concurrency", "speedup", "speedup_ci_low", "speedup_ci_high",
                    "measured_acceptance", "measured_acceptance_low", "measured_acceptance_high", "readback", "cells"]
-# added with the time model; a surface.csv written before has them empty (one group, k + 1 unknown, no profile)
+# added with the time model; a surface.csv written before has them empty (one group, k + 1 unknown, no profile,
+# no tail known: a prediction then takes the points as measured)
 GROUP = ["output_len", "input_len"]
-OPTIONAL_COLUMNS = [*GROUP, "max_acceptance", "forced_profile"]
+OPTIONAL_COLUMNS = [*GROUP, "max_acceptance", "forced_profile", "tail_factor"]
 BREAK_EVEN_COLUMNS = ["variant", "concurrency", "break_even_acceptance", "break_even_acceptance_low",
                       "break_even_acceptance_high", "break_even_acceptance_at_most",
                       "break_even_acceptance_extrapolated", *GROUP, "max_acceptance", "break_even_acceptance_beyond",
@@ -61,12 +63,14 @@ def readback(forced: float, measured: float) -> str:
 
 
 def surface_table(cells: pd.DataFrame, top: Mapping[str, float] | None = None,
-                  forced: Mapping[str, float | list[float]] | None = None) -> pd.DataFrame:
+                  forced: Mapping[str, float | list[float]] | None = None,
+                  acceptance: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per source variant x forced length x concurrency x output length x input length from a surface
     run's (normalized) cells; `top`: per source variant, k + 1 (the highest acceptance a step can reach);
     `forced`: per derived variant, its config's `forced_acceptance` (the length, or the profile whose length
-    `forced_length` gives); a variant absent from it is read from its name."""
-    rows = []
+    `forced_length` gives); a variant absent from it is read from its name; `acceptance`: the run's
+    acceptance.csv, whose requests give each point its `tail_factor` (`tail_factors`; NaN without it)."""
+    rows, spreads = [], []
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells
     closed = closed.assign(**{g: closed[g] if g in closed else math.nan for g in GROUP})
     for name, g in closed[closed["valid"]].groupby("variant"):
@@ -87,8 +91,49 @@ def surface_table(cells: pd.DataFrame, top: Mapping[str, float] | None = None,
                              measured_acceptance_high=_mean(gc["acceptance_length_ci_high"]),
                              readback=readback(length, measured), cells=len(gc), output_len=out_len,
                              input_len=in_len, max_acceptance=(top or {}).get(base, math.nan), forced_profile=profile))
+            spreads.append(_spread(acceptance, str(name), gc["point_id"] if "point_id" in gc else []))
     out = pd.DataFrame(rows, columns=SURFACE_COLUMNS + OPTIONAL_COLUMNS)
+    out["tail_factor"] = tail_factors(out, spreads) if acceptance is not None else math.nan
     return out.sort_values(["variant", "concurrency", *GROUP, "forced_acceptance"]).reset_index(drop=True)
+
+
+def untail(surface: pd.DataFrame) -> pd.DataFrame:
+    """`surface` with each point's speedup and its interval's ends divided by its `tail_factor` (1 where none is
+    known): the speedups the points would have measured had every request taken their mean time."""
+    f = surface["tail_factor"].where(surface["tail_factor"] > 0).fillna(1.0) if "tail_factor" in surface else 1.0
+    return surface.assign(**{c: surface[c] / f for c in ("speedup", "speedup_ci_low", "speedup_ci_high")})
+
+
+def _spread(acceptance: pd.DataFrame | None, variant: str, points: Iterable[object]) -> Spread:
+    """The requests' acceptance of a derived variant's cells (`points`, their point ids) pooled into one
+    point's Spread: every request, and the median of the cells' requests per window."""
+    if acceptance is None:
+        return Spread([], math.nan)
+    each = [request_acceptance(acceptance, variant, str(p)) for p in points]
+    sizes = sorted(s.per_window for s in each if math.isfinite(s.per_window))
+    return Spread([a for s in each for a in s.acceptance], sizes[len(sizes) // 2] if sizes else math.nan)
+
+
+def tail_factors(surface: pd.DataFrame, spreads: list[Spread]) -> list[float]:
+    """Per row of `surface` (in its order; `spreads` its requests' acceptance), what its own window tail cost it
+    (metrics.makespan.tail_factor): forced acceptance still draws each position's acceptance per step, so its
+    requests spread (less than a real head's) and its slowest ones hold the window open. The points the model is
+    fitted on get theirs from metrics.makespan.untailed_fit (the model fitted with every point's tail taken
+    out); the group's other points (dropped, a profile) theirs under that model. A prediction divides a point's
+    speedup by it before fitting (surface.reference), so it adds only the predicted head's tail."""
+    out = [math.nan] * len(surface)
+    for _, g in surface.groupby(["variant", "concurrency", *GROUP], dropna=False):
+        ok = _used(g)
+        ok = ok[ok["speedup"].map(lambda x: math.isfinite(float(x)))]
+        used, c = list(ok.index), int(float(g["concurrency"].iloc[0]))
+        al, measured = ok["forced_acceptance"].astype(float).tolist(), ok["speedup"].astype(float).tolist()
+        factors = untailed_fit(al, measured, [spreads[i] for i in used], c)
+        for i, f in zip(used, factors):
+            out[i] = f
+        model = fit(al, [s / f for s, f in zip(measured, factors)])
+        for i in g.index.difference(used):
+            out[i] = tail_factor(model, spreads[i], c)
+    return out
 
 
 def _groups(surface: pd.DataFrame, variant: str) -> list[tuple[tuple[int, float, float], pd.DataFrame]]:
