@@ -287,3 +287,11 @@ def test_a_surfaces_own_window_tail_is_taken_out_before_a_prediction_adds_the_he
     assert as_measured.decode > truth.decode * 1.05  # the points' tail (here proportional to 1/a) held in the model
     assert window_speedup(as_measured, head.acceptance, c, c) < measured[1.5] * 0.99
     assert tail_factor(truth, head._replace(acceptance=[1.5] * 16), c) == 1.0  # no spread, no tail
+
+
+def test_a_point_without_requests_has_no_tail_factor_and_is_fitted_as_measured():
+    from specbench.metrics.makespan import Spread, untailed_fit
+
+    al, s = [1.0, 2.0], [TimeModel(0.05, 0.95).at(1.0), TimeModel(0.05, 0.95).at(2.0)]
+    factors = untailed_fit(al, s, [Spread([], math.nan), Spread([2.0] * 16, 16.0)], 16)
+    assert math.isnan(factors[0]) and factors[1] == 1.0  # unknown, and a whole-number length: no spread

@@ -109,10 +109,10 @@ def tail_factor(model: TimeModel, spread: Spread, slots: int, seed: int = 0) -> 
     """What its own window tail costs a cell whose requests' acceptance is `spread`, under `model`: the
     simulated window's speedup (`window_speedup`, the cell's requests and requests per window) over the speedup
     of a window whose requests all took their mean time, `mean_i (p + q / a_i)`; 1 without a spread, below 1
-    where one slow request holds the window open. NaN for an undefined model."""
+    where one slow request holds the window open. NaN for an undefined model or no requests (unknown)."""
     pool, n_req = [a for a in spread.acceptance if a > 0], spread.per_window
     p, q = model.prefill, model.decode
-    if not (math.isfinite(p) and math.isfinite(q)):
+    if not (pool and math.isfinite(p) and math.isfinite(q)):
         return NAN
     if len(set(pool)) < 2:
         return 1.0
@@ -129,14 +129,14 @@ def untailed_fit(al: Sequence[float], speedup: Sequence[float], spreads: Sequenc
     `spreads`, at `slots` = C), the tail factor (`tail_factor`) under the time model fitted on the points with
     their tails taken out (speedup / factor): a fixed point, refitted until no factor moves by 1e-6 (`rounds`
     at most; the factors are within a few percent of 1, so two or three rounds settle it). A point whose
-    requests do not spread (forced exactly, or no acceptance.csv) keeps 1; a model that cannot be fitted leaves
-    every factor 1."""
-    factors = [1.0] * len(al)
+    requests do not spread (a whole-number length) gets 1; one without requests (unknown: NaN) is fitted as
+    measured, as is every point of a model that cannot be fitted."""
+    factors, raw = [1.0] * len(al), [NAN] * len(al)
     for _ in range(rounds):
         model = fit(al, [s / f for s, f in zip(speedup, factors)])
-        new = [tail_factor(model, sp, slots) for sp in spreads]
-        new = [f if math.isfinite(f) and f > 0 else 1.0 for f in new]
+        raw = [tail_factor(model, sp, slots) for sp in spreads]
+        new = [f if math.isfinite(f) and f > 0 else 1.0 for f in raw]
         if max((abs(a - b) for a, b in zip(new, factors)), default=0.0) < 1e-6:
-            return new
+            break
         factors = new
-    return factors
+    return raw
