@@ -293,5 +293,5 @@ def test_a_point_without_requests_has_no_tail_factor_and_is_fitted_as_measured()
     from specbench.metrics.makespan import Spread, untailed_fit
 
     al, s = [1.0, 2.0], [TimeModel(0.05, 0.95).at(1.0), TimeModel(0.05, 0.95).at(2.0)]
-    factors = untailed_fit(al, s, [Spread([], math.nan), Spread([2.0] * 16, 16.0)], 16)
+    _, factors = untailed_fit(al, s, [Spread([], math.nan), Spread([2.0] * 16, 16.0)], 16)
     assert math.isnan(factors[0]) and factors[1] == 1.0  # unknown, and a whole-number length: no spread

@@ -124,14 +124,16 @@ def tail_factor(model: TimeModel, spread: Spread, slots: int, seed: int = 0) -> 
 
 
 def untailed_fit(al: Sequence[float], speedup: Sequence[float], spreads: Sequence[Spread], slots: int,
-                 rounds: int = 8) -> list[float]:
+                 rounds: int = 8) -> tuple[TimeModel, list[float]]:
     """Per forced point of one group (acceptance lengths `al`, measured speedups, each point's requests'
     `spreads`, at `slots` = C), the tail factor (`tail_factor`) under the time model fitted on the points with
     their tails taken out (speedup / factor): a fixed point, refitted until no factor moves by 1e-6 (`rounds`
     at most; the factors are within a few percent of 1, so two or three rounds settle it). A point whose
     requests do not spread (a whole-number length) gets 1; one without requests (unknown: NaN) is fitted as
-    measured, as is every point of a model that cannot be fitted."""
+    measured, as is every point of a model that cannot be fitted. Returns the model the factors were taken
+    under, and the factors."""
     factors, raw = [1.0] * len(al), [NAN] * len(al)
+    model = fit(al, speedup)
     for _ in range(rounds):
         model = fit(al, [s / f for s, f in zip(speedup, factors)])
         raw = [tail_factor(model, sp, slots) for sp in spreads]
@@ -139,4 +141,4 @@ def untailed_fit(al: Sequence[float], speedup: Sequence[float], spreads: Sequenc
         if max((abs(a - b) for a, b in zip(new, factors)), default=0.0) < 1e-6:
             break
         factors = new
-    return raw
+    return model, raw

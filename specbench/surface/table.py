@@ -127,10 +127,9 @@ def tail_factors(surface: pd.DataFrame, spreads: list[Spread]) -> list[float]:
         ok = ok[ok["speedup"].map(lambda x: math.isfinite(float(x)))]
         used, c = list(ok.index), int(float(g["concurrency"].iloc[0]))
         al, measured = ok["forced_acceptance"].astype(float).tolist(), ok["speedup"].astype(float).tolist()
-        factors = untailed_fit(al, measured, [spreads[i] for i in used], c)
+        model, factors = untailed_fit(al, measured, [spreads[i] for i in used], c)
         for i, f in zip(used, factors):
             out[i] = f
-        model = fit(al, [s / f for s, f in zip(measured, factors)])
         for i in g.index.difference(used):
             out[i] = tail_factor(model, spreads[i], c)
     return out
