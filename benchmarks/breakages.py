@@ -11,7 +11,7 @@ plausible bug written as a one-line source edit. For each, the repository's trac
 scratch folder (the checkout is never modified), the edit is applied and the named tests run; the breakage is
 caught when they fail.
 
-Prints one line per breakage and exits 1 when any goes unnoticed. tests/test_breakages.py checks, in the
+Prints one line per breakage and exits 1 when any goes unnoticed. tests/benchmarks/test_breakages.py checks, in the
 fast suite, that every edit still applies to the current source and every named test still exists.
 """
 
@@ -39,7 +39,7 @@ class Breakage:
     tests: tuple[str, ...]  # pytest node ids that must fail
 
 
-KA = "tests/test_known_answers.py"
+KA = "tests/runner/test_known_answers.py"
 BREAKAGES = [
     Breakage("acceptance from cumulative counters instead of window deltas", "specbench/runner/window.py",
              "float(after[k]) - float(before.get(k) or 0.0)", "float(after[k])",
@@ -59,23 +59,23 @@ BREAKAGES = [
              (f"{KA}::test_vllm_counter_path_known_answers",)),
     Breakage("the open loop waits for each request before sending the next", "specbench/client/load/open.py",
              "tasks.append(asyncio.create_task(one(p, due)))", "await one(p, due)",
-             ("tests/test_capacity_mdc.py::test_capacity_matches_the_simulated_queue",)),
+             ("tests/runner/test_capacity_mdc.py::test_capacity_matches_the_simulated_queue",)),
     Breakage("the arrival schedule drawn anew for every rate", "specbench/plan/windows.py",
              "arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness,",
              "arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat) + int(point.rate * 1000), "
              "load.burstiness,",
-             ("tests/test_open_loop.py::test_open_loop_windows_send_the_same_schedule_to_every_variant",)),
+             ("tests/metrics/test_openloop.py::test_open_loop_windows_send_the_same_schedule_to_every_variant",)),
     Breakage("an open-loop schedule offered at its unit draw's rate, not the nominal one", "specbench/plan/arrivals.py",
              "scale = realized / rate if math.isfinite(realized) else 1.0 / rate", "scale = 1.0 / rate",
-             ("tests/test_open_loop.py::test_drawn_schedules_realize_the_nominal_rate",
-              "tests/test_slo_known_answer.py::test_the_issue_scenario_is_reproduced_and_now_answered_within_its_bracket")),
+             ("tests/metrics/test_openloop.py::test_drawn_schedules_realize_the_nominal_rate",
+              "tests/report/test_slo_known_answer.py::test_the_issue_scenario_is_reproduced_and_now_answered_within_its_bracket")),
     Breakage("an SLO decided met on the point estimate", "specbench/metrics/capacity.py",
              "    elif p.high <= threshold:", "    elif p.estimate <= threshold:",
-             ("tests/test_open_loop.py::test_a_rate_is_decided_only_when_its_interval_is_on_one_side",)),
+             ("tests/metrics/test_openloop.py::test_a_rate_is_decided_only_when_its_interval_is_on_one_side",)),
     Breakage("percentile intervals over requests taken as independent", "specbench/metrics/slo.py",
              "    se, df = _cdf_se(_batches(windows, BATCHES_PER_WINDOW), iid.estimate)",
              "    se, df = math.nan, 0",
-             ("tests/test_open_loop.py::test_batch_interval_widens_for_correlated_requests_and_never_narrows",)),
+             ("tests/metrics/test_openloop.py::test_batch_interval_widens_for_correlated_requests_and_never_narrows",)),
     Breakage("each variant gets other seeds", "specbench/plan/windows.py",
              "point.temperature, seed=cfg.sweep.seed + index)",
              "point.temperature, seed=cfg.sweep.seed + index + len(variant))",
@@ -85,39 +85,39 @@ BREAKAGES = [
              (f"{KA}::test_sglang_request_path_known_answers",)),
     Breakage("SGLang's own accept length not kept in the raw records", "specbench/server/engines/sglang.py",
              'length = json_float(f.get("spec_accept_length"))', "length = None",
-             ("tests/test_sglang_engine.py::test_parse_spec_both_generations",)),
+             ("tests/server/test_sglang.py::test_parse_spec_both_generations",)),
     Breakage("an SGLang field name that SGLang does not send", "specbench/server/engines/sglang.py",
              '"accepted": "spec_num_correct_drafts"', '"accepted": "spec_num_accepted_drafts"',
-             ("tests/test_sglang_protocol.py::test_specbench_reads_a_chunk_sglang_serialized",
+             ("tests/server/test_sglang_protocol.py::test_specbench_reads_a_chunk_sglang_serialized",
               f"{KA}::test_sglang_request_path_known_answers")),
     Breakage("the command engine's acceptance counter ignored", "specbench/server/engines/command.py",
              "metric = self.config.acceptance_metric", "metric = None",
-             ("tests/test_counter_acceptance.py::test_command_engine_verify_step_counter_gives_tau",)),
+             ("tests/server/test_counter_acceptance.py::test_command_engine_verify_step_counter_gives_tau",)),
     Breakage("vLLM's per-request flag also on the baseline", "specbench/plan/drafter.py",
              'if ctx.engine == "vllm" and self.speculative and args and', 'if ctx.engine == "vllm" and',
-             ("tests/test_acceptance_reconcile.py::test_baseline_and_other_engines_never_get_the_flag",)),
+             ("tests/metrics/test_acceptance_reconcile.py::test_baseline_and_other_engines_never_get_the_flag",)),
     Breakage("--resume accepts a changed config", "specbench/runner/matrix.py",
              "if state.config_hash not in (None, config_hash(self.cfg)):", "if False:",
-             ("tests/test_reuse.py::test_resume_with_a_changed_config_is_refused",)),
+             ("tests/runner/test_reuse.py::test_resume_with_a_changed_config_is_refused",)),
     Breakage("--reuse ignores the hardware", "specbench/runner/reuse.py",
              '"hardware": environment.hardware_fingerprint()', '"hardware": ""',
-             ("tests/test_reuse.py::test_fingerprint_changes_with_what_determines_the_measurement",)),
+             ("tests/runner/test_reuse.py::test_fingerprint_changes_with_what_determines_the_measurement",)),
     Breakage("--reuse ignores the engine version", "specbench/runner/reuse.py",
              '"engine": [cfg.engine.kind, engine.version()]', '"engine": [cfg.engine.kind]',
-             ("tests/test_reuse.py::test_fingerprint_changes_with_what_determines_the_measurement",)),
+             ("tests/runner/test_reuse.py::test_fingerprint_changes_with_what_determines_the_measurement",)),
     Breakage("--reuse copies a variant that failed in the source run", "specbench/runner/reuse.py",
              'in ("done", "reused")', 'in ("done", "reused", "failed")',
-             ("tests/test_reuse.py::test_a_variant_that_failed_in_the_source_run_is_measured_not_reused",)),
+             ("tests/runner/test_reuse.py::test_a_variant_that_failed_in_the_source_run_is_measured_not_reused",)),
     Breakage("stop signals left to the disposition specbench inherited", "specbench/runner/signals.py",
              "        loop.add_signal_handler(sig, on_signal, sig)\n", "        continue\n",
-             ("tests/test_lifecycle.py::test_a_stop_signal_inherited_as_ignored_still_stops_the_run",)),
+             ("tests/runner/test_lifecycle.py::test_a_stop_signal_inherited_as_ignored_still_stops_the_run",)),
     Breakage("no write check of the run directory before launch", "specbench/runner/matrix.py",
              "        check_writable(o.out, o.resume)\n", "",
-             ("tests/test_storage_faults.py::test_read_only_output_directory",
-              "tests/test_storage_faults.py::test_out_under_a_regular_file")),
+             ("tests/records/test_storage_faults.py::test_read_only_output_directory",
+              "tests/records/test_storage_faults.py::test_out_under_a_regular_file")),
     Breakage("a record torn by a full disk left in the file", "specbench/records/rundir.py",
              "                os.ftruncate(self._fd, size)\n", "                pass\n",
-             ("tests/test_storage_faults.py::test_full_disk_mid_run_then_resume",)),
+             ("tests/records/test_storage_faults.py::test_full_disk_mid_run_then_resume",)),
 ]
 
 

@@ -36,10 +36,22 @@ MUTATE = ["specbench/decide/stats.py", "specbench/decide/breakeven.py", "specben
           "specbench/decide/change.py", "specbench/metrics/*", "specbench/report/verdict.py"]
 # The test files that exercise these modules; only their in-process tests run (no engine, no stand-in
 # server, no Slurm: see MARKERS), and each mutant runs only those of them that call the mutated function.
-TESTS = ["tests/test_stats.py", "tests/test_metrics.py", "tests/test_verdict.py", "tests/test_break_even.py",
-         "tests/test_gates.py", "tests/test_warnings_whole.py", "tests/test_acceptance_reconcile.py",
-         "tests/test_compare.py", "tests/test_launches.py", "tests/test_report.py", "tests/test_cell_warnings.py",
-         "tests/test_acceptance_math.py", "tests/test_cells.py", "tests/test_reconcile.py"]
+TESTS = [
+    "tests/decide/test_stats.py",
+    "tests/metrics/test_metrics.py",
+    "tests/report/test_verdict.py",
+    "tests/metrics/test_breakeven.py",
+    "tests/metrics/test_gates.py",
+    "tests/metrics/test_warnings_whole.py",
+    "tests/metrics/test_acceptance_reconcile.py",
+    "tests/report/test_compare.py",
+    "tests/decide/test_intervals_launches.py",
+    "tests/report/test_document.py",
+    "tests/metrics/test_warnings.py",
+    "tests/metrics/test_acceptance.py",
+    "tests/metrics/test_cells.py",
+    "tests/metrics/test_reconcile.py",
+]
 MARKERS = "not engine and not standin and not slurm"
 COPY = ["specbench", "drafters", "tests", "pyproject.toml"]
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}

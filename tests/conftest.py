@@ -126,11 +126,20 @@ def port() -> int:
 # Tests that take more than a few CPU-seconds (a model built or run, the real SGLang parser in its own
 # interpreter, a CLI in a child process, a long simulation): `make check` leaves them to `make test`.
 # Measured with --durations on the fast set (AMD EPYC, 2 vCPU, load average 9-35 while measuring).
-SLOW = ("tests/test_ddtree_server.py::", "tests/test_fidelity_script.py::", "tests/test_models_eagle3.py::",
-        "tests/test_models_dflash.py::", "tests/test_models.py::test_real_build", "tests/test_sglang_protocol.py::",
-        "tests/test_validate.py::test_real_sglang_parser", "tests/test_validate.py::test_shipped_flag_list",
-        "tests/test_multinode.py::test_real_sglang_parser", "tests/test_bad_input.py::test_bad_input_in_a_real_process",
-        "tests/test_golden_reports.py::", "tests/test_decision.py::test_alpha_spending")
+SLOW = (
+    "tests/scripts/test_ddtree_server.py::",
+    "tests/benchmarks/test_fidelity.py::",
+    "tests/demo_models/test_eagle3.py::",
+    "tests/demo_models/test_dflash.py::",
+    "tests/demo_models/test_models.py::test_real_build",
+    "tests/server/test_sglang_protocol.py::",
+    "tests/cli/test_validate.py::test_real_sglang_parser",
+    "tests/cli/test_validate.py::test_shipped_flag_list",
+    "tests/server/test_multinode.py::test_real_sglang_parser",
+    "tests/cli/test_bad_input.py::test_bad_input_in_a_real_process",
+    "tests/report/test_golden_reports.py::",
+    "tests/decide/test_decision.py::test_alpha_spending",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import unavailable
+
+from tests.conftest import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "slurm_local.sh"

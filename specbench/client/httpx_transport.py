@@ -1,7 +1,7 @@
 """The reference stream transport: httpx (h11) for HTTP and httpx-sse's decoders for the event stream.
 
-The lean transport (sse_http.py) is checked against this one (tests/test_client_paths.py, the framing and SSE
-cases in tests/test_transports.py). It also streams an endpoint that the environment routes through a proxy.
+The lean transport (sse_http.py) is checked against this one (tests/runner/test_client_paths.py, the framing and SSE
+cases in tests/client/test_transport.py). It also streams an endpoint that the environment routes through a proxy.
 
 httpx-sse's `aiter_sse` differs from the WHATWG rules in two ways that change what a client reads, so its
 line and field decoders are driven here with the two rules on top (see specbench/client/sse.py for the rules):

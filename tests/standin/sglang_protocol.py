@@ -13,7 +13,7 @@ Why a generated file rather than importing the classes in the stand-in: importin
 `sglang.srt.entrypoints.openai.protocol` runs `sglang/__init__`, which imports torch and triton and patches
 transformers (about 4 s per start; the suite starts the stand-in dozens of times), and putting the SGLang venv's
 site-packages next to specbench's would make which numpy or pydantic gets imported an accident of path order.
-The file is never edited by hand: tests/test_sglang_protocol.py regenerates it from the pinned SGLang on every
+The file is never edited by hand: tests/server/test_sglang_protocol.py regenerates it from the pinned SGLang on every
 `make test` and fails when it differs, so a field SGLang renames breaks the tests instead of living on here.
 """
 

@@ -8,7 +8,7 @@ The result is exactly `Engine.parse_chunk`'s, or None, and then the caller takes
 for every chunk this decoder is not sure about: not JSON msgspec accepts (e.g. a lone surrogate escape), a field
 of another type than the plain case (a float token id, a string usage, ...), an `error` key, or any top-level key
 the engine's `parse_spec` reads (`spec_keys`: with none of them present, the chunk carries no SpecDetails).
-`tests/test_fastchunk.py` checks the equality on plain, odd and malformed chunks.
+`tests/server/test_fastchunk.py` checks the equality on plain, odd and malformed chunks.
 """
 
 from __future__ import annotations

