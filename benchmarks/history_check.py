@@ -32,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench.decide import history_checks, stats, variance_history
+from specbench.decide import stats
 from specbench.decide.decision import ALPHA, Outcome, classify
 from specbench.decide.intervals import launch_components, variance_levels
 from specbench.metrics.common import interval_or_nan
+from specbench.stores import history_checks, variance_history
 
 HISTORY_CV = 0.015
 TRUE_CV = 0.05

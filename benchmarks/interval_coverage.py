@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench.decide import history_checks, stats, variance_history
+from specbench.decide import stats
 from specbench.decide.intervals import variance_levels
-from specbench.decide.variance_history import Calibration
 from specbench.metrics.speedup import speedup_ci
+from specbench.stores import history_checks, variance_history
+from specbench.stores.variance_history import Calibration
 
 NS = (3, 5, 10)
 CVS = (0.02, 0.05, 0.10, 0.30)  # 30%: the between-launch CV an A/A run measured on a loaded 2-core CPU
@@ -408,7 +409,7 @@ def run(trials: int, seed: int, previous_trials: int) -> tuple[str, bool]:
             f"Every speedup interval the report prints, by its `interval_unit`, through speedup.speedup_ci ({trials} "
             f"measurements per row; between-launch CV {100 * LAUNCH_CV:.0f}%, between-repeat CV "
             f"{100 * REPEAT_CV:.0f}%; a calibration is {CAL_LAUNCHES} launches x {CAL_REPEATS} repeats of the "
-            f"baseline on {CAL_CELLS} cells, estimated and pooled by specbench.decide.calibration). In brackets the "
+            f"baseline on {CAL_CELLS} cells, estimated and pooled by specbench.stores.calibration). In brackets the "
             "Monte Carlo standard error; a row below its gate fails the script.", "",
             _table(["interval_unit", "design", "coverage", "gate", ""], gated),
             "",

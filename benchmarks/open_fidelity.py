@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--service-ms", type=float, default=100.0)
     ap.add_argument("--out", default=str(REPO / "docs" / "fidelity-open-loop.md"))
     a = ap.parse_args()
-    from specbench.plan.models import prepare
+    from specbench.demo_models import prepare
 
     tokenizer = str(prepare("smollm2"))
     busy = "; ".join(others_busy())

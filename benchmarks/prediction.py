@@ -17,7 +17,7 @@ the measured speedups inside the predicted 95% intervals; the break-even AL of t
 break_even_acceptance_length, compared with the model's a* interval at each of those concurrencies. The
 step-cost check follows the rows (surface.stepcost: r of the reference's forced variants, or of its cells,
 against r of RUN_DIR's decomposition). The model's own error in each interval takes, besides the reference's
-held-out errors, the past errors of the prediction ledger (decide.prediction_history: earlier runs of
+held-out errors, the past errors of the prediction ledger (stores.prediction_history: earlier runs of
 RUN_DIR's setup, same drafter family and C; column `past`: how many). Writes nothing but the ledger: each
 row whose measurement has an interval or 2+ launches is recorded there unless --no-record (a run with no
 setup in run.json is neither widened nor recorded). Uses the product's own functions. The last line reads
@@ -39,10 +39,10 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.config import load_yaml, parse_config
-from specbench.decide import prediction_history
 from specbench.records.rundir import RunDir
 from specbench.report.load import normalize_cells
 from specbench.shared.errors import UsageError
+from specbench.stores import prediction_history
 from specbench.surface.model_predict import model_summary_line, predict_from_model, variant_pairs
 from specbench.surface.reference import load_reference
 from specbench.surface.stepcost import read_decomposition, step_cost_check, step_cost_lines

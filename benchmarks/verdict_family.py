@@ -37,12 +37,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench.decide import history_checks, variance_history
 from specbench.decide.decision import Outcome
 from specbench.decide.intervals import LaunchVariance, variance_levels
 from specbench.decide.mix import mix_interval, primary_outcome
 from specbench.decide.secondary import secondary_outcomes
 from specbench.metrics.speedup import speedup_columns
+from specbench.stores import history_checks, variance_history
 
 M = 1.05  # the default verdict.min_speedup
 DRAFTERS, LAUNCHES, LAUNCH_CV, REPEAT_CV = 7, 3, 0.05, 0.01

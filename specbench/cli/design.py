@@ -12,9 +12,9 @@ from specbench.shared.errors import UsageError
 
 def plan(a: argparse.Namespace) -> int:
     from specbench.config import load_config
-    from specbench.decide import history_lookup
-    from specbench.decide.planner import make_plan
+    from specbench.pricing.planner import make_plan
     from specbench.report.plan_text import render
+    from specbench.stores import history_lookup
 
     if a.write and not (a.surface and a.acceptance):
         raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
@@ -82,9 +82,9 @@ def surface(a: argparse.Namespace) -> int:
         derived = derive(cfg, a.variant, _lengths(a.al), profiles)
         opts = RunOptions(out=Path(a.out) if a.out else None, force=a.force)
     if a.dry_run:
-        from specbench.decide import history_lookup
-        from specbench.decide.planner import make_plan
+        from specbench.pricing.planner import make_plan
         from specbench.report.plan_text import render
+        from specbench.stores import history_lookup
 
         history = history_lookup.history_for(derived)
         print(render(make_plan(derived, history)))
@@ -105,7 +105,7 @@ def tune(a: argparse.Namespace) -> int:
     from datetime import datetime
 
     from specbench.config import load_config
-    from specbench.decide import history_lookup
+    from specbench.stores import history_lookup
     from specbench.tune.output import summary
     from specbench.tune.plan import check_budget, make_tune_plan
     from specbench.tune.search import TuneOptions, run_tune

@@ -60,8 +60,8 @@ def fingerprint(a: argparse.Namespace) -> int:
 
 def calibrate(a: argparse.Namespace) -> int:
     from specbench.config import load_config
-    from specbench.decide import calibration, history_lookup, variance_history
     from specbench.runner import RunOptions, run_matrix
+    from specbench.stores import calibration, history_lookup, variance_history
 
     cfg = calibration.calibration_config(load_config(a.config), a.launches)
     result = run_matrix(cfg, RunOptions(out=Path(a.out) if a.out else None, force=a.force))

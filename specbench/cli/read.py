@@ -90,7 +90,7 @@ def history(a: argparse.Namespace) -> int:
 
 
 def models(a: argparse.Namespace) -> int:
-    from specbench.plan.models import prepare
+    from specbench.demo_models import prepare
 
     print(prepare(a.name, force=a.force, minutes=a.minutes))
     return 0

@@ -126,7 +126,7 @@ def _engine(cfg: RunConfig) -> Engine:
     if cfg.model.path:
         model_path = str(Path(cfg.model.path).expanduser())
     else:
-        from specbench.plan.models import demo_model, demo_model_path
+        from specbench.demo_models import demo_model, demo_model_path
 
         demo_model(cfg.model.demo or "")  # an unknown name is refused as run refuses it
         model_path = str(demo_model_path(cfg.model.demo or ""))

@@ -248,7 +248,7 @@ class RunDir:
         return json.loads(self.meta.read_text()) if self.meta.exists() else {}
 
     def setup(self) -> dict[str, str]:
-        """The setup run.json recorded at the start (`variance_history.setup`, decide.setupkey); {}: none."""
+        """The setup run.json recorded at the start (`variance_history.setup`, stores.setupkey); {}: none."""
         return dict((self.load_meta().get("variance_history") or {}).get("setup") or {})
 
     def save_meta(self, meta: dict[str, Any]) -> None:

@@ -27,7 +27,6 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.decide import variance_history
 from specbench.records.rundir import RunDir
 from specbench.report.compare import (
     CellChange,
@@ -46,6 +45,7 @@ from specbench.report.fmt import UNDEFINED
 from specbench.report.load import read_json
 from specbench.report.markdown import code_span, escape, table
 from specbench.shared.errors import UsageError
+from specbench.stores import variance_history
 
 MARKED = ("regressed", "improved", "indicative_drop", "indicative_gain")  # the steps outside the noise
 

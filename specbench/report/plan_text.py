@@ -1,4 +1,4 @@
-"""`specbench plan`'s text: a CostPlan (decide/planner.py) in the team's units: hours, node- and GPU-hours,
+"""`specbench plan`'s text: a CostPlan (pricing/planner.py) in the team's units: hours, node- and GPU-hours,
 and what each design can decide, in words."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from specbench.decide.change import POWER, required_drop
 from specbench.decide.decision import (
     Design,
 )
-from specbench.decide.planner import (
+from specbench.pricing.planner import (
     COMPARE_THRESHOLD,
     SEQUENTIAL_MAX,
     SEQUENTIAL_START,

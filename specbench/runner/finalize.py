@@ -15,7 +15,6 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import RunConfig, load_yaml, parse_config
-from specbench.decide import history_checks, variance_history
 from specbench.decide.hardware import check as hardware_check
 from specbench.decide.hardware import withhold_speedups
 from specbench.decide.sequential import always_valid
@@ -39,6 +38,7 @@ from specbench.records.columnar import open_store
 from specbench.records.rundir import RunDir, atomic_write, records_frame
 from specbench.report import render
 from specbench.runner.state import RunState
+from specbench.stores import history_checks, variance_history
 
 
 def plain_variants(cfg: RunConfig) -> frozenset[str]:

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
 from specbench.config import RunConfig
-from specbench.decide import calibration, history_lookup, variance_history
-from specbench.decide.setupkey import setup_of
 from specbench.records.rundir import RunDir
 from specbench.runner.finalize import derive_cells, finalize
 from specbench.runner.prepare import (
@@ -41,6 +39,8 @@ from specbench.runner.unit import measure_launch, open_context
 from specbench.shared.environment import hardware_fingerprint
 from specbench.shared.errors import ConfigError, Interrupted, PreflightError, RunDirError, StorageError
 from specbench.shared.progress import Reporter, make_reporter
+from specbench.stores import calibration, history_lookup, variance_history
+from specbench.stores.setupkey import setup_of
 
 if TYPE_CHECKING:
     from specbench.server.slurm import Allocation

@@ -46,8 +46,8 @@ class Plan:
 
 
 def prepare_plan(cfg: RunConfig) -> Plan:
+    from specbench.demo_models import prepare_all, resolve_model
     from specbench.plan.eos import eos_token_ids
-    from specbench.plan.models import prepare_all, resolve_model
     from specbench.plan.prompts import load_prompts
 
     m = cfg.model

@@ -10,10 +10,10 @@ import pandas as pd
 
 from specbench.config import RunConfig
 from specbench.decide import breakeven
-from specbench.decide.variance_history import Calibration
 from specbench.metrics.surface import Prediction, decided, has_interval
 from specbench.plan.drafter import LaunchContext
 from specbench.shared.errors import ConfigError, UsageError
+from specbench.stores.variance_history import Calibration
 from specbench.surface.derive import default_lengths, split_name, surface_config
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def head_profiles(cfg: RunConfig, variants: list[str] | None, run: Path) -> dict
 
 def cost_text(derived: RunConfig, full: RunConfig, history: Calibration | None) -> str:
     """The surface's cost (its forced variants and its baseline) against each forced drafter's full matrix."""
-    from specbench.decide.planner import dur, make_plan
+    from specbench.pricing.planner import dur, make_plan
 
     sp, fp = make_plan(derived, history), make_plan(full, history)
     lines = []
@@ -187,7 +187,7 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     """`specbench plan CONFIG --surface DIR [--acceptance RUN]`: the break-even acceptance per concurrency
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
-    from specbench.decide.planner import dur, make_plan
+    from specbench.pricing.planner import dur, make_plan
     from specbench.report.surface import break_even_text, group_text
     from specbench.surface.table import break_even_table, load_surface
 

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from specbench.config import RunConfig
-from specbench.decide.variance_history import Calibration
 from specbench.shared.errors import SpecbenchError, UsageError
+from specbench.stores.variance_history import Calibration
 from specbench.surface.command import HeadPrediction
 
 NOTHING = "every level decided by the prediction: nothing to measure"
@@ -114,7 +114,7 @@ def _check(out: Path, cfg: RunConfig, data: dict[str, Any]) -> RunConfig:
 
 def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, history: Calibration | None) -> str:
     """Write OUT (unless the prediction decides every level) and say what it measures and what it costs."""
-    from specbench.decide.planner import dur, make_plan
+    from specbench.pricing.planner import dur, make_plan
     from specbench.surface.command import predict_heads, read_acceptance
     from specbench.surface.table import load_surface
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.decide.prediction_history import RunLedger
 from specbench.metrics.surface import break_even_level
+from specbench.stores.prediction_history import RunLedger
 from specbench.surface.model_predict import (
     MODEL_PREDICTION_COLUMNS,
     predict_from_model,

@@ -240,10 +240,10 @@ def write_prediction(run_dir: Path, surface_dir: Path,
                      mapping: dict[str, str] | None = None) -> tuple[pd.DataFrame, list[Path]]:
     """prediction.csv and prediction.md in a run's directory, from its cells.csv (acceptance.csv and
     decomposition.csv where it has them) and a surface. The prediction ledger of the run's setup widens the
-    model's error and records this prediction's errors (decide.prediction_history)."""
+    model's error and records this prediction's errors (stores.prediction_history)."""
     from specbench.config import load_yaml, parse_config
-    from specbench.decide.prediction_history import for_run
     from specbench.report.load import normalize_cells
+    from specbench.stores.prediction_history import for_run
     from specbench.surface.predict import RunExtras, predict_run
     from specbench.surface.stepcost import read_decomposition
     from specbench.surface.table import load_surface

@@ -216,7 +216,7 @@ def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tupl
 def make_tune_plan(cfg: RunConfig, history: Any) -> TunePlan:
     """Launch count and estimated time of a tune, round by round, priced by planner.make_plan (startup
     and per-request speed from the hardware's history, else the config's estimates)."""
-    from specbench.decide.planner import dur, make_plan
+    from specbench.pricing.planner import dur, make_plan
 
     grid = settings(cfg)
     lines = [f"tune plan: {cfg.name}: " + "; ".join(f"{v}: {len(ss)} settings ({', '.join(s.label() for s in ss)})"

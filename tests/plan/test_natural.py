@@ -94,7 +94,7 @@ def test_a_file_set_carries_its_reference_answers(tmp_path: Path) -> None:
 def test_plan_prices_natural_at_the_mean_reference_length(tmp_path: Path) -> None:
     """Reference answers of 400 and 800 characters: natural is priced as a fixed 150 tokens (4 characters a
     token), and with a fixed length next to it the two points add up."""
-    from specbench.decide.planner import make_plan
+    from specbench.pricing.planner import make_plan
 
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps({"category": "c", "prompt": "q", "reference": "x" * n}) + "\n"

@@ -112,7 +112,7 @@ def test_errors_name_the_field_and_valid_values(tmp_path: Path) -> None:
 # -- padding ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tokenizer():
-    from specbench.plan.models import GGUF_FILE, GGUF_PACKAGE
+    from specbench.demo_models import GGUF_FILE, GGUF_PACKAGE
 
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if not spec or not importlib.util.find_spec("transformers") or not importlib.util.find_spec("gguf"):

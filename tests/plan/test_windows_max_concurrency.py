@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from specbench.config import parse_config
-from specbench.decide.planner import make_plan
 from specbench.metrics.breakeven import capped_verdict
 from specbench.plan.windows import SweepPoint, capped_variants, measured, variant_points
+from specbench.pricing.planner import make_plan
 from specbench.report.compare import compare
 from specbench.report.plan_text import render
 from specbench.runner import RunOptions, run_matrix

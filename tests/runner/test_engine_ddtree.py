@@ -32,7 +32,7 @@ def run(tmp_path_factory):
     sys.path.insert(0, str(REPO / "scripts" / "ddtree_server"))
     from random_head import make_random_head
 
-    from specbench.plan.models import prepare
+    from specbench.demo_models import prepare
 
     target = prepare("smollm2", progress=lambda _m: None)
     head = make_random_head(target, tmp_path_factory.mktemp("dflash") / "head", seed=0, block_size=4)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.config import parse_config
-from specbench.decide import calibration, variance_history
 from specbench.decide.decision import Components, Design, Estimate, component_interval
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.environment import hardware_fingerprint
+from specbench.stores import calibration, variance_history
 from tests.conftest import set_faults, set_launch_faults, standin_config
 
 VARIANTS = [{"name": "base", "drafter": "autoregressive", "baseline": True},

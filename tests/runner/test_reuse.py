@@ -46,8 +46,8 @@ def test_reuse_measures_only_the_changed_variant(tmp_path, model_dir, port, no_s
 def test_a_reused_baseline_enters_the_variance_history_once(tmp_path, model_dir, port, no_survivors):
     """Run b reuses run a's baseline: its launches are run a's, so the history keeps one entry of them (it
     used to get a second, identical entry from run b, and pooled their df twice)."""
-    from specbench.decide import variance_history
     from specbench.shared.environment import hardware_fingerprint
+    from specbench.stores import variance_history
 
     data = standin_config(model_dir, port, sweep={"launches": 2, "repeats": 2, "concurrency": [1]})
     run_matrix(parse_config(data), RunOptions(out=tmp_path / "a", skip_preflight=True))

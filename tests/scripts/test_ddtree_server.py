@@ -104,7 +104,7 @@ def demo(tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specbench.plan.models import prepare
+    from specbench.demo_models import prepare
 
     torch.manual_seed(0)
     from dd_draft import load_head

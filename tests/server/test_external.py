@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from specbench.config import parse_config
-from specbench.decide.calibration import calibration_config
 from specbench.records.rundir import RunDir
 from specbench.report.audits import hardware_section
 from specbench.report.summary import context
 from specbench.runner.prepare import write_side_files
 from specbench.server.launch import make_engine, plan_launches
 from specbench.shared.errors import ConfigError, UsageError
+from specbench.stores.calibration import calibration_config
 
 
 def external(**engine: Any) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from specbench.config import parse_config
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe
+from specbench.demo_models.eagle3.session import head_dtype
 from specbench.metrics.warnings import BLOCKING, WarningCode, remedy
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe
-from specbench.plan.models.eagle3.session import head_dtype
 from specbench.records.rundir import RunDir
 from specbench.runner.finalize import launch_gates
 from specbench.server.engines.vllm import VLLMEngine

@@ -182,7 +182,7 @@ def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path
     assert pred.loc[4, "predicted"] == predict_from_model(*args).set_index("concurrency").loc[4, "predicted"]
 
 
-# -- the prediction ledger (decide.prediction_history): past errors of the setup join the model's own error ------
+# -- the prediction ledger (stores.prediction_history): past errors of the setup join the model's own error ------
 SETUP = dict(hardware="hw", engine="vllm 0.32.0", launch="l", model="m", parallelism="nodes=1")
 
 
@@ -198,7 +198,7 @@ def _keyed(run, run_id: str, setup: dict[str, str], measured: float) -> None:
 
 def test_a_run_predicted_twice_is_recorded_once_and_never_widened_by_its_own_errors(tmp_path, monkeypatch, capsys):
     from benchmarks.prediction import main
-    from specbench.decide.prediction_history import ledger_path, load_ledger
+    from specbench.stores.prediction_history import ledger_path, load_ledger
 
     monkeypatch.setenv("SPECBENCH_HISTORY", str(tmp_path / "history"))
     run, surface = _runs(tmp_path)
@@ -224,9 +224,9 @@ def test_past_errors_of_the_setup_widen_the_interval_by_their_log_width(tmp_path
 
     from benchmarks.prediction import main
     from specbench.config import load_yaml, parse_config
-    from specbench.decide.prediction_history import for_run
     from specbench.records.rundir import RunDir
     from specbench.report.load import normalize_cells
+    from specbench.stores.prediction_history import for_run
     from specbench.surface.model_predict import predict_from_model
     from specbench.surface.reference import load_reference
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe
-from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
-from specbench.plan.models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe
+from specbench.demo_models.eagle3.session import Progress, collect, common_manifest, session
+from specbench.demo_models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
 from specbench.shared.errors import UsageError
 
 MANIFEST = "specbench-eagle3.json"
@@ -51,7 +51,7 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
 
 
 def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print, minutes: float | None = None,
-                        module: str = "specbench.plan.models.eagle3", data_cache: Path | None = None) -> dict[str, Any]:
+                        module: str = "specbench.demo_models.eagle3", data_cache: Path | None = None) -> dict[str, Any]:
     """A head builder (`python -m module TARGET DEST`, build_eagle3 by default) in a child process: its
     OpenMP threads wait passively (spinning threads on a shared 2-core machine burned ~10x the CPU time
     here), and the gigabytes the data pass allocates go back to the system when it exits. The child
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m specbench.plan.models.eagle3",
+    ap = argparse.ArgumentParser(prog="python -m specbench.demo_models.eagle3",
                                  description="train the smollm2-eagle3 head (use `specbench models prepare`)")
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)

@@ -7,9 +7,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.dflash.recipe import DFlashRecipe
-from specbench.plan.models.eagle3.data import aux_layer_ids
-from specbench.plan.models.eagle3.recipe import Sequence
+from specbench.demo_models.dflash.recipe import DFlashRecipe
+from specbench.demo_models.eagle3.data import aux_layer_ids
+from specbench.demo_models.eagle3.recipe import Sequence
 
 
 def batch_of(seqs: list[Sequence]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence, Turn
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe, Sequence, Turn
 from specbench.plan.padding import SHAREGPT_MIN_CONVERSATION_CHARS
 from specbench.plan.prompts import SHAREGPT_FILE, sharegpt_file
 from specbench.shared.errors import UsageError

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.config import ModelConfig, RunConfig
-from specbench.plan.models.gguf import (
+from specbench.demo_models.gguf import (
     DTYPE,
     GGUF_FILE,
     GGUF_PACKAGE,
@@ -71,16 +71,16 @@ DEMO_MODELS: dict[str, DemoModel] = {
                   base="smollm2", num_layers=8),
         DemoModel("smollm2-eagle3", "an EAGLE-3 draft head for smollm2, trained here with speculators",
                   base="smollm2",
-                  build=lambda base, dest, o: _build_head("specbench.plan.models.eagle3", base, dest, o)),
+                  build=lambda base, dest, o: _build_head("specbench.demo_models.eagle3", base, dest, o)),
         # the same head configuration trained on a third of the budget: a second head whose acceptance differs
         # (lower), for predicting one head's speedups from another's step cost (benchmarks.prediction)
         DemoModel("smollm2-eagle3-small", "smollm2-eagle3's configuration on a 1-minute build budget",
                   base="smollm2",
-                  build=lambda base, dest, o: _build_head("specbench.plan.models.eagle3", base, dest,
+                  build=lambda base, dest, o: _build_head("specbench.demo_models.eagle3", base, dest,
                                                           BuildOptions(o.progress, o.minutes or SMALL_HEAD_MINUTES))),
         DemoModel("smollm2-dflash", "a DFlash draft head for smollm2, trained here with speculators",
                   base="smollm2",
-                  build=lambda base, dest, o: _build_head("specbench.plan.models.dflash", base, dest, o)),
+                  build=lambda base, dest, o: _build_head("specbench.demo_models.dflash", base, dest, o)),
     )
 }
 
@@ -185,7 +185,7 @@ def trained_models() -> list[str]:
 
 
 def _build_head(module: str, base: Path, dest: Path, o: BuildOptions) -> object:
-    from specbench.plan.models.eagle3 import (
+    from specbench.demo_models.eagle3 import (
         build_in_subprocess,  # torch, transformers, speculators: only to build
     )
 

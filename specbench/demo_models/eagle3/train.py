@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.eagle3.data import aux_layer_ids
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence
+from specbench.demo_models.eagle3.data import aux_layer_ids
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe, Sequence
 
 
 def pack(seqs: list[Sequence], limit: int) -> list[list[Sequence]]:

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.eagle3 import datacache
-from specbench.plan.models.eagle3.data import (
+from specbench.demo_models.eagle3 import datacache
+from specbench.demo_models.eagle3.data import (
     dataset_pairs,
     generate,
     pad_id,
@@ -22,8 +22,8 @@ from specbench.plan.models.eagle3.data import (
     teacher_forced,
     training_prompts,
 )
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence
-from specbench.plan.models.eagle3.train import vocab_mapping
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe, Sequence
+from specbench.demo_models.eagle3.train import vocab_mapping
 from specbench.shared.cpu_dtype import AUTO_CPU, FAST, PORTABLE, CpuDtype, cpu_dtype
 from specbench.shared.errors import UsageError
 

@@ -29,8 +29,10 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import RunConfig
-from specbench.decide.history_checks import add, design_of, speeds
-from specbench.decide.variance_history import (
+from specbench.records.rundir import RunDir
+from specbench.shared.errors import RunDirError, UsageError
+from specbench.stores.history_checks import add, design_of, speeds
+from specbench.stores.variance_history import (
     Calibration,
     estimate,
     estimate_repeats,
@@ -38,8 +40,6 @@ from specbench.decide.variance_history import (
     model_key,
     store_path,
 )
-from specbench.records.rundir import RunDir
-from specbench.shared.errors import RunDirError, UsageError
 
 
 def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:

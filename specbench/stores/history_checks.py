@@ -20,9 +20,9 @@ from specbench.decide.decision import (
     shift_variance,
     speed_consistent,
 )
-from specbench.decide.history_lookup import lookup
 from specbench.decide.intervals import LaunchVariance
-from specbench.decide.variance_history import (
+from specbench.stores.history_lookup import lookup
+from specbench.stores.variance_history import (
     Calibration,
     estimate,
     estimate_of,

@@ -24,7 +24,7 @@ Everything is seeded and runs on a fixed number of threads, so a rebuild gives t
 
 from __future__ import annotations
 
-from specbench.plan.models.eagle3.build import MANIFEST, build_eagle3, build_in_subprocess
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe
+from specbench.demo_models.eagle3.build import MANIFEST, build_eagle3, build_in_subprocess
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe
 
 __all__ = ["MANIFEST", "Eagle3Recipe", "build_eagle3", "build_in_subprocess"]

@@ -19,7 +19,7 @@ differ (train.py).
 
 from __future__ import annotations
 
-from specbench.plan.models.dflash.build import MANIFEST, build_dflash
-from specbench.plan.models.dflash.recipe import DFlashRecipe
+from specbench.demo_models.dflash.build import MANIFEST, build_dflash
+from specbench.demo_models.dflash.recipe import DFlashRecipe
 
 __all__ = ["MANIFEST", "DFlashRecipe", "build_dflash"]

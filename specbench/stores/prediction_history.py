@@ -2,7 +2,7 @@
 "Prediction from the model"). One JSON file per hardware in the history directory, next to its variance
 history (`<hardware>.predictions.json` beside `<hardware>.json`), of entries (`PastError`): a variant's
 predicted and measured speedup at one concurrency, keyed by the run's setup (run.json's
-`variance_history.setup`, decide.setupkey), the variant's drafter family and the concurrency.
+`variance_history.setup`, stores.setupkey), the variant's drafter family and the concurrency.
 
 A prediction compared with a measurement is recorded (`RunLedger.record`; one entry per run, variant and
 concurrency, re-recording replaces); a later prediction of a run of the same setup takes the errors of the
@@ -22,9 +22,9 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import RunConfig
-from specbench.decide.setupkey import differences
-from specbench.decide.variance_history import history_dir
 from specbench.records.rundir import RunDir, atomic_write
+from specbench.stores.setupkey import differences
+from specbench.stores.variance_history import history_dir
 
 SUFFIX = ".predictions.json"
 

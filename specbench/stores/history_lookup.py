@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
-from specbench.decide.setupkey import differences, setup_of
-from specbench.decide.variance_history import FILE, Calibration, history_dir, load_history, pooled, save, setup_path
+from specbench.stores.setupkey import differences, setup_of
+from specbench.stores.variance_history import FILE, Calibration, history_dir, load_history, pooled, save, setup_path
 
 
 def _runs(runs: list[str]) -> str:
@@ -90,7 +90,7 @@ def attach(run_dir: Path, setup: dict[str, str], cache: Path | None = None) -> L
 
 def config_setup(cfg: RunConfig) -> dict[str, str]:
     """The setup a config's baseline would run (`setupkey.setup_of`), before any launch or model build."""
-    from specbench.plan.models import demo_model_path
+    from specbench.demo_models import demo_model_path
     from specbench.server.launch import make_engine, plan_launches
     from specbench.shared.environment import hardware_fingerprint
 

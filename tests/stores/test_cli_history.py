@@ -74,7 +74,7 @@ def test_refuses_runs_of_different_sweeps(tmp_path: Path, capsys) -> None:
 
 
 def test_the_pooled_launch_variance_a_run_carried_is_shown(three: list[Path], capsys) -> None:
-    from specbench.decide import variance_history
+    from specbench.stores import variance_history
 
     cal = variance_history.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",
                                   model="m", created="2026-05-11", source_run="cal1")
@@ -110,7 +110,7 @@ def test_a_history_write_that_fails_midway_leaves_the_old_history_whole(tmp_path
     previous calibration readable, never half a JSON file, and no temporary file behind."""
     import io
 
-    from specbench.decide import variance_history
+    from specbench.stores import variance_history
 
     path = tmp_path / "h" / variance_history.FILE
     old = variance_history.Calibration(rel_var=0.0025, df=4, launches=5, cells=8, hardware={}, engine="vllm",

@@ -1,7 +1,7 @@
 """The head builds' training data kept across builds: the data step (the target's greedy answers and its
 teacher-forced pass) is most of a build's cost and depends only on the fields below, so a rebuild with
 another training schedule (`--force`, a changed learning rate or epoch count) reads it back instead. One
-file per key in the data folder (<cache>/data/ for `specbench models prepare`, given by plan.models; a
+file per key in the data folder (<cache>/data/ for `specbench models prepare`, given by demo_models; a
 build called directly keeps none unless given one), written atomically; a file that does not load is
 rebuilt. The key: the recipe's data fields, the dtype the pass ran in, the target's weights and config,
 the ShareGPT file and DATA_VERSION (raise it when data.py changes what it produces)."""
@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe, Sequence
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe, Sequence
 
 DATA_VERSION = 1
 # the recipe fields that decide the data (the rest decide only the training)

@@ -26,8 +26,8 @@ from specbench.decide.decision import (
     optimal_design,
     t_quantile,
 )
-from specbench.decide.variance_history import Calibration, model_key
 from specbench.plan.windows import capped_variants
+from specbench.stores.variance_history import Calibration, model_key
 
 COMPARE_THRESHOLD = 0.05  # `specbench compare` / `history`'s default --threshold
 

@@ -10,9 +10,9 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import load_config
-from specbench.decide.planner import make_plan
-from specbench.decide.variance_history import Calibration, model_key
+from specbench.pricing.planner import make_plan
 from specbench.report.plan_text import render
+from specbench.stores.variance_history import Calibration, model_key
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 K26 = next(p for p in CONFIGS if p.name == "kimi-k2.6-tp8.yaml")
@@ -51,7 +51,7 @@ def test_k26_plan_speaks_gpu_hours_and_speedups_in_words() -> None:
 def test_decidable_matches_classify() -> None:
     """The two thresholds are where decision.classify's outcomes change for an interval estimate x exp(+-h)."""
     from specbench.decide.decision import Outcome, classify
-    from specbench.decide.planner import decidable
+    from specbench.pricing.planner import decidable
 
     h, m = 0.2208, 1.05
     adopt, slower = decidable(h, m)
@@ -64,7 +64,7 @@ def test_decidable_matches_classify() -> None:
 def test_gpus_a_node(tmp_path: Path) -> None:
     """engine.gpus when stated, else TP x PP over engine.nodes; unknown for an external endpoint."""
     from specbench.config import parse_config
-    from specbench.decide.planner import gpus_per_node
+    from specbench.pricing.planner import gpus_per_node
 
     def cfg(engine: dict) -> object:
         return parse_config({"model": {"path": "/m"}, "engine": engine,

@@ -20,8 +20,8 @@ from specbench.decide.decision import (
     pool,
 )
 from specbench.decide.intervals import LaunchVariance
-from specbench.decide.setupkey import hardware_key
 from specbench.records.rundir import atomic_write
+from specbench.stores.setupkey import hardware_key
 
 FILE = "calibration.json"  # the copy inside a run directory
 HISTORY_ENV = "SPECBENCH_HISTORY"
@@ -70,7 +70,7 @@ def model_key(cfg: RunConfig) -> str:
 
 def history_dir(configured: str | None = None) -> Path:
     """Where histories live: the config's verdict.history_dir, else $SPECBENCH_HISTORY, else the cache."""
-    from specbench.plan.models import cache_dir
+    from specbench.demo_models import cache_dir
 
     if configured:
         return Path(configured).expanduser()

@@ -8,10 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from specbench.plan.models.dflash.recipe import DFlashRecipe
-from specbench.plan.models.dflash.train import evaluate, new_head, run_head
-from specbench.plan.models.eagle3.session import Progress, collect, common_manifest, session
-from specbench.plan.models.eagle3.train import epoch_packs, pack, train
+from specbench.demo_models.dflash.recipe import DFlashRecipe
+from specbench.demo_models.dflash.train import evaluate, new_head, run_head
+from specbench.demo_models.eagle3.session import Progress, collect, common_manifest, session
+from specbench.demo_models.eagle3.train import epoch_packs, pack, train
 from specbench.shared.errors import UsageError
 
 MANIFEST = "specbench-dflash.json"
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m specbench.plan.models.dflash",
+    ap = argparse.ArgumentParser(prog="python -m specbench.demo_models.dflash",
                                  description="train the smollm2-dflash head (use `specbench models prepare`)")
     ap.add_argument("target", type=Path)
     ap.add_argument("dest", type=Path)

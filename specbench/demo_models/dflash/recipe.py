@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from specbench.plan.models.eagle3.recipe import Eagle3Recipe
+from specbench.demo_models.eagle3.recipe import Eagle3Recipe
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,0 @@
-"""`python -m specbench.plan.models.eagle3 TARGET DEST`: build_in_subprocess's child."""
-
-from specbench.plan.models.eagle3.build import main
-
-raise SystemExit(main())
