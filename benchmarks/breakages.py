@@ -68,7 +68,7 @@ BREAKAGES = [
     Breakage("an open-loop schedule offered at its unit draw's rate, not the nominal one", "specbench/plan/arrivals.py",
              "scale = realized / rate if math.isfinite(realized) else 1.0 / rate", "scale = 1.0 / rate",
              ("tests/metrics/test_openloop.py::test_drawn_schedules_realize_the_nominal_rate",
-              "tests/report/test_slo_known_answer.py::test_the_issue_scenario_is_reproduced_and_now_answered_within_its_bracket")),
+              "tests/report/test_openloop_section_known_answer.py::test_the_issue_scenario_is_reproduced_and_now_answered_within_its_bracket")),
     Breakage("an SLO decided met on the point estimate", "specbench/metrics/capacity.py",
              "    elif p.high <= threshold:", "    elif p.estimate <= threshold:",
              ("tests/metrics/test_openloop.py::test_a_rate_is_decided_only_when_its_interval_is_on_one_side",)),

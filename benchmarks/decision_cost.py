@@ -61,7 +61,7 @@ from specbench.config import RunConfig, SweepConfig, load_config
 from specbench.decide import stats
 from specbench.decide.decision import Design, Outcome
 from specbench.decide.intervals import variance_levels
-from specbench.decide.sequential import always_valid, next_round
+from specbench.decide.stopping import always_valid, next_round
 from specbench.metrics.common import safe_ratio
 from specbench.metrics.speedup import speedup_ci
 from specbench.plan.prompts import load_prompts

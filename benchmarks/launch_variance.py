@@ -36,7 +36,7 @@ from specbench.config import RunConfig, VariantConfig, load_config
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.environment import cpu_model
-from specbench.shared.records import WindowRecord
+from specbench.shared.schema import WindowRecord
 from specbench.stores.variance_history import estimate
 
 from .common import REPO

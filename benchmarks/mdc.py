@@ -1,5 +1,5 @@
 """An M/D/c queue as a discrete-event simulation, and its long-run percentiles: the known answer of the
-open-loop statistics (tests/report/test_slo_known_answer.py, benchmarks/slo_coverage.py).
+open-loop statistics (tests/report/test_openloop_section_known_answer.py, benchmarks/slo_coverage.py).
 
 The queue: c slots, FIFO; a request waits for the earliest free slot and holds it `service_s` seconds; its
 first token comes `first_token_s` after its service starts (first_token_s = service_s is the stand-in server's

@@ -31,8 +31,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MUTATE = ["specbench/decide/stats.py", "specbench/decide/breakeven.py", "specbench/decide/decision.py",
-          "specbench/decide/intervals.py", "specbench/decide/sequential.py", "specbench/decide/adaptive.py",
+MUTATE = ["specbench/decide/stats.py", "specbench/decide/crossing.py", "specbench/decide/decision.py",
+          "specbench/decide/intervals.py", "specbench/decide/stopping.py", "specbench/decide/adaptive.py",
           "specbench/decide/change.py", "specbench/metrics/*", "specbench/report/verdict.py"]
 # The test files that exercise these modules; only their in-process tests run (no engine, no stand-in
 # server, no Slurm: see MARKERS), and each mutant runs only those of them that call the mutated function.

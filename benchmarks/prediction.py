@@ -40,7 +40,7 @@ import pandas as pd
 
 from specbench.config import load_yaml, parse_config
 from specbench.records.rundir import RunDir
-from specbench.report.load import normalize_cells
+from specbench.report.derived import normalize_cells
 from specbench.shared.errors import UsageError
 from specbench.stores import prediction_history
 from specbench.surface.model_predict import model_summary_line, predict_from_model, variant_pairs

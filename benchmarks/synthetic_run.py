@@ -18,7 +18,7 @@ import yaml
 
 from specbench.records.rundir import RunDir, atomic_write, write_json
 from specbench.runner.session import RecordSink
-from specbench.shared.records import CellKey, RequestRecord, SpecDetails, WindowRecord
+from specbench.shared.schema import CellKey, RequestRecord, SpecDetails, WindowRecord
 
 VARIANTS = ("autoregressive", "ngram")
 CATEGORIES = ("code", "chat")

@@ -7,7 +7,7 @@ point, so every "adopt" is an error. Each variant (the baseline too) is launched
 (launch CV 5%) is shared by every point of the launch, windows vary by REPEAT_CV inside it. The sweep has
 3 categories x 2 output lengths (the mix: 6 points, equal weights) at 4 concurrencies, so the primary family
 holds 7 x 4 = 28 claims. Each trial builds every point's speedup with `metrics.speedup.speedup_columns`, the
-mix interval with `decide.mix.mix_interval` and each word with `decide.mix.primary_outcome` at the family's
+mix interval with `decide.primary.mix_interval` and each word with `decide.primary.primary_outcome` at the family's
 size, as the report does (report/decisions.py). Printed: P(any adopt) over the family, and without the
 family's correction (each claim at 2.5%: what the table would say at the per-claim level); the coverage
 of the 95% mix intervals (before the family's widening) of the true mix speedup.
@@ -39,7 +39,7 @@ import pandas as pd
 
 from specbench.decide.decision import Outcome
 from specbench.decide.intervals import LaunchVariance, variance_levels
-from specbench.decide.mix import mix_interval, primary_outcome
+from specbench.decide.primary import mix_interval, primary_outcome
 from specbench.decide.secondary import secondary_outcomes
 from specbench.metrics.speedup import speedup_columns
 from specbench.stores import history_checks, variance_history

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specbench.records.run import Run, load_run
+    from specbench.records.loaded_run import Run, load_run
 
 __all__ = ["Run", "load_run"]
 
@@ -20,7 +20,7 @@ def __getattr__(name: str) -> Any:
     """`load_run` and `Run` are imported on first use: the CLI imports this package and must start
     without pandas (`specbench --help` stays instant)."""
     if name in __all__:
-        from specbench.records import run
+        from specbench.records import loaded_run
 
-        return getattr(run, name)
+        return getattr(loaded_run, name)
     raise AttributeError(f"module 'specbench' has no attribute {name!r}")

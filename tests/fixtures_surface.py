@@ -32,7 +32,7 @@ def plan_config(heads: tuple[str, ...] = ("ng",), concurrency: tuple[int, ...] =
 def surface_dir(root: Path, speedups: dict[str, dict[int, tuple[float, float]]]) -> Path:
     """root/surface/surface.csv: per head and concurrency the speedup at forced acceptance 1 and 3 (each with
     a +-10% interval); a head's predicted speedup at acceptance 2 is the time model's through the two
-    (metrics.surface.fit: 1/S linear in 1/AL)."""
+    (metrics.forced_surface.fit: 1/S linear in 1/AL)."""
     from specbench.surface.table import SURFACE_COLUMNS
 
     rows = [dict(variant=v, forced_acceptance=a, concurrency=c, speedup=s, speedup_ci_low=s / 1.1,

@@ -14,8 +14,8 @@ from specbench.metrics.openloop import capacity_table, open_loop_table
 from specbench.metrics.slo import parse_slos
 from specbench.plan.windows import PlannedRequest, Sweep, window_requests
 from specbench.records.rundir import records_frame
-from specbench.runner.search import pending
-from specbench.shared.records import RequestRecord
+from specbench.runner.rate_search import pending
+from specbench.shared.schema import RequestRecord
 
 
 def answer(queue: Queue, planned: Sequence[PlannedRequest], t0: float) -> list[RequestRecord]:
@@ -35,7 +35,7 @@ def answer(queue: Queue, planned: Sequence[PlannedRequest], t0: float) -> list[R
 def run_open_loop(cfg: RunConfig, sweep: Sweep, queues: dict[str, Queue],
                   launches: int = 1) -> tuple[pd.DataFrame, pd.DataFrame, list[RequestRecord]]:
     """specbench's open loop against the queues: each variant's configured rates, then its capacity search
-    (runner.search.pending, from the records alone) in launch 1; later launches the rates launch 1 measured.
+    (runner.rate_search.pending, from the records alone) in launch 1; later launches the rates launch 1 measured.
     Returns open_loop.csv, capacity.csv (as the runner derives them) and the records."""
     records: dict[str, list[RequestRecord]] = {}
     t0 = 1.0e9

@@ -25,7 +25,7 @@ def plan(a: argparse.Namespace) -> int:
     history = history_lookup.history_for(cfg)
     print(render(make_plan(cfg, history)))
     if a.surface:
-        from specbench.surface.command import plan_text
+        from specbench.surface.operations import plan_text
 
         print(plan_text(cfg, Path(a.surface), Path(a.acceptance) if a.acceptance else None, history))
     if a.write:
@@ -52,7 +52,7 @@ def _lengths(text: str | None) -> list[float] | None:
 def surface(a: argparse.Namespace) -> int:
     from specbench.config import load_config
     from specbench.runner import RunOptions
-    from specbench.surface.command import cost_text, derive
+    from specbench.surface.operations import cost_text, derive
     from specbench.surface.render import write_surface
 
     if a.resume:
@@ -65,14 +65,14 @@ def surface(a: argparse.Namespace) -> int:
             raise UsageError("surface: give a CONFIG file (or --resume RUN_DIR)")
         cfg = load_config(a.config)
         if not a.variant:  # every variant that can be forced: say which are left out, and why
-            from specbench.surface.command import force_refusals
+            from specbench.surface.operations import force_refusals
 
             for name, why in force_refusals(cfg).items():
                 print(f"surface: leaving out {name}: {why}", file=sys.stderr)
         profiles = None
         if a.profile_from:  # a head's own per-position profile, one derived variant per forced variant
             from specbench.config import forced_length
-            from specbench.surface.command import head_profiles
+            from specbench.surface.operations import head_profiles
 
             found = head_profiles(cfg, a.variant, Path(a.profile_from))
             for name, prof in found.items():
@@ -107,7 +107,7 @@ def tune(a: argparse.Namespace) -> int:
     from specbench.config import load_config
     from specbench.stores import history_lookup
     from specbench.tune.output import summary
-    from specbench.tune.plan import check_budget, make_tune_plan
+    from specbench.tune.rounds import check_budget, make_tune_plan
     from specbench.tune.search import TuneOptions, run_tune
 
     if a.resume:

@@ -59,7 +59,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     cfg = load_config(path)
     tuned = ""
     if cfg.tune is not None:  # specbench tune launches the baseline and every setting: check each launch
-        from specbench.tune.plan import settings_config
+        from specbench.tune.rounds import settings_config
 
         cfg, tuned = settings_config(cfg)
     engine = _engine(cfg)

@@ -42,7 +42,7 @@ from specbench.client.stream import Endpoint, make_http_client, make_transport, 
 from specbench.plan.windows import PlannedRequest
 from specbench.server.engines.base import Engine
 from specbench.shared.errors import ClientWorkerError
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 MAX_AUTO = 8
 

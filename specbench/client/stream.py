@@ -34,7 +34,7 @@ from specbench.client.transport import ABORT, CONTINUE, END, StreamError, Stream
 from specbench.plan.windows import PlannedRequest
 from specbench.server.engines.base import Engine, RequestSpec
 from specbench.server.engines.fastchunk import FastChunk, chunk_reader
-from specbench.shared.records import RequestRecord, SpecDetails
+from specbench.shared.schema import RequestRecord, SpecDetails
 
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _DONE = (b"[DONE]", "[DONE]")

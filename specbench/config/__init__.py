@@ -6,7 +6,17 @@ the rules across sections), `load` (YAML with includes and the alias guard, vali
 folder's config.json for its context length is I/O: `preflight.check_model_context`.
 """
 
-from specbench.config.base import (
+from specbench.config.load import (
+                   MAX_YAML_NODES,
+                   expanded_size,
+                   format_validation_error,
+                   load_config,
+                   load_yaml,
+                   non_finite,
+                   parse_config,
+)
+from specbench.config.run import RunConfig, TuneConfig, dump_config
+from specbench.config.sections import (
                    DEFAULT_MIN_SPEEDUP,
                    ClientConfig,
                    EngineConfig,
@@ -18,16 +28,6 @@ from specbench.config.base import (
                    VerdictConfig,
                    forced_length,
 )
-from specbench.config.load import (
-                   MAX_YAML_NODES,
-                   expanded_size,
-                   format_validation_error,
-                   load_config,
-                   load_yaml,
-                   non_finite,
-                   parse_config,
-)
-from specbench.config.run import RunConfig, TuneConfig, dump_config
 from specbench.config.sweep import (
                    DEFAULT_MAX_IN_FLIGHT,
                    NATURAL,

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import Field, field_serializer, field_validator, model_validator
 
-from specbench.config.base import (
+from specbench.config.sections import (
     ClientConfig,
     EngineConfig,
     EstimatesConfig,

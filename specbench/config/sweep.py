@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from specbench.config.base import Strict
+from specbench.config.sections import Strict
 
 NATURAL = "natural"  # an output length: each prompt's reference answer length (records.NATURAL_OUTPUT in a cell key)
 # the prompt sets that can carry reference answers: sharegpt's recorded replies, humaneval's canonical

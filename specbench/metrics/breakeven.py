@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from specbench.decide import breakeven
+from specbench.decide import crossing
 from specbench.metrics.common import NAN
 
 BREAK_EVEN_GROUP = ["variant", "category", "input_len", "output_len", "temperature"]
@@ -31,7 +31,7 @@ def break_even_table(cells: pd.DataFrame, baseline: str | None = None,
     rows = []
     for key, g in cells[~is_base].groupby(BREAK_EVEN_GROUP, dropna=False, sort=True):
         g = g.sort_values("concurrency")
-        be = breakeven.break_even(
+        be = crossing.break_even(
             g["concurrency"].astype(int).tolist(),
             g["speedup"].astype(float).tolist(),
             g["speedup_ci_low"].astype(float).tolist(),

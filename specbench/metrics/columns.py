@@ -62,7 +62,7 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "repeat_cv",
     "request_cv",
     "warnings",
-    # the primary verdict's figure: the speedup over the workload's mix (metrics/mix.py, decide/mix.py)
+    # the primary verdict's figure: the speedup over the workload's mix (metrics/mix.py, decide/primary.py)
     "mix_speedup",
     "mix_speedup_ci_low",
     "mix_speedup_ci_high",

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from specbench.metrics.common import NAN
-from specbench.metrics.surface import TimeModel, fit
+from specbench.metrics.forced_surface import TimeModel, fit
 
 
 class Spread(NamedTuple):
@@ -50,7 +50,7 @@ def window_speedup(model: TimeModel, acceptance: Sequence[float], n_requests: in
                    draws: int = 200) -> float:
     """The time model's speedup of a window of `n_requests` over `slots` slots whose requests' acceptance
     lengths are drawn (with replacement, seeded) from `acceptance` (one per request of a reference run):
-    each request takes `p + q / a_i` baseline-request times (the time model's terms, metrics.surface),
+    each request takes `p + q / a_i` baseline-request times (the time model's terms, metrics.forced_surface),
     the baseline's each take 1, and the speedup is the baseline's makespan over the drafter's (both windows
     emit the same tokens, so throughput scales with 1 / makespan). Mean over `draws` windows; NaN without
     acceptances."""

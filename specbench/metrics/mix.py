@@ -1,5 +1,5 @@
 """The mix columns of cells.csv: per drafter and concurrency (and temperature, rate), the speedup over the
-workload's mix with its two-level interval (decide.mix.mix_interval), written on every cell of the group."""
+workload's mix with its two-level interval (decide.primary.mix_interval), written on every cell of the group."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specbench.decide.intervals import LaunchVariance
-from specbench.decide.mix import mix_interval
+from specbench.decide.primary import mix_interval
 from specbench.metrics.common import key_nan
 from specbench.metrics.speedup import MeasuredCell
 

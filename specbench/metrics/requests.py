@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.metrics.common import NAN, as_float, as_list, opt_list, opt_str, safe_ratio
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 
 def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | np.ndarray | None) -> float:

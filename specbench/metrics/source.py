@@ -9,7 +9,7 @@ from typing import Protocol
 import pandas as pd
 
 from specbench.metrics.requests import measured_requests
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 # what losslessness compares (the outputs), and what everything else reads (all but the outputs)
 OUTPUT_COLUMNS = ("window_id", "warmup", "launch", "repeat", "index", "prompt_id", "error", "token_ids", "text")

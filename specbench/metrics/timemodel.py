@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from specbench.metrics.surface import NAN, TimeModel
+from specbench.metrics.forced_surface import NAN, TimeModel
 
 
 def model_from_terms(speedup: float, r: float, al: float, baseline_prefill_share: float) -> TimeModel:

@@ -22,7 +22,7 @@ from specbench.plan.natural import natural_lengths
 from specbench.plan.prompts import Prompt
 from specbench.plan.specs import RequestSpec
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import NATURAL_OUTPUT, CellKey
+from specbench.shared.schema import NATURAL_OUTPUT, CellKey
 
 
 class RequestIdentity(TypedDict):

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from specbench.records.rundir import RunDir, atomic_write
 from specbench.shared.errors import RunDirError
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 FOLDER = "columnar"
 VERSION = "1"

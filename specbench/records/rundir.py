@@ -30,7 +30,7 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 
 from specbench.shared.errors import RunDirError
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 RAW_FILES = ("requests.jsonl", "windows.jsonl")
 COMMAND_FILE = "command.json"  # variants/<name>/: the launch argv and its environment (secrets redacted)

@@ -29,6 +29,7 @@ from specbench.report.audits import (
     status_section,
     warnings_section,
 )
+from specbench.report.derived import RunData, load_report_data, normalize_break_even, normalize_cells
 from specbench.report.document import (
     Block,
     Bullets,
@@ -44,8 +45,7 @@ from specbench.report.document import (
     Tone,
 )
 from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, fmt_len, num
-from specbench.report.load import RunData, load_report_data, normalize_break_even, normalize_cells
-from specbench.report.slo import is_open_loop, open_loop_sections
+from specbench.report.openloop_section import is_open_loop, open_loop_sections
 from specbench.report.summary import (
     context,
     drift_section,
@@ -55,7 +55,7 @@ from specbench.report.summary import (
     variance_section,
     verdict_section,
 )
-from specbench.report.surface import break_even_al_section, forced_section, prediction_section
+from specbench.report.surface_section import break_even_al_section, forced_section, prediction_section
 from specbench.report.tables import (
     acceptance_distribution,
     acceptance_table,

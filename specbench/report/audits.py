@@ -9,9 +9,9 @@ import pandas as pd
 
 from specbench.decide.hardware import check_saved
 from specbench.metrics.warnings import warning_rows
+from specbench.report.derived import RunData
 from specbench.report.document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
 from specbench.report.fmt import UNDEFINED, fmt
-from specbench.report.load import RunData
 
 
 def gpus_text(env: dict[str, Any]) -> str:

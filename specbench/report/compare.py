@@ -47,9 +47,9 @@ from specbench.decide.change import (
 )
 from specbench.decide.hardware import describe, differences, variant_fingerprints
 from specbench.records.rundir import RunDir
+from specbench.report.derived import config_caps, normalize_cells, read_config, read_json
 from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED, fmt, fmt_interval, num
-from specbench.report.load import config_caps, normalize_cells, read_config, read_json
 from specbench.report.markdown import code_span, escape, table
 from specbench.shared.errors import RunDirError, UsageError
 

@@ -19,12 +19,12 @@ from specbench.decide.decision import (
     summary_word,
     units_to_decide,
 )
-from specbench.decide.mix import family_alpha, primary_outcome
+from specbench.decide.primary import family_alpha, primary_outcome
 from specbench.metrics.mix import mix_key
 from specbench.metrics.warnings import BLOCKING, decode_warnings
+from specbench.report.derived import RunData
 from specbench.report.document import Table
 from specbench.report.fmt import NOT_MEASURED, caps_note
-from specbench.report.load import RunData
 from specbench.report.verdict import launch_basis
 
 BLOCKED = "blocked"  # a table cell whose adopting point a sanity gate overrules
@@ -114,7 +114,7 @@ def secondary_text(data: RunData) -> str:
 
 def verdict_table(data: RunData) -> Table | None:
     """Drafter x concurrency, one word per cell: the primary claim, from the mix interval at the family's
-    level (`decide.mix.primary_outcome`); for cells without mix columns (derived before them), the common
+    level (`decide.primary.primary_outcome`); for cells without mix columns (derived before them), the common
     outcome of the cell's points."""
     c = data.cells
     if not len(c) or not data.drafters:

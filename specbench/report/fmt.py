@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from specbench.shared.records import NATURAL_OUTPUT
+from specbench.shared.schema import NATURAL_OUTPUT
 
 UNDEFINED = "—"
 NOT_MEASURED = "n/m"  # a cell above its variant's max_concurrency: not measured by design, never a failure

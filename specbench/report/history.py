@@ -40,9 +40,9 @@ from specbench.report.compare import (
     load_cells,
     underpowered_text,
 )
+from specbench.report.derived import read_json
 from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED
-from specbench.report.load import read_json
 from specbench.report.markdown import code_span, escape, table
 from specbench.shared.errors import UsageError
 from specbench.stores import variance_history

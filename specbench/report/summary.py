@@ -13,9 +13,9 @@ import pandas as pd
 from specbench.config import DEFAULT_MIN_SPEEDUP
 from specbench.report.audits import gpus_text
 from specbench.report.decisions import legend, undecided_advice, verdict_table
+from specbench.report.derived import RunData
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
 from specbench.report.fmt import fmt_len, fmt_output_len, fmt_pct, num
-from specbench.report.load import RunData
 from specbench.report.verdict import drafter_verdict
 
 

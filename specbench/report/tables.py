@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from specbench.report.derived import RunData
 from specbench.report.document import Block, Bullets, Code, Heading, Paragraph, Strong, Table
 from specbench.report.fmt import NOT_MEASURED, UNDEFINED, fmt, fmt_interval, fmt_len, fmt_output_len, fmt_span, fmt_temp
-from specbench.report.load import RunData
 
 
 def _curve_label(row: pd.Series, vary: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from specbench.metrics.common import geometric_mean
 from specbench.metrics.warnings import warning_rows
 from specbench.records.rundir import RunDir
 from specbench.report.audits import failure_lines
-from specbench.report.slo import crossing_text, open_loop_warnings_text
+from specbench.report.openloop_section import crossing_text, open_loop_warnings_text
 
 
 def headline(cells: pd.DataFrame) -> pd.DataFrame:

@@ -24,9 +24,9 @@ from specbench.decide.decision import classify
 from specbench.decide.hardware import check_saved
 from specbench.decide.secondary import secondary_family
 from specbench.metrics.warnings import BLOCKING, decode_warnings
+from specbench.report.derived import RunData
 from specbench.report.document import Inline, Strong, Tone
 from specbench.report.fmt import fmt_span, num
-from specbench.report.load import RunData
 
 Call = Literal["win", "same", "lose", "unclear"]
 Kind = Literal["never", "mixed", "inconclusive", "no_difference", "adopt_upto", "adopt_all"]

@@ -11,9 +11,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from specbench.metrics.common import geometric_mean
+from specbench.report.derived import RunData
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Table
 from specbench.report.fmt import fmt, fmt_len, fmt_output_len, fmt_pct, num
-from specbench.report.load import RunData
 from specbench.report.plots import LEGEND_SIZE, _log2_x, _png, label
 
 TERMS = ("speedup", "acceptance_length", "step_cost_ratio", "residual", "break_even_acceptance_length",

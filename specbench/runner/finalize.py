@@ -17,7 +17,7 @@ import pandas as pd
 from specbench.config import RunConfig, load_yaml, parse_config
 from specbench.decide.hardware import check as hardware_check
 from specbench.decide.hardware import withhold_speedups
-from specbench.decide.sequential import always_valid
+from specbench.decide.stopping import always_valid
 from specbench.metrics import (
     CellOptions,
     break_even_table,

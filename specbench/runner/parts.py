@@ -20,7 +20,7 @@ from typing import Any
 
 from specbench.records.rundir import JsonlAppender, RunDir, read_jsonl, write_json
 from specbench.runner.session import RecordSink
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 
 def part_files(rd: RunDir, variant: str, run_id: str) -> tuple[Path, Path]:

@@ -36,7 +36,7 @@ class Plan:
     engine: Engine
     launches: list[VariantLaunch]
     sweep: Sweep
-    eos_token_ids: list[int] | None = None  # the model folder's (plan.eos); None when it names none
+    eos_token_ids: list[int] | None = None  # the model folder's (plan.eos_ids); None when it names none
 
     def launch(self, variant: str) -> VariantLaunch:
         for vl in self.launches:
@@ -47,7 +47,7 @@ class Plan:
 
 def prepare_plan(cfg: RunConfig) -> Plan:
     from specbench.demo_models import prepare_all, resolve_model
-    from specbench.plan.eos import eos_token_ids
+    from specbench.plan.eos_ids import eos_token_ids
     from specbench.plan.prompts import load_prompts
 
     m = cfg.model

@@ -3,7 +3,7 @@ still undecided, until every point is decided, `sweep.max_launches` is reached o
 be exceeded. Each round launches the baseline (every still-undecided point) and then each drafter with
 undecided points (only those), in the counterbalanced order of `scheduler.round_order` (round n reversed
 when n is even, as the first launches). The decision at each look reads the always-valid intervals of
-decide/sequential.py."""
+decide/stopping.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.decide.sequential import next_round
+from specbench.decide.stopping import next_round
 from specbench.plan.windows import variant_points
 from specbench.runner.scheduler import Execute, round_order, run_schedule
 from specbench.runner.state import RunState

@@ -29,7 +29,7 @@ from specbench.server.ports import port_in_use, port_owner
 from specbench.server.process import EngineProcess
 from specbench.shared.errors import EngineStartError, ForeignListenerError
 from specbench.shared.progress import Reporter, make_reporter
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 
 @dataclass

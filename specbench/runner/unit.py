@@ -33,14 +33,14 @@ from specbench.plan.windows import (
 from specbench.records.rundir import RunDir
 from specbench.report.fmt import fmt_output_len
 from specbench.runner.prepare import Plan, prepare_plan
+from specbench.runner.rate_search import pending
 from specbench.runner.repeats import RepeatRule
-from specbench.runner.search import pending
 from specbench.runner.session import RecordSink, VariantSession
 from specbench.runner.state import RunState, VariantState
 from specbench.runner.window import measure_window
 from specbench.shared.errors import ClientWorkerError, EngineDiedError, EngineStartError, ScrapeError
 from specbench.shared.progress import Reporter, make_reporter
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 UNIT_FAILURES = (EngineStartError, EngineDiedError, ScrapeError, ClientWorkerError)  # end the unit; the next one runs
 

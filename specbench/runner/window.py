@@ -20,7 +20,7 @@ from specbench.runner.selfcheck import ClientCheck
 from specbench.runner.session import VariantSession
 from specbench.shared.environment import gpu_telemetry
 from specbench.shared.errors import EngineDiedError, ScrapeError
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 SCRAPE_ATTEMPTS = 4
 ENGINE_EXIT_GRACE_S = 1.0  # after a window with broken connections: how long an engine's exit may take to show

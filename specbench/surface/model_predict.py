@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import pandas as pd
 from scipy.stats import t as student_t
 
+from specbench.metrics.forced_surface import NAN, Prediction, apart, geomean
 from specbench.metrics.makespan import Spread, request_acceptance, window_speedup
-from specbench.metrics.surface import NAN, Prediction, apart, geomean
 from specbench.metrics.timemodel import log_half_width, log_width, model_error_width
 from specbench.surface.reference import Reference
 

@@ -15,7 +15,7 @@ import yaml
 from specbench.config import RunConfig
 from specbench.shared.errors import SpecbenchError, UsageError
 from specbench.stores.variance_history import Calibration
-from specbench.surface.command import HeadPrediction
+from specbench.surface.operations import HeadPrediction
 
 NOTHING = "every level decided by the prediction: nothing to measure"
 
@@ -115,7 +115,7 @@ def _check(out: Path, cfg: RunConfig, data: dict[str, Any]) -> RunConfig:
 def write_narrowed(config_path: Path, cfg: RunConfig, given: Inputs, out: Path, history: Calibration | None) -> str:
     """Write OUT (unless the prediction decides every level) and say what it measures and what it costs."""
     from specbench.pricing.planner import dur, make_plan
-    from specbench.surface.command import predict_heads, read_acceptance
+    from specbench.surface.operations import predict_heads, read_acceptance
     from specbench.surface.table import load_surface
 
     if out.resolve() == config_path.resolve():

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.metrics.surface import break_even_level
+from specbench.metrics.forced_surface import break_even_level
 from specbench.stores.prediction_history import RunLedger
 from specbench.surface.model_predict import (
     MODEL_PREDICTION_COLUMNS,

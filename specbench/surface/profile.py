@@ -33,7 +33,7 @@ class HeadProfile:
 def head_profile(run: Path, variant: str) -> HeadProfile | None:
     """`variant`'s per-position acceptance in run directory `run` at its lowest concurrency, or None when the
     run has no valid closed-loop cell of it with a per-position figure."""
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
 
     rd = RunDir(run)
     cells = normalize_cells(pd.read_csv(rd.cells))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from specbench.metrics.forced_surface import NAN, TimeModel, held_out
 from specbench.metrics.makespan import request_acceptance, untailed
-from specbench.metrics.surface import NAN, TimeModel, held_out
 from specbench.metrics.timemodel import model_from_terms
 
 Group = tuple[str, int, float, float]  # variant, concurrency, output length, input length

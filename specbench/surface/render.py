@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from specbench.records.rundir import RunDir, atomic_write
-from specbench.report.surface import break_even_text, group_text, lengths_text
+from specbench.report.surface_section import break_even_text, group_text, lengths_text
 from specbench.surface.predict import PREDICTION_FILE, break_even_levels
 from specbench.surface.table import (
     BREAK_EVEN_FILE,
@@ -166,7 +166,7 @@ def _profile_checks(surface: pd.DataFrame, variant: str) -> list[str]:
 
 def write_surface(run_dir: Path) -> list[Path]:
     """From a finished surface run's cells.csv: surface.csv, break_even_al.csv, a plot per variant, surface.md."""
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
 
     rd = RunDir(run_dir)
     cells = normalize_cells(pd.read_csv(rd.cells))
@@ -189,8 +189,8 @@ def _forcing(rd: RunDir) -> tuple[dict[str, float], dict[str, float | list[float
     drafter's arguments as the engine reads them (a variant whose k is not known is absent); per derived
     variant, its `forced_acceptance` (a length or a profile)."""
     from specbench.config import load_yaml, parse_config
-    from specbench.surface.command import variant_k
     from specbench.surface.derive import split_name
+    from specbench.surface.operations import variant_k
 
     if not rd.config.exists():
         return {}, {}
@@ -242,7 +242,7 @@ def write_prediction(run_dir: Path, surface_dir: Path,
     decomposition.csv where it has them) and a surface. The prediction ledger of the run's setup widens the
     model's error and records this prediction's errors (stores.prediction_history)."""
     from specbench.config import load_yaml, parse_config
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
     from specbench.stores.prediction_history import for_run
     from specbench.surface.predict import RunExtras, predict_run
     from specbench.surface.stepcost import read_decomposition

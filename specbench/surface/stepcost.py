@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench.metrics.surface import apart, geomean
+from specbench.metrics.forced_surface import apart, geomean
 from specbench.surface.derive import split_name
 
 STEP_COST_COLUMNS = ["variant", "surface_variant", "concurrency", "forced_r", "forced_r_low", "forced_r_high",

@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.config import forced_length
+from specbench.metrics.forced_surface import Curve, break_even_acceptance, fit, geomean, held_out
 from specbench.metrics.makespan import Spread, request_acceptance, tail_factor, untailed_fit
-from specbench.metrics.surface import Curve, break_even_acceptance, fit, geomean, held_out
 from specbench.surface.derive import split_name
 
 SURFACE_FILE = "surface.csv"
@@ -176,7 +176,7 @@ def group_curves(surface: pd.DataFrame, variant: str) -> dict[tuple[int, float, 
 
 def break_even_table(surface: pd.DataFrame) -> pd.DataFrame:
     """break_even_al.csv: per variant x concurrency x output x input length, the time model fitted on the
-    points that read back ok, its break-even AL (metrics.surface.break_even_acceptance, k + 1 from the
+    points that read back ok, its break-even AL (metrics.forced_surface.break_even_acceptance, k + 1 from the
     surface's `max_acceptance`) and the held-out check of its shape (>= 3 forced lengths)."""
     rows = []
     for v in sorted(surface["variant"].unique()):

@@ -33,7 +33,7 @@ def _num(x: float) -> float | None:
 def confirmed_words(confirm_dir: Path) -> dict[str, dict[int, str]]:
     """variant -> {concurrency: the verdict table's word} of the confirmation run (report/decisions.py)."""
     from specbench.report.decisions import verdict_table
-    from specbench.report.load import load_report_data
+    from specbench.report.derived import load_report_data
 
     table = verdict_table(load_report_data(confirm_dir))
     if table is None:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from specbench.metrics.common import geometric_mean
 from specbench.records.rundir import RunDir
-from specbench.tune.plan import Setting
+from specbench.tune.rounds import Setting
 
 
 @dataclass

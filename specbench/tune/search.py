@@ -20,8 +20,16 @@ from specbench.config import RunConfig
 from specbench.records.rundir import RunDir
 from specbench.shared.errors import ConfigError, RunDirError
 from specbench.shared.progress import Reporter, make_reporter
-from specbench.tune.plan import RoundSpec, round_config, search_spec, settings, split_prompts, variant_of, write_prompts
 from specbench.tune.result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
+from specbench.tune.rounds import (
+    RoundSpec,
+    round_config,
+    search_spec,
+    settings,
+    split_prompts,
+    variant_of,
+    write_prompts,
+)
 
 
 @dataclass

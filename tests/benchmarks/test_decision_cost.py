@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import decision_cost, interval_coverage
 from specbench.config import PromptSource, load_config
-from specbench.decide import sequential, stats
+from specbench.decide import stats, stopping
 from specbench.metrics import speedup
 from specbench.pricing import planner
 from specbench.report import decisions
@@ -34,8 +34,8 @@ def test_decision_cost_quick_prints_its_line(capsys) -> None:
 
 def test_decision_cost_calls_the_product() -> None:
     """The rule pieces are specbench's objects, not copies."""
-    assert decision_cost.next_round is sequential.next_round
-    assert decision_cost.always_valid is sequential.always_valid
+    assert decision_cost.next_round is stopping.next_round
+    assert decision_cost.always_valid is stopping.always_valid
     assert decision_cost.speedup_ci is speedup.speedup_ci
     assert decision_cost.point_outcomes is decisions.point_outcomes
     assert decision_cost.launch_order is scheduler.launch_order
@@ -52,7 +52,7 @@ def test_decision_cost_follows_the_products_sequential_rule(monkeypatch) -> None
     """With the product's undecided_points saying nothing is left, the simulated run stops after its first
     2 launches: the benchmark's sequential arm is the product's rule."""
     assert _one_matrix().rounds[0] > decision_cost.SEQ_START
-    monkeypatch.setattr(sequential, "undecided_points", lambda *a, **k: {})
+    monkeypatch.setattr(stopping, "undecided_points", lambda *a, **k: {})
     assert _one_matrix().rounds == [decision_cost.SEQ_START]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from benchmarks import verdict_family
-from specbench.decide import mix, secondary
+from specbench.decide import primary, secondary
 from specbench.metrics import speedup
 
 LAST = (r"verdict family: P\(any adopt \| all at the margin\) \d+\.\d% over \d+ drafters x \d+ claims, coverage of "
@@ -22,8 +22,8 @@ def test_verdict_family_quick_prints_its_line(capsys) -> None:
 
 
 def test_verdict_family_calls_the_product() -> None:
-    assert verdict_family.mix_interval is mix.mix_interval
-    assert verdict_family.primary_outcome is mix.primary_outcome
+    assert verdict_family.mix_interval is primary.mix_interval
+    assert verdict_family.primary_outcome is primary.primary_outcome
     assert verdict_family.speedup_columns is speedup.speedup_columns
     assert verdict_family.secondary_outcomes is secondary.secondary_outcomes
 

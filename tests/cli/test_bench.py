@@ -10,7 +10,7 @@ import time
 import httpx
 
 from specbench.cli import main
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from tests.conftest import REPO
 
 

@@ -14,7 +14,7 @@ from specbench.plan.windows import PlannedRequest, RequestIdentity
 from specbench.server.engines.base import RequestSpec
 from specbench.server.engines.vllm import VLLMEngine
 from specbench.server.launch import sweep_facts
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 from tests.standin.fake_transport import FakeTransport, Reads, chunk, sse, stream
 
 CFG = parse_config({"model": {"path": "/m"}, "variants": [{"name": "a", "drafter": "autoregressive",

@@ -148,7 +148,7 @@ def test_a_token_id_beyond_64_bits_is_a_request_error_and_the_record_can_be_stor
     its ids, and the window's Parquet file is written."""
     from specbench.records.columnar import write_window
     from specbench.records.rundir import RunDir
-    from specbench.shared.records import RequestRecord, WindowRecord
+    from specbench.shared.schema import RequestRecord, WindowRecord
 
     r = run(sse(*(chunk([2**63 if i == 3 else i], i) for i in range(1, 9)), FINAL8, "[DONE]"), path=path)
     assert r.error is not None and "64-bit" in r.error and r.token_ids is None

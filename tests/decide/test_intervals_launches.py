@@ -15,7 +15,7 @@ import pytest
 from specbench.config import parse_config
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
-from specbench.shared.records import WindowRecord
+from specbench.shared.schema import WindowRecord
 from specbench.stores.setupkey import hardware_key
 from tests.conftest import force_service_times, set_launch_faults, standin_config
 

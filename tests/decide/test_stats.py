@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from specbench.decide import breakeven, stats
+from specbench.decide import crossing, stats
 
 NAN = math.nan
 
@@ -136,7 +136,7 @@ def test_mad_outliers() -> None:
 
 
 def test_break_even_interpolates_in_log2() -> None:
-    be = breakeven.break_even([1, 4, 16], [1.8, 1.3, 0.8], [1.6, 1.1, 0.7], [2.0, 1.5, 0.9])
+    be = crossing.break_even([1, 4, 16], [1.8, 1.3, 0.8], [1.6, 1.1, 0.7], [2.0, 1.5, 0.9])
     # log2 C* = 2 + (1.3 - 1) / (1.3 - 0.8) * (4 - 2) = 3.2
     assert be.status == "pays_up_to"
     assert be.break_even_concurrency == pytest.approx(2**3.2)
@@ -146,7 +146,7 @@ def test_break_even_interpolates_in_log2() -> None:
 
 
 def test_break_even_unsorted_input_and_interval_earlier_than_point() -> None:
-    be = breakeven.break_even([16, 8, 1, 2, 4], [0.9, 1.05, 1.9, 1.7, 1.3], [0.8, 0.95, 1.7, 1.5, 1.1], [1.0] * 5)
+    be = crossing.break_even([16, 8, 1, 2, 4], [0.9, 1.05, 1.9, 1.7, 1.3], [0.8, 0.95, 1.7, 1.5, 1.1], [1.0] * 5)
     assert be.status == "pays_up_to"
     # crossing between 8 (1.05) and 16 (0.9): 3 + 0.05/0.15 = 3.333
     assert be.break_even_concurrency == pytest.approx(2 ** (3 + 1 / 3))
@@ -154,38 +154,38 @@ def test_break_even_unsorted_input_and_interval_earlier_than_point() -> None:
 
 
 def test_break_even_other_outcomes() -> None:
-    every = breakeven.break_even([1, 2, 4], [2.0, 1.5, 1.1])
+    every = crossing.break_even([1, 2, 4], [2.0, 1.5, 1.1])
     assert every.status == "pays_everywhere" and every.break_even_concurrency is None
     assert every.verdict.startswith("pays at all 3 measured levels (beyond the sweep")
 
-    never = breakeven.break_even([1, 4], [0.7, 0.5], [0.6, 0.4], [0.8, 0.6])
+    never = crossing.break_even([1, 4], [0.7, 0.5], [0.6, 0.4], [0.8, 0.6])
     assert never.status == "never_pays"
     assert never.verdict == "never pays: interval below 1.0 at all 2 measured levels"
 
-    unsure = breakeven.break_even([1, 4], [1.05, 0.8], [0.95, 0.7], [1.15, 0.9])
+    unsure = crossing.break_even([1, 4], [1.05, 0.8], [0.95, 0.7], [1.15, 0.9])
     assert unsure.status == "inconclusive"
     assert unsure.verdict == "inconclusive: interval contains 1.0 at C=1 (below 1.0 at 1 of 2 levels)"
 
-    empty = breakeven.break_even([1, 4], [math.nan, math.nan])
+    empty = crossing.break_even([1, 4], [math.nan, math.nan])
     assert empty.status == "no_data" and empty.break_even_concurrency is None
 
 
 def test_never_pays_only_when_every_level_is_below_one() -> None:
     # below 1.0 at the lowest level, clearly above at the highest: the old rule (lowest level alone) said
     # "never pays"; the statement must hold at every measured level
-    rising = breakeven.break_even([1, 4, 16], [0.8, 0.95, 1.3], [0.7, 0.85, 1.2], [0.9, 1.05, 1.4])
+    rising = crossing.break_even([1, 4, 16], [0.8, 0.95, 1.3], [0.7, 0.85, 1.2], [0.9, 1.05, 1.4])
     assert rising.status == "inconclusive"
     assert rising.verdict == "inconclusive: speedup 0.80 at C=1, but below 1.0 at only 1 of 3 levels"
     # point below 1.0 everywhere but an interval reaching above 1.0 at C=4: not "never"
-    touching = breakeven.break_even([1, 4], [0.8, 0.95], [0.7, 0.85], [0.9, 1.05])
+    touching = crossing.break_even([1, 4], [0.8, 0.95], [0.7, 0.85], [0.9, 1.05])
     assert touching.status == "inconclusive"
     # no intervals: the point estimates decide, and the verdict says so
-    points = breakeven.break_even([1, 4], [0.8, 0.7])
+    points = crossing.break_even([1, 4], [0.8, 0.7])
     assert points.status == "never_pays" and "without an interval: indicative" in points.verdict
 
 
 def test_break_even_exact_one_counts_as_paying() -> None:
-    be = breakeven.break_even([1, 2, 4], [1.5, 1.0, 0.5])
+    be = crossing.break_even([1, 2, 4], [1.5, 1.0, 0.5])
     # the crossing is between 2 (1.0) and 4: at exactly 1.0 the interpolation gives C* = 2
     assert be.break_even_concurrency == pytest.approx(2.0)
 
@@ -279,21 +279,21 @@ def test_mad_outliers_boundaries() -> None:
 
 # -- break_even: the fields behind each verdict --------------------------------------------------------------
 def test_break_even_hi_exactly_one_contains_one() -> None:
-    be = breakeven.break_even([1, 2], [0.9, 1.3], [0.8, 1.2], [1.0, 1.4])
+    be = crossing.break_even([1, 2], [0.9, 1.3], [0.8, 1.2], [1.0, 1.4])
     assert be.verdict == "inconclusive: interval contains 1.0 at C=1 (below 1.0 at 0 of 2 levels)"
 
 
 def test_break_even_uncertain_from_is_kept_in_every_status() -> None:
-    rising = breakeven.break_even([1, 4, 16], [0.8, 0.95, 1.3], [0.7, 0.85, 1.2], [0.9, 1.05, 1.4])
+    rising = crossing.break_even([1, 4, 16], [0.8, 0.95, 1.3], [0.7, 0.85, 1.2], [0.9, 1.05, 1.4])
     assert (rising.status, rising.uncertain_from) == ("inconclusive", 1)
     # pays at every level by its point estimate, but the interval at C=2 reaches below 1.0
-    every = breakeven.break_even([1, 2], [1.5, 1.2], [1.3, 0.9], [1.7, 1.5])
+    every = crossing.break_even([1, 2], [1.5, 1.2], [1.3, 0.9], [1.7, 1.5])
     assert (every.status, every.uncertain_from, every.last_confident) == ("pays_everywhere", 2, 1)
     assert every.verdict == "pays at all 2 measured levels (beyond the sweep; interval crosses 1.0 between 1 and 2)"
 
 
 def test_never_pays_with_some_intervals_missing_says_which() -> None:
-    be = breakeven.break_even([1, 4, 16], [0.8, 0.7, 0.6], [0.7, NAN, NAN], [0.9, NAN, NAN])
+    be = crossing.break_even([1, 4, 16], [0.8, 0.7, 0.6], [0.7, NAN, NAN], [0.9, NAN, NAN])
     assert be.verdict == ("never pays: interval or, without one, point estimate below 1.0 at all 3 measured "
                           "levels; 2 without an interval: indicative")
 
@@ -303,14 +303,14 @@ def test_break_even_concurrency_as_printed(target: float, shown: str) -> None:
     # between (8, 1 + t) and (16, t): log2 C* = 3 + t, so t = log2(target / 8) puts C* at the target (up to
     # rounding)
     t = math.log2(target / 8)
-    be = breakeven.break_even([8, 16] if target < 16 else [32, 64], [1 + t, t] if target < 16 else [1 + t - 2, t - 2])
+    be = crossing.break_even([8, 16] if target < 16 else [32, 64], [1 + t, t] if target < 16 else [1 + t - 2, t - 2])
     assert be.break_even_concurrency == pytest.approx(target)
     assert be.verdict == f"pays up to C≈{shown} (no interval)"
 
 
 def test_break_even_at_a_measured_level_of_ten_reads_ten() -> None:
     # 1.0 exactly at C=10: C* = 2 ** log2(10) = 9.999999999999998, printed as "10", not "10.0"
-    assert breakeven.break_even([10, 20], [1.0, 0.5]).verdict == "pays up to C≈10 (no interval)"
+    assert crossing.break_even([10, 20], [1.0, 0.5]).verdict == "pays up to C≈10 (no interval)"
 
 
 # -- metrics.intervals: which windows are units, and the variance at each level ---------------------------------

@@ -18,7 +18,7 @@ from specbench.metrics import CellOptions, compute_cells, reconciliation_table, 
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.metrics.warnings import WarningCode, decode_warnings
 from specbench.plan.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
 from specbench.server.engines.vllm import parse_vllm_spec
 from specbench.server.launch import sweep_facts

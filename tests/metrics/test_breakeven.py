@@ -11,7 +11,7 @@ import pytest
 
 from specbench.decide import stats
 from specbench.decide.adaptive import ADAPTIVE_MIN_REPEATS
-from specbench.decide.breakeven import BreakEven, break_even
+from specbench.decide.crossing import BreakEven, break_even
 from specbench.metrics import adaptive_done, break_even_table, draft_acceptance_length, tau_from_counters
 
 NAN = math.nan

@@ -21,7 +21,7 @@ from specbench.metrics.lossless import cell_lossless, compare_outputs
 from specbench.metrics.requests import to_measured_requests
 from specbench.metrics.warnings import CellWarning, WarningCode, decode_warnings
 from specbench.plan.windows import window_id
-from specbench.shared.records import CellKey, SpecDetails
+from specbench.shared.schema import CellKey, SpecDetails
 from tests.metrics.test_metrics import codes, one, req, windows_for
 
 CAL = LaunchVariance(rel_var=0.01, df=2.0, source="test")  # a launch-to-launch cv of 10%

@@ -22,7 +22,7 @@ from specbench.metrics.eos import past_eos_share, request_past_eos
 from specbench.metrics.lossless import compare_outputs
 from specbench.metrics.requests import MeasuredRequest
 from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings
-from specbench.plan.eos import eos_token_ids
+from specbench.plan.eos_ids import eos_token_ids
 from specbench.plan.specs import RequestSpec
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix

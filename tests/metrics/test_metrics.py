@@ -12,7 +12,7 @@ import pytest
 from specbench import metrics
 from specbench.decide import stats
 from specbench.metrics.warnings import CellSummary, WarningCode, cell_warnings, decode_warnings
-from specbench.shared.records import CellKey, RequestRecord, SpecDetails, WindowRecord
+from specbench.shared.schema import CellKey, RequestRecord, SpecDetails, WindowRecord
 
 
 def req(

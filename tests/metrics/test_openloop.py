@@ -344,7 +344,7 @@ def test_an_uncrossed_capacity_is_a_bound_not_an_estimate() -> None:
     import pandas as pd
 
     from specbench.metrics.capacity import AT_LEAST, AT_MOST
-    from specbench.report.slo import bracket_text, crossing_text
+    from specbench.report.openloop_section import bracket_text, crossing_text
 
     below = capacity(_pts([0.1, 0.2, 0.25], low=[0.1, 0.2, 0.2], high=[0.1, 0.2, 0.6], rates=[1.0, 2.0, 3.0]), 0.3)
     assert (below.crossed, below.bound, below.bound_rate) == (False, AT_LEAST, 3.0) and math.isnan(below.estimate)
@@ -484,7 +484,7 @@ def test_a_late_sender_flags_the_point_and_it_does_not_count() -> None:
     import pandas as pd
 
     from specbench.metrics.openloop import capacity_table, open_loop_table
-    from specbench.report.slo import open_loop_warnings_text
+    from specbench.report.openloop_section import open_loop_warnings_text
 
     rows = [{"variant": "v", "category": "c", "input_len": None, "output_len": 4, "temperature": 0.0, "rate": rate,
              "cell_id": f"v|r{rate}", "point_id": f"r{rate}", "window_id": f"v|r{rate}", "launch": 1, "repeat": 1,
@@ -512,7 +512,7 @@ def test_a_window_still_filling_is_warned_about_and_not_met() -> None:
     import pandas as pd
 
     from specbench.metrics.openloop import open_loop_table
-    from specbench.report.slo import open_loop_warnings_text
+    from specbench.report.openloop_section import open_loop_warnings_text
 
     rng = np.random.default_rng(3)
     ttft = [0.2] * 100 + list(rng.uniform(0.30, 0.49, 100))  # all under 0.5 s, not 3x slower: not saturated
@@ -540,7 +540,7 @@ def _cap_row(variant: str, met: float, missed: float, crossing: float, status: s
 
 
 def test_verdict_sentence_per_slo() -> None:
-    from specbench.report.slo import slo_sentence
+    from specbench.report.openloop_section import slo_sentence
 
     base = _cap_row("base", 2.4, 2.7, 2.5)
     up, tone = slo_sentence(_cap_row("eagle3", 4.8, 5.5, 5.0, gain=(2.0, 1.78, 2.29), launches=(3, 3)), base)
@@ -594,8 +594,8 @@ def test_a_trace_is_replayed_with_its_prompts_and_lengths(tmp_path: Path) -> Non
 
 
 def test_capacity_search_is_decided_from_the_records_alone() -> None:
-    from specbench.runner.search import pending
-    from specbench.shared.records import RequestRecord
+    from specbench.runner.rate_search import pending
+    from specbench.shared.schema import RequestRecord
 
     c = parse_config(cfg_with(slo={"ttft_s": {"p90": 0.3}}, capacity={"search": True, "tolerance": 0.05,
                                                                        "max_steps": 2}))

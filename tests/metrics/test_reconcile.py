@@ -31,7 +31,7 @@ from specbench.metrics.requests import (
     window_throughput_arrays,
 )
 from specbench.metrics.warnings import WarningCode
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 NAN = float("nan")
 

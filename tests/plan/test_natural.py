@@ -18,7 +18,7 @@ from specbench.plan.windows import build_sweep, warmup_requests, window_requests
 from specbench.report.fmt import fmt_output_len
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import NATURAL_OUTPUT
+from specbench.shared.schema import NATURAL_OUTPUT
 from tests.conftest import make_model_dir, needs_standin, standin_config
 
 BASE: dict[str, Any] = {

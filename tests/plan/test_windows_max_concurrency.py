@@ -195,7 +195,7 @@ def test_the_verdict_line_of_a_capped_variant_says_where_it_stops(calls, start):
 
 def test_verdict_table_tells_not_measured_from_missing():
     from specbench.report.decisions import legend, verdict_table
-    from specbench.report.load import RunData
+    from specbench.report.derived import RunData
 
     rows = (curve_rows((WIN, WIN)) + curve_rows((WIN, WIN, WIN), variant="other")
             + curve_rows(((1.0, 1.0, 1.0),) * 4, variant="base"))

@@ -19,7 +19,7 @@ from specbench.config import parse_config
 from specbench.plan.prompts import Prompt
 from specbench.plan.windows import build_sweep, category_passes, point_requests, window_requests
 from specbench.runner import RunOptions, run_matrix
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 from tests.conftest import make_model_dir, needs_standin, standin_config
 
 BASE: dict[str, Any] = {

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from specbench.records.columnar import open_store, window_path
 from specbench.records.rundir import RunDir
 from specbench.runner.session import RecordSink
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "synthetic-run"
 

@@ -17,7 +17,7 @@ import pytest
 
 from specbench.records.columnar import FIELDS, JSON_FIELDS, SCHEMA, VERSION, _measured, _utf8, window_path, write_window
 from specbench.records.rundir import RunDir
-from specbench.shared.records import RequestRecord, SpecDetails, WindowRecord
+from specbench.shared.schema import RequestRecord, SpecDetails, WindowRecord
 
 WID = "v|chat|in-|out4|c2|t0|r1"
 

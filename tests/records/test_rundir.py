@@ -17,7 +17,7 @@ from specbench.config import parse_config
 from specbench.records.rundir import JsonlAppender, RunDir, atomic_write, read_jsonl
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.errors import RunDirError
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 from tests.conftest import make_model_dir, needs_standin, standin_config, write_config
 
 BASE_ONLY = [{"name": "base", "drafter": "autoregressive", "baseline": True}]
@@ -76,7 +76,7 @@ def test_appender_keeps_a_complete_last_record_missing_only_its_newline(tmp_path
 def test_appended_lines_are_model_dump_json_byte_for_byte(tmp_path):
     """The appender writes the serializer's bytes without the str round trip (issue 21): every line must
     stay exactly `model_dump_json()` + newline, for text, floats and payloads of every kind."""
-    from specbench.shared.records import SpecDetails
+    from specbench.shared.schema import SpecDetails
 
     spec = SpecDetails(verify_steps=3, accepted_drafts=1, proposed_drafts=6, accept_histogram=[1, 1, 0],
                        reported_accept_length=1.5, source="vllm", raw={"ü": [1.0, None, "✓\n"], "n": 1e16})

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from specbench.metrics.warnings import CellWarning, WarningCode, encode_warnings
+from specbench.report.derived import RunData
 from specbench.report.document import Strong
-from specbench.report.load import RunData
 from specbench.report.verdict import curve_outcome, drafter_verdict, level_call
 
 WIN, LOSE, UNCLEAR = (1.3, 1.2, 1.4), (0.7, 0.6, 0.8), (1.02, 0.95, 1.09)

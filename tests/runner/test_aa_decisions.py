@@ -14,7 +14,7 @@ import pandas as pd
 from specbench.config import parse_config
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
-from specbench.shared.records import WindowRecord
+from specbench.shared.schema import WindowRecord
 from tests.conftest import force_service_times, set_faults, standin_config
 
 SWEEP = {"concurrency": [1, 2], "output_lens": [24], "launches": 3, "repeats": 1}

@@ -9,7 +9,7 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.decide.adaptive import ADAPTIVE_MIN_REPEATS
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix, unit
 from tests.conftest import standin_config
 

@@ -100,7 +100,8 @@ def test_capacity_matches_the_simulated_queue(tmp_path: Path, port: int,
     # used to be written, and read here, as the estimate)
     measured = {v: float(cap.loc[v, "crossing_offered_req_s"]) if cap.loc[v, "crossing_bound"] != "at_least"
                 else float(cap.loc[v, "crossing_bound_offered_req_s"]) for v in SERVICE_S}
-    for v in SERVICE_S:  # 60 requests decide few rates at p90 (tests/report/test_slo_known_answer.py decides them)
+    # 60 requests decide few rates at p90 (tests/report/test_openloop_section_known_answer.py decides them)
+    for v in SERVICE_S:
         if cap.loc[v, "crossing_bound"] == "at_least":  # the truth is at least the bound, within the tolerance
             assert expected[v] > measured[v] * (1 - TOLERANCE), (v, measured[v], expected[v])
         else:
@@ -109,7 +110,7 @@ def test_capacity_matches_the_simulated_queue(tmp_path: Path, port: int,
         assert not cap.loc[v, "missed_offered_req_s"] < measured[v]
         # the three planned rates at least: whether the search adds one depends on which rates 60 requests
         # decide, which moves with the machine's timing (it failed on a quiet machine, passed under load); the
-        # search itself is pinned deterministically by tests/report/test_slo_known_answer.py and
+        # search itself is pinned deterministically by tests/report/test_openloop_section_known_answer.py and
         # tests/metrics/test_openloop.py
         assert cap.loc[v, "rates_measured"] >= 3
     # the gain is defined only where both estimates cross inside the measured rates (capacity_gain), which at 60

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from specbench.config import parse_config
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
 from tests.conftest import REPO, assert_no_survivors, free_port
 

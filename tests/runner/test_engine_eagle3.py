@@ -12,7 +12,7 @@ import json
 import pytest
 
 from specbench.config import parse_config
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
 from tests.conftest import free_port
 

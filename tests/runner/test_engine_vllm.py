@@ -14,7 +14,7 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.metrics.warnings import decode_warnings
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
 from tests.conftest import free_port
 

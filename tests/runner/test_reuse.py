@@ -13,7 +13,7 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import parse_config
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
 from tests.conftest import make_model_dir, set_faults, standin_config
 

@@ -21,7 +21,7 @@ from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.runner.scheduler import launch_order
 from specbench.runner.state import RunState
-from specbench.shared.records import WindowRecord
+from specbench.shared.schema import WindowRecord
 from tests.conftest import force_service_times, set_launch_faults, standin_config
 
 MS = {"base": [10.0, 11.0, 12.0, 13.0], "ngram": [8.0, 8.0, 8.0, 8.0]}

@@ -13,7 +13,7 @@ import pytest
 
 from specbench.config import parse_config
 from specbench.records.rundir import RunDir
-from specbench.report.load import load_report_data
+from specbench.report.derived import load_report_data
 from specbench.report.verdict import drafter_verdict
 from specbench.runner import RunOptions, run_matrix
 from tests.conftest import make_model_dir, needs_standin, standin_config

@@ -9,7 +9,7 @@ from specbench.records.rundir import RunDir
 from specbench.runner.parts import merge_parts, open_part_sink, part_files, placements, record_placement
 from specbench.runner.session import RecordSink
 from specbench.server.slurm import Allocation, step_reason
-from specbench.shared.records import RequestRecord, WindowRecord
+from specbench.shared.schema import RequestRecord, WindowRecord
 
 
 def _req(i: int, window: str = "v|p|r1") -> RequestRecord:

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.config import parse_config
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
 from tests.conftest import REPO, assert_no_survivors, kill_leftovers, set_faults, standin_config, write_config
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specbench.server.engines.sglang import _NEW, parse_sglang_spec
-from specbench.shared.records import SpecDetails
+from specbench.shared.schema import SpecDetails
 from tests.standin.server import Options, StandIn
 from tests.standin.sglang_protocol import PROTOCOL_JSON, Protocol, ProtocolError, load
 

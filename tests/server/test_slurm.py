@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.records.run import load_run
+from specbench.records.loaded_run import load_run
 from tests.conftest import REPO, assert_no_survivors, write_config
 from tests.slurm_cluster import SlurmCluster, slurm, slurm_cluster  # noqa: F401  (the fixture)
 

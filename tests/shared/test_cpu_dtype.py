@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from specbench.config import parse_config
+from specbench.demo_models.eagle3.head_setup import head_dtype
 from specbench.demo_models.eagle3.recipe import Eagle3Recipe
-from specbench.demo_models.eagle3.session import head_dtype
 from specbench.metrics.warnings import BLOCKING, WarningCode, remedy
 from specbench.records.rundir import RunDir
 from specbench.runner.finalize import launch_gates

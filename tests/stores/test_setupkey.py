@@ -22,7 +22,7 @@ from specbench.config import parse_config
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, finalize, run_matrix
 from specbench.shared.environment import hardware_fingerprint
-from specbench.shared.records import WindowRecord
+from specbench.shared.schema import WindowRecord
 from specbench.stores import calibration, history_checks, history_lookup, variance_history
 from tests.conftest import force_service_times, make_model_dir, standin_config
 

@@ -19,7 +19,7 @@ import pytest
 from specbench.config import parse_config
 from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
-from specbench.surface.command import derive
+from specbench.surface.operations import derive
 from specbench.surface.render import write_prediction, write_surface
 from tests.conftest import free_port
 

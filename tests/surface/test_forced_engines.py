@@ -78,7 +78,7 @@ def test_a_profile_reaches_vllm_as_its_rates_and_is_refused_where_one_length_is_
 
 
 def test_k_is_read_for_dflash_and_ngram_on_both_engines():
-    from specbench.surface.command import variant_k
+    from specbench.surface.operations import variant_k
 
     dflash = {"drafter": "dflash", "params": {"draft_model_path": "/nonexistent-dflash", "block_size": 5}}
     ngram = {"drafter": "ngram", "params": {"num_tokens": 6}}
@@ -92,7 +92,7 @@ def test_k_is_read_for_dflash_and_ngram_on_both_engines():
 
 
 def test_a_command_server_is_offered_for_forcing_only_when_its_template_takes_the_length():
-    from specbench.surface.command import forceable
+    from specbench.surface.operations import forceable
 
     ddtree = {"drafter": "ddtree", "params": {"mode": "command", "tree_budget": 16},
               "command": ["serve", "--budget", "{tree_budget}", "--port", "{port}"]}
@@ -101,7 +101,7 @@ def test_a_command_server_is_offered_for_forcing_only_when_its_template_takes_th
     assert forceable(_cfg("vllm", declared)) == ["d"]
     assert forceable(_cfg("vllm", {"drafter": "ngram"})) == ["d"]
     # SGLang: a tree is left out of the default surface, with the engine's reason
-    from specbench.surface.command import derive, force_refusals
+    from specbench.surface.operations import derive, force_refusals
 
     tree = _cfg("sglang", {"drafter": "ngram", "params": {"num_tokens": 3}}, SG)
     assert forceable(tree) == [] and "NGRAM verifies a tree" in force_refusals(tree)["d"]

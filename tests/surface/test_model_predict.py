@@ -116,7 +116,7 @@ def _runs(tmp_path):
 
 
 def test_the_model_predicts_a_head_from_its_c1_acceptance_and_the_surface(tmp_path):
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
     from specbench.surface.model_predict import predict_from_model
     from specbench.surface.reference import reference_from_surface
     from specbench.surface.table import load_surface
@@ -165,7 +165,7 @@ def test_the_coverage_simulation_prints_its_line_and_reproduces_the_truth_withou
 
 
 def test_the_acceptance_spread_over_requests_slows_the_predicted_window(tmp_path):
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
     from specbench.surface.model_predict import predict_from_model
     from specbench.surface.reference import reference_from_surface
     from specbench.surface.table import load_surface
@@ -225,7 +225,7 @@ def test_past_errors_of_the_setup_widen_the_interval_by_their_log_width(tmp_path
     from benchmarks.prediction import main
     from specbench.config import load_yaml, parse_config
     from specbench.records.rundir import RunDir
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
     from specbench.stores.prediction_history import for_run
     from specbench.surface.model_predict import predict_from_model
     from specbench.surface.reference import load_reference
@@ -277,7 +277,7 @@ def test_plan_and_report_give_the_one_prediction_with_the_window_tail(tmp_path):
     import re
 
     from specbench.config import parse_config
-    from specbench.surface.command import plan_text
+    from specbench.surface.operations import plan_text
     from specbench.surface.render import write_prediction
 
     run, surface = _runs(tmp_path)

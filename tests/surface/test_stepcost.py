@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.metrics.surface import Curve, TimeModel, break_even_acceptance, fit, held_out
+from specbench.metrics.forced_surface import Curve, TimeModel, break_even_acceptance, fit, held_out
 from specbench.surface.derive import derived_name
 from specbench.surface.table import break_even_table, group_curves, surface_table
 from tests.fixtures_surface import cells_frame
@@ -90,7 +90,7 @@ def test_break_even_beyond_k_plus_one_and_the_censored_ends():
     row = break_even_table(surface).iloc[0]
     assert row["break_even_acceptance"] == math.inf and bool(row["break_even_acceptance_beyond"])
     assert row["break_even_acceptance_extrapolated"] == pytest.approx(64 * 0.08 / (T_BASE - PS))
-    from specbench.report.surface import break_even_text
+    from specbench.report.surface_section import break_even_text
 
     assert break_even_text(row) == ("beyond k+1 = 3", "[beyond, beyond]")
     # k + 1 = 5 reaches it: a finite break-even, its interval from the models through the points' interval ends

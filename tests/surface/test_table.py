@@ -1,5 +1,5 @@
 """Known answers for the speedup surface's math: the time model 1/S = p + q/a, break-even acceptance,
-prediction, the surface table and the benchmark's summary line (specbench.metrics.surface, specbench.surface;
+prediction, the surface table and the benchmark's summary line (specbench.metrics.forced_surface, specbench.surface;
 the model against synthetic runs from step times: tests/surface/test_stepcost.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from specbench.config import parse_config
-from specbench.metrics.surface import (
+from specbench.metrics.forced_surface import (
     Curve,
     Prediction,
     apart,
@@ -188,7 +188,7 @@ def _surface_cells():
 
 
 def test_break_even_words_say_at_most_and_none(tmp_path):
-    from specbench.report.surface import break_even_text
+    from specbench.report.surface_section import break_even_text
     from specbench.surface.render import surface_markdown
 
     one_launch = surface_table(cells_frame([dict(variant=derived_name("e", al), output_len=64, concurrency=1, speedup=s,
@@ -203,10 +203,10 @@ def test_break_even_words_say_at_most_and_none(tmp_path):
     assert value == f"{with_ci['break_even_acceptance']:.2f}" and interval.startswith("[")
     assert not with_ci["break_even_acceptance_at_most"]
     # the surface run's report.md carries the same table (report section "Break-even acceptance")
+    from specbench.report.derived import RunData
     from specbench.report.document import Document
-    from specbench.report.load import RunData
     from specbench.report.markdown import render
-    from specbench.report.surface import break_even_al_section
+    from specbench.report.surface_section import break_even_al_section
 
     break_even_table(one_launch).to_csv(tmp_path / "break_even_al.csv", index=False)
     data = RunData(path=tmp_path, meta={}, environment={}, fairness=None, cells=pd.DataFrame(),
@@ -227,7 +227,7 @@ def test_surface_table_keeps_output_lengths_apart_and_reads_the_acceptance_back(
 
 
 def test_a_heads_own_profile_is_pooled_by_drafts_and_read_back_at_one_plus_its_sum(tmp_path):
-    from specbench.shared.records import WindowRecord
+    from specbench.shared.schema import WindowRecord
     from specbench.surface.profile import head_profile
     from specbench.surface.render import surface_markdown
 
@@ -316,7 +316,7 @@ def test_the_cpu_plugin_accepts_like_vllms_synthetic_kernel():
 
 
 def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undecided(tmp_path):
-    from specbench.surface.command import plan_text
+    from specbench.surface.operations import plan_text
 
     cfg = parse_config(plan_config())
     # S(a): at C=1 from 1.2 to 2.4, at C=4 from 0.5 to 0.9, at C=16 from 0.6 to 1.5 over a = 1..3 (+-10%)
@@ -333,10 +333,10 @@ def test_plan_with_a_surface_prices_only_the_points_the_prediction_leaves_undeci
 
 
 def test_the_report_notes_forced_variants_and_flags_a_prediction_that_disagrees(tmp_path):
+    from specbench.report.derived import RunData
     from specbench.report.document import Document
-    from specbench.report.load import RunData
     from specbench.report.markdown import render
-    from specbench.report.surface import forced_section, prediction_section
+    from specbench.report.surface_section import forced_section, prediction_section
     from specbench.surface.predict import PREDICTION_COLUMNS
 
     pred = pd.DataFrame([dict(variant="e", surface_variant="e", concurrency=c, reference_concurrency=1,

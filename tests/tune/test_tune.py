@@ -25,7 +25,7 @@ from specbench.config import parse_config
 from specbench.plan.drafter import check_per_batch_size
 from specbench.plan.prompts import Prompt
 from specbench.shared.errors import ConfigError
-from specbench.tune.plan import rounds, setting_name, settings, split_prompts, survivors
+from specbench.tune.rounds import rounds, setting_name, settings, split_prompts, survivors
 from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 from specbench.tune.search import TuneOptions, halve, run_tune
 from tests.conftest import REPO, set_faults, standin_config

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.client.load.base import Load, OnRecord, Target
 from specbench.client.load.closed import ClosedLoop
+from specbench.client.load.interface import Load, OnRecord, Target
 from specbench.client.load.open import OpenLoop
 from specbench.client.load.sharded import ShardedClosedLoop
 from specbench.client.shards import ShardedClient

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.client.load.base import OnRecord, Target
+from specbench.client.load.interface import OnRecord, Target
 from specbench.client.stream import run_closed_loop
 from specbench.plan.windows import PlannedRequest
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 
 @dataclass(frozen=True)

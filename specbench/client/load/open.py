@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specbench.client.load.base import OnRecord, Target, stream_planned
+from specbench.client.load.interface import OnRecord, Target, stream_planned
 from specbench.plan.windows import PlannedRequest
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 SPIN_S = 0.0015  # the last 1.5 ms before a send are waited by yielding, not sleeping (timer granularity)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from specbench.demo_models.dflash.recipe import DFlashRecipe
 from specbench.demo_models.dflash.train import evaluate, new_head, run_head
-from specbench.demo_models.eagle3.session import Progress, collect, common_manifest, session
+from specbench.demo_models.eagle3.head_setup import Progress, collect, common_manifest, session
 from specbench.demo_models.eagle3.train import epoch_packs, pack, train
 from specbench.shared.errors import UsageError
 

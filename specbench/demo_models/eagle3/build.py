@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from specbench.demo_models.eagle3.head_setup import Progress, collect, common_manifest, session
 from specbench.demo_models.eagle3.recipe import Eagle3Recipe
-from specbench.demo_models.eagle3.session import Progress, collect, common_manifest, session
 from specbench.demo_models.eagle3.train import batch_of, epoch_packs, evaluate, new_head, pack, run_head, train
 from specbench.shared.errors import UsageError
 

@@ -19,7 +19,7 @@ from specbench.config import EngineConfig, VariantConfig
 from specbench.plan.specs import RequestSpec, SweepFacts
 from specbench.server.engines.prometheus import scrape, state_of
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import SpecDetails
+from specbench.shared.schema import SpecDetails
 
 
 @dataclass(frozen=True)

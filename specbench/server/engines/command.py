@@ -25,7 +25,7 @@ from specbench.config import VariantConfig
 from specbench.server.engines.base import Engine, LaunchSpec
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import SpecDetails
+from specbench.shared.schema import SpecDetails
 
 BUILTIN = ("python", "model", "host", "port", "served_name")
 

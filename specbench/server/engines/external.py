@@ -17,7 +17,7 @@ from specbench.config import VariantConfig
 from specbench.server.engines import sglang, vllm
 from specbench.server.engines.base import LaunchSpec, RequestSpec
 from specbench.server.engines.command import CommandEngine
-from specbench.shared.records import SpecDetails
+from specbench.shared.schema import SpecDetails
 
 
 class ExternalEngine(CommandEngine):

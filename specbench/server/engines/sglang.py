@@ -36,7 +36,7 @@ from specbench.server.engines.base import (
 from specbench.server.engines.pins import parse_options, sglang_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import SpecDetails
+from specbench.shared.schema import SpecDetails
 
 SPEC_DETAILS_SINCE = (0, 5, 19)  # first release whose OpenAI endpoints take return_spec_tokens_details
 COUNTERS = {"verify_steps": "sglang:spec_verify_calls_total",  # >= 0.5.15, with --enable-metrics

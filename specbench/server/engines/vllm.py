@@ -44,7 +44,7 @@ from specbench.server.engines.base import (
 from specbench.server.engines.pins import vllm_cpu_env_pins, vllm_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
-from specbench.shared.records import SpecDetails
+from specbench.shared.schema import SpecDetails
 
 COUNTERS = {  # window counter name -> vLLM metric sample name
     "num_drafts": "vllm:spec_decode_num_drafts_total",

@@ -1,5 +1,5 @@
 """The primary verdict (issue 41 item 5): the speedup over the workload's mix with its two-level interval
-(decide/mix.py), one word per drafter and concurrency from it at the family's level, and the family stated."""
+(decide/primary.py), one word per drafter and concurrency from it at the family's level, and the family stated."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import scipy.stats
 
-from specbench.decide import mix
+from specbench.decide import primary
 from specbench.decide.decision import ALPHA, Outcome
 from specbench.decide.intervals import LaunchVariance
 from specbench.metrics.warnings import WarningCode
@@ -24,8 +24,8 @@ def test_a_launch_effect_shared_by_every_point_does_not_average_out() -> None:
     """Three points moved by the same launch effects: the mix interval is the one point's interval, not
     narrower by sqrt(3) as it would be if the points were independent."""
     effects = (1.0, 1.04, 0.97)
-    one = mix.mix_interval([(1.0, _launches(*effects), _launches(1, 1, 1))], None)
-    three = mix.mix_interval([(1.0, _launches(*effects, level=lv), _launches(1, 1, 1, level=lv))
+    one = primary.mix_interval([(1.0, _launches(*effects), _launches(1, 1, 1))], None)
+    three = primary.mix_interval([(1.0, _launches(*effects, level=lv), _launches(1, 1, 1, level=lv))
                               for lv in (50.0, 100.0, 200.0)], None)
     assert three.points == 3 and three.df == pytest.approx(2.0)
     assert (three.low, three.high) == pytest.approx((one.low, one.high))
@@ -40,22 +40,22 @@ def test_one_launch_adds_the_history_launch_component_once_not_per_point() -> No
     cal = LaunchVariance(rel_var=0.0016, df=2, source="h")
     w = {(1, 1): 99.0, (1, 2): 101.0}
     pts = [(1.2, {k: 1.2 * v for k, v in w.items()}, w) for _ in range(4)]
-    got = mix.mix_interval(pts, cal)
+    got = primary.mix_interval(pts, cal)
     rep = (1.0 / 100.0) ** 2 * 2 / 2 / 16  # s^2 / (n m^2) = 2 / (2 x 100^2) per point and side, / P^2
     comps = [(rep, 1.0)] * 8 + [(2 * 0.0016, 2.0)]
     df = sum(v for v, _ in comps) ** 2 / sum(v * v / d for v, d in comps)
     half = scipy.stats.t.ppf(0.975, df) * math.sqrt(sum(v for v, _ in comps))
     assert got.speedup == pytest.approx(1.2) and got.df == pytest.approx(df)
     assert math.log(got.high / 1.2) == pytest.approx(half, rel=1e-6)
-    assert mix.mix_interval(pts, None).high < got.high  # without a history: the repeats alone
+    assert primary.mix_interval(pts, None).high < got.high  # without a history: the repeats alone
 
 
 def test_family_level_and_primary_outcome() -> None:
-    assert mix.family_alpha(28) == pytest.approx(ALPHA / 28) and mix.family_alpha(6, looks=3) == ALPHA / 18
+    assert primary.family_alpha(28) == pytest.approx(ALPHA / 28) and primary.family_alpha(6, looks=3) == ALPHA / 18
     # (1.10, 1.30) on 10 df clears 1.05 as one claim; re-drawn at 2.5% / 28 it no longer does
-    assert mix.primary_outcome(1.10, 1.30, 10, 1, 1.05) is Outcome.ADOPT
-    assert mix.primary_outcome(1.10, 1.30, 10, 28, 1.05) is Outcome.UNDECIDED
-    assert mix.primary_outcome(math.nan, math.nan, math.nan, 1, 1.05) is Outcome.UNDECIDED
+    assert primary.primary_outcome(1.10, 1.30, 10, 1, 1.05) is Outcome.ADOPT
+    assert primary.primary_outcome(1.10, 1.30, 10, 28, 1.05) is Outcome.UNDECIDED
+    assert primary.primary_outcome(math.nan, math.nan, math.nan, 1, 1.05) is Outcome.UNDECIDED
 
 
 def _with_mix(rows: list[dict], low: float, high: float, df: float = 30.0) -> list[dict]:

@@ -62,7 +62,7 @@ def test_the_issue_scenario_is_reproduced_and_now_answered_within_its_bracket() 
     rates 1-6 req/s, 300 Poisson requests per rate, capacity search on. specbench said 1.98 and "holds the SLO
     at every measured rate (at least 6 req/s)", a gain of at least 3x. Here: TTFT = the wait for one of 4
     slots (service 1.01 s and 0.6 s)."""
-    from specbench.report.slo import slo_sentence
+    from specbench.report.openloop_section import slo_sentence
 
     queues = {"base": Queue(4, 1.01, 0.0), "fast": Queue(4, 0.60, 0.0)}
     truth = {v: steady_capacity(q, THRESHOLD_S) for v, q in queues.items()}
@@ -91,7 +91,7 @@ def test_the_issue_scenario_is_reproduced_and_now_answered_within_its_bracket() 
 def test_capacity_per_launch() -> None:
     """With 2 launches, capacity.csv holds each launch's capacity and how many launches' own gains agree; when
     all do, the verdict is no longer indicative."""
-    from specbench.report.slo import slo_sentence
+    from specbench.report.openloop_section import slo_sentence
 
     queues = {"base": Queue(4, 0.25, 0.25), "fast": Queue(4, 0.10, 0.10)}
     cfg = _config([4, 8, 12, 16, 24, 32], requests=200, search=False, launches=2)

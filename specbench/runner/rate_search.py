@@ -21,7 +21,7 @@ from specbench.metrics.openloop import open_loop_table, rate_points, slo_sets
 from specbench.metrics.slo import parse_slos
 from specbench.plan.windows import SweepPoint
 from specbench.records.rundir import records_frame
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 
 def curves(points: Sequence[SweepPoint]) -> dict[tuple[object, ...], list[SweepPoint]]:

@@ -8,9 +8,9 @@ import math
 
 import pandas as pd
 
+from specbench.report.derived import RunData, read_csv
 from specbench.report.document import Block, Bullets, Code, Heading, Inline, Paragraph, Table
 from specbench.report.fmt import fmt, fmt_interval
-from specbench.report.load import RunData, read_csv
 
 FORCED_NOTE = ("): the engine accepted drafts at a set mean acceptance length whatever "
                "the target said, so these outputs are not the target's and their losslessness is not checked; they "

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from specbench.config import RunConfig
-from specbench.decide import breakeven
-from specbench.metrics.surface import Prediction, decided, has_interval
+from specbench.decide import crossing
+from specbench.metrics.forced_surface import Prediction, decided, has_interval
 from specbench.plan.drafter import LaunchContext
 from specbench.shared.errors import ConfigError, UsageError
 from specbench.stores.variance_history import Calibration
@@ -175,7 +175,7 @@ def read_acceptance(run: Path) -> Acceptance:
     """The acceptance run's cells, its acceptance.csv and its config's name."""
     from specbench.config import load_yaml, parse_config
     from specbench.records.rundir import RunDir
-    from specbench.report.load import normalize_cells
+    from specbench.report.derived import normalize_cells
 
     rd = RunDir(run)
     run_cfg = parse_config(load_yaml(rd.config.read_text(), str(rd.config)), str(rd.config))
@@ -188,7 +188,7 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
     on record, and with a run of a head (e.g. a new head at C=1) its predicted speedup per concurrency, what
     the prediction decides, and the cost of measuring only the points it leaves undecided."""
     from specbench.pricing.planner import dur, make_plan
-    from specbench.report.surface import break_even_text, group_text
+    from specbench.report.surface_section import break_even_text, group_text
     from specbench.surface.table import break_even_table, load_surface
 
     surface = load_surface(surface_dir)
@@ -208,10 +208,10 @@ def plan_text(cfg: RunConfig, surface_dir: Path, acceptance_run: Path | None, hi
                      + "; ".join(f"C={c}: {curve[c].speedup:.2f} [{curve[c].low:.2f}, {curve[c].high:.2f}] "
                                  f"{h.words[c]}" for c in levels))
         ends = all(has_interval(curve[c]) for c in levels)  # else the verdict says it is indicative
-        crossing = breakeven.break_even(levels, [curve[c].speedup for c in levels],
-                                    [curve[c].low for c in levels] if ends else None,
-                                    [curve[c].high for c in levels] if ends else None)
-        lines.append(f"    predicted break-even concurrency: {crossing.verdict}")
+        where = crossing.break_even(levels, [curve[c].speedup for c in levels],
+                                 [curve[c].low for c in levels] if ends else None,
+                                 [curve[c].high for c in levels] if ends else None)
+        lines.append(f"    predicted break-even concurrency: {where.verdict}")
         if not h.todo:
             lines.append(f"    every level decided by the prediction: nothing to measure for {h.name}")
             continue

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from specbench.client.stream import Endpoint, stream_planned
 from specbench.plan.windows import PlannedRequest
-from specbench.shared.records import RequestRecord
+from specbench.shared.schema import RequestRecord
 
 OnRecord = Callable[[RequestRecord], None]
 

@@ -15,9 +15,9 @@ import math
 import pandas as pd
 
 from specbench.metrics.capacity import AT_LEAST, AT_MOST, BELOW, BEYOND, MEASURED
+from specbench.report.derived import RunData
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
 from specbench.report.fmt import UNDEFINED, fmt, fmt_len, fmt_output_len, fmt_pct, num
-from specbench.report.load import RunData
 from specbench.report.slo_plots import capacity_bars, goodput_vs_rate, latency_vs_rate
 
 

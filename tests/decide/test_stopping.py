@@ -1,4 +1,4 @@
-"""The sequential rule's pure pieces (decide/sequential.py): the next round, and which points are chased."""
+"""The sequential rule's pure pieces (decide/stopping.py): the next round, and which points are chased."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 
 from specbench.config import SweepConfig
 from specbench.decide.decision import MeasuredInterval, look_alpha, units_to_decide
-from specbench.decide.sequential import always_valid, next_round, within_reach
+from specbench.decide.stopping import always_valid, next_round, within_reach
 
 SWEEP = SweepConfig(output_lens=[64], concurrency=[1], launches=2, until="decided", max_launches=10)
 STATUS = {"base": "done", "d": "done"}
