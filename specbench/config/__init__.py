@@ -1,6 +1,6 @@
 """The one YAML file that describes a matrix run, as pydantic models.
 
-`base` (model, engine, variants, the small sections), `sweep` (load, SLO, capacity), `run` (`RunConfig`,
+`sections` (model, engine, variants, the small sections), `sweep` (load, SLO, capacity), `run` (`RunConfig`,
 the rules across sections), `load` (YAML with includes and the alias guard, validation errors as a
 `ConfigError` naming the field path). Every name callers use is re-exported here. Reading the model
 folder's config.json for its context length is I/O: `preflight.check_model_context`.

@@ -1,1 +1,3 @@
-"""shared: see docs/architecture.md."""
+"""What every stage shares: errors, the registry of engine kinds, the record schemas (`schema.py`), the run
+environment, progress lines, and the CPU dtype choice.
+"""

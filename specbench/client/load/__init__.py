@@ -6,7 +6,7 @@
 closed.py keeps `concurrency` requests in flight (the classic sweep), sharded.py the same across the client
 worker processes of `client.processes > 1`; open.py sends each request at its
 planned time (`PlannedRequest.at_s`) whatever is in flight, up to a safety cap. The runner calls `send` and
-knows no arrival process: the schedule is part of the plan (plan.window_requests, plan/arrivals.py).
+knows no arrival process: the schedule is part of the plan (plan.windows.window_requests, plan/arrivals.py).
 """
 
 from __future__ import annotations
