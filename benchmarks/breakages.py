@@ -92,7 +92,7 @@ BREAKAGES = [
               f"{KA}::test_sglang_request_path_known_answers")),
     Breakage("the command engine's acceptance counter ignored", "specbench/server/engines/command.py",
              "metric = self.config.acceptance_metric", "metric = None",
-             ("tests/server/test_counter_acceptance.py::test_command_engine_verify_step_counter_gives_tau",)),
+             ("tests/server/test_engines_counter_acceptance.py::test_command_engine_verify_step_counter_gives_tau",)),
     Breakage("vLLM's per-request flag also on the baseline", "specbench/plan/drafter.py",
              'if ctx.engine == "vllm" and self.speculative and args and', 'if ctx.engine == "vllm" and',
              ("tests/metrics/test_acceptance_reconcile.py::test_baseline_and_other_engines_never_get_the_flag",)),
@@ -113,11 +113,11 @@ BREAKAGES = [
              ("tests/runner/test_lifecycle.py::test_a_stop_signal_inherited_as_ignored_still_stops_the_run",)),
     Breakage("no write check of the run directory before launch", "specbench/runner/matrix.py",
              "        check_writable(o.out, o.resume)\n", "",
-             ("tests/records/test_storage_faults.py::test_read_only_output_directory",
-              "tests/records/test_storage_faults.py::test_out_under_a_regular_file")),
+             ("tests/records/test_rundir_storage_faults.py::test_read_only_output_directory",
+              "tests/records/test_rundir_storage_faults.py::test_out_under_a_regular_file")),
     Breakage("a record torn by a full disk left in the file", "specbench/records/rundir.py",
              "                os.ftruncate(self._fd, size)\n", "                pass\n",
-             ("tests/records/test_storage_faults.py::test_full_disk_mid_run_then_resume",)),
+             ("tests/records/test_rundir_storage_faults.py::test_full_disk_mid_run_then_resume",)),
 ]
 
 

@@ -131,13 +131,13 @@ SLOW = (
     "tests/benchmarks/test_fidelity.py::",
     "tests/demo_models/test_eagle3.py::",
     "tests/demo_models/test_dflash.py::",
-    "tests/demo_models/test_models.py::test_real_build",
+    "tests/demo_models/test_demo_models.py::test_real_build",
     "tests/server/test_sglang_protocol.py::",
     "tests/cli/test_validate.py::test_real_sglang_parser",
     "tests/cli/test_validate.py::test_shipped_flag_list",
     "tests/server/test_multinode.py::test_real_sglang_parser",
-    "tests/cli/test_bad_input.py::test_bad_input_in_a_real_process",
-    "tests/report/test_golden_reports.py::",
+    "tests/cli/test_cli_bad_input.py::test_bad_input_in_a_real_process",
+    "tests/runner/test_finalize_golden.py::",
     "tests/decide/test_decision.py::test_alpha_spending",
 )
 

@@ -1,5 +1,5 @@
 """Synthetic inputs of `specbench plan --surface --acceptance`: cells, a surface directory and a head's C=1
-run, no engine. Shared by tests/surface/test_table.py and tests/cli/test_plan_write.py."""
+run, no engine. Shared by tests/surface/test_table.py and tests/cli/test_design_plan_write.py."""
 
 from __future__ import annotations
 

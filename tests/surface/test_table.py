@@ -156,7 +156,7 @@ def test_forced_variants_reach_vllm_and_sglang_launches():
     assert la["ng-al2"].fingerprint() != _launches(_cfg())["ng"].fingerprint()
     from specbench.checks.fairness import audit
 
-    for launches in (la,):  # SGLang's: tests/surface/test_forced_engines.py
+    for launches in (la,):  # SGLang's: tests/surface/test_derive_forced_engines.py
         result = audit(list(launches.values()))
         assert result.fair, result.warnings  # the forcing environment is the drafter's own setting
         assert any("force their acceptance" in n for n in result.notes)
