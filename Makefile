@@ -21,7 +21,7 @@ demo: venv
 	$(BIN)/specbench run configs/demo-cpu.yaml
 
 test: venv sglang-venv typecheck
-	$(WITH_SGLANG) $(BIN)/python -m pytest -q
+	$(WITH_SGLANG) $(BIN)/python -m pytest -q --durations=25
 
 typecheck: venv
 	$(BIN)/python -m mypy
