@@ -51,7 +51,7 @@ def report(a: argparse.Namespace) -> int:
 def _gate_message(regressed: list, indicative: list, underpowered: list, threshold: float, where: str) -> None:
     """The stderr line behind a non-zero gate exit code (1: established regressions, 3: indicative drops or
     an underpowered gate)."""
-    from specbench.report.compare import underpowered_text
+    from specbench.report.compare_markdown import underpowered_text
 
     if regressed:
         print(f"error: {len(regressed)} cell(s) regressed{where} beyond {threshold:.0%} (established): "
@@ -67,10 +67,11 @@ def _gate_message(regressed: list, indicative: list, underpowered: list, thresho
 
 def compare(a: argparse.Namespace) -> int:
     from specbench.report.compare import compare
+    from specbench.report.compare_markdown import comparison_markdown
 
     cmp = compare(Path(a.run_a), Path(a.run_b), threshold=a.threshold,
                   allow_mixed_hardware=a.allow_mixed_hardware)
-    print(cmp.to_markdown())
+    print(comparison_markdown(cmp))
     _gate_message(cmp.regressed, cmp.indicative, cmp.underpowered, a.threshold, "")
     return cmp.exit_code
 

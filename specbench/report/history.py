@@ -38,8 +38,8 @@ from specbench.report.compare import (
     exit_code,
     gate,
     load_cells,
-    underpowered_text,
 )
+from specbench.report.compare_markdown import underpowered_text
 from specbench.report.derived import read_json
 from specbench.report.document import Table
 from specbench.report.fmt import UNDEFINED

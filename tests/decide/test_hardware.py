@@ -14,6 +14,7 @@ from specbench.cli import main
 from specbench.config import parse_config
 from specbench.decide.hardware import check, differences
 from specbench.report.compare import compare
+from specbench.report.compare_markdown import comparison_markdown
 from specbench.runner import RunOptions, run_matrix
 from specbench.shared.environment import cuda_version, topology
 from specbench.shared.errors import UsageError
@@ -133,6 +134,6 @@ def test_compare_refuses_runs_on_unlike_hardware(tmp_path, model_dir, port, caps
     assert "--allow-mixed-hardware" in capsys.readouterr().err
     cmp = compare(result.run_dir, other, allow_mixed_hardware=True)
     assert any("compared across unlike hardware" in n for n in cmp.notes)
-    assert "compared across unlike hardware" in cmp.to_markdown()
+    assert "compared across unlike hardware" in comparison_markdown(cmp)
     assert compare(result.run_dir, copy.copy(result.run_dir)).notes == ()
     no_survivors()

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from specbench.report.compare import Estimate, classify, compare, gate, launch_variance_carried
+from specbench.report.compare_markdown import comparison_markdown
 from specbench.shared.errors import RunDirError
 from tests.fixtures_report import make_run
 
@@ -23,7 +24,7 @@ def test_identical_runs_regress_nothing(before: Path) -> None:
     assert cmp.regressed == []
     n = cmp.counts()
     assert n["within_noise"] == 40 and n["regressed"] == n["improved"] == 0  # baseline cells are not compared
-    assert "**0 regressed**" in cmp.to_markdown() and "No cell regressed" in cmp.to_markdown()
+    assert "**0 regressed**" in comparison_markdown(cmp) and "No cell regressed" in comparison_markdown(cmp)
 
 
 def test_worse_drafter_regresses_and_is_named(before: Path, tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ def test_worse_drafter_regresses_and_is_named(before: Path, tmp_path: Path) -> N
     # against ln 0.95, not 0), the other two, with the widest intervals, stay within noise
     assert len(names) == 18
     assert all(c.speedup_change == pytest.approx(-0.2) for c in cmp.regressed)
-    md = cmp.to_markdown()
+    md = comparison_markdown(cmp)
     assert md.index("Regressed") < md.index("Within noise")
     assert "code\\|in-\\|out64\\|c1\\|t0" in md and "1.60 [1.55, 1.65]" in md and "-20.0%" in md
     assert "<b>" not in md  # the hostile category is escaped
@@ -55,7 +56,7 @@ def test_cells_only_in_one_run(before: Path, tmp_path: Path) -> None:
     cells[cells["variant"] != "draft_model"].to_csv(after / "cells.csv", index=False)
     cmp = compare(before, after)
     assert cmp.counts()["only_a"] == 20 and cmp.regressed == []
-    assert "Only in one run" in cmp.to_markdown()
+    assert "Only in one run" in comparison_markdown(cmp)
 
 
 def test_rule() -> None:
@@ -108,7 +109,8 @@ def test_no_regression_only_with_power_else_exit_3() -> None:
     otherwise exit 3, naming the drop the gate could have detected. A variance history that makes one-launch
     cells established (df 4, wide) no longer silences the gate (issue 41)."""
     from specbench.decide.change import detectable_drop, required_drop
-    from specbench.report.compare import EXIT_OK, EXIT_UNDERPOWERED, CellChange, exit_code, underpowered_text
+    from specbench.report.compare import EXIT_OK, EXIT_UNDERPOWERED, CellChange, exit_code
+    from specbench.report.compare_markdown import underpowered_text
 
     assert required_drop(0.05) == pytest.approx(0.0975)
     tight = Estimate(1.5, 1.485, 1.515, df=18, launch_variance=True)
