@@ -18,7 +18,7 @@ from specbench.config.sections import (
     VariantConfig,
     VerdictConfig,
 )
-from specbench.config.sweep import CapacityConfig, SweepConfig, _check_slo, slo_for_yaml
+from specbench.config.sweep import CapacityConfig, SweepConfig, check_slo, slo_for_yaml
 
 
 class TuneConfig(Strict):
@@ -85,7 +85,7 @@ class RunConfig(Strict):
     @field_validator("slo", mode="before")
     @classmethod
     def _slo(cls, v: Any) -> dict[str, dict[str, float]] | None:
-        return _check_slo(v)  # units (50ms, 2s) to seconds before the type check
+        return check_slo(v)  # units (50ms, 2s) to seconds before the type check
 
     @field_serializer("slo")
     def _slo_out(self, v: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float | str]] | None:

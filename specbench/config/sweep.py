@@ -213,7 +213,7 @@ def _seconds(where: str, thr: Any, unit_in_key: bool) -> float:
     return value
 
 
-def _check_slo(v: Any) -> dict[str, dict[str, float]] | None:
+def check_slo(v: Any) -> dict[str, dict[str, float]] | None:
     """`{metric: {pNN: threshold}}` as seconds: metrics ttft_s, tpot_s, e2e_s (or ttft, tpot, e2e with a
     unit on every threshold: `tpot: {p90: 50ms}`); percentiles p50..p99 (p99.9 allowed)."""
     if v is None:

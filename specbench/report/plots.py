@@ -33,13 +33,13 @@ def label(text: object) -> str:
     return "\u200b" + s if s.startswith("_") else s
 
 
-def _png(fig: Figure) -> bytes:
+def figure_png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
 
 
-def _palette(names: Iterable[object], *, baseline: str = "") -> dict[str, str]:
+def palette(names: Iterable[object], *, baseline: str = "") -> dict[str, str]:
     """One colour per name in order of first appearance (matplotlib's cycle); the baseline in dark grey."""
     others = [n for n in dict.fromkeys(map(str, names)) if n != baseline]
     return {baseline: BASELINE_COLOR} | {n: f"C{i % 10}" for i, n in enumerate(others)}
@@ -51,7 +51,7 @@ def _grid(nrows: int, ncols: int, *, w: float = 4.2, h: float = 3.0) -> tuple[Fi
     return fig, [list(r) for r in axes]
 
 
-def _log2_x(ax: Axes, levels: list[int]) -> None:
+def log2_x(ax: Axes, levels: list[int]) -> None:
     if len(levels) > 1 and min(levels) > 0:
         ax.set_xscale("log", base=2)
     ax.set_xticks(levels)
@@ -101,7 +101,7 @@ def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
     levels = sorted({int(c) for c in df["concurrency"].dropna()})
     panels = {(d, out): _curves(df[(df["variant"] == d) & (df["output_len"] == out)], "speedup", "speedup_ci_low",
                                 "speedup_ci_high") for d in drafters for out in outs}
-    colors = _palette(name for curves in panels.values() for name, _ in curves)
+    colors = palette(name for curves in panels.values() for name, _ in curves)
     fig, axes = _grid(len(drafters), len(outs))
     for i, d in enumerate(drafters):
         for j, out in enumerate(outs):
@@ -109,7 +109,7 @@ def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
             for name, g in panels[d, out]:
                 _plot_curve(ax, g, "speedup", name, colors[name])
             ax.axhline(1.0, color="black", lw=1, ls="--", label="1.0 = baseline")
-            _log2_x(ax, levels)
+            log2_x(ax, levels)
             ax.set_title(label(f"{d} · output {fmt_output_len(out)}"), fontsize=10)
             if j == 0:
                 ax.set_ylabel("speedup vs baseline")
@@ -117,7 +117,7 @@ def speedup_vs_concurrency(cells: pd.DataFrame, baseline: str) -> bytes | None:
                 ax.set_xlabel("concurrency")
             if panels[d, out]:
                 ax.legend(fontsize=LEGEND_SIZE)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _mean_panels(df: pd.DataFrame, cols: list[str], h: float) -> tuple[Figure, list[tuple[Axes, pd.DataFrame]]]:
@@ -136,17 +136,17 @@ def throughput_vs_concurrency(cells: pd.DataFrame, baseline: str = "") -> bytes 
     if not len(df):
         return None
     levels = sorted({int(c) for c in df["concurrency"].dropna()})
-    colors = _palette(cells["variant"], baseline=baseline)
+    colors = palette(cells["variant"], baseline=baseline)
     fig, panels = _mean_panels(df, ["output_throughput_tok_s"], h=3.4)
     for ax, m in panels:
         for v, g in m.groupby("variant", sort=False):
             ax.plot(g["concurrency"], g["output_throughput_tok_s"], marker="o", ms=3.5, label=label(v),
                     color=colors[str(v)])
-        _log2_x(ax, levels)
+        log2_x(ax, levels)
         ax.set_xlabel("concurrency")
         ax.legend(fontsize=LEGEND_SIZE)
     panels[0][0].set_ylabel("aggregate output tok/s")
-    return _png(fig)
+    return figure_png(fig)
 
 
 def latency_throughput(cells: pd.DataFrame, baseline: str = "") -> bytes | None:
@@ -154,7 +154,7 @@ def latency_throughput(cells: pd.DataFrame, baseline: str = "") -> bytes | None:
     df = cells[cells["output_throughput_tok_s"].notna() & cells["per_user_tok_s"].notna()]
     if not len(df):
         return None
-    colors = _palette(cells["variant"], baseline=baseline)
+    colors = palette(cells["variant"], baseline=baseline)
     fig, panels = _mean_panels(df, ["output_throughput_tok_s", "per_user_tok_s"], h=3.6)
     for ax, m in panels:
         for v, g in m.groupby("variant", sort=False):
@@ -168,7 +168,7 @@ def latency_throughput(cells: pd.DataFrame, baseline: str = "") -> bytes | None:
         ax.set_xlabel("aggregate output tok/s")
         ax.legend(fontsize=LEGEND_SIZE)
     panels[0][0].set_ylabel("per-user tok/s")
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _positions(text: str) -> list[float]:
@@ -191,7 +191,7 @@ def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
     pos = {v: p for v, p in pos.items() if p}
     if not len(by_cat) and not pos:
         return None
-    colors = _palette(cells["variant"], baseline=baseline)
+    colors = palette(cells["variant"], baseline=baseline)
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     cats = sorted(by_cat["category"].unique())
@@ -225,7 +225,7 @@ def acceptance(cells: pd.DataFrame, baseline: str) -> bytes | None:
         ax2.legend(fontsize=LEGEND_SIZE)
     else:
         ax2.text(0.5, 0.5, "no per-position data", ha="center", va="center", transform=ax2.transAxes)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def acceptance_histogram(per_request: pd.DataFrame) -> bytes | None:
@@ -236,7 +236,7 @@ def acceptance_histogram(per_request: pd.DataFrame) -> bytes | None:
         return None
     drafters = list(dict.fromkeys(df["variant"]))
     cats = sorted(df["category"].astype(str).unique())
-    colors = _palette(cats)
+    colors = palette(cats)
     lo, hi = float(df["acceptance_length"].min()), float(df["acceptance_length"].max())
     bins = [float(b) for b in np.linspace(lo, hi if hi > lo else lo + 1.0, 21)]
     fig, axes = _grid(1, len(drafters), h=3.2)
@@ -255,7 +255,7 @@ def acceptance_histogram(per_request: pd.DataFrame) -> bytes | None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=LEGEND_SIZE)
     axes[0][0].set_ylabel("requests")
-    return _png(fig)
+    return figure_png(fig)
 
 
 def all_figures(cells: pd.DataFrame, *, baseline: str) -> list[Plot]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specbench.report.plots import LEGEND_SIZE, _palette, _png, label
+from specbench.report.plots import LEGEND_SIZE, figure_png, label, palette
 
 PERCENTILES = (50, 90, 99)
 STYLES = {50: "-", 90: "--", 99: ":"}
@@ -25,7 +25,7 @@ def latency_vs_rate(points: pd.DataFrame, baseline: str = "") -> bytes | None:
     """Two panels (TTFT, TPOT): p50 solid, p90 dashed, p99 dotted per variant against offered rate."""
     if not len(points):
         return None
-    colors = _palette(points["variant"], baseline=baseline)
+    colors = palette(points["variant"], baseline=baseline)
     fig = Figure(figsize=(10.4, 4.0), layout="constrained")
     ax_ttft, ax_tpot = fig.subplots(1, 2)  # own y axes: TPOT is orders of magnitude below TTFT
     for ax, metric, unit in ((ax_ttft, "ttft", "TTFT (s)"), (ax_tpot, "tpot", "TPOT (s)")):
@@ -45,14 +45,14 @@ def latency_vs_rate(points: pd.DataFrame, baseline: str = "") -> bytes | None:
     ax_ttft.legend(fontsize=LEGEND_SIZE - 1, ncol=2)
     ax_ttft.set_title("TTFT percentiles (x: saturated)", fontsize=10)
     ax_tpot.set_title("TPOT percentiles (x: saturated)", fontsize=10)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def goodput_vs_rate(points: pd.DataFrame, baseline: str = "") -> bytes | None:
     """Good requests/s per variant with its 95% band, and the offered rate as the y = x line."""
     if not len(points) or points["goodput_req_s"].isna().all():
         return None
-    colors = _palette(points["variant"], baseline=baseline)
+    colors = palette(points["variant"], baseline=baseline)
     fig = Figure(figsize=(6, 3.8), layout="constrained")
     ax = fig.subplots()
     for v, g in points.groupby("variant", sort=False):
@@ -69,7 +69,7 @@ def goodput_vs_rate(points: pd.DataFrame, baseline: str = "") -> bytes | None:
     ax.set_title("Goodput vs offered rate (x: saturated)", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=LEGEND_SIZE)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
@@ -82,7 +82,7 @@ def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
         return None
     slos = list(dict.fromkeys(cap["slo"]))
     variants = list(dict.fromkeys(capacity["variant"]))
-    colors = _palette(variants, baseline=baseline)
+    colors = palette(variants, baseline=baseline)
     fig = Figure(figsize=(max(5.0, 2.2 * len(slos) + 2), 3.6), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / max(1, len(variants))
@@ -108,4 +108,4 @@ def capacity_bars(capacity: pd.DataFrame, baseline: str = "") -> bytes | None:
     ax.set_title("Capacity under each SLO (whisker: met .. missed; hatched: at least)", fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=LEGEND_SIZE)
-    return _png(fig)
+    return figure_png(fig)

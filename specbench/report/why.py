@@ -14,7 +14,7 @@ from specbench.metrics.common import geometric_mean
 from specbench.report.derived import RunData
 from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Table
 from specbench.report.fmt import fmt, fmt_len, fmt_output_len, fmt_pct, num
-from specbench.report.plots import LEGEND_SIZE, _log2_x, _png, label
+from specbench.report.plots import LEGEND_SIZE, figure_png, label, log2_x
 
 TERMS = ("speedup", "acceptance_length", "step_cost_ratio", "residual", "break_even_acceptance_length",
          "prefill_share", "baseline_prefill_share")
@@ -77,12 +77,12 @@ def decomposition_plot(levels: pd.DataFrame) -> bytes | None:
             for col, name, color, style in LINES:
                 ax.plot(g["concurrency"], g[col], marker="o", ms=3.5, color=color, ls=style, label=name)
             ax.axhline(1.0, color="black", lw=1, ls="--")
-            _log2_x(ax, sorted({int(c) for c in df["concurrency"]}))
+            log2_x(ax, sorted({int(c) for c in df["concurrency"]}))
             ax.set_title(label(f"{d} · output {fmt_output_len(out)}"), fontsize=10)
             if i == len(drafters) - 1:
                 ax.set_xlabel("concurrency")
             ax.legend(fontsize=LEGEND_SIZE)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _text(x: object) -> str:

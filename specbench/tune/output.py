@@ -196,7 +196,7 @@ def figure(cfg: RunConfig, res: TuneResult, data: dict[str, Any]) -> bytes | Non
     per setting; the chosen envelope (confirmed speedup, 1.0 where plain decoding is kept) in black."""
     from matplotlib.figure import Figure
 
-    from specbench.report.plots import _log2_x, _png, label
+    from specbench.report.plots import figure_png, label, log2_x
 
     if not res.rounds:
         return None
@@ -214,12 +214,12 @@ def figure(cfg: RunConfig, res: TuneResult, data: dict[str, Any]) -> bytes | Non
         ax.plot(levels, ys, color="black", lw=2.5, marker="s", label="chosen (confirmed)")
         ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
         ax.axhline(cfg.verdict.min_speedup, color="0.6", lw=0.8, ls=":")
-        _log2_x(ax, levels)
+        log2_x(ax, levels)
         ax.set_title(label(tuned))
         ax.set_xlabel("concurrency")
         ax.set_ylabel("speedup (search split)")
         ax.legend(fontsize=8)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def write_outputs(cfg: RunConfig, res: TuneResult) -> list[Path]:
