@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specbench.decide import stats
-from specbench.decide.decision import ALPHA, Outcome, classify, widen
+from specbench.decide.decision import ALPHA, Outcome, classify
+from specbench.decide.family import FamilyLevel, bonferroni
 from specbench.decide.intervals import LaunchVariance
 
 Windows = Mapping[tuple[int, int], float]  # (launch, repeat) -> a window's throughput
@@ -148,15 +149,27 @@ def mix_interval(points: Sequence[tuple[float, Windows, Windows]], calibration: 
 
 
 def family_alpha(claims: int, looks: int = 1) -> float:
-    """Per-claim, per-side level of a family of `claims` primary claims (each over `looks` sequential looks):
-    ALPHA / (claims x looks), Bonferroni. By the union bound the chance that any claim of the family is wrong
-    (adopt where the true mix speedup is at most m, slower where it is at least 1, same where it lies outside
-    [1/m, m]) is at most ALPHA = 2.5% per outcome, however the claims depend on each other."""
+    """Per-claim, per-side level of a family of `claims` primary claims (each over `looks` sequential looks)
+    under Bonferroni: ALPHA / (claims x looks). By the union bound the chance that any claim of the family is
+    wrong is at most ALPHA = 2.5% per outcome, however the claims depend on each other (the fallback of
+    `decide.family.family_level`)."""
     return ALPHA / max(1, claims * looks)
 
 
+def family_outcome(low: float, high: float, df: float, level: FamilyLevel, min_speedup: float) -> Outcome:
+    """The outcome of one claim of a family: its 95% interval re-drawn at the family's level, adopt and slower
+    from the one-sided critical value, same from the two-sided one (a family's wrong "same" claims may err on
+    either side), each outcome then as `decision.classify` decides it."""
+    lo2, hi2 = level.bounds(low, high, df, same=True)
+    if classify(lo2, hi2, min_speedup) is Outcome.NO_DIFFERENCE:
+        return Outcome.NO_DIFFERENCE
+    lo, hi = level.bounds(low, high, df)
+    got = classify(lo, hi, min_speedup)
+    if got is Outcome.NO_DIFFERENCE:  # inside the margin at the one-sided level only: slower or nothing
+        return Outcome.SLOWER if hi < 1.0 else Outcome.UNDECIDED
+    return got
+
+
 def primary_outcome(low: float, high: float, df: float, claims: int, min_speedup: float, looks: int = 1) -> Outcome:
-    """The outcome of one primary claim: its 95% mix interval re-drawn at the family's level (`widen` at
-    family_alpha), then classified as every interval is (decision.classify)."""
-    lo, hi = widen(low, high, df, family_alpha(claims, looks))
-    return classify(lo, hi, min_speedup)
+    """The outcome of one primary claim under Bonferroni: its 95% mix interval re-drawn at family_alpha."""
+    return family_outcome(low, high, df, bonferroni(claims, ALPHA / max(1, looks), "by count"), min_speedup)
