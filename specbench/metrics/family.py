@@ -14,37 +14,40 @@ from specbench.decide.decision import ALPHA
 from specbench.decide.family import ClaimShape, FamilyLevel, HistoryShape, Sharing, bonferroni, family_level
 from specbench.metrics.mix import mix_key
 
-Claim = tuple[float, float, float, bool]  # a claim's 95% mix interval (low, high, df) and whether a gate fired
+POINTS_STEP = 0.5  # a claim's effective points enter rounded down to this (the level is then one of few, cached)
 
 
-def _effective_points(g: pd.DataFrame) -> float:
-    """1 / sum a_p^2, a_p = (u_p / s_p) / sum_q (u_q / s_q): the weights of the points in ln S (decide.mix)."""
-    u = g["mix_weight"].astype(float) if "mix_weight" in g else pd.Series(1.0, index=g.index)
-    inv = u / g["speedup"].astype(float)
-    a = inv / inv.sum()
-    total = float((a * a).sum())
-    return 1.0 / total if total > 0 and math.isfinite(total) else float(len(g))
+def _effective_points(group: list[dict[str, Any]]) -> float:
+    """1 / sum a_p^2, a_p = (u_p / s_p) / sum_q (u_q / s_q): the weights of the points in ln S (decide.mix),
+    rounded down to POINTS_STEP (fewer points: less correlation, a larger level)."""
+    inv = [float(r.get("mix_weight", 1.0)) / float(r["speedup"]) for r in group]
+    total = sum(inv)
+    a2 = sum((x / total) ** 2 for x in inv) if total > 0 else math.nan
+    p = 1.0 / a2 if a2 > 0 and math.isfinite(a2) else float(len(group))
+    return max(1.0, math.floor(p / POINTS_STEP) * POINTS_STEP)
 
 
 def claim_shapes(cells: pd.DataFrame, drafters: Sequence[str], baseline: str) -> tuple[int, list[ClaimShape] | None]:
     """The number of primary claims (drafter x mix group) of the cells, and one ClaimShape per claim (None when
     some claim's shape is not in the cells: no baseline cells, launches or repeats)."""
-    ok = cells["valid"].astype(bool)
-    mine = cells[cells["variant"].isin(drafters) & ok & cells["mix_points"].notna()]
-    groups = list(mine.groupby(mine.apply(mix_key, axis=1), sort=False)) if len(mine) else []
+    rows = cells.to_dict("records")
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["variant"] in drafters and bool(r["valid"]) and not pd.isna(r.get("mix_points")):
+            groups.setdefault(mix_key(r), []).append(r)
     if not {"point_id", "launches", "repeats", "speedup"} <= set(cells.columns):
         return len(groups), None
-    base = cells[(cells["variant"] == baseline) & ok].set_index("point_id")
+    base = {r["point_id"]: r for r in rows if r["variant"] == baseline and bool(r["valid"])}
     out = []
-    for key, g in groups:
-        b = base.loc[base.index.intersection(g["point_id"])]
-        if not len(b) or g[["launches", "repeats"]].isna().any().any():
+    for key, g in groups.items():
+        b = [base[r["point_id"]] for r in g if r["point_id"] in base]
+        if not b or any(pd.isna(r[c]) for r in g + b for c in ("launches", "repeats")):
             return len(groups), None
+        n, nb = min(int(r["launches"]) for r in g), min(int(r["launches"]) for r in b)
         out.append(ClaimShape(
-            drafter=str(key[0]), group=tuple(key[1:]), points=_effective_points(g),
-            launches=int(g["launches"].min()), base_launches=int(b["launches"].min()),
-            repeats=int(g["repeats"].min() // max(1, g["launches"].min())),
-            base_repeats=int(b["repeats"].min() // max(1, b["launches"].min()))))
+            drafter=str(key[0]), group=tuple(key[1:]), points=_effective_points(g), launches=n, base_launches=nb,
+            repeats=min(int(r["repeats"]) for r in g) // max(1, n),
+            base_repeats=min(int(r["repeats"]) for r in b) // max(1, nb)))
     return len(groups), out
 
 
