@@ -80,3 +80,28 @@ def primary_level(cells: pd.DataFrame, drafters: Sequence[str], baseline: str,
     if shapes is None:
         return bonferroni(k, alpha, "the claims' launches are not in the cells")
     return family_level(shapes, alpha, sharing_of(cells), history_shape(history))
+
+
+SECONDARY_UNITS = {"launch", "repeat+calibration", "history"}  # intervals the model's T is the statistic of
+
+
+def secondary_level(cells: pd.DataFrame, drafter: str, baseline: str, history: Mapping[str, Any] | None) -> FamilyLevel:
+    """The level of one drafter's secondary family (its valid points with an interval, each one claim of one
+    point): max-t as for the primary family where every point's interval is one the model simulates (Welch on
+    launch units, or one launch with the history's components); otherwise Bonferroni's level, which tells the
+    caller to use Holm (decide.secondary)."""
+    need = {"point_id", "launches", "repeats", "speedup_ci_low", "interval_unit"}
+    if not need <= set(cells.columns):
+        return bonferroni(0, ALPHA, "the points' launches are not in the cells")
+    ok = cells["valid"].astype(bool)
+    mine = cells[(cells["variant"] == drafter) & ok & cells["speedup_ci_low"].notna()]
+    base = cells[(cells["variant"] == baseline) & ok].set_index("point_id")
+    shapes = []
+    for r in mine.to_dict("records"):
+        if r["point_id"] not in base.index or r["interval_unit"] not in SECONDARY_UNITS:
+            return bonferroni(len(mine), ALPHA, f"interval unit {r['interval_unit']} at {r['point_id']}")
+        b = base.loc[r["point_id"]]
+        n, nb = int(r["launches"]), int(b["launches"])
+        shapes.append(ClaimShape(drafter, r["point_id"], 1.0, n, nb, int(r["repeats"]) // max(1, n),
+                                 int(b["repeats"]) // max(1, nb)))
+    return family_level(shapes, ALPHA, sharing_of(cells), history_shape(history))

@@ -21,7 +21,7 @@ from specbench.decide.decision import (
 )
 from specbench.decide.family import FamilyLevel
 from specbench.decide.mix import family_outcome
-from specbench.metrics.family import primary_level
+from specbench.metrics.family import primary_level, secondary_level
 from specbench.metrics.mix import mix_key
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.document import Table
@@ -121,10 +121,18 @@ def secondary_text(data: RunData) -> str:
     if not sizes:
         return ""
     n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    levels = [secondary_level(c, v, data.baseline, data.history) for v in sorted(set(mine["variant"]))]
+    qs = sorted(lv.one for lv in levels if math.isfinite(lv.one))
+    if len(qs) == len(levels):
+        q = f"{qs[0]:.2f}" if qs[0] == qs[-1] else f"{qs[0]:.2f}-{qs[-1]:.2f}"
+        how = (f"each outcome decided at the family's simultaneous critical value (t = {q} for adopt and slower; "
+               "max-t from the points' shared launch effects and shared baseline)")
+    else:
+        how = ("each outcome decided by Holm's step-down at 2.5% per side on the points' one-sided p-values"
+               f"{f' (for {len(qs)} of {len(levels)} drafters at a max-t critical value, t = {qs[0]:.2f}+)' if qs else ''}")
     return (f"The per-category lines below are secondary claims: each drafter's family is its {n} points with an "
-            "interval (category x length x concurrency), each outcome decided by Holm's step-down at 2.5% per side "
-            "on the points' one-sided p-values, so the chance that any line of a drafter is wrong is at most 2.5% "
-            "per outcome (family-wise within each drafter's secondary family).")
+            f"interval (category x length x concurrency), {how}, so the chance that any line of a drafter is "
+            "wrong is at most 2.5% per outcome (family-wise within each drafter's secondary family).")
 
 
 def verdict_table(data: RunData) -> Table | None:
