@@ -128,8 +128,8 @@ def secondary_text(data: RunData) -> str:
         how = (f"each outcome decided at the family's simultaneous critical value (t = {q} for adopt and slower; "
                "max-t from the points' shared launch effects and shared baseline)")
     else:
-        how = ("each outcome decided by Holm's step-down at 2.5% per side on the points' one-sided p-values"
-               f"{f' (for {len(qs)} of {len(levels)} drafters at a max-t critical value, t = {qs[0]:.2f}+)' if qs else ''}")
+        some = f" ({len(qs)} of {len(levels)} drafters at a max-t critical value, t >= {qs[0]:.2f})" if qs else ""
+        how = f"each outcome decided by Holm's step-down at 2.5% per side on the points' one-sided p-values{some}"
     return (f"The per-category lines below are secondary claims: each drafter's family is its {n} points with an "
             f"interval (category x length x concurrency), {how}, so the chance that any line of a drafter is "
             "wrong is at most 2.5% per outcome (family-wise within each drafter's secondary family).")
