@@ -42,8 +42,10 @@ from specbench.decide.decision import Outcome
 from specbench.decide.family import FamilyLevel
 from specbench.decide.intervals import LaunchVariance, variance_levels
 from specbench.decide.mix import family_outcome, primary_outcome
-from specbench.decide.secondary import secondary_outcomes
-from specbench.metrics.family import primary_level
+from specbench.decide.secondary import secondary_family, secondary_outcomes
+from specbench.metrics.breakeven import break_even_table
+from specbench.metrics.cells import interval_unit, mark_history_intervals
+from specbench.metrics.family import primary_level, secondary_level
 from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.speedup import MeasuredCell, speedup_columns
 
@@ -74,7 +76,7 @@ def _variant(rng: np.random.Generator, speedup: float, launches: int, repeats: i
 
 
 def _table(by_variant: dict[str, list[Windows]], points: list[tuple[str, int]], concurrency: tuple[int, ...],
-           cal: LaunchVariance | None) -> tuple[FamilyLevel, dict[tuple[str, int], Interval]]:
+           cal: LaunchVariance | None) -> Table:
     """A run's primary table as the product derives it: cells (`speedup_columns`), their mix columns
     (`metrics.mix.add_mix_columns`: weights, intervals, launch sharing) and the family's level
     (`metrics.family.primary_level`, as report/decisions.py asks it). Cell i is point i % P at concurrency
@@ -86,19 +88,48 @@ def _table(by_variant: dict[str, list[Windows]], points: list[tuple[str, int]], 
             (cat, out), conc = points[i % len(points)], concurrency[i // len(points)]
             n = len({la for la, _ in w})
             row = {"variant": name, "is_baseline": name == "base", "valid": True, "point_id": f"{cat}|{out}|c{conc}",
-                   "category": cat, "output_len": out, "concurrency": conc, "temperature": 0.0, "rate": math.nan,
-                   "launches": n, "repeats": len(w), "output_throughput_tok_s": float(np.mean(list(w.values()))),
-                   "speedup": 1.0 if name == "base" else speedup_columns(w, base[i], cal)["speedup"]}
+                   "category": cat, "input_len": math.nan, "output_len": out, "concurrency": conc, "temperature": 0.0,
+                   "rate": math.nan, "launches": n, "repeats": len(w), "interval_unit": interval_unit(n, cal),
+                   "output_throughput_tok_s": float(np.mean(list(w.values()))), "speedup": 1.0}
+            if name != "base":
+                row.update(speedup_columns(w, base[i], cal))
+                mark_history_intervals(row)
             cells.append(MeasuredCell(row=row, reqs=[], window_tp=w, n_launches=n))
     add_mix_columns(cells, {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}, cal)
     history = None if cal is None else {"rel_var": cal.rel_var, "df": cal.df, "repeat_rel_var": cal.repeat_rel_var,
                                         "repeat_df": cal.repeat_df}
     drafters = [v for v in by_variant if v != "base"]
-    level = primary_level(pd.DataFrame([c.row for c in cells]), drafters, "base", history)
+    frame = pd.DataFrame([c.row for c in cells])
+    level = primary_level(frame, drafters, "base", history)
     claims = {(c.row["variant"], c.row["concurrency"]): (c.row["mix_speedup_ci_low"], c.row["mix_speedup_ci_high"],
                                                          c.row["mix_speedup_ci_df"]) for c in cells
               if not c.row["is_baseline"]}
-    return level, claims
+    return Table(level, claims, frame, history)
+
+
+@dataclass
+class Table:
+    """A simulated run's primary table: its level and claims, its cells and the history they used."""
+
+    level: FamilyLevel
+    claims: dict[tuple[str, int], Interval]
+    cells: pd.DataFrame
+    history: dict[str, float] | None
+
+    def secondary_adopts(self, drafter: str) -> bool:
+        """Whether some point of the drafter's secondary family says adopt, as report/verdict.py decides it."""
+        mine = self.cells[self.cells["variant"] == drafter]
+        level = secondary_level(self.cells, drafter, "base", self.history)
+        return any(o is Outcome.ADOPT for o in secondary_family(mine, M, level=level).values())
+
+    def never_pays(self) -> tuple[bool, bool]:
+        """Whether some row of break_even.csv says "never pays": at the drafters' family levels (as finalize
+        writes it) and with the per-point 95% intervals."""
+        drafters = [v for v in self.cells["variant"].unique() if v != "base"]
+        levels = {v: secondary_level(self.cells, v, "base", self.history) for v in drafters}
+        fam = break_even_table(self.cells, "base", levels=levels)
+        per_point = break_even_table(self.cells, "base")
+        return bool((fam["status"] == "never_pays").any()), bool((per_point["status"] == "never_pays").any())
 
 
 @dataclass
@@ -107,9 +138,10 @@ class Family:
     any_adopt_bonferroni: float  # the same with each claim at 2.5% / claims (Bonferroni)
     any_adopt_per_claim: float  # the same with each claim at 2.5%
     coverage: float  # of the 95% mix intervals
-    secondary_drafter: float  # P(some point of one drafter's secondary family says adopt), Holm
+    secondary_drafter: float  # P(some point of one drafter's secondary family says adopt), as the report decides
+    secondary_drafter_holm: float  # the same by Holm
     secondary_drafter_per_point: float  # the same with each point at 2.5%
-    secondary_any: float  # P(some point of any drafter says adopt), Holm within each drafter
+    secondary_any: float  # P(some point of any drafter says adopt), within each drafter's family
     methods: str  # the levels' methods seen, with how often
 
 
@@ -131,12 +163,13 @@ def family(trials: int, seed: int, shared: float = 1.0) -> Family:
     rng = np.random.default_rng(seed)
     n_cells, claims = len(POINTS) * len(CONCURRENCY), DRAFTERS * len(CONCURRENCY)
     adopt = adopt_bonf = adopt_per_claim = covered = drawn = 0
-    sec_drafter = sec_per_point = sec_any = 0
+    sec_drafter = sec_holm = sec_per_point = sec_any = 0
     methods: dict[str, int] = {}
     for _ in range(trials):
         variants = {"base": _variant(rng, 1.0, LAUNCHES, 1, n_cells, LAUNCH_CV, shared)}
         variants |= {f"d{i}": _variant(rng, M, LAUNCHES, 1, n_cells, LAUNCH_CV, shared) for i in range(DRAFTERS)}
-        level, table = _table(variants, POINTS, CONCURRENCY, None)
+        tab = _table(variants, POINTS, CONCURRENCY, None)
+        level, table = tab.level, tab.claims
         key = level.method.split(" (")[0] + (f" {level.method.split('rho ')[1][:4]}" if "rho " in level.method else "")
         methods[key] = methods.get(key, 0) + 1
         any_f = any_b = any_c = any_s = False
@@ -152,9 +185,11 @@ def family(trials: int, seed: int, shared: float = 1.0) -> Family:
                 continue
             intervals = [_interval(c) for c in _point_intervals(v, variants["base"], None)]
             holm = any(o is Outcome.ADOPT for o in secondary_outcomes(intervals, M))
-            sec_drafter += holm
+            fam = tab.secondary_adopts(name)
+            sec_drafter += fam
+            sec_holm += holm
             sec_per_point += any(o is Outcome.ADOPT for iv in intervals for o in secondary_outcomes([iv], M))
-            any_s |= holm
+            any_s |= fam
         adopt += any_f
         adopt_bonf += any_b
         adopt_per_claim += any_c
@@ -162,7 +197,7 @@ def family(trials: int, seed: int, shared: float = 1.0) -> Family:
     seen = ", ".join(f"{k} in {100 * n / trials:.0f}%" for k, n in sorted(methods.items(), key=lambda x: -x[1]))
     return Family(adopt / trials, adopt_bonf / trials, adopt_per_claim / trials,
                   covered / drawn if drawn else math.nan, sec_drafter / (trials * DRAFTERS),
-                  sec_per_point / (trials * DRAFTERS), sec_any / trials, seen)
+                  sec_holm / (trials * DRAFTERS), sec_per_point / (trials * DRAFTERS), sec_any / trials, seen)
 
 
 def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
@@ -173,7 +208,7 @@ def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
 
 
 def _demo_table(rng: np.random.Generator, i: int, speedups: tuple[float, float], history_scale: float = 1.0,
-                ) -> tuple[FamilyLevel, dict[tuple[str, int], Interval]]:
+                ) -> Table:
     """One simulated demo after one calibration: the calibration (3 launches x 2 repeats of the baseline) at
     `history_scale` times the run's SDs, its history estimated and checked as a run does, then one launch x 1
     repeat of the baseline and two drafters (true speedups `speedups` at every point), their table."""
@@ -194,8 +229,8 @@ def demo_decides(trials: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
     decided = 0
     for i in range(trials):
-        level, table = _demo_table(rng, i, (DEMO_SPEEDUP, 1.0))
-        decided += family_outcome(*table[("ngram", 1)], level, M) is not Outcome.UNDECIDED
+        tab = _demo_table(rng, i, (DEMO_SPEEDUP, 1.0))
+        decided += family_outcome(*tab.claims[("ngram", 1)], tab.level, M) is not Outcome.UNDECIDED
     return decided / trials
 
 
@@ -205,10 +240,31 @@ def demo_margin(trials: int, seed: int, history_scale: float = 1.0) -> tuple[flo
     rng = np.random.default_rng(seed)
     fam = bonf = 0
     for i in range(trials):
-        level, table = _demo_table(rng, i, (M, M), history_scale)
-        fam += any(family_outcome(*iv, level, M) is Outcome.ADOPT for iv in table.values())
-        bonf += any(primary_outcome(*iv, DEMO_CLAIMS, M) is Outcome.ADOPT for iv in table.values())
+        tab = _demo_table(rng, i, (M, M), history_scale)
+        fam += any(family_outcome(*iv, tab.level, M) is Outcome.ADOPT for iv in tab.claims.values())
+        bonf += any(primary_outcome(*iv, DEMO_CLAIMS, M) is Outcome.ADOPT for iv in tab.claims.values())
     return fam / trials, bonf / trials
+
+
+def break_even_words(trials: int, seed: int) -> dict[str, tuple[float, float]]:
+    """P(some row of break_even.csv says "never pays") with both drafters of the demo's shape exactly at 1.0,
+    at the family's levels and per point: with 3 launches per variant, and one launch after a calibration."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    cells = DEMO_POINTS * DEMO_CONCURRENCY
+    for design in ("3 launches", "one launch and a calibration"):
+        fam = per = 0
+        for i in range(trials):
+            if design == "3 launches":
+                run = {name: _variant(rng, 1.0, 3, 1, cells, DEMO_LAUNCH_CV) for name in ("base", "ngram", "draft")}
+                tab = _table(run, DEMO_POINTS_LIST, DEMO_LEVELS, None)
+            else:
+                tab = _demo_table(rng, i, (1.0, 1.0))
+            f, p = tab.never_pays()
+            fam += f
+            per += p
+        out[design] = (fam / trials, per / trials)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,8 +290,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{100 * mis.any_adopt:.1f}% at the family's level ({mis.methods}), {100 * mis.any_adopt_bonferroni:.1f}% "
           "under Bonferroni")
     print(f"secondary family: P(any secondary adopt | all at the margin) {100 * f.secondary_drafter:.1f}% per "
-          f"drafter (Holm over its {n_points} points), {100 * f.secondary_drafter_per_point:.1f}% per drafter with "
-          f"each point at 2.5%; {100 * f.secondary_any:.1f}% over the {DRAFTERS} drafters (Holm within each)")
+          f"drafter at its family's level (over its {n_points} points, as the report decides), "
+          f"{100 * f.secondary_drafter_holm:.1f}% by Holm, {100 * f.secondary_drafter_per_point:.1f}% with each point "
+          f"at 2.5%; {100 * f.secondary_any:.1f}% over the {DRAFTERS} drafters (within each drafter's family)")
+    for design, (fam, per) in break_even_words(a.trials, a.seed + 5).items():
+        print(f"break-even words, both drafters of the demo's shape at 1.0 ({design}): some row says \"never pays\" "
+              f"in {100 * fam:.1f}% of runs at the drafters' family levels, {100 * per:.1f}% per point")
     print(f"demo at the margin (2 drafters x {DEMO_CONCURRENCY} concurrencies, one launch, calibrated): P(any adopt) "
           f"{100 * d_fam:.1f}% at the family's level, {100 * d_bonf:.1f}% under Bonferroni; with the history's SDs "
           f"halved {100 * h_fam:.1f}% and {100 * h_bonf:.1f}%")
