@@ -30,7 +30,7 @@ def _effective_points(group: list[dict[str, Any]]) -> float:
 def claim_shapes(cells: pd.DataFrame, drafters: Sequence[str], baseline: str) -> tuple[int, list[ClaimShape] | None]:
     """The number of primary claims (drafter x mix group) of the cells, and one ClaimShape per claim (None when
     some claim's shape is not in the cells: no baseline cells, launches or repeats)."""
-    rows = cells.to_dict("records")
+    rows: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in cells.to_dict("records")]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         if r["variant"] in drafters and bool(r["valid"]) and not pd.isna(r.get("mix_points")):
