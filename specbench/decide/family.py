@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,28 +208,39 @@ def _group_points(key: Key) -> dict[int, float]:
     return {g: p for _, g, p, *_ in key}
 
 
+Side = Callable[[list[int], int], tuple[np.ndarray, np.ndarray]]  # (groups, n or r) -> a variant's two draws
+
+
+def _claims_t(key: Key, side: Side, own: int, base: int,
+              t: Callable[[tuple[np.ndarray, np.ndarray], int, tuple[np.ndarray, np.ndarray], int], np.ndarray],
+              ) -> np.ndarray:
+    """T (draws x claims): the baseline's side drawn over every group (key field `base` its n or r), then each
+    drafter's over its groups (field `own`), and t(drafter's, its column, baseline's, the group's column)."""
+    groups = sorted(_group_points(key))
+    b = side(groups, key[0][base])
+    cols = []
+    for d in sorted({k[0] for k in key}):
+        mine = [k for k in key if k[0] == d]
+        x = side([k[1] for k in mine], mine[0][own])
+        cols += [t(x, j, b, groups.index(k[1])) for j, k in enumerate(mine)]
+    return np.column_stack(cols)
+
+
 @functools.lru_cache(maxsize=256)
 def _units_quantiles(key: Key, rho: float, alpha: float) -> tuple[float, float]:
     """Launch units of every variant drawn (seeded) as the model says; Welch's T of each claim."""
     rng = np.random.default_rng(SEED)
     pts = _group_points(key)
-    base_n = key[0][4]
 
     def side(groups: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:
         cov = np.full((len(groups), len(groups)), rho) + np.diag([(1 - rho) / pts[g] for g in groups])
         y = rng.standard_normal((TRIALS, n, len(groups))) @ np.linalg.cholesky(cov).T
         return y.mean(axis=1), y.var(axis=1, ddof=1) / n
 
-    all_groups = sorted(pts)
-    bm, bv = side(all_groups, base_n)
-    cols = []
-    for d in sorted({k[0] for k in key}):
-        mine = [k for k in key if k[0] == d]
-        dm, dv = side([k[1] for k in mine], mine[0][3])
-        for j, k in enumerate(mine):
-            g = all_groups.index(k[1])
-            cols.append((dm[:, j] - bm[:, g]) / np.sqrt(dv[:, j] + bv[:, g]))
-    return _quantiles(np.column_stack(cols), alpha)
+    def welch(d: tuple[np.ndarray, np.ndarray], j: int, b: tuple[np.ndarray, np.ndarray], g: int) -> np.ndarray:
+        return (d[0][:, j] - b[0][:, g]) / np.sqrt(d[1][:, j] + b[1][:, g])
+
+    return _quantiles(_claims_t(key, side, 3, 4, welch), alpha)
 
 
 @functools.lru_cache(maxsize=256)
@@ -256,14 +267,7 @@ def _history_quantiles(key: Key, repeat_share: float, launch_df: float, repeat_d
             est = rep * w_repeat[:, None]
         return err, est
 
-    all_groups = sorted(pts)
-    b_err, b_est = side(all_groups, key[0][6])
-    cols = []
-    for d in sorted({k[0] for k in key}):
-        mine = [k for k in key if k[0] == d]
-        err, est = side([k[1] for k in mine], mine[0][5])
-        for j, k in enumerate(mine):
-            g = all_groups.index(k[1])
-            var = 2 * lv * w_launch + est[:, j] + b_est[:, g]
-            cols.append((err[:, j] - b_err[:, g]) / np.sqrt(var))
-    return _quantiles(np.column_stack(cols), alpha)
+    def studentized(d: tuple[np.ndarray, np.ndarray], j: int, b: tuple[np.ndarray, np.ndarray], g: int) -> np.ndarray:
+        return (d[0][:, j] - b[0][:, g]) / np.sqrt(2 * lv * w_launch + d[1][:, j] + b[1][:, g])
+
+    return _quantiles(_claims_t(key, side, 5, 6, studentized), alpha)
