@@ -233,11 +233,11 @@ def _claims_t(key: Key, side: Side, own: int, base: int,
     """T (draws x claims): the baseline's side drawn over every group (key field `base` its n or r), then each
     drafter's over its groups (field `own`), and t(drafter's, its column, baseline's, the group's column)."""
     groups = sorted(_group_points(key))
-    b = side(groups, key[0][base])
+    b = side(groups, int(key[0][base]))
     cols = []
     for d in sorted({k[0] for k in key}):
         mine = [k for k in key if k[0] == d]
-        x = side([k[1] for k in mine], mine[0][own])
+        x = side([k[1] for k in mine], int(mine[0][own]))
         cols += [t(x, j, b, groups.index(k[1])) for j, k in enumerate(mine)]
     return np.column_stack(cols)
 
