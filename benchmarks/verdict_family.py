@@ -38,10 +38,15 @@ import numpy as np
 import pandas as pd
 
 from specbench.decide.decision import Outcome
+from specbench.decide.family import FamilyLevel
 from specbench.decide.intervals import LaunchVariance, variance_levels
-from specbench.decide.primary import mix_interval, primary_outcome
-from specbench.decide.secondary import secondary_outcomes
-from specbench.metrics.speedup import speedup_columns
+from specbench.decide.primary import family_outcome, primary_outcome
+from specbench.decide.secondary import secondary_family, secondary_outcomes
+from specbench.metrics.breakeven import break_even_table
+from specbench.metrics.cells import interval_unit, mark_history_intervals
+from specbench.metrics.claims import primary_level, secondary_level
+from specbench.metrics.mix import add_mix_columns
+from specbench.metrics.speedup import MeasuredCell, speedup_columns
 from specbench.stores import history_checks, variance_history
 
 M = 1.05  # the default verdict.min_speedup
@@ -50,30 +55,94 @@ POINTS = [(cat, out) for cat in ("code", "chat", "rewrite") for out in (64, 256)
 CONCURRENCY = (1, 4, 16, 64)
 DEMO_LAUNCH_CV, DEMO_SPEEDUP, DEMO_CLAIMS = 0.042, 1.30, 2 * 3  # 2 drafters x 3 concurrencies
 DEMO_POINTS, DEMO_CONCURRENCY, CAL_LAUNCHES, CAL_REPEATS = 4, 3, 3, 2
+MISSPECIFIED_SHARE = 0.5
+DEMO_POINTS_LIST, DEMO_LEVELS = [(cat, out) for cat in ("code", "chat") for out in (64, 256)], (1, 4, 16)
 
 Windows = dict[tuple[int, int], float]
 
 
 def _variant(rng: np.random.Generator, speedup: float, launches: int, repeats: int, cells: int,
-             launch_cv: float) -> list[Windows]:
-    """One variant's windows at `cells` cells: launch effects shared by every cell of a launch."""
-    effect = 1 + launch_cv * rng.standard_normal(launches)
+             launch_cv: float, shared: float = 1.0, repeat_cv: float = REPEAT_CV) -> list[Windows]:
+    """One variant's windows at `cells` cells: a launch's effect, a fraction `shared` of its variance common to
+    every cell of the launch (the rest each cell's own), windows varying by REPEAT_CV inside it."""
+    common = rng.standard_normal(launches)
     out = []
     for _ in range(cells):
-        rep = 1 + REPEAT_CV * rng.standard_normal((launches, repeats))
+        effect = 1 + launch_cv * (math.sqrt(shared) * common + math.sqrt(1 - shared) * rng.standard_normal(launches))
+        rep = 1 + repeat_cv * rng.standard_normal((launches, repeats))
         out.append({(la + 1, r + 1): float(100.0 * speedup * effect[la] * rep[la, r])
                     for la in range(launches) for r in range(repeats)})
     return out
 
 
+def _table(by_variant: dict[str, list[Windows]], points: list[tuple[str, int]], concurrency: tuple[int, ...],
+           cal: LaunchVariance | None) -> Table:
+    """A run's primary table as the product derives it: cells (`speedup_columns`), their mix columns
+    (`metrics.mix.add_mix_columns`: weights, intervals, launch sharing) and the family's level
+    (`metrics.claims.primary_level`, as report/decisions.py asks it). Cell i is point i % P at concurrency
+    i // P; "base" is the baseline."""
+    cells = []
+    base = by_variant["base"]
+    for name, ws in by_variant.items():
+        for i, w in enumerate(ws):
+            (cat, out), conc = points[i % len(points)], concurrency[i // len(points)]
+            n = len({la for la, _ in w})
+            row = {"variant": name, "is_baseline": name == "base", "valid": True, "point_id": f"{cat}|{out}|c{conc}",
+                   "category": cat, "input_len": math.nan, "output_len": out, "concurrency": conc, "temperature": 0.0,
+                   "rate": math.nan, "launches": n, "repeats": len(w), "interval_unit": interval_unit(n, cal),
+                   "output_throughput_tok_s": float(np.mean(list(w.values()))), "speedup": 1.0}
+            if name != "base":
+                row.update(speedup_columns(w, base[i], cal))
+                mark_history_intervals(row)
+            cells.append(MeasuredCell(row=row, reqs=[], window_tp=w, n_launches=n))
+    add_mix_columns(cells, {c.row["point_id"]: c for c in cells if c.row["is_baseline"]}, cal)
+    history = None if cal is None else {"rel_var": cal.rel_var, "df": cal.df, "repeat_rel_var": cal.repeat_rel_var,
+                                        "repeat_df": cal.repeat_df}
+    drafters = [v for v in by_variant if v != "base"]
+    frame = pd.DataFrame([c.row for c in cells])
+    level = primary_level(frame, drafters, "base", history)
+    claims = {(c.row["variant"], c.row["concurrency"]): (c.row["mix_speedup_ci_low"], c.row["mix_speedup_ci_high"],
+                                                         c.row["mix_speedup_ci_df"]) for c in cells
+              if not c.row["is_baseline"]}
+    return Table(level, claims, frame, history)
+
+
+@dataclass
+class Table:
+    """A simulated run's primary table: its level and claims, its cells and the history they used."""
+
+    level: FamilyLevel
+    claims: dict[tuple[str, int], Interval]
+    cells: pd.DataFrame
+    history: dict[str, float] | None
+
+    def secondary_adopts(self, drafter: str) -> bool:
+        """Whether some point of the drafter's secondary family says adopt, as report/verdict.py decides it."""
+        mine = self.cells[self.cells["variant"] == drafter]
+        level = secondary_level(self.cells, drafter, "base", self.history)
+        return any(o is Outcome.ADOPT for o in secondary_family(mine, M, level=level).values())
+
+    def never_pays(self) -> tuple[bool, bool]:
+        """Whether some row of break_even.csv says "never pays": at the drafters' family levels (as finalize
+        writes it) and with the per-point 95% intervals."""
+        drafters = [v for v in self.cells["variant"].unique() if v != "base"]
+        levels = {v: secondary_level(self.cells, v, "base", self.history) for v in drafters}
+        fam = break_even_table(self.cells, "base", levels=levels)
+        per_point = break_even_table(self.cells, "base")
+        return bool((fam["status"] == "never_pays").any()), bool((per_point["status"] == "never_pays").any())
+
+
 @dataclass
 class Family:
-    any_adopt: float  # P(some claim of the family says adopt), the family's correction applied
+    any_adopt: float  # P(some claim of the family says adopt) at the family's level (decide.family)
+    any_adopt_bonferroni: float  # the same with each claim at 2.5% / claims (Bonferroni)
     any_adopt_per_claim: float  # the same with each claim at 2.5%
     coverage: float  # of the 95% mix intervals
-    secondary_drafter: float  # P(some point of one drafter's secondary family says adopt), Holm
+    secondary_drafter: float  # P(some point of one drafter's secondary family says adopt), as the report decides
+    secondary_drafter_holm: float  # the same by Holm
     secondary_drafter_per_point: float  # the same with each point at 2.5%
-    secondary_any: float  # P(some point of any drafter says adopt), Holm within each drafter
+    secondary_any: float  # P(some point of any drafter says adopt), within each drafter's family
+    methods: str  # the levels' methods seen, with how often
 
 
 Interval = tuple[float, float, float]
@@ -83,47 +152,52 @@ def _point_intervals(v: list[Windows], b: list[Windows], cal: LaunchVariance | N
     return [speedup_columns(vw, bw, cal) for vw, bw in zip(v, b)]
 
 
-def _claim(v: list[Windows], b: list[Windows], cal: LaunchVariance | None,
-           cols: list[dict[str, float]] | None = None) -> Interval:
-    cols = cols if cols is not None else _point_intervals(v, b, cal)
-    mix = mix_interval([(c["speedup"], vw, bw) for c, vw, bw in zip(cols, v, b)], cal)
-    return mix.low, mix.high, mix.df
-
-
 def _interval(c: dict[str, float]) -> Interval:
     nan = math.nan
     return c.get("speedup_ci_low", nan), c.get("speedup_ci_high", nan), c.get("speedup_ci_df", nan)
 
 
-def family(trials: int, seed: int) -> Family:
+def family(trials: int, seed: int, shared: float = 1.0) -> Family:
+    """The primary and secondary families with every drafter at the margin; `shared`: the fraction of a launch's
+    effect common to its points (1: the model's; less: the model misspecified)."""
     rng = np.random.default_rng(seed)
     n_cells, claims = len(POINTS) * len(CONCURRENCY), DRAFTERS * len(CONCURRENCY)
-    adopt = adopt_per_claim = covered = drawn = 0
-    sec_drafter = sec_per_point = sec_any = 0
+    adopt = adopt_bonf = adopt_per_claim = covered = drawn = 0
+    sec_drafter = sec_holm = sec_per_point = sec_any = 0
+    methods: dict[str, int] = {}
     for _ in range(trials):
-        base = _variant(rng, 1.0, LAUNCHES, 1, n_cells, LAUNCH_CV)
-        any_f = any_c = any_s = False
-        for _ in range(DRAFTERS):
-            v = _variant(rng, M, LAUNCHES, 1, n_cells, LAUNCH_CV)
-            cols = _point_intervals(v, base, None)
-            intervals = [_interval(c) for c in cols]
+        variants = {"base": _variant(rng, 1.0, LAUNCHES, 1, n_cells, LAUNCH_CV, shared)}
+        variants |= {f"d{i}": _variant(rng, M, LAUNCHES, 1, n_cells, LAUNCH_CV, shared) for i in range(DRAFTERS)}
+        tab = _table(variants, POINTS, CONCURRENCY, None)
+        level, table = tab.level, tab.claims
+        key = level.method.split(" (")[0] + (f" {level.method.split('rho ')[1][:4]}" if "rho " in level.method else "")
+        methods[key] = methods.get(key, 0) + 1
+        any_f = any_b = any_c = any_s = False
+        for (_, _), (lo, hi, df) in table.items():
+            if math.isfinite(lo):
+                drawn += 1
+                covered += lo <= M <= hi
+            any_f |= family_outcome(lo, hi, df, level, M) is Outcome.ADOPT
+            any_b |= primary_outcome(lo, hi, df, claims, M) is Outcome.ADOPT
+            any_c |= primary_outcome(lo, hi, df, 1, M) is Outcome.ADOPT
+        for name, v in variants.items():
+            if name == "base":
+                continue
+            intervals = [_interval(c) for c in _point_intervals(v, variants["base"], None)]
             holm = any(o is Outcome.ADOPT for o in secondary_outcomes(intervals, M))
-            sec_drafter += holm
+            fam = tab.secondary_adopts(name)
+            sec_drafter += fam
+            sec_holm += holm
             sec_per_point += any(o is Outcome.ADOPT for iv in intervals for o in secondary_outcomes([iv], M))
-            any_s |= holm
-            for c in range(len(CONCURRENCY)):
-                at = slice(c * len(POINTS), (c + 1) * len(POINTS))
-                lo, hi, df = _claim(v[at], base[at], None, cols[at])
-                if math.isfinite(lo):
-                    drawn += 1
-                    covered += lo <= M <= hi
-                any_f |= primary_outcome(lo, hi, df, claims, M) is Outcome.ADOPT
-                any_c |= primary_outcome(lo, hi, df, 1, M) is Outcome.ADOPT
+            any_s |= fam
         adopt += any_f
+        adopt_bonf += any_b
         adopt_per_claim += any_c
         sec_any += any_s
-    return Family(adopt / trials, adopt_per_claim / trials, covered / drawn if drawn else math.nan,
-                  sec_drafter / (trials * DRAFTERS), sec_per_point / (trials * DRAFTERS), sec_any / trials)
+    seen = ", ".join(f"{k} in {100 * n / trials:.0f}%" for k, n in sorted(methods.items(), key=lambda x: -x[1]))
+    return Family(adopt / trials, adopt_bonf / trials, adopt_per_claim / trials,
+                  covered / drawn if drawn else math.nan, sec_drafter / (trials * DRAFTERS),
+                  sec_holm / (trials * DRAFTERS), sec_per_point / (trials * DRAFTERS), sec_any / trials, seen)
 
 
 def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
@@ -133,22 +207,64 @@ def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
                           **variance_levels(w, [])} for name, ws in by_variant.items() for i, w in enumerate(ws)])
 
 
+def _demo_table(rng: np.random.Generator, i: int, speedups: tuple[float, float], history_scale: float = 1.0,
+                ) -> Table:
+    """One simulated demo after one calibration: the calibration (3 launches x 2 repeats of the baseline) at
+    `history_scale` times the run's SDs, its history estimated and checked as a run does, then one launch x 1
+    repeat of the baseline and two drafters (true speedups `speedups` at every point), their table."""
+    cells = DEMO_POINTS * DEMO_CONCURRENCY
+    aa = _cells_frame({"base": _variant(rng, 1.0, CAL_LAUNCHES, CAL_REPEATS, cells, history_scale * DEMO_LAUNCH_CV,
+                                        repeat_cv=history_scale * REPEAT_CV)})
+    entry = variance_history.estimate(aa, "base", hardware={}, engine="", model="", source_run=f"cal{i}")
+    cal = variance_history.pooled([entry], "simulated") if entry is not None else None
+    run = {"base": _variant(rng, 1.0, 1, 1, cells, DEMO_LAUNCH_CV)}
+    run |= {name: _variant(rng, s, 1, 1, cells, DEMO_LAUNCH_CV) for name, s in zip(("ngram", "draft"), speedups)}
+    lv = history_checks.check_run(_cells_frame(run), list(run), cal).variance("sim")
+    return _table(run, DEMO_POINTS_LIST, DEMO_LEVELS, lv)
+
+
 def demo_decides(trials: int, seed: int) -> float:
     """The share of simulated demos (one calibration, then one launch x 1 repeat) whose n-gram word at C=1 is
-    decided."""
+    decided (n-gram at DEMO_SPEEDUP everywhere, the other drafter at 1.0)."""
     rng = np.random.default_rng(seed)
-    cells = DEMO_POINTS * DEMO_CONCURRENCY
     decided = 0
     for i in range(trials):
-        aa = _cells_frame({"base": _variant(rng, 1.0, CAL_LAUNCHES, CAL_REPEATS, cells, DEMO_LAUNCH_CV)})
-        entry = variance_history.estimate(aa, "base", hardware={}, engine="", model="", source_run=f"cal{i}")
-        cal = variance_history.pooled([entry], "simulated") if entry is not None else None
-        b = _variant(rng, 1.0, 1, 1, DEMO_POINTS, DEMO_LAUNCH_CV)
-        v = _variant(rng, DEMO_SPEEDUP, 1, 1, DEMO_POINTS, DEMO_LAUNCH_CV)
-        lv = history_checks.check_run(_cells_frame({"base": b, "ngram": v}), ["base", "ngram"], cal).variance("sim")
-        lo, hi, df = _claim(v, b, lv)
-        decided += primary_outcome(lo, hi, df, DEMO_CLAIMS, M) is not Outcome.UNDECIDED
+        tab = _demo_table(rng, i, (DEMO_SPEEDUP, 1.0))
+        decided += family_outcome(*tab.claims[("ngram", 1)], tab.level, M) is not Outcome.UNDECIDED
     return decided / trials
+
+
+def demo_margin(trials: int, seed: int, history_scale: float = 1.0) -> tuple[float, float]:
+    """P(some word of the demo's table says adopt) with both drafters at the margin: at the family's level and
+    under Bonferroni (each claim at 2.5% / 6)."""
+    rng = np.random.default_rng(seed)
+    fam = bonf = 0
+    for i in range(trials):
+        tab = _demo_table(rng, i, (M, M), history_scale)
+        fam += any(family_outcome(*iv, tab.level, M) is Outcome.ADOPT for iv in tab.claims.values())
+        bonf += any(primary_outcome(*iv, DEMO_CLAIMS, M) is Outcome.ADOPT for iv in tab.claims.values())
+    return fam / trials, bonf / trials
+
+
+def break_even_words(trials: int, seed: int) -> dict[str, tuple[float, float]]:
+    """P(some row of break_even.csv says "never pays") with both drafters of the demo's shape exactly at 1.0,
+    at the family's levels and per point: with 3 launches per variant, and one launch after a calibration."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    cells = DEMO_POINTS * DEMO_CONCURRENCY
+    for design in ("3 launches", "one launch and a calibration"):
+        fam = per = 0
+        for i in range(trials):
+            if design == "3 launches":
+                run = {name: _variant(rng, 1.0, 3, 1, cells, DEMO_LAUNCH_CV) for name in ("base", "ngram", "draft")}
+                tab = _table(run, DEMO_POINTS_LIST, DEMO_LEVELS, None)
+            else:
+                tab = _demo_table(rng, i, (1.0, 1.0))
+            f, p = tab.never_pays()
+            fam += f
+            per += p
+        out[design] = (fam / trials, per / trials)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,18 +273,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     f = family(a.trials, a.seed)
+    mis = family(a.trials, a.seed + 2, shared=MISSPECIFIED_SHARE)
     share = demo_decides(a.trials, a.seed + 1)
+    d_fam, d_bonf = demo_margin(a.trials, a.seed + 3)
+    h_fam, h_bonf = demo_margin(a.trials, a.seed + 4, history_scale=0.5)
     n = len(CONCURRENCY)
     n_points = len(POINTS) * n
     se = math.sqrt(max(f.any_adopt * (1 - f.any_adopt), 1e-12) / a.trials)
     print(f"{DRAFTERS} drafters at the margin (true speedup {M:g}), {LAUNCHES} launches per variant, launch CV "
           f"{100 * LAUNCH_CV:g}%, repeat CV {100 * REPEAT_CV:g}%, mix of {len(POINTS)} points at {n} concurrencies, "
           f"{a.trials} trials (seed {a.seed})")
-    print(f"P(any adopt): {100 * f.any_adopt:.1f}% (+-{100 * se:.1f}) with the family's correction "
-          f"(each claim at 2.5% / {DRAFTERS * n}), {100 * f.any_adopt_per_claim:.1f}% with each claim at 2.5%")
+    print(f"P(any adopt): {100 * f.any_adopt:.1f}% (+-{100 * se:.1f}) at the family's level ({f.methods}), "
+          f"{100 * f.any_adopt_bonferroni:.1f}% under Bonferroni (each claim at 2.5% / {DRAFTERS * n}), "
+          f"{100 * f.any_adopt_per_claim:.1f}% with each claim at 2.5%")
+    print(f"misspecified (a launch's effect only {100 * MISSPECIFIED_SHARE:g}% shared by its points): P(any adopt) "
+          f"{100 * mis.any_adopt:.1f}% at the family's level ({mis.methods}), {100 * mis.any_adopt_bonferroni:.1f}% "
+          "under Bonferroni")
     print(f"secondary family: P(any secondary adopt | all at the margin) {100 * f.secondary_drafter:.1f}% per "
-          f"drafter (Holm over its {n_points} points), {100 * f.secondary_drafter_per_point:.1f}% per drafter with "
-          f"each point at 2.5%; {100 * f.secondary_any:.1f}% over the {DRAFTERS} drafters (Holm within each)")
+          f"drafter at its family's level (over its {n_points} points, as the report decides), "
+          f"{100 * f.secondary_drafter_holm:.1f}% by Holm, {100 * f.secondary_drafter_per_point:.1f}% with each point "
+          f"at 2.5%; {100 * f.secondary_any:.1f}% over the {DRAFTERS} drafters (within each drafter's family)")
+    for design, (fam, per) in break_even_words(a.trials, a.seed + 5).items():
+        print(f"break-even words, both drafters of the demo's shape at 1.0 ({design}): some row says \"never pays\" "
+              f"in {100 * fam:.1f}% of runs at the drafters' family levels, {100 * per:.1f}% per point")
+    print(f"demo at the margin (2 drafters x {DEMO_CONCURRENCY} concurrencies, one launch, calibrated): P(any adopt) "
+          f"{100 * d_fam:.1f}% at the family's level, {100 * d_bonf:.1f}% under Bonferroni; with the history's SDs "
+          f"halved {100 * h_fam:.1f}% and {100 * h_bonf:.1f}%")
     print(f"demo after one calibration (launch CV {100 * DEMO_LAUNCH_CV:g}%, df {CAL_LAUNCHES - 1}), n-gram at C=1, "
           f"true speedup {DEMO_SPEEDUP:g}: a decided word in {100 * share:.1f}% of {a.trials} simulated demos")
     print(f"verdict family: P(any adopt | all at the margin) {100 * f.any_adopt:.1f}% over {DRAFTERS} drafters x "

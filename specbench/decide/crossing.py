@@ -52,7 +52,8 @@ def break_even(
       never_pays      EVERY measured level is below 1.0: its interval's high end when it has one (else its
                       point estimate, and the verdict says so);
       inconclusive    the lowest level's interval contains 1.0, or it is below 1.0 but not every level is;
-      pays_everywhere speedup >= 1 at every level (the break-even lies beyond the sweep);
+      pays_everywhere speedup >= 1 at every level (the break-even lies beyond the sweep) and no level's
+                      interval contains or lies below 1.0 (else inconclusive: it is a claim about every level);
       pays_up_to      the first downward crossing, C*.
     Every verdict says how many levels decided it.
     """
@@ -113,6 +114,10 @@ def break_even(
                 last_confident,
                 f"pays up to C≈{_fmt_c(c_star)} ({interval_note}){tail}",
             )
+    if uncertain_from is not None:
+        return BreakEven("inconclusive", None, uncertain_from, last_confident,
+                         f"inconclusive: speedup >= 1.0 at all {len(pts)} measured levels, but the interval contains "
+                         f"1.0 from C={uncertain_from}")
     return BreakEven(
         "pays_everywhere",
         None,

@@ -24,6 +24,8 @@ import pandas as pd
 import scipy.special
 
 from specbench.decide.decision import ALPHA, Outcome, t_quantile
+from specbench.decide.family import FamilyLevel
+from specbench.decide.primary import family_outcome
 
 Interval = tuple[float, float, float]  # (low, high, df) of a 95% speedup interval; df NaN: the normal's
 
@@ -70,12 +72,17 @@ def secondary_outcomes(intervals: Sequence[Interval], min_speedup: float, alpha:
             for a, s, w in zip(adopt, same, slower)]
 
 
-def secondary_family(mine: pd.DataFrame, min_speedup: float, alpha: float = ALPHA) -> dict[Hashable, Outcome]:
-    """One drafter's valid cells (as cells.csv has them) -> the Holm-adjusted outcome of each cell with an
-    interval, by the frame's index: its secondary family. df from `speedup_ci_df` (a cells.csv written
-    before that column: the normal's quantile)."""
+def secondary_family(mine: pd.DataFrame, min_speedup: float, alpha: float = ALPHA,
+                     level: FamilyLevel | None = None) -> dict[Hashable, Outcome]:
+    """One drafter's valid cells (as cells.csv has them) -> the outcome of each cell with an interval, by the
+    frame's index: its secondary family, decided at the family's simultaneous `level` (max-t from how its
+    points co-vary, decide.family) when it has one, else by Holm. df from `speedup_ci_df` (a cells.csv
+    written before that column: the normal's quantile)."""
     has = mine[mine["speedup_ci_low"].notna() & mine["speedup_ci_high"].notna()]
     dfs = has["speedup_ci_df"] if "speedup_ci_df" in has else pd.Series(math.nan, index=has.index)
-    outs = secondary_outcomes([(float(lo), float(hi), float(df)) for lo, hi, df in
-                               zip(has["speedup_ci_low"], has["speedup_ci_high"], dfs)], min_speedup, alpha)
+    ivs = [(float(lo), float(hi), float(df)) for lo, hi, df in zip(has["speedup_ci_low"], has["speedup_ci_high"], dfs)]
+    if level is not None and math.isfinite(level.one):
+        outs = [family_outcome(lo, hi, df if df > 0 else 1e6, level, min_speedup) for lo, hi, df in ivs]
+    else:
+        outs = secondary_outcomes(ivs, min_speedup, alpha)
     return dict(zip(has.index, outs))

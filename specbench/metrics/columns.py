@@ -68,6 +68,9 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "mix_speedup_ci_high",
     "mix_speedup_ci_df",
     "mix_points",
+    "mix_weight",
+    "launch_sharing",
+    "launch_sharing_df",
 ]
 # An invalid cell (error rate above max_error_rate, or nothing succeeded) has no throughput or speedup.
 INVALID_BLANKED = [

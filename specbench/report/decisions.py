@@ -19,7 +19,9 @@ from specbench.decide.decision import (
     summary_word,
     units_to_decide,
 )
-from specbench.decide.primary import family_alpha, primary_outcome
+from specbench.decide.family import FamilyLevel
+from specbench.decide.primary import family_outcome
+from specbench.metrics.claims import primary_level, secondary_level
 from specbench.metrics.mix import mix_key
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.derived import RunData
@@ -49,11 +51,12 @@ def point_outcomes(cells: pd.DataFrame, variant: str, min_speedup: float) -> pd.
 
 
 PRIMARY_LEGEND = ("In the table (the primary verdict): each word is one claim about the drafter's speedup over the "
-                  "workload's mix at that concurrency, the geometric mean with equal weights over its {p} (categories "
-                  "x lengths); adopt = the mix interval clears {m:g}; same = it lies inside [{lo:.3f}, {m:g}] (no "
-                  "practical difference); slower = it lies below 1; undecided = anything else, no interval, or "
-                  "intervals without the variance between launches (indicative only); mixed = its temperatures or "
-                  "rates decided differently; blocked = it would adopt, but a sanity gate fired on one of its points.")
+                  "workload's mix at that concurrency, the workload's time ratio over its {p} (categories x lengths), "
+                  "each weighted by the baseline's time on it; adopt = the mix interval clears {m:g}; same = it lies "
+                  "inside [{lo:.3f}, {m:g}] (no practical difference); slower = it lies below 1; undecided = "
+                  "anything else, no interval, or intervals without the variance between launches (indicative "
+                  "only); mixed = its temperatures or rates decided differently; blocked = it would adopt, but a "
+                  "sanity gate fired on one of its points.")
 
 
 def looks_of(data: RunData) -> int:
@@ -78,6 +81,11 @@ def primary_claims(data: RunData) -> dict[tuple[str, int], list[tuple[float, flo
     return out
 
 
+def family_level(data: RunData) -> FamilyLevel:
+    """The level the table's claims are read at (metrics.claims.primary_level)."""
+    return primary_level(data.cells, data.drafters, data.baseline, data.history, looks_of(data))
+
+
 def family_text(data: RunData) -> str:
     """The family the table's words form and the error rate it controls ("" without mix columns)."""
     if "mix_points" not in data.cells:
@@ -87,12 +95,19 @@ def family_text(data: RunData) -> str:
     if not k:
         return ""
     drafters = len({v for v, _ in claims})
-    per = f"{100 * family_alpha(k, looks):.3g}%"
+    level = family_level(data)
+    if math.isfinite(level.one):
+        how = (f"at the family's simultaneous critical value, t = {level.one:.2f} for adopt and slower and "
+               f"{level.two:.2f} for same ({level.method}: the claims' shared launch effects and shared baseline"
+               f"{f', over {looks} looks' if looks > 1 else ''})")
+    else:
+        how = (f"at {100 * level.alpha / k:.3g}% per side (2.5% / {k}{f' / {looks} looks' if looks > 1 else ''}, "
+               f"{level.method})")
     return (f"Primary family: the table's {k} claim{'s' if k != 1 else ''} ({drafters} drafter"
-            f"{'s' if drafters != 1 else ''} x concurrency); each word is read from its mix interval re-drawn at "
-            f"{per} per side (2.5% / {k}{f' / {looks} looks' if looks > 1 else ''}, Bonferroni), so the chance that "
-            "any word of the table is wrong is at most 2.5% per outcome (family-wise: adopt where the true mix "
-            f"speedup is at most {_min_speedup(data):g}, slower where it is at least 1, same outside the margin).")
+            f"{'s' if drafters != 1 else ''} x concurrency); each word is read from its mix interval re-drawn {how}, "
+            "so the chance that any word of the table is wrong is at most 2.5% per outcome (family-wise: adopt "
+            f"where the true mix speedup is at most {_min_speedup(data):g}, slower where it is at least 1, same "
+            "outside the margin).")
 
 
 def secondary_text(data: RunData) -> str:
@@ -106,10 +121,18 @@ def secondary_text(data: RunData) -> str:
     if not sizes:
         return ""
     n = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    levels = [secondary_level(c, v, data.baseline, data.history) for v in sorted(set(mine["variant"]))]
+    qs = sorted(lv.one for lv in levels if math.isfinite(lv.one))
+    if len(qs) == len(levels):
+        q = f"{qs[0]:.2f}" if qs[0] == qs[-1] else f"{qs[0]:.2f}-{qs[-1]:.2f}"
+        how = (f"each outcome decided at the family's simultaneous critical value (t = {q} for adopt and slower; "
+               "max-t from the points' shared launch effects and shared baseline)")
+    else:
+        some = f" ({len(qs)} of {len(levels)} drafters at a max-t critical value, t >= {qs[0]:.2f})" if qs else ""
+        how = f"each outcome decided by Holm's step-down at 2.5% per side on the points' one-sided p-values{some}"
     return (f"The per-category lines below are secondary claims: each drafter's family is its {n} points with an "
-            "interval (category x length x concurrency), each outcome decided by Holm's step-down at 2.5% per side "
-            "on the points' one-sided p-values, so the chance that any line of a drafter is wrong is at most 2.5% "
-            "per outcome (family-wise within each drafter's secondary family).")
+            f"interval (category x length x concurrency), {how}, so the chance that any line of a drafter is "
+            "wrong is at most 2.5% per outcome (family-wise within each drafter's secondary family).")
 
 
 def verdict_table(data: RunData) -> Table | None:
@@ -138,7 +161,7 @@ def verdict_table(data: RunData) -> Table | None:
 
 def _primary_table(data: RunData, levels: list[int], m: float) -> Table:
     claims = primary_claims(data)
-    k, looks = sum(map(len, claims.values())), looks_of(data)
+    level = family_level(data)
     rows = []
     for v in data.drafters:
         indicative = launch_basis(data.cells, v, data.baseline, data.history)[0]
@@ -147,7 +170,7 @@ def _primary_table(data: RunData, levels: list[int], m: float) -> Table:
             if (v, lv) not in claims:
                 row.append(NOT_MEASURED if data.not_measured(v, lv) else "-")
                 continue
-            outs = [Outcome.UNDECIDED if indicative else primary_outcome(lo, hi, df, k, m, looks)
+            outs = [Outcome.UNDECIDED if indicative else family_outcome(lo, hi, df, level, m)
                     for lo, hi, df, _ in claims[(v, lv)]]
             blocked = any(o is Outcome.ADOPT and g for o, (*_, g) in zip(outs, claims[(v, lv)]))
             row.append(BLOCKED if blocked else summary_word(outs))

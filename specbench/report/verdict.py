@@ -21,8 +21,10 @@ import pandas as pd
 from specbench.config import DEFAULT_MIN_SPEEDUP
 from specbench.decide.decision import Outcome as Outcome4
 from specbench.decide.decision import classify
+from specbench.decide.family import FamilyLevel
 from specbench.decide.hardware import check_saved
 from specbench.decide.secondary import secondary_family
+from specbench.metrics.claims import secondary_level
 from specbench.metrics.warnings import BLOCKING, decode_warnings
 from specbench.report.derived import RunData
 from specbench.report.document import Inline, Strong, Tone
@@ -137,12 +139,11 @@ def _be_lookup(be: pd.DataFrame, variant: str, key: dict[str, Any]) -> tuple[str
 
 
 def category_outcomes(cells: pd.DataFrame, be: pd.DataFrame, variant: str,
-                      min_speedup: float = DEFAULT_MIN_SPEEDUP) -> dict[str, Outcome]:
-    """Per category: the combined outcome of the variant's valid curves (one per lengths x temperature). Every
-    level with an interval is decided as a secondary claim: Holm within the variant's family of such points
-    (`decide.secondary.secondary_family`), so what a category's line says holds family-wise at 2.5% per side."""
+                      min_speedup: float = DEFAULT_MIN_SPEEDUP, level: FamilyLevel | None = None) -> dict[str, Outcome]:
+    """Per category: the combined outcome of the variant's valid curves (one per lengths x temperature), every
+    level with an interval a claim of the variant's secondary family (`decide.secondary.secondary_family`)."""
     mine = cells[(cells["variant"] == variant) & cells["valid"]]
-    adjusted = secondary_family(mine, min_speedup)
+    adjusted = secondary_family(mine, min_speedup, level=level)
     out: dict[str, Outcome] = {}
     for category, cat_cells in mine.groupby("category", sort=True):
         curves = []
@@ -255,7 +256,8 @@ def drafter_verdict(data: RunData, variant: str) -> tuple[list[Inline], Tone]:
     if variant in check_saved(data.environment, data.config, data.baseline).withheld:
         return [Strong(variant), ": no verdict: measured on hardware unlike the baseline's (see Hardware)"], "bad"
     min_speedup = float((data.config.get("verdict") or {}).get("min_speedup") or DEFAULT_MIN_SPEEDUP)
-    outcomes = category_outcomes(data.cells, data.break_even, variant, min_speedup)
+    outcomes = category_outcomes(data.cells, data.break_even, variant, min_speedup,
+                                 secondary_level(data.cells, variant, data.baseline, data.history))
     if not outcomes:
         return [Strong(variant), f": no valid measurements (status {status or 'unknown'})"], "warn"
     indicative, basis = launch_basis(data.cells, variant, data.baseline, data.history)

@@ -25,6 +25,7 @@ from specbench.metrics import (
     reconciliation_table,
     request_acceptance_table,
 )
+from specbench.metrics.claims import secondary_level
 from specbench.metrics.decomposition import decomposition_table
 from specbench.metrics.drift import launch_effects
 from specbench.metrics.gates import cpu_bf16_fallback, eager_engine
@@ -123,7 +124,10 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.variance_history, json.dumps(history_record(rd, use), indent=2) + "\n")
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
-    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
+    used = use.to_dict()["used"]
+    levels = {v.name: secondary_level(closed, v.name, cfg.baseline.name, used) for v in cfg.variants
+              if v.name != cfg.baseline.name}
+    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg), levels=levels).to_csv(index=False))
     # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
     # request's tokens per chunk summed (all that request_output_tokens asks of them)
     requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))

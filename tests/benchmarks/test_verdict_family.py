@@ -22,7 +22,9 @@ def test_verdict_family_quick_prints_its_line(capsys) -> None:
 
 
 def test_verdict_family_calls_the_product() -> None:
-    assert verdict_family.mix_interval is primary.mix_interval
+    from specbench.metrics import mix as metrics_mix
+
+    assert verdict_family.add_mix_columns is metrics_mix.add_mix_columns  # which calls decide.primary.mix_interval
     assert verdict_family.primary_outcome is primary.primary_outcome
     assert verdict_family.speedup_columns is speedup.speedup_columns
     assert verdict_family.secondary_outcomes is secondary.secondary_outcomes
@@ -32,4 +34,13 @@ def test_verdict_family_prints_the_secondary_family(capsys) -> None:
     verdict_family.main(["--trials", "4", "--seed", "2"])
     out = capsys.readouterr().out
     assert "secondary family: P(any secondary adopt | all at the margin) " in out
-    assert "per drafter (Holm over its 24 points)" in out
+    assert "per drafter at its family's level (over its 24 points, as the report decides)" in out
+    assert 'some row says "never pays" in ' in out
+
+
+def test_verdict_family_reads_the_level_the_report_reads() -> None:
+    from specbench.metrics import claims as family
+
+    assert verdict_family.primary_level is family.primary_level
+    assert verdict_family.secondary_level is family.secondary_level
+    assert verdict_family.family_outcome is primary.family_outcome

@@ -76,7 +76,7 @@ def test_the_table_word_comes_from_the_mix_interval_not_the_points() -> None:
     assert t is not None and t.rows == [["spec", "blocked", "undecided"]]
     text = family_text(run_data(rows))
     assert text.startswith("Primary family: the table's 2 claims (1 drafter x concurrency)")
-    assert "1.25% per side (2.5% / 2, Bonferroni)" in text and "exploratory" not in text
+    assert "1.25% per side (2.5% / 2, Bonferroni (" in text and "exploratory" not in text
     assert "secondary claims" in legend(run_data(rows)) and "Holm" in legend(run_data(rows))
 
 

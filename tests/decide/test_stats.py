@@ -286,10 +286,12 @@ def test_break_even_hi_exactly_one_contains_one() -> None:
 def test_break_even_uncertain_from_is_kept_in_every_status() -> None:
     rising = crossing.break_even([1, 4, 16], [0.8, 0.95, 1.3], [0.7, 0.85, 1.2], [0.9, 1.05, 1.4])
     assert (rising.status, rising.uncertain_from) == ("inconclusive", 1)
-    # pays at every level by its point estimate, but the interval at C=2 reaches below 1.0
+    # pays at every level by its point estimate, but the interval at C=2 reaches below 1.0: "pays everywhere"
+    # is a claim about every level, so it is not made (issue 50 item 6)
     every = crossing.break_even([1, 2], [1.5, 1.2], [1.3, 0.9], [1.7, 1.5])
-    assert (every.status, every.uncertain_from, every.last_confident) == ("pays_everywhere", 2, 1)
-    assert every.verdict == "pays at all 2 measured levels (beyond the sweep; interval crosses 1.0 between 1 and 2)"
+    assert (every.status, every.uncertain_from, every.last_confident) == ("inconclusive", 2, 1)
+    assert every.verdict == ("inconclusive: speedup >= 1.0 at all 2 measured levels, but the interval contains 1.0 "
+                             "from C=2")
 
 
 def test_never_pays_with_some_intervals_missing_says_which() -> None:

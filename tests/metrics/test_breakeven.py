@@ -201,3 +201,21 @@ def test_per_position_from_one_step_histograms() -> None:
     # H = [2, 1, 1] over 4 steps: P(pos 0) = (1 + 1) / 4, P(pos 1) = 1 / 4
     assert per_position([[2, 1], None, [0, 0, 1]]) == [0.5, 0.25]
     assert per_position([[5]]) is None and per_position([[0, 0]]) is None and per_position([None, []]) is None
+
+
+def test_never_pays_is_decided_under_the_drafters_family() -> None:
+    """Issue 50 item 6: every level's 95% interval just below 1.0 reads "never pays" per point; at the drafter's
+    family level (here Bonferroni over its 24 points) the re-drawn intervals reach 1.0, so it is not said. A
+    variant without a level keeps its per-point reading, labelled so."""
+    from specbench.decide.family import bonferroni
+
+    df = cells([("spec", "code", 64, 1, 0.95, 0.91, 0.99), ("spec", "code", 64, 4, 0.94, 0.90, 0.985)])
+    df["speedup_ci_df"] = 10.0
+    per_point = break_even_table(df).iloc[0]
+    assert per_point.status == "never_pays"
+    assert per_point.verdict.endswith("(per point: 95% intervals, not family-wise)")
+    family = break_even_table(df, levels={"spec": bonferroni(24, 0.025, "test")}).iloc[0]
+    assert family.status == "inconclusive" and "per point" not in family.verdict
+    far = cells([("spec", "code", 64, 1, 0.6, 0.55, 0.65), ("spec", "code", 64, 4, 0.5, 0.45, 0.55)])
+    far["speedup_ci_df"] = 10.0
+    assert break_even_table(far, levels={"spec": bonferroni(24, 0.025, "test")}).iloc[0].status == "never_pays"
