@@ -104,8 +104,8 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
                                                          arrays[2])
             steady.update(id(r) for r in rs)
             continue
-        sw = steady_window(*arrays, np.array([r.n_out for r in rs]), [r.chunk_offsets for r in rs],
-                           [r.chunk_tokens for r in rs])
+        sw = steady_window(int(key["concurrency"]), *arrays, np.array([r.n_out for r in rs]),
+                           [r.chunk_offsets for r in rs], [r.chunk_tokens for r in rs])
         cell.window_tp[w], cell.steady_windows[w] = sw.throughput, sw.interval
         cell.in_flight.append(sw.effective_concurrency)
         steady.update(id(r) for r, s in zip(rs, sw.steady) if s)

@@ -28,7 +28,7 @@ class SteadyWindow:
     """One window's measured interval and what it gives. `steady[i]`: request i finished inside the interval
     (its latency figures count). Without an interval (every request sent before the first one finished:
     fewer requests than C + 1) the whole window is measured, from its first send to its last finish, as
-    before the steady state was defined; `interval` says which."""
+    before the steady state was defined; `interval` says which (True at C=1, whose whole window is steady)."""
 
     start: float
     end: float
@@ -72,23 +72,24 @@ def tokens_between(t_send: np.ndarray, ok: np.ndarray, chunk_offsets: Sequence[S
     return total
 
 
-def steady_window(t_send: np.ndarray, e2e: np.ndarray, ok: np.ndarray, n_out: np.ndarray,
+def steady_window(concurrency: int, t_send: np.ndarray, e2e: np.ndarray, ok: np.ndarray, n_out: np.ndarray,
                   chunk_offsets: Sequence[Sequence[float] | np.ndarray],
                   chunk_tokens: Sequence[Sequence[int] | np.ndarray]) -> SteadyWindow:
     """One closed-loop window's measured interval, its requests inside it, throughput and effective
-    concurrency (arrays one entry per request of the window)."""
+    concurrency (arrays one entry per request of the window). At C=1 the whole window is steady: one request
+    in flight from its first send to its last finish, no ramp and no drain."""
     finish = t_send + e2e
-    span = measured_interval(t_send, finish)
+    span = measured_interval(t_send, finish) if concurrency > 1 else None
     if span is not None:
         start, end = span
         steady = np.isfinite(finish) & (finish >= start) & (finish <= end)
         tokens = tokens_between(t_send, ok, chunk_offsets, chunk_tokens, start, end)
         return SteadyWindow(start, end, True, steady, tokens / (end - start),
                             in_flight_mean(t_send, finish, start, end))
-    # no steady interval: the whole window, first send to last finish, every request
+    # C=1, or no steady interval: the whole window, first send to last finish, every request
     start = float(np.nanmin(t_send)) if t_send.size and np.isfinite(t_send).any() else NAN
     end = float(np.nanmax(finish)) if np.isfinite(finish).any() else NAN
-    return SteadyWindow(start, end, False, np.ones(t_send.size, dtype=bool),
+    return SteadyWindow(start, end, concurrency <= 1, np.ones(t_send.size, dtype=bool),
                         window_throughput_arrays(t_send, e2e, n_out, ok), in_flight_mean(t_send, finish, start, end))
 
 
@@ -97,14 +98,16 @@ def window_throughput(records: Sequence[RequestRecord]) -> float | None:
     the measured interval for a closed loop (`steady_window`), first send to last finish for an open one; None
     if undefined. Used by the runner's adaptive mode while a cell is being measured."""
     rs = [r for r in records if not r.warmup]
+    if not rs:
+        return None
     t_send, e2e = np.array([r.t_send for r in rs]), np.array([as_float(r.e2e_s) for r in rs])
     n_out = np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs])
     ok = np.array([r.ok for r in rs], dtype=bool)
     if any(r.rate is not None for r in rs):
         tp = window_throughput_arrays(t_send, e2e, n_out, ok)
     else:
-        tp = steady_window(t_send, e2e, ok, n_out, [r.chunk_offsets_s for r in rs],
-                           [r.chunk_tokens for r in rs]).throughput
+        tp = steady_window(max(r.concurrency for r in rs), t_send, e2e, ok, n_out,
+                           [r.chunk_offsets_s for r in rs], [r.chunk_tokens for r in rs]).throughput
     return tp if np.isfinite(tp) else None
 
 

@@ -181,22 +181,31 @@ def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
     return trace
 
 
-def category_passes(cfg: RunConfig, n_prompts: int) -> int:
-    """Whole passes through a category's prompts in one closed-loop window: enough for `waves` waves at the
-    sweep's largest concurrency, and the same at every concurrency, so every cell of the category sends each
-    of its prompts the same number of times (docs/guide.md, "The workload of a window")."""
-    return max(1, math.ceil(cfg.sweep.waves * max(cfg.sweep.concurrency) / max(1, n_prompts)))
+def level_requests(cfg: RunConfig, concurrency: int) -> int:
+    """The requests a closed-loop window at `concurrency` needs: `waves x C` completions inside its measured
+    interval (docs/metrics.md, "The measured interval": from the first completion to the last send, so the
+    first C sent ramp up and the last C drain; one more completion opens the interval). At C=1 the whole
+    window is steady: `waves` requests."""
+    waves = cfg.sweep.waves
+    return waves if concurrency <= 1 else (waves + 1) * concurrency + 1
 
 
-def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int,
-                   launch: int) -> list[Prompt]:
+def category_passes(cfg: RunConfig, n_prompts: int, concurrency: int) -> int:
+    """Whole passes through a category's prompts in one closed-loop window at `concurrency`: as many as that
+    level needs (`level_requests`), never what the sweep's largest C needs, so every cell sends each of its
+    category's prompts the same number of times (docs/guide.md, "The workload of a window")."""
+    return max(1, math.ceil(level_requests(cfg, concurrency) / max(1, n_prompts)))
+
+
+def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int, launch: int,
+                   concurrency: int) -> list[Prompt]:
     """The prompts of one closed-loop window in sending order: the category's whole set, `category_passes`
     times, each pass in its own seeded order. The order depends on the repeat and launch (never on the
     variant or the point), so repeats and launches rotate the order and never the set, and every variant
-    sends the same list at a point."""
+    sends the same list at a point; a level with more passes sends the same passes first, then more."""
     rng = random.Random(f"{cfg.sweep.seed}|{category}|l{launch}|r{repeat}")
     out: list[Prompt] = []
-    for _ in range(category_passes(cfg, len(prompts))):
+    for _ in range(category_passes(cfg, len(prompts), concurrency)):
         one = list(prompts)
         rng.shuffle(one)
         out.extend(one)
@@ -208,7 +217,7 @@ def point_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint) -> int:
     load = cfg.sweep.load
     if point.rate is None:
         k = len(sweep.point_prompts(point))
-        return k * category_passes(cfg, k)
+        return k * category_passes(cfg, k, point.concurrency)
     return len(sweep.trace.requests) if sweep.trace else load.warmup_requests + load.requests_per_rate
 
 
@@ -226,7 +235,7 @@ def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
 def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: str,
                     repeat: int, launch: int = 1) -> list[PlannedRequest]:
     """The requests of one window. Closed loop: the category's whole prompt set in `category_passes` passes
-    (`window_prompts`: the same multiset at every concurrency, the order rotated by repeat and launch). Open
+    (`window_prompts`: each prompt equally often, the order rotated by repeat and launch). Open
     loop: the point's prompts in rotation, or as its trace names them. Every variant sends the same requests
     (same prompts, seeds, lengths) at a point, so variants compare like for like."""
     key = point.key(variant)
@@ -234,7 +243,8 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     by_id = {p.id: p for p in prompts}
     n = point_requests(cfg, sweep, point)
     offsets = _offsets(cfg, sweep, point, n, repeat)
-    order = window_prompts(cfg, prompts, point.category, repeat, launch) if point.rate is None else None
+    order = (window_prompts(cfg, prompts, point.category, repeat, launch, point.concurrency)
+             if point.rate is None else None)
     load = cfg.sweep.load
     out = []
     for index in range(n):
