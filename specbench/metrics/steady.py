@@ -4,10 +4,11 @@ it and its effective concurrency.
 
 A closed loop sends C requests at once and then one each time one finishes, until none is left to send: from
 the first completion to the last send every finished request is replaced at once, so C are in flight (fewer
-only while the loop waits for a prompt already in flight, or a request is being replaced). Before the first
-completion all C requests started together (their prefills side by side); after the last send the window
-drains (C - 1, C - 2, ... in flight). Both are left out of the figures and counted (`SteadyWindow`), never
-dropped from the records.
+only while the loop waits for a prompt already in flight, or a request is being replaced). The C requests sent
+at the start ramp up together (their prefills side by side); after the last send the window drains (C - 1,
+C - 2, ... in flight). Throughput counts the tokens that arrived inside the interval; latency figures the
+requests that ran wholly inside it (the C of the ramp and the C of the drain left out). What is left out is
+counted (`steady_requests` against `n_requests`), never dropped from the records.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ from specbench.shared.records import RequestRecord
 
 @dataclass(frozen=True)
 class SteadyWindow:
-    """One window's measured interval and what it gives. `steady[i]`: request i finished inside the interval
-    (its latency figures count). Without an interval (every request sent before the first one finished:
-    fewer requests than C + 1) the whole window is measured, from its first send to its last finish, as
-    before the steady state was defined; `interval` says which (True at C=1, whose whole window is steady)."""
+    """One window's measured interval and what it gives. `steady[i]`: request i ran inside the interval, sent
+    at or after its start and finished by its end (its latency figures count). Without an interval (every
+    request sent before the first one finished: fewer requests than C + 1) the whole window is measured, from
+    its first send to its last finish, as before the steady state was defined; `interval` says which (True at
+    C=1, whose whole window is steady)."""
 
     start: float
     end: float
     interval: bool  # True: [first completion, last send]; False: the whole window (no steady interval)
     steady: np.ndarray  # bool per request
-    throughput: float  # output tokens of successful requests arriving in [start, end] / (end - start)
+    throughput: float  # output tokens of successful requests arriving in (start, end] / (end - start)
     effective_concurrency: float  # time-weighted requests in flight over [start, end]
 
 
@@ -61,14 +63,15 @@ def in_flight_mean(t_send: np.ndarray, finish: np.ndarray, start: float, end: fl
 
 def tokens_between(t_send: np.ndarray, ok: np.ndarray, chunk_offsets: Sequence[Sequence[float] | np.ndarray],
                    chunk_tokens: Sequence[Sequence[int] | np.ndarray], start: float, end: float) -> float:
-    """Output tokens of the successful requests whose chunks arrived (send + offset) in [start, end]."""
+    """Output tokens of the successful requests whose chunks arrived (send + offset) in (start, end]: a token
+    that arrived with the first completion belongs to the ramp."""
     total = 0.0
     for s, good, off, k in zip(t_send, ok, chunk_offsets, chunk_tokens):
         n = min(len(off), len(k))
         if not good or n == 0:
             continue
         at = s + np.asarray(off, dtype=float)[:n]
-        total += float(np.asarray(k, dtype=float)[:n][(at >= start) & (at <= end)].sum())
+        total += float(np.asarray(k, dtype=float)[:n][(at > start) & (at <= end)].sum())
     return total
 
 
@@ -82,7 +85,7 @@ def steady_window(concurrency: int, t_send: np.ndarray, e2e: np.ndarray, ok: np.
     span = measured_interval(t_send, finish) if concurrency > 1 else None
     if span is not None:
         start, end = span
-        steady = np.isfinite(finish) & (finish >= start) & (finish <= end)
+        steady = np.isfinite(finish) & (t_send >= start) & (finish <= end)
         tokens = tokens_between(t_send, ok, chunk_offsets, chunk_tokens, start, end)
         return SteadyWindow(start, end, True, steady, tokens / (end - start),
                             in_flight_mean(t_send, finish, start, end))

@@ -182,12 +182,12 @@ def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
 
 
 def level_requests(cfg: RunConfig, concurrency: int) -> int:
-    """The requests a closed-loop window at `concurrency` needs: `waves x C` completions inside its measured
-    interval (docs/metrics.md, "The measured interval": from the first completion to the last send, so the
-    first C sent ramp up and the last C drain; one more completion opens the interval). At C=1 the whole
-    window is steady: `waves` requests."""
+    """The requests a closed-loop window at `concurrency` needs: `waves x C` steady requests (docs/metrics.md,
+    "The measured interval": sent after the first completion and finished by the last send), plus the C sent
+    at its start (the ramp) and the C still running at its last send (the drain). At C=1 the whole window is
+    steady: `waves` requests."""
     waves = cfg.sweep.waves
-    return waves if concurrency <= 1 else (waves + 1) * concurrency + 1
+    return waves if concurrency <= 1 else (waves + 2) * concurrency
 
 
 def category_passes(cfg: RunConfig, n_prompts: int, concurrency: int) -> int:
