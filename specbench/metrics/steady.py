@@ -27,10 +27,10 @@ from specbench.shared.records import RequestRecord
 @dataclass(frozen=True)
 class SteadyWindow:
     """One window's measured interval and what it gives. `steady[i]`: request i ran inside the interval, sent
-    at or after its start and finished by its end (its latency figures count). Without an interval (every
-    request sent before the first one finished: fewer requests than C + 1) the whole window is measured, from
-    its first send to its last finish, as before the steady state was defined; `interval` says which (True at
-    C=1, whose whole window is steady)."""
+    at or after its start and finished by its end (its latency figures count). Without an interval (no request
+    ran wholly inside it: fewer requests than 2C + 1, e.g. windows planned before issue 49) the whole window
+    is measured, from its first send to its last finish, as before the steady state was defined; `interval`
+    says which (True at C=1, whose whole window is steady)."""
 
     start: float
     end: float
@@ -86,9 +86,10 @@ def steady_window(concurrency: int, t_send: np.ndarray, e2e: np.ndarray, ok: np.
     if span is not None:
         start, end = span
         steady = np.isfinite(finish) & (t_send >= start) & (finish <= end)
-        tokens = tokens_between(t_send, ok, chunk_offsets, chunk_tokens, start, end)
-        return SteadyWindow(start, end, True, steady, tokens / (end - start),
-                            in_flight_mean(t_send, finish, start, end))
+        if steady.any():  # an interval no request ran wholly inside is a sliver of the ramp and the drain
+            tokens = tokens_between(t_send, ok, chunk_offsets, chunk_tokens, start, end)
+            return SteadyWindow(start, end, True, steady, tokens / (end - start),
+                                in_flight_mean(t_send, finish, start, end))
     # C=1, or no steady interval: the whole window, first send to last finish, every request
     start = float(np.nanmin(t_send)) if t_send.size and np.isfinite(t_send).any() else NAN
     end = float(np.nanmax(finish)) if np.isfinite(finish).any() else NAN
@@ -131,8 +132,8 @@ def concurrency_warning(c: int, in_flight: Sequence[float], no_interval: int, di
     head = (f"{client:.2f} in flight (client), {server_running:.2f} running (server) at C={c}, "
             f"{len(low)} of {len(in_flight)} window(s) under {floor:.2f}: ")
     if no_interval:
-        cause = (f"too few requests for C ({no_interval} window(s) sent none after the first finished, so no "
-                 "steady interval): raise sweep.waves or add prompts to the category")
+        cause = (f"too few requests for C ({no_interval} window(s) without a request wholly inside the steady "
+                 "interval, measured whole with their ramp and drain): raise sweep.waves or add prompts")
     elif low and distinct_prompts < c:
         cause = (f"too few prompts for C ({distinct_prompts}: the loop waited for a copy of a prompt to finish): "
                  f"add prompts to the category (C={c} needs {c}) or lower C")

@@ -95,7 +95,9 @@ def test_throughput_is_c_times_c1_at_every_level_on_a_load_independent_standin(
 def test_measured_interval_and_effective_concurrency_known_answer() -> None:
     """C=2, four requests of 2 s and one token a second: sends at 0, 0, 2, 2; finishes at 2, 2, 4, 4. The
     interval runs from the first completion (2) to the last send (2): empty, so the whole window [0, 4] with
-    2 in flight. A fifth request sent at 4 (finishing at 6) opens [2, 4]: 2 in flight, 4 tokens in 2 s."""
+    2 in flight. A fifth request sent at 4 (finishing at 6) opens [2, 4]: 2 in flight, 4 tokens in 2 s, the
+    two requests sent at 2 wholly inside it. With only one request after the first completion (sent at 2,
+    the last send) none runs wholly inside: the whole window again."""
     def arrays(sends: list[float]) -> tuple[Any, ...]:
         t = np.array(sends)
         return (t, np.full(t.size, 2.0), np.ones(t.size, dtype=bool), np.full(t.size, 2.0),
@@ -109,6 +111,8 @@ def test_measured_interval_and_effective_concurrency_known_answer() -> None:
     assert five.effective_concurrency == pytest.approx(2.0)
     assert five.throughput == pytest.approx(4 / 2)  # tokens at 3 and 4 of the two requests sent at 2
     assert list(five.steady) == [False, False, True, True, False]  # the ramp's two, the drain's one left out
+    three = steady_window(2, *arrays([0.0, 0.0, 2.0]))
+    assert not three.interval and list(three.steady) == [True] * 3 and three.throughput == pytest.approx(6 / 4)
     # a window that ran one request at a time at C=2 (a server cap): half the C it names
     half = steady_window(2, *arrays([0.0, 2.0, 4.0, 6.0]))
     assert half.effective_concurrency == pytest.approx(1.0)
