@@ -129,8 +129,9 @@ def concurrency_warning(c: int, in_flight: Sequence[float], no_interval: int, di
     if not low and not server_low:
         return None
     client = sum(x for x in in_flight if np.isfinite(x)) / max(1, sum(np.isfinite(x) for x in in_flight))
-    head = (f"{client:.2f} in flight (client), {server_running:.2f} running (server) at C={c}, "
-            f"{len(low)} of {len(in_flight)} window(s) under {floor:.2f}: ")
+    server = f", {server_running:.2f} running (server)" if np.isfinite(server_running) else ""
+    head = (f"{client:.2f} in flight (client){server} at C={c}, {len(low)} of {len(in_flight)} window(s) under "
+            f"{floor:.2f}: ")
     if no_interval:
         cause = (f"too few requests for C ({no_interval} window(s) without a request wholly inside the steady "
                  "interval, measured whole with their ramp and drain): raise sweep.waves or add prompts")

@@ -26,8 +26,9 @@ def below_levels(data: RunData) -> list[list[Inline]]:
     low = c[c["warnings"].str.contains("below_concurrency", regex=False)]
     out: list[list[Inline]] = []
     for variant, g in low.groupby("variant", sort=True):
-        levels = ", ".join(f"C={fmt_len(k)} ({fmt(v['effective_concurrency'].min(), 1)} in flight, server "
-                           f"{fmt(v['server_running_mean'].min(), 1)})" for k, v in g.groupby("concurrency"))
+        levels = ", ".join(f"C={fmt_len(k)} ({fmt(v['effective_concurrency'].min(), 1)} in flight"
+                           + (f", server {fmt(v['server_running_mean'].min(), 1)})" if v["server_running_mean"].notna()
+                              .any() else ")") for k, v in g.groupby("concurrency"))
         out.append([Strong(str(variant)), f" did not reach its C at {levels}"])
     return out
 
