@@ -182,27 +182,22 @@ def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
 
 
 def level_requests(cfg: RunConfig, concurrency: int) -> int:
-    """The requests a closed-loop window at `concurrency` needs: `waves x C` steady requests (docs/metrics.md,
-    "The measured interval": sent after the first completion and finished by the last send), plus the C sent
-    at its start (the ramp) and the C still running at its last send (the drain). At C=1 the whole window is
-    steady: `waves` requests."""
-    waves = cfg.sweep.waves
-    return waves if concurrency <= 1 else (waves + 2) * concurrency
+    """The requests a closed-loop window at C needs: `waves x C` steady ones (docs/metrics.md, "The measured
+    interval"), plus the C of its ramp and the C of its drain; `waves` at C=1 (no ramp, no drain)."""
+    return cfg.sweep.waves if concurrency <= 1 else (cfg.sweep.waves + 2) * concurrency
 
 
 def category_passes(cfg: RunConfig, n_prompts: int, concurrency: int) -> int:
-    """Whole passes through a category's prompts in one closed-loop window at `concurrency`: as many as that
-    level needs (`level_requests`), never what the sweep's largest C needs, so every cell sends each of its
-    category's prompts the same number of times (docs/guide.md, "The workload of a window")."""
+    """Whole passes through a category's prompts in a closed-loop window at C: what that level needs, never what
+    the largest C needs (docs/guide.md, "The workload of a window")."""
     return max(1, math.ceil(level_requests(cfg, concurrency) / max(1, n_prompts)))
 
 
 def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int, launch: int,
                    concurrency: int) -> list[Prompt]:
-    """The prompts of one closed-loop window in sending order: the category's whole set, `category_passes`
-    times, each pass in its own seeded order. The order depends on the repeat and launch (never on the
-    variant or the point), so repeats and launches rotate the order and never the set, and every variant
-    sends the same list at a point; a level with more passes sends the same passes first, then more."""
+    """A closed-loop window's prompts in sending order: the category's set `category_passes` times, each pass in
+    its own order seeded by the repeat and launch (never the variant or the point): every variant sends the
+    same list at a point, and a level with more passes sends the same first passes."""
     rng = random.Random(f"{cfg.sweep.seed}|{category}|l{launch}|r{repeat}")
     out: list[Prompt] = []
     for _ in range(category_passes(cfg, len(prompts), concurrency)):
@@ -243,8 +238,7 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     by_id = {p.id: p for p in prompts}
     n = point_requests(cfg, sweep, point)
     offsets = _offsets(cfg, sweep, point, n, repeat)
-    order = (window_prompts(cfg, prompts, point.category, repeat, launch, point.concurrency)
-             if point.rate is None else None)
+    order = window_prompts(cfg, prompts, point.category, repeat, launch, point.concurrency) if not point.rate else None
     load = cfg.sweep.load
     out = []
     for index in range(n):
