@@ -44,12 +44,10 @@ def request_acceptance_length(n_out: float, verify_steps: Any) -> float:
 
 
 def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain: bool,
-                    n_launches: int, counted: list[MeasuredRequest] | None = None) -> dict[str, Any]:
+                    n_launches: int) -> dict[str, Any]:
     """acceptance_length (+ci), draft_acceptance_length, acceptance_rate, per-position, source, and the
     fraction of verify steps that accepted every draft (full_accept_fraction). `is_plain`: the variant
-    decodes without drafting (the baseline), so its acceptance length is 1.0 without any data. `counted`: the
-    requests whose per-request figures count (a closed loop's measured interval: metrics/steady.py; default
-    all); the window counters cover whole windows, so they are matched against all of `reqs`."""
+    decodes without drafting (the baseline), so its acceptance length is 1.0 without any data."""
     # A missing or reset counter leaves that window's acceptance unknown, never read as 0.
     win, unknown = counter_windows(windows, reqs)
     out: dict[str, Any] = {
@@ -66,7 +64,7 @@ def cell_acceptance(reqs: list[MeasuredRequest], windows: pd.DataFrame, is_plain
         "acceptance_length_request_p10": NAN,
         "acceptance_length_request_p90": NAN,
     }
-    ok = [r for r in (reqs if counted is None else counted) if r.ok]
+    ok = [r for r in reqs if r.ok]
 
     # Source 1: per-request spec details. tau = sum(n_out) / sum(verify_steps), pooled over the cell.
     with_steps: list[tuple[MeasuredRequest, dict[str, Any]]] = [

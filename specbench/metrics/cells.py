@@ -112,8 +112,7 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     row["steady_requests"] = len(steady)
     row["effective_concurrency"] = stats.mean(cell.in_flight) if cell.in_flight else NAN
     row["server_running_mean"] = server_running_mean(windows)
-    counted = [r for r in reqs if id(r) in steady]
-    ok = [r for r in counted if r.ok]  # the latency figures: requests finished inside the measured interval
+    ok = [r for r in reqs if r.ok and id(r) in steady]  # the latency figures: requests inside the measured interval
     wt = [cell.window_tp[w] for w in windows_seen]
     row["throughput_cv"] = stats.coefficient_of_variation(wt)
     row.update(variance_levels(cell.window_tp, [[r.per_user for r in ok if (r.launch, r.repeat) == w]
@@ -147,7 +146,9 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
     row["past_eos_share"] = past_eos_share(ok, opts.eos_ids)
 
-    row.update(cell_acceptance(reqs, windows, is_plain, n_launches, counted=counted))
+    # acceptance counts every request, ramp and drain included: a request's tokens per step are its prompt's and
+    # the drafter's, not the load's; whole passes weigh every prompt the same; the counters cover whole windows
+    row.update(cell_acceptance(reqs, windows, is_plain, n_launches))
     acc, timing = acceptance_checks(reqs, windows), timing_checks(reqs, windows)
     row.update(cell_reconciliation(acc, timing))
     cell.reconciliation = reconciliation_warnings(acc, timing)
