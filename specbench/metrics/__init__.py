@@ -34,9 +34,9 @@ from specbench.metrics.requests import (
                          request_itls,
                          request_output_tokens,
                          request_tpot,
-                         window_throughput,
                          window_throughput_arrays,
 )
+from specbench.metrics.steady import window_throughput
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",

@@ -25,7 +25,7 @@ from specbench.metrics import gates
 from specbench.metrics.acceptance import cell_acceptance
 from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
 from specbench.metrics.common import NAN, interval_or_nan, key_nan
-from specbench.metrics.engine_state import state_warnings
+from specbench.metrics.engine_state import server_running_mean, state_warnings
 from specbench.metrics.eos import past_eos_share
 from specbench.metrics.lossless import drafter_losslessness
 from specbench.metrics.mix import add_mix_columns
@@ -39,6 +39,7 @@ from specbench.metrics.requests import (
 )
 from specbench.metrics.source import SUMMARY_COLUMNS, CellSource, FrameSource
 from specbench.metrics.speedup import MeasuredCell, speedups
+from specbench.metrics.steady import WindowRequests, concurrency_warning, steady_window
 from specbench.metrics.warnings import CellSummary, CellWarning, cell_warnings, encode_warnings
 
 
@@ -93,17 +94,29 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     cell = MeasuredCell(row=row, reqs=reqs, n_launches=n_launches)
     extra = calibration if n_launches < 2 else None  # measured launches need no calibration
 
+    closed = key_nan(key.get("rate")) is None  # a closed loop: its windows' measured intervals
+    steady: set[int] = set()  # id() of the requests whose latency figures count
     for w in windows_seen:
         rs = [r for r in reqs if (r.launch, r.repeat) == w]
-        cell.window_tp[w] = window_throughput_arrays(
-            np.array([r.t_send for r in rs]),
-            np.array([r.e2e for r in rs]),
-            np.array([r.n_out for r in rs]),
-            np.array([r.ok for r in rs]),
-        )
+        arrays = (np.array([r.t_send for r in rs]), np.array([r.e2e for r in rs]), np.array([r.ok for r in rs]))
+        if not closed:
+            cell.window_tp[w] = window_throughput_arrays(arrays[0], arrays[1], np.array([r.n_out for r in rs]),
+                                                         arrays[2])
+            steady.update(id(r) for r in rs)
+            continue
+        sw = steady_window(int(key["concurrency"]),
+                           WindowRequests(*arrays, np.array([r.n_out for r in rs]), [r.chunk_offsets for r in rs],
+                                          [r.chunk_tokens for r in rs]))
+        cell.window_tp[w], cell.steady_windows[w] = sw.throughput, sw.interval
+        cell.in_flight.append(sw.effective_concurrency)
+        steady.update(id(r) for r, s in zip(rs, sw.steady) if s)
+    row["steady_requests"] = len(steady)
+    row["effective_concurrency"] = stats.mean(cell.in_flight) if cell.in_flight else NAN
+    row["server_running_mean"] = server_running_mean(windows)
+    ok = [r for r in reqs if r.ok and id(r) in steady]  # the latency figures: requests inside the measured interval
     wt = [cell.window_tp[w] for w in windows_seen]
     row["throughput_cv"] = stats.coefficient_of_variation(wt)
-    row.update(variance_levels(cell.window_tp, [[r.per_user for r in reqs if r.ok and (r.launch, r.repeat) == w]
+    row.update(variance_levels(cell.window_tp, [[r.per_user for r in ok if (r.launch, r.repeat) == w]
                                                 for w in windows_seen]))
     if n_launches < 2 and calibration is not None:
         row["launch_cv"] = math.sqrt(calibration.rel_var)  # not measured here: the calibration's figure
@@ -134,6 +147,8 @@ def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: p
     row["e2e_p50_s"] = stats.percentile([r.e2e for r in ok], 50)
     row["past_eos_share"] = past_eos_share(ok, opts.eos_ids)
 
+    # acceptance counts every request, ramp and drain included: a request's tokens per step are its prompt's and
+    # the drafter's, not the load's; whole passes weigh every prompt the same; the counters cover whole windows
     row.update(cell_acceptance(reqs, windows, is_plain, n_launches))
     acc, timing = acceptance_checks(reqs, windows), timing_checks(reqs, windows)
     row.update(cell_reconciliation(acc, timing))
@@ -173,6 +188,13 @@ def _variant_gates(cells: list[MeasuredCell], windows: pd.DataFrame, opts: CellO
     return out
 
 
+def _states(windows: pd.DataFrame, cell_id: str) -> list[dict[str, float]]:
+    """The engine_state summaries of a cell's windows (those that have one)."""
+    if windows.empty or "engine_state" not in windows:
+        return []
+    return [s for s in windows.loc[windows["cell_id"] == cell_id, "engine_state"] if isinstance(s, dict)]
+
+
 def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, opts: CellOptions) -> pd.DataFrame:
     """One row per variant x sweep point with the columns in CELL_COLUMNS (see docs/metrics.md).
 
@@ -200,8 +222,13 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
     variant_gates = _variant_gates(cells, windows, opts)
     engine_states = state_warnings(windows)
     client = gates.client_gates(windows)  # client_saturated, client_lagging
+    top: dict[str, int] = {}  # category -> its largest closed-loop concurrency in the run
+    for c in cells:
+        if key_nan(c.row["rate"]) is None:
+            top[str(c.row["category"])] = max(top.get(str(c.row["category"]), 0), int(c.row["concurrency"]))
     for c in cells:
         row = c.row
+        distinct = None if key_nan(row["rate"]) is not None else len({r.prompt_id for r in c.reqs})
         base = base_cells.get(row["point_id"])
         has_base = base is not None and bool(base.row["valid"])
         if row["is_baseline"]:
@@ -236,7 +263,8 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             lossless_any_match_rate=row["lossless_any_match_rate"],
             concurrency=row["concurrency"],
             category=str(row["category"]),
-            distinct_prompts=None if key_nan(row["rate"]) is not None else len({r.prompt_id for r in c.reqs}),
+            distinct_prompts=distinct,
+            top_concurrency=top.get(str(row["category"]), 0),
             past_eos_share=row["past_eos_share"],
             has_baseline=has_base,
             full_accept_fraction=NAN if row["variant"] in opts.forced else row["full_accept_fraction"],
@@ -249,6 +277,10 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             ws.append(impossible)
         ws += engine_states.get(f"{row['variant']}|{row['point_id']}", [])
         ws += client.get(f"{row['variant']}|{row['point_id']}", [])  # by cell_id
+        if distinct is not None and (below := concurrency_warning(
+                int(row["concurrency"]), c.in_flight, sum(not v for v in c.steady_windows.values()), distinct,
+                row["server_running_mean"], _states(windows, c.cell_id))) is not None:
+            ws.append(below)
         row["warnings"] = encode_warnings(ws)
 
     add_mix_columns(cells, base_cells, opts.calibration)

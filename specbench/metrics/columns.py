@@ -11,6 +11,11 @@ CELL_COLUMNS = KEY_COLUMNS + [
     "repeats",
     "launches",
     "interval_unit",
+    # a closed loop's measured interval (docs/metrics.md, "The measured interval"): the requests finished inside
+    # it, the client's time-weighted requests in flight over it, the server's own running count
+    "steady_requests",
+    "effective_concurrency",
+    "server_running_mean",
     "output_throughput_tok_s",
     "output_throughput_ci_low",
     "output_throughput_ci_high",

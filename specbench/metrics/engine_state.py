@@ -81,3 +81,18 @@ def state_warnings(windows: pd.DataFrame) -> dict[str, list[CellWarning]]:
         if ws:
             out[cell_id] = ws
     return out
+
+
+def server_running_mean(windows: pd.DataFrame) -> float:
+    """The server's own count of running requests over a cell's windows: the mean of its samples taken while
+    the client had C requests in flight (`running_at_c`, weighted by their samples), else of all its samples
+    (`running_mean`); NaN when the engine publishes none (docs/metrics.md, "Effective concurrency")."""
+    if windows.empty or "engine_state" not in windows:
+        return math.nan
+    states = [s for s in windows["engine_state"] if isinstance(s, dict)]
+    for mean, weight in (("running_at_c", "samples_at_c"), ("running_mean", "samples")):
+        pairs = [(s[mean], s.get(weight, 1.0)) for s in states if mean in s]
+        total = sum(w for _, w in pairs)
+        if total > 0:
+            return sum(m * w for m, w in pairs) / total
+    return math.nan

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from specbench.metrics.common import NAN, as_float, as_list, opt_list, opt_str, safe_ratio
-from specbench.shared.schema import RequestRecord
 
 
 def request_output_tokens(output_tokens: Any, chunk_tokens: Sequence[int] | np.ndarray | None) -> float:
@@ -83,19 +82,6 @@ def window_throughput_arrays(t_send: np.ndarray, e2e_s: np.ndarray, n_out: np.nd
     if not math.isfinite(span) or span <= 0:
         return NAN
     return tokens / span
-
-
-def window_throughput(records: Sequence[RequestRecord]) -> float | None:
-    """window_throughput_arrays over one window's RequestRecords (warmup ignored); None if undefined.
-    Used by the runner's adaptive mode while a cell is being measured."""
-    rs = [r for r in records if not r.warmup]
-    tp = window_throughput_arrays(
-        np.array([r.t_send for r in rs]),
-        np.array([as_float(r.e2e_s) for r in rs]),
-        np.array([request_output_tokens(r.output_tokens, r.chunk_tokens) for r in rs]),
-        np.array([r.ok for r in rs], dtype=bool),
-    )
-    return tp if math.isfinite(tp) else None
 
 
 OutputDigest = tuple[bytes | None, bytes | None]  # (token ids, text) digests: lossless.output_digest

@@ -24,6 +24,9 @@ class MeasuredCell:
     row: dict[str, Any]
     reqs: list[MeasuredRequest]
     window_tp: dict[tuple[int, int], float] = field(default_factory=dict)  # (launch, repeat) -> throughput
+    # (launch, repeat) -> whether the closed-loop window had a measured interval (metrics/steady.py)
+    steady_windows: dict[tuple[int, int], bool] = field(default_factory=dict)
+    in_flight: list[float] = field(default_factory=list)  # per window: its effective concurrency
     unit_per_user: list[float] = field(default_factory=list)  # per unit: mean per-user speed
     n_launches: int = 1
     reconciliation: list[CellWarning] = field(default_factory=list)  # from the window cross-checks

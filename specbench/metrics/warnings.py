@@ -31,6 +31,7 @@ CLIENT_SATURATED_SHARE = 0.90
 # A server that ran fewer than this share of C requests on average while the client kept C in flight did not
 # admit the concurrency the cell names (metrics/engine_state.py)
 UNDER_ADMITTED_SHARE = 0.90
+EFFECTIVE_CONCURRENCY_SHARE = 0.95  # a closed loop's in-flight mean below this share of C: metrics/steady.py
 # A client event loop whose p99 wake-up lag (client/looplag.py) is at least this many ms held 1% of the
 # chunks that arrived on it longer than the largest client overhead the timing cross-check tolerates
 # (TIMING_ABOVE_ABS_S below); a loop that is not starved lags 0.04-0.05 ms at p99 (docs/client-overhead.md).
@@ -65,6 +66,7 @@ class WarningCode(str, Enum):
     UNDER_ADMITTED = "under_admitted"
     PREEMPTED = "preempted"
     FEW_PROMPTS = "few_prompts"
+    BELOW_CONCURRENCY = "below_concurrency"
     PAST_EOS = "past_eos"
     # sanity gates: each one blocks an "adopt" verdict for the cells it fires on
     DRAFTER_INACTIVE = "drafter_inactive"
@@ -230,6 +232,8 @@ REMEDY: dict[WarningCode, str] = {
         "(the engine can batch or cache identical text, and the drafter sees it twice); add prompts to the "
         "category (sweep.prompts, per_category) or lower sweep.concurrency to at most its prompt count"
     ),
+    WarningCode.BELOW_CONCURRENCY: ("the cell ran fewer than 0.95 C requests at once over its measured interval, so "
+                                    "its figures are a lower concurrency's; the detail names the cause and remedy"),
 }
 
 
@@ -319,6 +323,7 @@ class CellSummary:
     forced: bool = False  # the engine forced the acceptance (specbench surface): its level is the set one
     category: str = ""
     distinct_prompts: int | None = None  # closed loop: the cell's distinct prompts (None: open loop)
+    top_concurrency: int = 0  # the largest concurrency of the cell's category in the run
     past_eos_share: float = float("nan")
 
 
@@ -337,9 +342,10 @@ def cell_warnings(cell: CellSummary) -> list[CellWarning]:
     elif 1 < c.repeats < MIN_REPEATS_FOR_INTERVAL:
         out.append(CellWarning(WarningCode.FEW_REPEATS, f"{c.repeats} repeats"))
     if c.distinct_prompts is not None and 0 < c.distinct_prompts < c.concurrency:
+        top = max(c.top_concurrency, c.concurrency)  # the top C needs as many prompts to run each once at a time
         out.append(CellWarning(WarningCode.FEW_PROMPTS, (
             f"category {c.category} has {c.distinct_prompts} prompt(s) at C={c.concurrency}: each in flight up to "
-            f"{math.ceil(c.concurrency / c.distinct_prompts)} times at once")))
+            f"{math.ceil(c.concurrency / c.distinct_prompts)} times at once; C={top} needs {top} prompts")))
     if _finite(c.past_eos_share) and c.past_eos_share > PAST_EOS_SHARE:
         out.append(CellWarning(WarningCode.PAST_EOS,
                                f"{100 * c.past_eos_share:.0f}% of output tokens after the model's first EOS"))

@@ -181,22 +181,26 @@ def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
     return trace
 
 
-def category_passes(cfg: RunConfig, n_prompts: int) -> int:
-    """Whole passes through a category's prompts in one closed-loop window: enough for `waves` waves at the
-    sweep's largest concurrency, and the same at every concurrency, so every cell of the category sends each
-    of its prompts the same number of times (docs/guide.md, "The workload of a window")."""
-    return max(1, math.ceil(cfg.sweep.waves * max(cfg.sweep.concurrency) / max(1, n_prompts)))
+def level_requests(cfg: RunConfig, concurrency: int) -> int:
+    """The requests a closed-loop window at C needs: `waves x C` steady ones (docs/metrics.md, "The measured
+    interval"), plus the C of its ramp and the C of its drain; `waves` at C=1 (no ramp, no drain)."""
+    return cfg.sweep.waves if concurrency <= 1 else (cfg.sweep.waves + 2) * concurrency
 
 
-def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int,
-                   launch: int) -> list[Prompt]:
-    """The prompts of one closed-loop window in sending order: the category's whole set, `category_passes`
-    times, each pass in its own seeded order. The order depends on the repeat and launch (never on the
-    variant or the point), so repeats and launches rotate the order and never the set, and every variant
-    sends the same list at a point."""
+def category_passes(cfg: RunConfig, n_prompts: int, concurrency: int) -> int:
+    """Whole passes through a category's prompts in a closed-loop window at C: what that level needs, never what
+    the largest C needs (docs/guide.md, "The workload of a window")."""
+    return max(1, math.ceil(level_requests(cfg, concurrency) / max(1, n_prompts)))
+
+
+def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int, launch: int,
+                   concurrency: int) -> list[Prompt]:
+    """A closed-loop window's prompts in sending order: the category's set `category_passes` times, each pass in
+    its own order seeded by the repeat and launch (never the variant or the point): every variant sends the
+    same list at a point, and a level with more passes sends the same first passes."""
     rng = random.Random(f"{cfg.sweep.seed}|{category}|l{launch}|r{repeat}")
     out: list[Prompt] = []
-    for _ in range(category_passes(cfg, len(prompts))):
+    for _ in range(category_passes(cfg, len(prompts), concurrency)):
         one = list(prompts)
         rng.shuffle(one)
         out.extend(one)
@@ -208,7 +212,7 @@ def point_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint) -> int:
     load = cfg.sweep.load
     if point.rate is None:
         k = len(sweep.point_prompts(point))
-        return k * category_passes(cfg, k)
+        return k * category_passes(cfg, k, point.concurrency)
     return len(sweep.trace.requests) if sweep.trace else load.warmup_requests + load.requests_per_rate
 
 
@@ -226,7 +230,7 @@ def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
 def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: str,
                     repeat: int, launch: int = 1) -> list[PlannedRequest]:
     """The requests of one window. Closed loop: the category's whole prompt set in `category_passes` passes
-    (`window_prompts`: the same multiset at every concurrency, the order rotated by repeat and launch). Open
+    (`window_prompts`: each prompt equally often, the order rotated by repeat and launch). Open
     loop: the point's prompts in rotation, or as its trace names them. Every variant sends the same requests
     (same prompts, seeds, lengths) at a point, so variants compare like for like."""
     key = point.key(variant)
@@ -234,7 +238,7 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     by_id = {p.id: p for p in prompts}
     n = point_requests(cfg, sweep, point)
     offsets = _offsets(cfg, sweep, point, n, repeat)
-    order = window_prompts(cfg, prompts, point.category, repeat, launch) if point.rate is None else None
+    order = window_prompts(cfg, prompts, point.category, repeat, launch, point.concurrency) if not point.rate else None
     load = cfg.sweep.load
     out = []
     for index in range(n):

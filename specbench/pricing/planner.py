@@ -3,7 +3,7 @@
 Per variant: launches x (engine startup + repeats x the sweep's measuring time); the sweep's measuring
 time is, per window, (requests / C) x output_len / per-request speed (a closed loop keeps C requests in
 flight, so a wave of C lasts about one request; a window's requests are whole passes of its category's
-prompts, the same at every C: plan.windows.category_passes). The expected speedup interval follows from
+prompts, as many as each C needs: plan.windows.category_passes). The expected speedup interval follows from
 the variance components (the hardware's pooled history first, else the config's `estimates`), and the
 cost-optimal launches x repeats from Kalibera & Jones 2013 (metrics.decision.optimal_design). Pure: config
 and history in, a `CostPlan` out; `render` turns it into text.
@@ -129,13 +129,15 @@ def _priced_output_lens(cfg: RunConfig) -> list[float]:
     return out
 
 
-def window_requests_count(cfg: RunConfig, prompts: int | None) -> int:
-    """Requests in one closed-loop window of a category with `prompts` prompts: whole passes of its set
-    (plan.windows.category_passes); unknown prompts: one pass of `waves x` the largest concurrency."""
-    from specbench.plan.windows import category_passes
+def window_requests_count(cfg: RunConfig, prompts: int | None, concurrency: int) -> int:
+    """Requests in one closed-loop window at `concurrency` of a category with `prompts` prompts: whole passes
+    of its set, as many as the level needs (plan.windows.category_passes); unknown prompts: the level's own
+    need (plan.windows.level_requests)."""
+    from specbench.plan.windows import category_passes, level_requests
 
-    top = cfg.sweep.waves * max(cfg.sweep.concurrency)
-    return top if prompts is None else prompts * category_passes(cfg, prompts)
+    if prompts is None:
+        return level_requests(cfg, concurrency)
+    return prompts * category_passes(cfg, prompts, concurrency)
 
 
 def _rate(rates: float | dict[int, float], concurrency: int) -> float:
@@ -174,7 +176,7 @@ def _measuring(cfg: RunConfig, history: Calibration | None,
         per_rate = [n / r + o / _rate(rates, 1) for o in _priced_output_lens(cfg) for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
     lens = _priced_output_lens(cfg)
-    per_point = [point_seconds(cfg, history, o, c, window_requests_count(cfg, k)) or 0.0
+    per_point = [point_seconds(cfg, history, o, c, window_requests_count(cfg, k, c)) or 0.0
                  for k in _category_prompts(cfg) for o in lens for c in s.concurrency
                  if cap is None or c <= cap]
     return sum(per_point) * len(s.input_lens or [None]) * len(s.temperatures), where

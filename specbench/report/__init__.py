@@ -29,6 +29,7 @@ from specbench.report.audits import (
     status_section,
     warnings_section,
 )
+from specbench.report.concurrency import concurrency_note, concurrency_table
 from specbench.report.derived import RunData, load_report_data, normalize_break_even, normalize_cells
 from specbench.report.document import (
     Block,
@@ -80,10 +81,10 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
             blocks += section(data)
         return Document(title=title, blocks=blocks)
     blocks = [context(data)]
-    blocks += forced_section(data) + verdict_section(data) + gates_section(data)
+    blocks += forced_section(data) + verdict_section(data) + concurrency_note(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)
-    blocks += speedup_tables(data) + why_section(data, plots=plots)
+    blocks += speedup_tables(data) + concurrency_table(data) + why_section(data, plots=plots)
     for section in (break_even_al_section, prediction_section, intervals_section, variance_section,
                     drift_section, break_even_table, acceptance_table,
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,

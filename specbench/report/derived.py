@@ -30,7 +30,7 @@ NUMERIC_COLUMNS = (
     "per_user_speedup", "per_user_speedup_ci_low", "per_user_speedup_ci_high", "tpot_speedup",
     "lossless_match_rate", "lossless_any_match_rate", "lossless_prefix_mean", "outlier_count", "throughput_cv",
     "launches", "speedup_ci_df", "full_accept_fraction", "acceptance_unknown_windows", "launch_cv", "repeat_cv",
-    "request_cv", "rate",
+    "request_cv", "rate", "steady_requests", "effective_concurrency", "server_running_mean",
 )
 TEXT_COLUMNS = ("variant", "category", "point_id", "acceptance_per_position", "acceptance_source", "warnings",
                 "interval_unit")

@@ -27,9 +27,9 @@ from specbench.metrics.requests import (
     request_output_tokens,
     request_tpot,
     to_measured_requests,
-    window_throughput,
     window_throughput_arrays,
 )
+from specbench.metrics.steady import window_throughput
 from specbench.metrics.warnings import WarningCode
 from specbench.shared.schema import RequestRecord
 

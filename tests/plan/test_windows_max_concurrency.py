@@ -45,8 +45,8 @@ def test_capped_variant_measures_only_its_points_and_reports_the_rest_not_measur
     # no request of the capped variant above its cap; the uncapped variants send every point as before
     assert sorted(reqs[reqs.variant == "capped"].concurrency.unique()) == [1]
     for v in ("base", "ngram"):
-        # 2 prompts, C up to 2: one pass of both prompts at every concurrency (plan.windows.category_passes)
-        assert reqs[reqs.variant == v].concurrency.value_counts().to_dict() == {1: 2, 2: 2}
+        # 2 prompts: one pass at C=1, 3 passes at C=2 (6 requests needed: plan.windows.level_requests)
+        assert reqs[reqs.variant == v].concurrency.value_counts().to_dict() == {1: 2, 2: 6}
     cells = pd.read_csv(tmp_path / "a" / "cells.csv")
     assert cells.groupby("variant").concurrency.apply(sorted).to_dict() == {"base": [1, 2], "capped": [1],
                                                                              "ngram": [1, 2]}
@@ -121,13 +121,14 @@ def test_plan_prices_a_capped_variant_at_its_points_only():
                      "concurrency": [1, 4]}
     data["estimates"] = {"startup_s": 60, "per_request_tok_s": 10}
     p = make_plan(parse_config(data), None)
-    # one repeat: 600 tokens at 10 tok/s = 60 s a wave; a window is 2 passes of the 3 code prompts at every C
-    # (6 requests: 6 waves at C=1, 1.5 at C=4): uncapped 360 + 90 s, capped 360 s; plus 60 s startup
-    assert p.cost_of("ngram") == pytest.approx(510) and p.cost_of("capped") == pytest.approx(420)
-    assert p.total_s == pytest.approx(1440)
+    # one repeat: 600 tokens at 10 tok/s = 60 s a wave; a window is the passes of the 3 code prompts its level
+    # needs (1 pass at C=1: 3 waves; 4 passes at C=4, 12 requests: 3 waves): uncapped 180 + 180 s, capped
+    # 180 s; plus 60 s startup
+    assert p.cost_of("ngram") == pytest.approx(420) and p.cost_of("capped") == pytest.approx(240)
+    assert p.total_s == pytest.approx(1080)
     text = render(p)
-    assert "  capped: 7.0 min (1 points: max_concurrency 1, the points above it are not measured)" in text
-    assert "  ngram: 8.5 min\n" in text and "total: 24.0 min one after another" in text
+    assert "  capped: 4.0 min (1 points: max_concurrency 1, the points above it are not measured)" in text
+    assert "  ngram: 7.0 min\n" in text and "total: 18.0 min one after another" in text
 
 
 def test_measured_points_follow_the_cap():

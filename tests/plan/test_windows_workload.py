@@ -1,7 +1,7 @@
-"""The same workload at every concurrency (issue 41, item 1): every closed-loop window of a category sends the
-category's whole prompt set the same number of times whatever C, in an order that repeats and launches
-rotate (never the set); no prompt is in flight twice unless the category has fewer prompts than C, and then
-the cell says so (`few_prompts`, with its remedy)."""
+"""The same prompts at every concurrency (issue 41, item 1; issue 49, item 3): every closed-loop window of a
+category sends the category's whole prompt set in whole passes, as many as its level needs (never what the
+largest C needs), in an order that repeats and launches rotate (never the set); no prompt is in flight twice
+unless the category has fewer prompts than C, and then the cell says so (`few_prompts`, with its remedy)."""
 
 from __future__ import annotations
 
@@ -42,23 +42,35 @@ def _multiset(cfg: Any, sweep: Any, point: Any, variant: str = "base", repeat: i
     return Counter(p.fields["prompt_id"] for p in window_requests(cfg, sweep, point, variant, repeat, launch))
 
 
-def test_every_concurrency_sends_the_whole_set_the_same_number_of_times() -> None:
+def test_every_concurrency_sends_whole_passes_as_many_as_it_needs() -> None:
     cfg, sweep = _plan()
     for cat, k in (("a", 3), ("b", 5)):
         points = [p for p in sweep.points if p.category == cat]
         assert [p.concurrency for p in points] == [1, 4, 16]
-        passes = category_passes(cfg, k)
-        assert passes == -(-16 // k)  # enough for one wave at the largest concurrency
-        want = Counter({f"{cat}-{i}": passes for i in range(k)})
         for p in points:
+            need = 1 if p.concurrency == 1 else 3 * p.concurrency  # waves x C inside, C ramp, C drain
+            passes = category_passes(cfg, k, p.concurrency)
+            assert passes == -(-need // k), (cat, p.concurrency)  # whole passes, no more than the level needs
             assert point_requests(cfg, sweep, p) == k * passes
-            assert _multiset(cfg, sweep, p) == want, (cat, p.concurrency)
+            assert _multiset(cfg, sweep, p) == Counter({f"{cat}-{i}": passes for i in range(k)}), (cat, p)
+
+
+def test_c1_sends_what_c1_needs_whatever_the_largest_c() -> None:
+    """Issue 49: a sweep to C=128 on 3 prompts sent 129 requests at C=1 (passes set by the largest C). Now each
+    level sends what it needs: one pass (3 requests) at C=1, and at every C at least C + waves x C + C."""
+    cfg = parse_config({**BASE, "sweep": {**BASE["sweep"], "concurrency": [1, 2, 4, 8, 16, 32, 64, 128]}})
+    sweep = build_sweep(cfg, [p for p in PROMPTS if p.category == "a"])
+    sent = {p.concurrency: point_requests(cfg, sweep, p) for p in sweep.points}
+    assert sent[1] == 3
+    for c, n in sent.items():
+        assert c == 1 or 3 * c <= n < 3 * c + 3, (c, n)  # the level's need, rounded up to a pass of 3
 
 
 def test_waves_scale_the_passes() -> None:
     cfg, sweep = _plan(waves=3, concurrency=[1, 4])
-    p = sweep.points[0]
-    assert p.category == "a" and point_requests(cfg, sweep, p) == 3 * 4  # ceil(3 x 4 / 3) passes of 3
+    a1, a4 = (p for p in sweep.points if p.category == "a")
+    assert point_requests(cfg, sweep, a1) == 3  # 3 waves at C=1: one pass of 3
+    assert point_requests(cfg, sweep, a4) == 3 * 7  # (3 + 2) x 4 = 20: 7 passes of 3
 
 
 def test_repeats_and_launches_rotate_the_order_never_the_set() -> None:
@@ -76,9 +88,9 @@ def test_repeats_and_launches_rotate_the_order_never_the_set() -> None:
     other = parse_config({**BASE, "sweep": {**BASE["sweep"], "seed": 5}})
     assert [p.fields["prompt_id"] for p in window_requests(other, build_sweep(other, PROMPTS), point, "base", 2)] \
         != orders[(2, 1)]  # seeded
-    # the order does not depend on the point: the same window at C=1 and C=16 sends the same list
+    # the order does not depend on the point: the same window at C=1 sends the first pass of C=4's list
     c1 = next(p for p in sweep.points if p.category == "b" and p.concurrency == 1)
-    assert [p.fields["prompt_id"] for p in window_requests(cfg, sweep, c1, "base", 2)] == orders[(2, 1)]
+    assert [p.fields["prompt_id"] for p in window_requests(cfg, sweep, c1, "base", 2)] == orders[(2, 1)][:5]
 
 
 def test_the_queue_never_puts_a_prompt_in_flight_twice() -> None:
@@ -106,7 +118,7 @@ def test_fewer_prompts_than_c_allow_copies_up_to_the_cap() -> None:
     cfg, sweep = _plan()
     point = next(p for p in sweep.points if p.category == "a" and p.concurrency == 16)
     q = InFlightQueue(window_requests(cfg, sweep, point, "base", 1), 16)
-    assert q.cap == 6  # 18 requests of 3 prompts at C=16: ceil(16 / 3)
+    assert q.cap == 6  # 48 requests of 3 prompts at C=16: ceil(16 / 3)
     taken = [q.take() for _ in range(16)]
     assert all(r is not None for r in taken)
     assert max(Counter(r.fields["prompt_id"] for r in taken if r is not None).values()) <= 6
@@ -168,11 +180,12 @@ def test_a_run_sends_the_same_prompt_multiset_at_every_concurrency(tmp_path: Pat
     assert len(by_c) == 2 * 2 * 2
     for key, per_c in by_c.items():
         assert sorted(per_c) == [1, 2, 3], key
-        assert len({tuple(sorted(m.items())) for m in per_c.values()}) == 1, (key, per_c)
+        for m in per_c.values():  # whole passes: every prompt of the category equally often
+            assert len(set(m.values())) == 1 and len(m) == (3 if key[1] == "code" else 2), (key, per_c)
     code = recs[recs["category"] == "code"]
     one = code[(code["concurrency"] == 3) & (code["variant"] == "base") & (code["repeat"] == 1)]
     assert Counter(one["prompt_id"]) == Counter(
-        {p: 1 for p in code["prompt_id"].unique()})  # 3 prompts, C up to 3: one pass
+        {p: 3 for p in code["prompt_id"].unique()})  # 3 prompts at C=3: 9 requests needed, three passes
     checked = 0
     for _, w in recs.groupby(["variant", "window_id"]):
         if w["prompt_id"].nunique() < w["concurrency"].iloc[0]:

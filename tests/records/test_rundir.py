@@ -146,7 +146,8 @@ def test_run_resume_force_and_atomic_derived_files(tmp_path, port, no_survivors,
     # a crash in the middle of the C=2 window: its WindowRecord torn mid-write, a request record torn too
     windows = rd.windows.read_text().splitlines()
     requests = rd.requests.read_text().splitlines()
-    assert len(windows) == 2 and len(requests) == 4  # both prompts in every window (plan.category_passes)
+    # both prompts in every window, in the passes its level needs: 1 at C=1, 3 at C=2 (plan.category_passes)
+    assert len(windows) == 2 and len(requests) == 8
     rd.windows.write_text(windows[0] + "\n" + windows[1][:30])
     rd.requests.write_text("\n".join(requests) + "\n" + requests[-1][:25])
     meta = json.loads(rd.meta.read_text())
@@ -154,7 +155,7 @@ def test_run_resume_force_and_atomic_derived_files(tmp_path, port, no_survivors,
     rd.meta.write_text(json.dumps(meta))
     run_matrix(cfg, RunOptions(out=out, resume=True, skip_preflight=True))
     cells = pd.read_csv(rd.cells)
-    assert len(cells) == 2 and cells["valid"].all() and (cells["n_requests"] == 2).all()
+    assert len(cells) == 2 and cells["valid"].all() and list(cells["n_requests"]) == [2, 6]
     assert len(rd.window_records()) == 2
     assert (out / "windows.jsonl.torn").exists() and (out / "requests.jsonl.torn").exists()
     raw_before_force = rd.requests.read_bytes()
@@ -174,7 +175,7 @@ def test_run_resume_force_and_atomic_derived_files(tmp_path, port, no_survivors,
     assert len(asides) == 2
     assert raw_before_force in [(a / "requests.jsonl").read_bytes() for a in asides]
     assert all((a / "requests.jsonl").exists() and (a / "run.json").exists() for a in asides)
-    assert len(RunDir(out).request_records()) == 4  # the new run's own records
+    assert len(RunDir(out).request_records()) == 8  # the new run's own records
     no_survivors()
 
 

@@ -178,6 +178,7 @@ def test_full_disk_mid_run_then_resume(tmp_path, port, capsys, monkeypatch, laun
     code, err = run_cli(["run", "--resume", str(out), "--skip-preflight"], capsys)
     assert code == 0, err
     cells = pd.read_csv(out / "cells.csv")
-    assert len(cells) == 4 and cells["valid"].all() and (cells["n_requests"] == 2).all()  # both prompts
+    assert len(cells) == 4 and cells["valid"].all()  # both prompts, 1 pass at C=1 and 3 at C=2
+    assert (cells["n_requests"] == cells["concurrency"].map({1: 2, 2: 6})).all()
     assert not (out / "requests.jsonl.torn").exists()  # nothing torn was left for the resume to repair
     no_survivors()
