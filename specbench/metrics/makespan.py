@@ -52,17 +52,30 @@ def window_speedup(model: TimeModel, acceptance: Sequence[float], n_requests: in
     lengths are drawn (with replacement, seeded) from `acceptance` (one per request of a reference run):
     each request takes `p + q / a_i` baseline-request times (the time model's terms, metrics.forced_surface),
     the baseline's each take 1, and the speedup is the baseline's makespan over the drafter's (both windows
-    emit the same tokens, so throughput scales with 1 / makespan). Mean over `draws` windows; NaN without
-    acceptances."""
+    emit the same tokens, so throughput scales with 1 / makespan). A window measured over its steady interval
+    (`has_steady_interval`: the windows planned since issue 49) has no tail: its speedup is the inverse of the
+    drawn requests' mean time. Mean over `draws` windows; NaN without acceptances."""
     pool = [a for a in acceptance if a > 0]
     if not pool or n_requests < 1:
         return NAN
     rng = random.Random(seed)
-    base = makespan([1.0] * n_requests, slots)
     p, q = model.prefill, model.decode
+    if has_steady_interval(n_requests, slots):
+        # measured over its steady interval (metrics.steady): C slots busy throughout, no ramp or drain, so
+        # throughput is C x tokens / the mean request time, and the speedup the mean time's inverse
+        out = [n_requests / sum(p + q / rng.choice(pool) for _ in range(n_requests)) for _ in range(draws)]
+        return sum(out) / len(out)
+    base = makespan([1.0] * n_requests, slots)
     out = [base / makespan([p + q / rng.choice(pool) for _ in range(n_requests)], slots)
            for _ in range(draws)]
     return sum(out) / len(out)
+
+
+def has_steady_interval(n_requests: int, slots: int) -> bool:
+    """Whether a closed-loop window of `n_requests` over `slots` slots is measured over its steady interval
+    (metrics.steady: some request runs between the first completion and the last send, which needs more than
+    the C of the ramp and the C of the drain) rather than whole, first send to last finish. C=1 has neither."""
+    return slots > 1 and n_requests > 2 * slots
 
 
 def request_acceptance(acceptance: pd.DataFrame, variant: str, point_id: str) -> Spread:

@@ -149,3 +149,20 @@ def test_below_concurrency_names_too_few_requests() -> None:
     row = _cells(recs, 8).iloc[0]
     assert row["effective_concurrency"] == pytest.approx(5.0)  # 8 for 1 s, then 2 for 1 s
     assert "below_concurrency" in row["warnings"] and "too few requests for C" in row["warnings"]
+
+
+def test_a_steady_window_is_predicted_without_a_tail() -> None:
+    """The time model's window speedup (metrics.makespan.window_speedup) of a window measured over its steady
+    interval is the inverse of its requests' mean time: the spread of acceptance costs it no tail, where a
+    window measured whole (fewer than 2C + 1 requests) keeps the makespan's tail."""
+    from specbench.metrics.forced_surface import TimeModel
+    from specbench.metrics.makespan import Spread, has_steady_interval, tail_factor, window_speedup
+
+    model, pool, c = TimeModel(0.2, 0.8), [1.0, 1.5, 2.0, 4.0], 4
+    mean_time = sum(0.2 + 0.8 / a for a in pool) / len(pool)
+    assert has_steady_interval(3 * c, c) and not has_steady_interval(2 * c, c) and not has_steady_interval(10, 1)
+    steady = window_speedup(model, pool, 6 * c, c, draws=2000)
+    whole = window_speedup(model, pool, 2 * c, c, draws=2000)
+    assert steady == pytest.approx(1 / mean_time, rel=0.02)
+    assert whole < 0.95 / mean_time  # the tail of a whole window
+    assert tail_factor(model, Spread(pool, 6.0 * c), c) == pytest.approx(1.0, abs=0.02)
