@@ -26,6 +26,7 @@ from specbench.checks.preflight import check_model_context, config_problems, hos
 from specbench.config import RunConfig, load_config
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import Sweep, build_sweep, window_requests
+from specbench.server import sglang_flags, vllm_args
 from specbench.server.engines import Engine
 from specbench.server.launch import VariantLaunch, make_engine, plan_launches
 from specbench.server.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
@@ -181,7 +182,7 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
     Returns ({variant: error}, what was not checked: "" when everything was)."""
     argvs: dict[str, list[str]] = {}
     for la in launches:
-        if la.spec is None or (la.engine or engine).kind != "sglang":
+        if la.spec is None or (la.engine or engine).argv_parser != sglang_flags.__name__:
             continue
         ranked = _ranked(cfg, la, engine)
         if ranked is None:
@@ -216,7 +217,7 @@ def _vllm_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
     from specbench.server.vllm_args import ParserCheck, check_with_vllm_parser, launch_module, refusal_lines, serve_args
 
     argvs = {la.name: serve_args(la.spec.argv) for la in launches
-             if la.spec is not None and (la.engine or engine).kind == "vllm"}
+             if la.spec is not None and (la.engine or engine).argv_parser == vllm_args.__name__}
     if not argvs:
         return [], ""
     if cfg.engine.launch_prefix:

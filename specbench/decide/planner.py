@@ -217,11 +217,12 @@ def _applicable(cfg: RunConfig, history: Calibration | None) -> tuple[Calibratio
 def gpus_per_node(cfg: RunConfig) -> Source:
     """GPUs a node: engine.gpus as stated, else the launch's TP x PP (engine.args and the baseline's args)
     spread over engine.nodes; unknown for an endpoint specbench does not launch."""
+    from specbench.server.engines import ENGINES
     from specbench.server.parallel import parallel_of
 
     if cfg.engine.gpus is not None:
         return Source(cfg.engine.gpus, "engine.gpus")
-    if cfg.engine.kind == "external":
+    if not ENGINES.get(cfg.engine.kind).launched:
         return Source(None, "unknown: set engine.gpus (an external endpoint's GPUs)")
     par = parallel_of(list(cfg.engine.args) + list(cfg.baseline.args))
     nodes = cfg.engine.nodes

@@ -19,6 +19,7 @@ from specbench.checks.preflight import check_model_context
 from specbench.config import NATURAL, RunConfig, VerdictConfig, dump_config
 from specbench.plan.windows import Sweep, build_sweep
 from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
+from specbench.server.engines import ENGINES
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch, api_headers, make_engine, plan_launches
 from specbench.shared import environment
@@ -54,7 +55,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     model_path: Path | str
     tokenizer_path: Path | str | None
     context: int | None = None
-    if cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
+    if not ENGINES.get(cfg.engine.kind).launched and m.path and not Path(m.path).expanduser().is_dir():
         # an endpoint someone else runs: model.path is the name it serves, nothing local to read
         model_path, tokenizer_path = m.path, m.tokenizer
     else:
@@ -148,7 +149,7 @@ def write_side_files(rd: RunDir, plan: Plan) -> None:
     drafters = {vl.name: vl.drafter.name for vl in plan.launches}
     env = environment.collect(cfg.engine.kind, plan.engine.version(), drafters,
                               cpu_dtype=cpu_dtype().to_dict() if auto else None)
-    if cfg.engine.kind == "external":
+    if not plan.engine.launched:
         env = environment.for_external(env, cfg.engine.hardware)
     write_json(rd.environment, env)
     write_json(rd.fairness, audit(plan.launches).to_dict())
