@@ -54,7 +54,7 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         out += drafter_problems
         out += _plain_speculation_problems(cfg, i, la)
         out += [f"{_flag_field(cfg, i, f)}: {f} sets prefix caching: set engine.prefix_caching (true or false) "
-                "instead, the fairness pin every variant gets" for f in eng.refused_flags
+                "instead, the fairness pin every variant gets" for f in eng.prefix_caching_flags
                 if has_option([*cfg.engine.args, *cfg.variants[i].args], f)]
         if la.spec is not None:
             flagged = " ".join(drafter_problems)  # the drafter already said it in its own terms

@@ -140,7 +140,7 @@ def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None, count: Callable
     s = cfg.sweep
     input_lens: list[int | None] = list(s.input_lens) if s.input_lens else [None]
     out_lens = [o if isinstance(o, int) else NATURAL_OUTPUT for o in s.output_lens]
-    natural = natural_lengths(cfg, prompts, count, context) if NATURAL in s.output_lens else {}
+    natural = natural_lengths(s, prompts, count, context) if NATURAL in s.output_lens else {}
     trace = _trace(cfg, prompts)
     pad_lens = set(s.input_lens or []) | {r.input_len for r in (trace.requests if trace else []) if r.input_len}
     if pad_lens and pad is None and trace and not s.input_lens:

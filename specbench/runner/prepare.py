@@ -59,7 +59,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
         # an endpoint someone else runs: model.path is the name it serves, nothing local to read
         model_path, tokenizer_path = m.path, m.tokenizer
     else:
-        prepare_all(cfg)  # demo models (target, and a demo draft model) are built on first use
+        prepare_all(m, cfg.variants)  # demo models (target, and a demo draft model) are built on first use
         model_path, tokenizer_path = resolve_model(m)
         # sweep.output_lens vs the model's context, read once; it also caps natural output lengths
         context = check_model_context(cfg, model_path)

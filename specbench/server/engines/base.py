@@ -77,7 +77,7 @@ class Engine(abc.ABC):
     user_command: ClassVar[bool] = False  # the argv is the user's command template (preflight looks for its program)
     distributions: ClassVar[tuple[str, ...]] = ()  # what provides it in engine.python (preflight; the first found)
     memory_fraction: ClassVar[tuple[str, float] | None] = None  # (flag, default): the share of a GPU it may use
-    refused_flags: ClassVar[tuple[str, ...]] = ()  # flags a config may not give: pinned for every variant
+    prefix_caching_flags: ClassVar[tuple[str, ...]] = ()  # refused in a config: engine.prefix_caching pins it
     dynamic_schedule: ClassVar[bool] = False  # switches draft tokens by batch size within one launch (tune)
     argv_parser: ClassVar[str | None] = None  # the module whose `validate` section runs the engine's own parser
     algorithm_flag: ClassVar[str | None] = None  # the flag naming the algorithm (Drafter.check_engine_args)

