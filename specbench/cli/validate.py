@@ -66,7 +66,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     engine = _engine(cfg)
     check_model_context(cfg, engine.model_path)  # when the model folder is here: lengths vs its context
     launches = plan_launches(cfg, engine)
-    sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))  # prompt sets, files and categories, as run loads them
+    sweep = build_sweep(cfg.sweep, load_prompts(cfg.sweep.prompts))  # prompt sets, files, categories, as run loads them
     problems = config_problems(cfg, engine, launches)
     version = engine.version()
     out(f"config: {path}")
@@ -110,7 +110,7 @@ def open_loop_summary(cfg: RunConfig, sweep: Sweep) -> str:
     from specbench.metrics.slo import parse_slos
 
     load, cap = cfg.sweep.load, cfg.capacity
-    send_s = sum((window_requests(cfg, sweep, p, "v", r)[-1].at_s or 0.0) for p in sweep.points
+    send_s = sum((window_requests(cfg.sweep, sweep, p, "v", r)[-1].at_s or 0.0) for p in sweep.points
                  for r in range(1, cfg.sweep.repeats + 1))
     rates = ", ".join(f"{p.rate:g}" for p in sweep.points)
     how = f"trace {load.trace}" if load.trace else f"{load.arrival} arrivals"

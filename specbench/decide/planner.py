@@ -135,7 +135,7 @@ def window_requests_count(cfg: RunConfig, prompts: int | None) -> int:
     from specbench.plan.windows import category_passes
 
     top = cfg.sweep.waves * max(cfg.sweep.concurrency)
-    return top if prompts is None else prompts * category_passes(cfg, prompts)
+    return top if prompts is None else prompts * category_passes(cfg.sweep, prompts)
 
 
 def _rate(rates: float | dict[int, float], concurrency: int) -> float:
@@ -258,7 +258,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
         pooled = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
         optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup, prior_df=pooled)
     capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
-                     _measuring(cfg, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
+                     _measuring(cfg, history, cap)[0]) for name, cap in
+                     capped_variants(cfg.variants, cfg.sweep.concurrency).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,

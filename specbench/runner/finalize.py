@@ -123,7 +123,8 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     atomic_write(rd.cells, cells.to_csv(index=False))
     atomic_write(rd.variance_history, json.dumps(history_record(rd, use), indent=2) + "\n")
     closed = cells[cells["rate"].isna()] if "rate" in cells else cells  # break-even is over concurrency
-    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg)).to_csv(index=False))
+    caps = capped_variants(cfg.variants, cfg.sweep.concurrency)
+    atomic_write(rd.break_even, break_even_table(closed, caps=caps).to_csv(index=False))
     # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
     # request's tokens per chunk summed (all that request_output_tokens asks of them)
     requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))

@@ -77,7 +77,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     if NATURAL in cfg.sweep.output_lens and tokenizer_path is not None:
         count = _counter(str(tokenizer_path))
     return Plan(cfg=cfg, engine=engine, launches=launches,
-                sweep=build_sweep(cfg, prompts, pad, count=count, context=context),
+                sweep=build_sweep(cfg.sweep, prompts, pad, count=count, context=context),
                 eos_token_ids=eos_token_ids(model_path))
 
 
