@@ -117,10 +117,11 @@ class Matrix:
 
     @classmethod
     def of(cls, cfg: RunConfig) -> Matrix:
-        sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))
-        points = {v.name: [p.key(v.name).point_id for p in variant_points(cfg, sweep, v.name)] for v in cfg.variants}
+        sweep = build_sweep(cfg.sweep, load_prompts(cfg.sweep.prompts))
+        points = {v.name: [p.key(v.name).point_id for p in variant_points(cfg.variants, sweep, v.name)]
+                  for v in cfg.variants}
         keys = {p.key("").point_id: (p.category, p.output_len, p.concurrency) for p in sweep.points}
-        requests = {p.key("").point_id: point_requests(cfg, sweep, p) for p in sweep.points}
+        requests = {p.key("").point_id: point_requests(cfg.sweep, sweep, p) for p in sweep.points}
         seconds = {pid: planner.point_seconds(cfg, None, o, c, requests[pid]) or 0.0
                    for pid, (_, o, c) in keys.items()}
         return cls(cfg, cfg.baseline.name, [v.name for v in cfg.variants], points, keys, seconds)

@@ -86,7 +86,7 @@ def planned_window(cfg: RunConfig, sweep: Sweep, c: int, n_requests: int, varian
     cfg.sweep.waves = max(1, n_requests // c)
     point = SweepPoint(category="fidelity", input_len=None, output_len=cfg.sweep.output_lens[0],
                        concurrency=c, temperature=0.0)
-    return window_requests(cfg, sweep, point, variant, repeat)
+    return window_requests(cfg.sweep, sweep, point, variant, repeat)
 
 
 # -- the two clients -----------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ async def measure_server(args: argparse.Namespace, variant: str, spec: dict | No
     prompts_file = workdir / "prompts.jsonl"
     write_prompts(prompts_file, args.requests)
     cfg = make_cfg(args.model_path, served, prompts_file, args.output_len, args.concurrency, args.port)
-    sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))
+    sweep = build_sweep(cfg.sweep, load_prompts(cfg.sweep.prompts))
     session = open_session(args, variant, spec, cfg, workdir)
     runs: list[dict[str, Any]] = []
     busy: list[tuple[str, float]] = []

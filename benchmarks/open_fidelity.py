@@ -88,7 +88,7 @@ def run_specbench(base: str, rate: float, n: int, q: Queue) -> dict[str, Any]:
     point = SweepPoint(category="c", input_len=None, output_len=OUTPUT_LEN,
                        concurrency=cfg.sweep.load.max_in_flight, temperature=0.0, rate=rate)
     sweep = Sweep(points=[point], prompts={"c": [Prompt(id="p", category="c", text=PROMPT)]}, padded={})
-    planned = window_requests(cfg, sweep, point, "b", repeat=1)
+    planned = window_requests(cfg.sweep, sweep, point, "b", repeat=1)
     with tempfile.TemporaryDirectory() as tmp:
         rd = RunDir(Path(tmp))
         session = VariantSession(cfg, attach(cfg, base), RecordSink.open(rd, run_id=NAME), rd.path)

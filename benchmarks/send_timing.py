@@ -43,7 +43,7 @@ def measure(rate: float, requests: int, tokens: int) -> list[float]:
     point = SweepPoint(category="c", input_len=None, output_len=tokens, concurrency=cfg.sweep.load.max_in_flight,
                        temperature=0.0, rate=rate)
     sweep = Sweep(points=[point], prompts={"c": [Prompt(id="p", category="c", text="Tell a story.")]}, padded={})
-    planned = window_requests(cfg, sweep, point, "b", repeat=1)
+    planned = window_requests(cfg.sweep, sweep, point, "b", repeat=1)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             rd = RunDir(Path(tmp))

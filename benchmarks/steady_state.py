@@ -72,7 +72,7 @@ def _in_flight(records: list[RequestRecord], c: int) -> float:
 def measure(args: argparse.Namespace) -> list[dict[str, float]]:
     cfg = config(args.concurrency, args.tokens)
     prompts = [Prompt(id=f"p{i}", category="c", text=f"Tell story number {i}.") for i in range(args.prompts)]
-    sweep = build_sweep(cfg, prompts)
+    sweep = build_sweep(cfg.sweep, prompts)
     port = free_port()
     proc = spawn_standin(port, ["--paced", "--ms-per-token", str(args.ms_per_token), "--tokens-per-chunk", "1"],
                          preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
@@ -87,10 +87,10 @@ def measure(args: argparse.Namespace) -> list[dict[str, float]]:
                 async with session:
                     for point in sweep.points:
                         c = point.concurrency
-                        planned = window_requests(cfg, sweep, point, "b", repeat=1)
+                        planned = window_requests(cfg.sweep, sweep, point, "b", repeat=1)
                         now = await _measure(session, planned)
                         # one pass, as its own window (repeat 2: its own id and seeded order)
-                        one_pass = window_requests(cfg, sweep, point, "b", repeat=2)[:len(prompts)]
+                        one_pass = window_requests(cfg.sweep, sweep, point, "b", repeat=2)[:len(prompts)]
                         before = await _measure(session, one_pass)
                         rows.append({"c": c, "requests": len(now), "tp": window_throughput(now) or float("nan"),
                                      "in_flight": _in_flight(now, c), "before_requests": len(before),

@@ -43,7 +43,7 @@ def run_open_loop(cfg: RunConfig, sweep: Sweep, queues: dict[str, Queue],
         todo = [p for p in sweep.points]
         while todo:
             for point in todo:
-                planned = window_requests(cfg, sweep, point, variant, repeat=1)
+                planned = window_requests(cfg.sweep, sweep, point, variant, repeat=1)
                 recs = answer(queue, planned, t0)
                 records[recs[0].window_id] = recs
                 t0 += 10_000.0
@@ -51,7 +51,8 @@ def run_open_loop(cfg: RunConfig, sweep: Sweep, queues: dict[str, Queue],
         rates = sorted({r.rate for rs in records.values() for r in rs if r.variant == variant and r.rate})
         for launch in range(2, launches + 1):
             for rate in rates:
-                recs = answer(queue, window_requests(cfg, sweep, sweep.points[0].at_rate(rate), variant, 1, launch), t0)
+                planned = window_requests(cfg.sweep, sweep, sweep.points[0].at_rate(rate), variant, 1, launch)
+                recs = answer(queue, planned, t0)
                 records[recs[0].window_id] = recs
                 t0 += 10_000.0
     flat = [r for rs in records.values() for r in rs]

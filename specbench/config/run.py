@@ -19,6 +19,7 @@ from specbench.config.sections import (
     VerdictConfig,
 )
 from specbench.config.sweep import CapacityConfig, SweepConfig, check_slo, slo_for_yaml
+from specbench.shared.registry import ENGINE_KINDS
 
 
 class TuneConfig(Strict):
@@ -118,7 +119,7 @@ def _check_caps(cfg: RunConfig) -> None:
 def _check_external(cfg: RunConfig) -> None:
     """An endpoint specbench does not launch (engine.kind external) is measured as it runs: it cannot be
     relaunched (so no between-launch variance), and two variants at one URL are one server."""
-    if cfg.engine.kind != "external":
+    if not ENGINE_KINDS[cfg.engine.kind].endpoint:
         return
     if cfg.sweep.launches > 1:
         raise ValueError(f"sweep.launches: {cfg.sweep.launches} launches of an external endpoint would measure one "

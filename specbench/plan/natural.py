@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specbench.config import RunConfig
+from specbench.config import SweepConfig
 from specbench.plan.prompts import Prompt
 from specbench.shared.errors import ConfigError
 
 
-def natural_lengths(cfg: RunConfig, prompts: list[Prompt], count: Callable[[str], int] | None,
+def natural_lengths(sweep: SweepConfig, prompts: list[Prompt], count: Callable[[str], int] | None,
                     context: int | None) -> dict[str, int]:
     """Prompt id -> max_tokens for `output_lens: natural`: its reference answer's length in the target's
     tokens (as vLLM's ShareGPT sampling takes the recorded reply's), capped so that prompt and answer fit
@@ -18,7 +18,7 @@ def natural_lengths(cfg: RunConfig, prompts: list[Prompt], count: Callable[[str]
     if count is None:
         raise ConfigError("model.tokenizer", "sweep.output_lens natural needs a local tokenizer folder to count "
                           "the reference answers' tokens")
-    longest_in = max(cfg.sweep.input_lens or [0])
+    longest_in = max(sweep.input_lens or [0])
     out: dict[str, int] = {}
     for p in prompts:
         if p.reference is None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
-from specbench.config import NATURAL, RunConfig
+from specbench.config import NATURAL, SweepConfig, VariantConfig
 from specbench.plan.arrivals import Trace, arrival_offsets, load_trace
 from specbench.plan.natural import natural_lengths
 from specbench.plan.prompts import Prompt
@@ -92,9 +92,8 @@ class Sweep:
             return [p for ps in self.prompts.values() for p in ps]
         return self.prompts[point.category]
 
-    def fingerprint(self, cfg: RunConfig) -> str:
+    def fingerprint(self, s: SweepConfig) -> str:
         """Hash of everything that decides what the sweep sends (for reuse across runs)."""
-        s = cfg.sweep
         blob = json.dumps({
             "points": [p.__dict__ for p in self.points],
             "prompts": {c: [(p.id, p.text) for p in ps] for c, ps in sorted(self.prompts.items())},
@@ -110,26 +109,27 @@ class Sweep:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def measured(cfg: RunConfig, variant: str, point: SweepPoint) -> bool:
+def measured(variants: list[VariantConfig], variant: str, point: SweepPoint) -> bool:
     """Whether `variant` measures `point`: False above its `max_concurrency` (its server serves at most that
     many requests at once, so those cells are "not measured", never failures). docs/metrics.md, "Cells"."""
-    cap = cfg.variant(variant).max_concurrency
+    cap = next(v for v in variants if v.name == variant).max_concurrency
     return cap is None or point.concurrency <= cap
 
 
-def variant_points(cfg: RunConfig, sweep: Sweep, variant: str) -> list[SweepPoint]:
+def variant_points(variants: list[VariantConfig], sweep: Sweep, variant: str) -> list[SweepPoint]:
     """The sweep's points that `variant` measures, in the sweep's order."""
-    return [p for p in sweep.points if measured(cfg, variant, p)]
+    return [p for p in sweep.points if measured(variants, variant, p)]
 
 
-def capped_variants(cfg: RunConfig) -> dict[str, int]:
-    """Variant -> its max_concurrency, for the variants whose cap leaves some sweep concurrency unmeasured."""
-    top = max(cfg.sweep.concurrency)
-    return {v.name: v.max_concurrency for v in cfg.variants
+def capped_variants(variants: list[VariantConfig], concurrency: list[int]) -> dict[str, int]:
+    """Variant -> its max_concurrency, for the variants whose cap leaves some of the sweep's `concurrency`
+    unmeasured."""
+    top = max(concurrency)
+    return {v.name: v.max_concurrency for v in variants
             if v.max_concurrency is not None and v.max_concurrency < top}
 
 
-def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None, count: Callable[[str], int] | None = None,
+def build_sweep(s: SweepConfig, prompts: list[Prompt], pad=None, count: Callable[[str], int] | None = None,
                 context: int | None = None) -> Sweep:
     """`pad(text, n_tokens) -> text` builds long prompts for the input-length axis (None: no axis).
     `count(text) -> tokens` is the target's tokenizer, for `output_lens: [natural]` (`natural_lengths`);
@@ -137,11 +137,10 @@ def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None, count: Callable
     by_cat: dict[str, list[Prompt]] = defaultdict(list)
     for p in prompts:
         by_cat[p.category].append(p)
-    s = cfg.sweep
     input_lens: list[int | None] = list(s.input_lens) if s.input_lens else [None]
     out_lens = [o if isinstance(o, int) else NATURAL_OUTPUT for o in s.output_lens]
-    natural = natural_lengths(cfg, prompts, count, context) if NATURAL in s.output_lens else {}
-    trace = _trace(cfg, prompts)
+    natural = natural_lengths(s, prompts, count, context) if NATURAL in s.output_lens else {}
+    trace = _trace(s, prompts)
     pad_lens = set(s.input_lens or []) | {r.input_len for r in (trace.requests if trace else []) if r.input_len}
     if pad_lens and pad is None and trace and not s.input_lens:
         raise ConfigError("sweep.load.trace", "input_len in a trace needs a local tokenizer (model.tokenizer)")
@@ -164,9 +163,9 @@ def build_sweep(cfg: RunConfig, prompts: list[Prompt], pad=None, count: Callable
     return Sweep(points=points, prompts=dict(by_cat), padded=padded, natural=natural)
 
 
-def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
+def _trace(s: SweepConfig, prompts: list[Prompt]) -> Trace | None:
     """The open loop's trace file, read and checked against the prompts (ConfigError naming the field)."""
-    path = cfg.sweep.load.trace
+    path = s.load.trace
     if not path:
         return None
     try:
@@ -181,44 +180,44 @@ def _trace(cfg: RunConfig, prompts: list[Prompt]) -> Trace | None:
     return trace
 
 
-def level_requests(cfg: RunConfig, concurrency: int) -> int:
+def level_requests(s: SweepConfig, concurrency: int) -> int:
     """The requests a closed-loop window at C needs: `waves x C` steady ones (docs/metrics.md, "The measured
     interval"), plus the C of its ramp and the C of its drain; `waves` at C=1 (no ramp, no drain)."""
-    return cfg.sweep.waves if concurrency <= 1 else (cfg.sweep.waves + 2) * concurrency
+    return s.waves if concurrency <= 1 else (s.waves + 2) * concurrency
 
 
-def category_passes(cfg: RunConfig, n_prompts: int, concurrency: int) -> int:
+def category_passes(s: SweepConfig, n_prompts: int, concurrency: int) -> int:
     """Whole passes through a category's prompts in a closed-loop window at C: what that level needs, never what
     the largest C needs (docs/guide.md, "The workload of a window")."""
-    return max(1, math.ceil(level_requests(cfg, concurrency) / max(1, n_prompts)))
+    return max(1, math.ceil(level_requests(s, concurrency) / max(1, n_prompts)))
 
 
-def window_prompts(cfg: RunConfig, prompts: list[Prompt], category: str, repeat: int, launch: int,
+def window_prompts(s: SweepConfig, prompts: list[Prompt], category: str, repeat: int, launch: int,
                    concurrency: int) -> list[Prompt]:
     """A closed-loop window's prompts in sending order: the category's set `category_passes` times, each pass in
     its own order seeded by the repeat and launch (never the variant or the point): every variant sends the
     same list at a point, and a level with more passes sends the same first passes."""
-    rng = random.Random(f"{cfg.sweep.seed}|{category}|l{launch}|r{repeat}")
+    rng = random.Random(f"{s.seed}|{category}|l{launch}|r{repeat}")
     out: list[Prompt] = []
-    for _ in range(category_passes(cfg, len(prompts), concurrency)):
+    for _ in range(category_passes(s, len(prompts), concurrency)):
         one = list(prompts)
         rng.shuffle(one)
         out.extend(one)
     return out
 
 
-def point_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint) -> int:
+def point_requests(s: SweepConfig, sweep: Sweep, point: SweepPoint) -> int:
     """How many requests one window of the point sends (warmup included in an open loop)."""
-    load = cfg.sweep.load
+    load = s.load
     if point.rate is None:
         k = len(sweep.point_prompts(point))
-        return k * category_passes(cfg, k, point.concurrency)
+        return k * category_passes(s, k, point.concurrency)
     return len(sweep.trace.requests) if sweep.trace else load.warmup_requests + load.requests_per_rate
 
 
-def schedule_seed(cfg: RunConfig, repeat: int) -> int:
+def schedule_seed(s: SweepConfig, repeat: int) -> int:
     """The arrival seed of a window: the same for every variant, launch and rate; one per repeat."""
-    return cfg.sweep.seed + 7919 * (repeat - 1)
+    return s.seed + 7919 * (repeat - 1)
 
 
 def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
@@ -227,7 +226,7 @@ def window_id(cell_id: str, repeat: int, launch: int = 1) -> str:
     return f"{cell_id}|r{repeat}" if launch == 1 else f"{cell_id}|l{launch}r{repeat}"
 
 
-def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: str,
+def window_requests(s: SweepConfig, sweep: Sweep, point: SweepPoint, variant: str,
                     repeat: int, launch: int = 1) -> list[PlannedRequest]:
     """The requests of one window. Closed loop: the category's whole prompt set in `category_passes` passes
     (`window_prompts`: each prompt equally often, the order rotated by repeat and launch). Open
@@ -236,10 +235,10 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     key = point.key(variant)
     prompts = sweep.point_prompts(point)
     by_id = {p.id: p for p in prompts}
-    n = point_requests(cfg, sweep, point)
-    offsets = _offsets(cfg, sweep, point, n, repeat)
-    order = window_prompts(cfg, prompts, point.category, repeat, launch, point.concurrency) if not point.rate else None
-    load = cfg.sweep.load
+    n = point_requests(s, sweep, point)
+    offsets = _offsets(s, sweep, point, n, repeat)
+    order = window_prompts(s, prompts, point.category, repeat, launch, point.concurrency) if not point.rate else None
+    load = s.load
     out = []
     for index in range(n):
         prompt = order[index] if order is not None else prompts[index % len(prompts)]
@@ -251,7 +250,7 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
             prompt = by_id.get(line.prompt_id or "", prompt)
             input_len, out_len = line.input_len or input_len, line.output_len or out_len
         text = sweep.padded.get((prompt.id, input_len), prompt.text) if input_len else prompt.text
-        spec = request_spec(cfg, text, out_len, point.temperature, seed=cfg.sweep.seed + index)
+        spec = request_spec(s, text, out_len, point.temperature, seed=s.seed + index)
         fields = RequestIdentity(
             variant=variant, cell_id=key.cell_id, point_id=key.point_id,
             window_id=window_id(key.cell_id, repeat, launch), category=point.category, prompt_id=prompt.id,
@@ -264,26 +263,26 @@ def window_requests(cfg: RunConfig, sweep: Sweep, point: SweepPoint, variant: st
     return out
 
 
-def _offsets(cfg: RunConfig, sweep: Sweep, point: SweepPoint, n: int, repeat: int) -> list[float] | None:
+def _offsets(s: SweepConfig, sweep: Sweep, point: SweepPoint, n: int, repeat: int) -> list[float] | None:
     """Open loop: the window's send offsets (seeded, the same for every variant); None for a closed loop."""
     if point.rate is None:
         return None
     if sweep.trace is not None:
         return sweep.trace.offsets(point.rate)
-    load = cfg.sweep.load  # the measured requests (after the warmup) realize the rate exactly
-    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(cfg, repeat), load.burstiness,
+    load = s.load  # the measured requests (after the warmup) realize the rate exactly
+    return arrival_offsets(load.arrival, n, point.rate, schedule_seed(s, repeat), load.burstiness,
                            fit_from=load.warmup_requests)
 
 
-def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:
+def warmup_requests(s: SweepConfig, sweep: Sweep, variant: str, launch: int = 1) -> list[PlannedRequest]:
     """Warmup: the first prompts of the sweep at its shortest output length (fixed, or natural); recorded,
     flagged, unused."""
     all_prompts = [p for ps in sweep.prompts.values() for p in ps]
-    out_len = min(cfg.sweep.fixed_output_lens + list(sweep.natural.values()))
+    out_len = min(s.fixed_output_lens + list(sweep.natural.values()))
     out = []
-    for index in range(cfg.sweep.warmup_requests):
+    for index in range(s.warmup_requests):
         prompt = all_prompts[index % len(all_prompts)]
-        spec = request_spec(cfg, prompt.text, out_len, 0.0, seed=cfg.sweep.seed + index)
+        spec = request_spec(s, prompt.text, out_len, 0.0, seed=s.seed + index)
         out.append(PlannedRequest(spec=spec, fields=RequestIdentity(
             variant=variant, cell_id=f"{variant}|warmup", point_id="warmup", window_id=f"{variant}|warmup",
             category=prompt.category, prompt_id=prompt.id, input_len=None, output_len=out_len, concurrency=1,
@@ -291,8 +290,7 @@ def warmup_requests(cfg: RunConfig, sweep: Sweep, variant: str, launch: int = 1)
     return out
 
 
-def request_spec(cfg: RunConfig, text: str, max_tokens: int, temperature: float, seed: int) -> RequestSpec:
-    s = cfg.sweep
+def request_spec(s: SweepConfig, text: str, max_tokens: int, temperature: float, seed: int) -> RequestSpec:
     messages = ([{"role": "system", "content": s.system_prompt}] if s.system_prompt else [])
     messages.append({"role": "user", "content": text})
     return RequestSpec(messages=messages, prompt_text=text, max_tokens=max_tokens, temperature=temperature,

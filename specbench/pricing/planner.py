@@ -136,8 +136,8 @@ def window_requests_count(cfg: RunConfig, prompts: int | None, concurrency: int)
     from specbench.plan.windows import category_passes, level_requests
 
     if prompts is None:
-        return level_requests(cfg, concurrency)
-    return prompts * category_passes(cfg, prompts, concurrency)
+        return level_requests(cfg.sweep, concurrency)
+    return prompts * category_passes(cfg.sweep, prompts, concurrency)
 
 
 def _rate(rates: float | dict[int, float], concurrency: int) -> float:
@@ -219,11 +219,12 @@ def _applicable(cfg: RunConfig, history: Calibration | None) -> tuple[Calibratio
 def gpus_per_node(cfg: RunConfig) -> Source:
     """GPUs a node: engine.gpus as stated, else the launch's TP x PP (engine.args and the baseline's args)
     spread over engine.nodes; unknown for an endpoint specbench does not launch."""
+    from specbench.server.engines import ENGINES
     from specbench.server.parallel import parallel_of
 
     if cfg.engine.gpus is not None:
         return Source(cfg.engine.gpus, "engine.gpus")
-    if cfg.engine.kind == "external":
+    if not ENGINES.get(cfg.engine.kind).launched:
         return Source(None, "unknown: set engine.gpus (an external endpoint's GPUs)")
     par = parallel_of(list(cfg.engine.args) + list(cfg.baseline.args))
     nodes = cfg.engine.nodes
@@ -259,7 +260,8 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
         pooled = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
         optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup, prior_df=pooled)
     capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
-                     _measuring(cfg, history, cap)[0]) for name, cap in capped_variants(cfg).items()}
+                     _measuring(cfg, history, cap)[0]) for name, cap in
+                     capped_variants(cfg.variants, cfg.sweep.concurrency).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,

@@ -127,7 +127,8 @@ def finalize(rd: RunDir, cfg: RunConfig | None = None) -> list[Path]:
     used = use.to_dict()["used"]
     levels = {v.name: secondary_level(closed, v.name, cfg.baseline.name, used) for v in cfg.variants
               if v.name != cfg.baseline.name}
-    atomic_write(rd.break_even, break_even_table(closed, caps=capped_variants(cfg), levels=levels).to_csv(index=False))
+    caps = capped_variants(cfg.variants, cfg.sweep.concurrency)
+    atomic_write(rd.break_even, break_even_table(closed, caps=caps, levels=levels).to_csv(index=False))
     # the per-request tables read scalars and acceptance only: no chunk offsets, no outputs, and each
     # request's tokens per chunk summed (all that request_output_tokens asks of them)
     requests = store.frame(columns=LIGHT_COLUMNS, summed=("chunk_tokens",))

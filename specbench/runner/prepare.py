@@ -19,6 +19,7 @@ from specbench.checks.preflight import check_model_context
 from specbench.config import NATURAL, RunConfig, VerdictConfig, dump_config
 from specbench.plan.windows import Sweep, build_sweep
 from specbench.records.rundir import RAW_FILES, RunDir, atomic_write, write_json
+from specbench.server.engines import ENGINES
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch, api_headers, make_engine, plan_launches
 from specbench.shared import environment
@@ -54,11 +55,11 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     model_path: Path | str
     tokenizer_path: Path | str | None
     context: int | None = None
-    if cfg.engine.kind == "external" and m.path and not Path(m.path).expanduser().is_dir():
+    if not ENGINES.get(cfg.engine.kind).launched and m.path and not Path(m.path).expanduser().is_dir():
         # an endpoint someone else runs: model.path is the name it serves, nothing local to read
         model_path, tokenizer_path = m.path, m.tokenizer
     else:
-        prepare_all(cfg)  # demo models (target, and a demo draft model) are built on first use
+        prepare_all(m, cfg.variants)  # demo models (target, and a demo draft model) are built on first use
         model_path, tokenizer_path = resolve_model(m)
         # sweep.output_lens vs the model's context, read once; it also caps natural output lengths
         context = check_model_context(cfg, model_path)
@@ -76,7 +77,7 @@ def prepare_plan(cfg: RunConfig) -> Plan:
     if NATURAL in cfg.sweep.output_lens and tokenizer_path is not None:
         count = _counter(str(tokenizer_path))
     return Plan(cfg=cfg, engine=engine, launches=launches,
-                sweep=build_sweep(cfg, prompts, pad, count=count, context=context),
+                sweep=build_sweep(cfg.sweep, prompts, pad, count=count, context=context),
                 eos_token_ids=eos_token_ids(model_path))
 
 
@@ -148,7 +149,7 @@ def write_side_files(rd: RunDir, plan: Plan) -> None:
     drafters = {vl.name: vl.drafter.name for vl in plan.launches}
     env = environment.collect(cfg.engine.kind, plan.engine.version(), drafters,
                               cpu_dtype=cpu_dtype().to_dict() if auto else None)
-    if cfg.engine.kind == "external":
+    if not plan.engine.launched:
         env = environment.for_external(env, cfg.engine.hardware)
     write_json(rd.environment, env)
     write_json(rd.fairness, audit(plan.launches).to_dict())

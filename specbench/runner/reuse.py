@@ -46,7 +46,7 @@ def variant_fingerprints(cfg: RunConfig, engine: Engine, launches: list[VariantL
                          sweep: Sweep) -> dict[str, str]:
     common = {"model": [engine.model_path, folder_identity(engine.model_path)],
               "engine": [cfg.engine.kind, engine.version()],
-              "sweep": sweep.fingerprint(cfg), "hardware": environment.hardware_fingerprint()}
+              "sweep": sweep.fingerprint(cfg.sweep), "hardware": environment.hardware_fingerprint()}
     out = {}
     for vl in launches:
         folders = {k: folder_identity(v) for k, v in vl.params.model_dump(mode="json").items()

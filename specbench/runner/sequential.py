@@ -35,7 +35,7 @@ def _round_cost(ctx: RunContext, state: RunState, launches: dict[str, int], todo
     far scaled by the share of points still to measure."""
     cost = 0.0
     for v, points in todo.items():
-        n_points = len(variant_points(ctx.cfg, ctx.plan.sweep, v)) or 1  # a capped variant measures fewer
+        n_points = len(variant_points(ctx.cfg.variants, ctx.plan.sweep, v)) or 1  # a capped variant measures fewer
         vs = state.variants[v]
         startup = vs.startup_s or 0.0
         per_launch = (vs.wall_s or 0.0) / max(1, launches.get(v, 1))

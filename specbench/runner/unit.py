@@ -74,7 +74,7 @@ class RunContext:
         return self.plan.cfg
 
     def wanted(self, variant: str, launch: int, point: SweepPoint) -> bool:
-        if not measured(self.cfg, variant, point):  # above the variant's max_concurrency
+        if not measured(self.cfg.variants, variant, point):  # above the variant's max_concurrency
             return False
         allowed = self.only.get((variant, launch))
         return allowed is None or point.key(variant).point_id in allowed
@@ -96,8 +96,8 @@ class RunContext:
 
     def requests_todo(self, variant: str) -> int:
         """Requests still to send for `variant`, over all its launches (progress and ETA)."""
-        return sum(n * point_requests(self.cfg, self.plan.sweep, p) for la in range(1, self.cfg.sweep.launches + 1)
-                   for p, n in self.todo(variant, la))
+        return sum(n * point_requests(self.cfg.sweep, self.plan.sweep, p)
+                   for la in range(1, self.cfg.sweep.launches + 1) for p, n in self.todo(variant, la))
 
 
 def open_context(run_dir: Path, cfg: RunConfig | None = None, plan: Plan | None = None,
@@ -161,7 +161,7 @@ async def measure_launch(ctx: RunContext, unit: LaunchUnit, state: VariantState)
 
 async def _measure(ctx: RunContext, session: VariantSession, launch: int) -> None:
     cfg, sweep, name = ctx.cfg, ctx.plan.sweep, session.name
-    warm = warmup_requests(cfg, sweep, name, launch)  # every launch warms its own engine
+    warm = warmup_requests(cfg.sweep, sweep, name, launch)  # every launch warms its own engine
     if warm:
         ctx.reporter.phase(name, f"warmup ({len(warm)} requests)")
         await run_closed_loop(session.endpoint, warm, 1, ctx.sink.request)
@@ -190,7 +190,7 @@ async def _measure_point(ctx: RunContext, session: VariantSession, point: SweepP
         load = f"c={point.concurrency}" if point.rate is None else f"{point.rate:g} req/s"
         ctx.reporter.phase(name, f"{where}{point.category} out={fmt_output_len(point.output_len)} {load} rep {repeat}")
         wid = window_id(cell_id, repeat, launch)
-        await measure_window(session, window_requests(cfg, sweep, point, name, repeat, launch), wid)
+        await measure_window(session, window_requests(cfg.sweep, sweep, point, name, repeat, launch), wid)
         ctx.done.add(wid)
         if rule.adaptive and (tp := window_throughput(session.last_window)) is not None:
             ctx.throughput[wid] = tp

@@ -12,6 +12,7 @@ from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext, get_dr
 from specbench.plan.specs import SweepFacts
 from specbench.server.engines import ENGINES, Engine, LaunchSpec
 from specbench.server.engines.base import parse_version
+from specbench.server.engines.command import CommandEngine
 from specbench.shared.cpu_dtype import cpu_dtype, resolve_args, uses_auto
 from specbench.shared.errors import ConfigError, PreflightError, UsageError
 
@@ -71,8 +72,8 @@ def make_engine(cfg: RunConfig, model_path: str, served_name: str) -> Engine:
 
 def variant_engine(engine: Engine, variant: VariantConfig) -> Engine:
     """A variant with its own `command` runs under the command engine whatever engine.kind is."""
-    if variant.command and engine.kind != "command":
-        return ENGINES.get("command")(engine.config, engine.sweep, engine.model_path, engine.served_name)
+    if variant.command and not engine.user_command:
+        return CommandEngine(engine.config, engine.sweep, engine.model_path, engine.served_name)
     return engine
 
 
@@ -112,7 +113,7 @@ def plan_launches(cfg: RunConfig, engine: Engine) -> list[VariantLaunch]:
                 raise ConfigError(f"variants[{i}].forced_acceptance", why)
         ctx = LaunchContext(engine=eng.kind, engine_version=version, model_path=engine.model_path)
         try:
-            drafter_args = drafter.launch_args(params, ctx)
+            drafter_args = eng.drafter_args(drafter, params, ctx)
         except UsageError as exc:
             raise ConfigError(f"variants[{i}].drafter", str(exc)) from None
         port = cfg.engine.port

@@ -8,20 +8,36 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from specbench.shared.errors import UsageError
 
 T = TypeVar("T")
 
+
+@dataclass(frozen=True)
+class EngineKind:
+    """An engine kind: its Engine class, and the two facts config/ checks before any engine is imported
+    (config sits above server/; the Engine class holds the same facts: `launched`, and its `launch_spec`
+    reads the field it needs)."""
+
+    target: str  # "module:Class"
+    endpoint: bool = False  # an endpoint already running: nothing launched (engine.url, .hardware, .protocol)
+    needs: tuple[str, str] | None = None  # (engine.<field>, what it holds): a config of this kind needs it
+
+
 # Engine kinds: name -> the Engine class. The one place an engine is registered (config validates
 # engine.kind against it; engines/__init__.py builds ENGINES from it; drafters name their recipes after it).
-ENGINE_TARGETS: dict[str, str] = {
-    "vllm": "specbench.server.engines.vllm:VLLMEngine",
-    "sglang": "specbench.server.engines.sglang:SGLangEngine",
-    "command": "specbench.server.engines.command:CommandEngine",
-    "external": "specbench.server.engines.external:ExternalEngine",
+ENGINE_KINDS: dict[str, EngineKind] = {
+    "vllm": EngineKind("specbench.server.engines.vllm:VLLMEngine"),
+    "sglang": EngineKind("specbench.server.engines.sglang:SGLangEngine"),
+    "command": EngineKind("specbench.server.engines.command:CommandEngine", needs=("command", "an argv template")),
+    "external": EngineKind("specbench.server.engines.external:ExternalEngine", endpoint=True,
+                           needs=("url", "the running endpoint")),
 }
+ENGINE_TARGETS: dict[str, str] = {name: k.target for name, k in ENGINE_KINDS.items()}
+DEFAULT_ENGINE = "vllm"  # engine.kind when the config does not say
 
 
 def load_target(target: str) -> Any:

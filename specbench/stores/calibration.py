@@ -30,6 +30,7 @@ import pandas as pd
 
 from specbench.config import RunConfig
 from specbench.records.rundir import RunDir
+from specbench.server.engines import ENGINES
 from specbench.shared.errors import RunDirError, UsageError
 from specbench.stores.history_checks import add, design_of, speeds
 from specbench.stores.variance_history import (
@@ -48,7 +49,7 @@ def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:
     cell needs both for its interval)."""
     if launches < 2:
         raise UsageError("calibrate: --launches must be at least 2 (one launch has no between-launch variance)")
-    if cfg.engine.kind == "external":
+    if not ENGINES.get(cfg.engine.kind).launched:
         raise UsageError("calibrate: engine.kind external is an endpoint specbench does not launch: it cannot be "
                          "relaunched, so there is no between-launch variance to measure; calibrate with a config "
                          "that launches the engine (vllm, sglang or command)")
@@ -67,7 +68,7 @@ def run_estimate(run_dir: Path, cfg: RunConfig, kind: str) -> Calibration | None
     Keyed by the setup the run recorded when it started (run.json `variance_history.setup`)."""
     from specbench.shared import environment
 
-    if cfg.engine.kind == "external":
+    if not ENGINES.get(cfg.engine.kind).launched:
         return None  # its server's hardware is not this host's: nothing to key the history by
     rd = RunDir(run_dir)
     cells = pd.read_csv(rd.cells)

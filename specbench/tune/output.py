@@ -19,6 +19,7 @@ import yaml
 
 from specbench.config import RunConfig
 from specbench.records.rundir import atomic_write
+from specbench.server.engines import ENGINES
 from specbench.tune.result import TuneResult, launch_argv, param_names, score, search_score, spec_k
 from specbench.tune.schedule import Range, flag_sets, ranges, vllm_schedule
 
@@ -113,7 +114,8 @@ def schedule_entry(cfg: RunConfig, tuned: str, rs: list[Range], argv: dict[str, 
     chosen = {r.choice for r in rs if r.choice}
     if not chosen:
         return None, None
-    if cfg.engine.kind == "vllm":
+    kind = cfg.engine.kind
+    if ENGINES.get(kind).dynamic_schedule:
         spec, why = vllm_schedule(rs, argv)
         if spec is not None:
             top = by_name[max(chosen, key=lambda n: spec_k(argv.get(n, [])))]
@@ -121,17 +123,17 @@ def schedule_entry(cfg: RunConfig, tuned: str, rs: list[Range], argv: dict[str, 
                                        "params": {**base.params, **top.params}}
             if len(rs) > 1 or None in {r.choice for r in rs}:
                 if "per_batch_size" not in param_names(base.drafter):
-                    return {"kind": "vllm", "note": DYNAMIC_NOTE, "speculative_config": spec}, None
+                    return {"kind": kind, "note": DYNAMIC_NOTE, "speculative_config": spec}, None
                 variant["params"]["per_batch_size"] = spec["num_speculative_tokens_per_batch_size"]
-            return {"kind": "vllm", "note": DYNAMIC_NOTE, "speculative_config": spec}, variant
-        return {"kind": "vllm", "note": why, "per_range": flag_sets(rs, argv)}, None
+            return {"kind": kind, "note": DYNAMIC_NOTE, "speculative_config": spec}, variant
+        return {"kind": kind, "note": why, "per_range": flag_sets(rs, argv)}, None
     sets = flag_sets(rs, argv)
     if len(chosen) == 1 and all(r.choice for r in rs):
         only = by_name[next(iter(chosen))]
-        return {"kind": cfg.engine.kind, "per_range": sets}, {"name": f"{tuned}-tuned", "drafter": base.drafter,
+        return {"kind": kind, "per_range": sets}, {"name": f"{tuned}-tuned", "drafter": base.drafter,
                                                              "params": {**base.params, **only.params}}
     # the engine does not switch at run time: one launch (one variant) per concurrency range
-    return {"kind": cfg.engine.kind, "note": "one launch per concurrency range", "per_range": sets}, [
+    return {"kind": kind, "note": "one launch per concurrency range", "per_range": sets}, [
         {"name": f"{tuned}-c{r.start}-{r.end}", "drafter": base.drafter,
          "params": {**base.params, **by_name[r.choice].params}}
         for r in rs if r.choice]

@@ -19,6 +19,7 @@ from typing import Any
 from specbench.config import RunConfig, VariantConfig
 from specbench.plan.drafter import get_drafter
 from specbench.plan.prompts import Prompt
+from specbench.server.engines import ENGINES
 from specbench.shared.errors import ConfigError, UsageError
 
 NAME_MAX = 64  # VariantConfig.name's limit
@@ -207,7 +208,7 @@ def _planned_counts(cfg: RunConfig, grid: dict[str, list[Setting]]) -> list[tupl
                 if r == 1 or survivors(len(ss), r) > 1)
         if n:
             out.append((f"search-{r}", n, levels, cfg.tune.search_repeats, search_launches(r)))
-    dynamic = len(grid) if cfg.engine.kind == "vllm" else 0
+    dynamic = len(grid) if ENGINES.get(cfg.engine.kind).dynamic_schedule else 0
     finals = sum(min(len(ss), len(levels)) for ss in grid.values())
     out.append(("confirm", finals + dynamic, levels, cfg.sweep.repeats, cfg.sweep.launches))
     return out

@@ -18,6 +18,7 @@ from typing import Literal
 
 from specbench.config import RunConfig
 from specbench.records.rundir import RunDir
+from specbench.server.engines import ENGINES
 from specbench.shared.errors import ConfigError, RunDirError
 from specbench.shared.progress import Reporter, make_reporter
 from specbench.tune.result import Round, TuneResult, launch_argv, param_names, score, search_score, spec_k
@@ -122,7 +123,7 @@ class Tune:
         names = sorted(set(res.final.values()))
         by_name = {s.name: s for ss in res.grid.values() for s in ss}
         variants = [variant_of(cfg, by_name[n]) for n in names]
-        if cfg.engine.kind == "vllm":  # the dynamic schedule runs as one launch: measure it too
+        if ENGINES.get(cfg.engine.kind).dynamic_schedule:  # the dynamic schedule runs as one launch: measure it
             argv = launch_argv(res.rounds)
             for tuned in res.grid:
                 # the search's choice: the last setting standing where it beat the baseline, else plain
@@ -150,7 +151,7 @@ def run_tune(cfg: RunConfig, opts: TuneOptions) -> TuneResult:
         raise ConfigError("tune", "specbench tune needs a tune: section (tune.variants: {variant: {param: [values]}})")
     if cfg.sweep.load.open:
         raise ConfigError("sweep.load.kind", "tune compares closed-loop speedups per concurrency (load.kind: closed)")
-    if cfg.engine.kind == "external":
+    if not ENGINES.get(cfg.engine.kind).launched:
         raise ConfigError("engine.kind", "tune launches one server per setting; an external endpoint serves what is "
                           "already running (use kind command with the server's argv template)")
     if not opts.resume:

@@ -218,6 +218,6 @@ def test_demo_models_in_a_config_include_demo_drafts() -> None:
     from specbench.demo_models import demo_models_in
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "demo-cpu.yaml")
-    assert demo_models_in(cfg) == ["smollm2", "smollm2-eagle3"]
+    assert demo_models_in(cfg.model, cfg.variants) == ["smollm2", "smollm2-eagle3"]
     full = load_config(Path(__file__).resolve().parents[2] / "configs" / "demo-cpu-full.yaml")
-    assert demo_models_in(full) == ["smollm2", "smollm2-eagle3", "smollm2-draft", "smollm2-dflash"]
+    assert demo_models_in(full.model, full.variants) == ["smollm2", "smollm2-eagle3", "smollm2-draft", "smollm2-dflash"]

@@ -13,14 +13,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from specbench.config import parse_config
+from specbench.config import EngineConfig, parse_config
 from specbench.metrics import CellOptions, compute_cells, reconciliation_table, request_acceptance_table
 from specbench.metrics.reconcile import timing_margin_s
 from specbench.metrics.warnings import WarningCode, decode_warnings
-from specbench.plan.drafter import VLLM_PER_REQUEST_FLAG, LaunchContext, get_drafter
+from specbench.plan.drafter import LaunchContext, get_drafter
+from specbench.plan.specs import SweepFacts
 from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
-from specbench.server.engines.vllm import parse_vllm_spec
+from specbench.server.engines.sglang import SGLangEngine
+from specbench.server.engines.vllm import PER_REQUEST_FLAG as VLLM_PER_REQUEST_FLAG
+from specbench.server.engines.vllm import VLLMEngine, parse_vllm_spec
 from specbench.server.launch import sweep_facts
 from tests.conftest import REPO, make_model_dir
 
@@ -59,7 +62,8 @@ def test_chunks_without_figures_give_none() -> None:
 @pytest.mark.parametrize("version, expected", [((0, 32, 0), True), ((0, 33), True), ((0, 31, 1), False), (None, False)])
 def test_flag_only_where_vllm_has_it(version, expected) -> None:
     ngram = get_drafter("ngram")
-    args = ngram.launch_args(ngram.parse_params({}), LaunchContext(engine="vllm", engine_version=version))
+    args = _engine(VLLMEngine).drafter_args(ngram, ngram.parse_params({}),
+                                            LaunchContext(engine="vllm", engine_version=version))
     assert (VLLM_PER_REQUEST_FLAG in args) is expected
     if expected:
         assert args[args.index(VLLM_PER_REQUEST_FLAG) + 1] == "summary"
@@ -67,10 +71,16 @@ def test_flag_only_where_vllm_has_it(version, expected) -> None:
 
 def test_baseline_and_other_engines_never_get_the_flag() -> None:
     base = get_drafter("autoregressive")
-    assert base.launch_args(base.parse_params({}), LaunchContext(engine="vllm", engine_version=(0, 32))) == []
+    ctx = LaunchContext(engine="vllm", engine_version=(0, 32))
+    assert _engine(VLLMEngine).drafter_args(base, base.parse_params({}), ctx) == []
     ngram = get_drafter("ngram")
-    sg = ngram.launch_args(ngram.parse_params({}), LaunchContext(engine="sglang", engine_version=(0, 5, 23)))
+    sg = _engine(SGLangEngine).drafter_args(ngram, ngram.parse_params({}),
+                                            LaunchContext(engine="sglang", engine_version=(0, 5, 23)))
     assert VLLM_PER_REQUEST_FLAG not in sg
+
+
+def _engine(cls: type[VLLMEngine] | type[SGLangEngine]) -> VLLMEngine | SGLangEngine:
+    return cls(EngineConfig(), SweepFacts(endpoint="chat", max_concurrency=2), "/m", "standin")
 
 
 def _vllm_cfg(model: Path, port: int, *, env: dict[str, dict[str, str]] | None = None, repeats: int = 2,

@@ -112,8 +112,8 @@ def test_stop_at_eos_sends_no_ignore_eos() -> None:
                         "sweep": {"output_lens": [8], "concurrency": [1], "stop_at_eos": True}})
     from specbench.plan.prompts import Prompt
     from specbench.plan.windows import build_sweep, window_requests
-    sweep = build_sweep(cfg, [Prompt(id="a", category="c", text="t")])
-    assert all(not p.spec.ignore_eos for p in window_requests(cfg, sweep, sweep.points[0], "b", 1))
+    sweep = build_sweep(cfg.sweep, [Prompt(id="a", category="c", text="t")])
+    assert all(not p.spec.ignore_eos for p in window_requests(cfg.sweep, sweep, sweep.points[0], "b", 1))
 
 
 def _config(tmp_path: Path, port: int, name: str, **sweep: Any) -> dict[str, Any]:

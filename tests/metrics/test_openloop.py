@@ -176,15 +176,15 @@ def test_slo_needs_an_open_loop() -> None:
 # -- the plan --------------------------------------------------------------------------------------------
 def _sweep(c: Any) -> Any:
     prompts = [Prompt(id=f"{cat}-{i}", category=cat, text=f"{cat} prompt {i}") for cat in ("a", "b") for i in range(2)]
-    return build_sweep(c, prompts)
+    return build_sweep(c.sweep, prompts)
 
 
 def test_open_loop_windows_send_the_same_schedule_to_every_variant() -> None:
     c = parse_config(cfg_with())
     sweep = _sweep(c)
     assert [(p.category, p.rate, p.concurrency) for p in sweep.points] == [(MIXED, 1.0, 256), (MIXED, 2.0, 256)]
-    a = window_requests(c, sweep, sweep.points[1], "base", repeat=1)
-    b = window_requests(c, sweep, sweep.points[1], "ngram", repeat=1)
+    a = window_requests(c.sweep, sweep, sweep.points[1], "base", repeat=1)
+    b = window_requests(c.sweep, sweep, sweep.points[1], "ngram", repeat=1)
     assert len(a) == 2 + 6
     assert [(p.at_s, p.spec, p.fields["prompt_id"]) for p in a] == [(p.at_s, p.spec, p.fields["prompt_id"]) for p in b]
     assert [p.fields["warmup"] for p in a] == [True, True] + [False] * 6
@@ -192,8 +192,8 @@ def test_open_loop_windows_send_the_same_schedule_to_every_variant() -> None:
     assert [p.at_s for p in a] == arrival_offsets("poisson", 8, 2.0, seed=0, fit_from=2)
     assert {p.fields["prompt_id"] for p in a} == {"a-0", "a-1", "b-0", "b-1"}  # prompts of every category
     # another repeat draws other arrivals; another rate the same ones time-scaled
-    assert [p.at_s for p in window_requests(c, sweep, sweep.points[1], "base", repeat=2)] != [p.at_s for p in a]
-    slow = window_requests(c, sweep, sweep.points[0], "base", repeat=1)
+    assert [p.at_s for p in window_requests(c.sweep, sweep, sweep.points[1], "base", repeat=2)] != [p.at_s for p in a]
+    slow = window_requests(c.sweep, sweep, sweep.points[0], "base", repeat=1)
     assert [p.at_s for p in slow] == pytest.approx([2 * (p.at_s or 0) for p in a])
 
 
@@ -580,13 +580,13 @@ def test_a_trace_is_replayed_with_its_prompts_and_lengths(tmp_path: Path) -> Non
     c = parse_config(cfg_with(sweep__load={"kind": "open", "trace": str(trace), "warmup_requests": 1}))
     sweep = _sweep(c)
     assert [p.rate for p in sweep.points] == [1.0]  # the trace's own rate: 2 gaps over 2 s
-    reqs = window_requests(c, sweep, sweep.points[0], "base", repeat=1)
+    reqs = window_requests(c.sweep, sweep, sweep.points[0], "base", repeat=1)
     assert [p.at_s for p in reqs] == [0.0, 0.5, 2.0]
     assert [p.fields["prompt_id"] for p in reqs] == ["b-1", "a-1", "b-0"]  # named, else the rotation
     assert [p.spec.max_tokens for p in reqs] == [3, 8, 5]
     assert [p.fields["warmup"] for p in reqs] == [True, False, False]
     scaled = parse_config(cfg_with(sweep__load={"kind": "open", "trace": str(trace), "rates": [4]}))
-    assert [p.at_s for p in window_requests(scaled, _sweep(scaled), _sweep(scaled).points[0], "base", 1)] == \
+    assert [p.at_s for p in window_requests(scaled.sweep, _sweep(scaled), _sweep(scaled).points[0], "base", 1)] == \
         [0.0, 0.125, 0.5]
     trace.write_text('{"t": 0, "prompt_id": "nope"}\n{"t": 1}\n')
     with pytest.raises(ConfigError, match="prompt_id 'nope'"):
@@ -605,7 +605,7 @@ def test_capacity_search_is_decided_from_the_records_alone() -> None:
         point = sweep.points[0].at_rate(rate)
         return [RequestRecord(**p.fields, t_send=100 + (p.at_s or 0), scheduled_s=p.at_s, ttft_s=ttft,
                               e2e_s=ttft + 0.01, output_tokens=8)
-                for p in window_requests(c, sweep, point, "base", repeat=1)]
+                for p in window_requests(c.sweep, sweep, point, "base", repeat=1)]
 
     records = {r[0].window_id: r for r in (window(1.0, 0.1), window(2.0, 0.5))}
     done = set(records)

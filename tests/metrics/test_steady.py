@@ -69,11 +69,11 @@ class VirtualServer:
 
 def _window(per_token: Callable[[str, int], float], c: int, monkeypatch: pytest.MonkeyPatch) -> list[RequestRecord]:
     cfg = parse_config(CONFIG)
-    sweep = build_sweep(cfg, PROMPTS)
+    sweep = build_sweep(cfg.sweep, PROMPTS)
     point = next(p for p in sweep.points if p.concurrency == c)
     server = VirtualServer(per_token)
     monkeypatch.setattr("specbench.client.stream.stream_planned", server.stream)
-    return asyncio.run(server.run(window_requests(cfg, sweep, point, "base", 1), c))
+    return asyncio.run(server.run(window_requests(cfg.sweep, sweep, point, "base", 1), c))
 
 
 def _speed(prompt_id: str, in_flight: int) -> float:

@@ -58,29 +58,29 @@ def test_config_refuses_natural_for_a_set_without_reference_answers() -> None:
 
 def test_build_sweep_sends_each_prompt_its_reference_length() -> None:
     cfg = _cfg()
-    sweep = build_sweep(cfg, PROMPTS, count=_words)
+    sweep = build_sweep(cfg.sweep, PROMPTS, count=_words)
     assert [p.output_len for p in sweep.points] == [NATURAL_OUTPUT, 8]
     natural, fixed = sweep.points
-    reqs = window_requests(cfg, sweep, natural, "base", 1)
+    reqs = window_requests(cfg.sweep, sweep, natural, "base", 1)
     assert {r.fields["prompt_id"]: r.spec.max_tokens for r in reqs} == {"p1": 5, "p2": 2}
     assert {r.fields["output_len"] for r in reqs} == {NATURAL_OUTPUT}
     assert natural.key("base").point_id == "chat|in-|out0|c1|t0"
-    assert {r.spec.max_tokens for r in window_requests(cfg, sweep, fixed, "base", 1)} == {8}
-    assert {r.spec.max_tokens for r in warmup_requests(cfg, sweep, "base")} == {2}  # the shortest of all
+    assert {r.spec.max_tokens for r in window_requests(cfg.sweep, sweep, fixed, "base", 1)} == {8}
+    assert {r.spec.max_tokens for r in warmup_requests(cfg.sweep, sweep, "base")} == {2}  # the shortest of all
 
 
 def test_natural_lengths_are_capped_by_the_context_and_need_references_and_a_tokenizer() -> None:
     cfg = _cfg()
     # context 5: p1 (2 prompt tokens) keeps 3 of its 5, p2 (1 prompt token) its 2; never below 1
-    capped = build_sweep(cfg, PROMPTS, count=_words, context=5)
+    capped = build_sweep(cfg.sweep, PROMPTS, count=_words, context=5)
     assert capped.natural == {"p1": 3, "p2": 2}
-    assert build_sweep(cfg, PROMPTS, count=_words, context=2).natural == {"p1": 1, "p2": 1}
+    assert build_sweep(cfg.sweep, PROMPTS, count=_words, context=2).natural == {"p1": 1, "p2": 1}
     with pytest.raises(ConfigError, match=r"^sweep\.output_lens: natural needs every prompt's reference answer; "
                                           r"p3 has none"):
-        build_sweep(cfg, [*PROMPTS, Prompt(id="p3", category="chat", text="t")], count=_words)
+        build_sweep(cfg.sweep, [*PROMPTS, Prompt(id="p3", category="chat", text="t")], count=_words)
     with pytest.raises(ConfigError, match=r"^model\.tokenizer: sweep\.output_lens natural needs a local tokenizer"):
-        build_sweep(cfg, PROMPTS)
-    assert build_sweep(_cfg(output_lens=[8]), PROMPTS).natural == {}  # fixed lengths need neither
+        build_sweep(cfg.sweep, PROMPTS)
+    assert build_sweep(_cfg(output_lens=[8]).sweep, PROMPTS).natural == {}  # fixed lengths need neither
 
 
 def test_a_file_set_carries_its_reference_answers(tmp_path: Path) -> None:

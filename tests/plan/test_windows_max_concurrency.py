@@ -140,11 +140,11 @@ def test_measured_points_follow_the_cap():
     def at(c: int) -> SweepPoint:
         return SweepPoint(category="code", input_len=None, output_len=8, concurrency=c, temperature=0.0)
 
-    assert [measured(cfg, "ngram", at(c)) for c in (1, 4, 16)] == [True, True, False]
-    assert [measured(cfg, "base", at(c)) for c in (1, 4, 16)] == [True, True, True]
-    assert capped_variants(cfg) == {"ngram": 4}
+    assert [measured(cfg.variants, "ngram", at(c)) for c in (1, 4, 16)] == [True, True, False]
+    assert [measured(cfg.variants, "base", at(c)) for c in (1, 4, 16)] == [True, True, True]
+    assert capped_variants(cfg.variants, cfg.sweep.concurrency) == {"ngram": 4}
     data["variants"][1]["max_concurrency"] = 16  # at the top of the sweep: caps nothing
-    assert capped_variants(parse_config(data)) == {}
+    assert capped_variants(parse_config(data).variants, parse_config(data).sweep.concurrency) == {}
 
 
 def test_variant_points_keep_the_sweep_order():
@@ -157,9 +157,9 @@ def test_variant_points_keep_the_sweep_order():
     pts = [SweepPoint(category=c, input_len=None, output_len=8, concurrency=k, temperature=0.0)
            for k in (1, 2, 8) for c in ("a", "b")]
     sweep = Sweep(points=pts, prompts={}, padded={})
-    assert [(p.category, p.concurrency) for p in variant_points(cfg, sweep, "ngram")] == [
+    assert [(p.category, p.concurrency) for p in variant_points(cfg.variants, sweep, "ngram")] == [
         ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
-    assert variant_points(cfg, sweep, "base") == pts
+    assert variant_points(cfg.variants, sweep, "base") == pts
 
 
 def test_capped_break_even_verdicts():

@@ -34,12 +34,12 @@ PROMPTS = [Prompt(id=f"{cat}-{i}", category=cat, text=f"{cat} prompt {i}")
 
 def _plan(**sweep: Any) -> tuple[Any, Any]:
     cfg = parse_config({**BASE, "sweep": {**BASE["sweep"], **sweep}})
-    return cfg, build_sweep(cfg, PROMPTS)
+    return cfg, build_sweep(cfg.sweep, PROMPTS)
 
 
 def _multiset(cfg: Any, sweep: Any, point: Any, variant: str = "base", repeat: int = 1,
               launch: int = 1) -> Counter[str]:
-    return Counter(p.fields["prompt_id"] for p in window_requests(cfg, sweep, point, variant, repeat, launch))
+    return Counter(p.fields["prompt_id"] for p in window_requests(cfg.sweep, sweep, point, variant, repeat, launch))
 
 
 def test_every_concurrency_sends_whole_passes_as_many_as_it_needs() -> None:
@@ -49,9 +49,9 @@ def test_every_concurrency_sends_whole_passes_as_many_as_it_needs() -> None:
         assert [p.concurrency for p in points] == [1, 4, 16]
         for p in points:
             need = 1 if p.concurrency == 1 else 3 * p.concurrency  # waves x C inside, C ramp, C drain
-            passes = category_passes(cfg, k, p.concurrency)
+            passes = category_passes(cfg.sweep, k, p.concurrency)
             assert passes == -(-need // k), (cat, p.concurrency)  # whole passes, no more than the level needs
-            assert point_requests(cfg, sweep, p) == k * passes
+            assert point_requests(cfg.sweep, sweep, p) == k * passes
             assert _multiset(cfg, sweep, p) == Counter({f"{cat}-{i}": passes for i in range(k)}), (cat, p)
 
 
@@ -59,8 +59,8 @@ def test_c1_sends_what_c1_needs_whatever_the_largest_c() -> None:
     """Issue 49: a sweep to C=128 on 3 prompts sent 129 requests at C=1 (passes set by the largest C). Now each
     level sends what it needs: one pass (3 requests) at C=1, and at every C at least C + waves x C + C."""
     cfg = parse_config({**BASE, "sweep": {**BASE["sweep"], "concurrency": [1, 2, 4, 8, 16, 32, 64, 128]}})
-    sweep = build_sweep(cfg, [p for p in PROMPTS if p.category == "a"])
-    sent = {p.concurrency: point_requests(cfg, sweep, p) for p in sweep.points}
+    sweep = build_sweep(cfg.sweep, [p for p in PROMPTS if p.category == "a"])
+    sent = {p.concurrency: point_requests(cfg.sweep, sweep, p) for p in sweep.points}
     assert sent[1] == 3
     for c, n in sent.items():
         assert c == 1 or 3 * c <= n < 3 * c + 3, (c, n)  # the level's need, rounded up to a pass of 3
@@ -69,8 +69,8 @@ def test_c1_sends_what_c1_needs_whatever_the_largest_c() -> None:
 def test_waves_scale_the_passes() -> None:
     cfg, sweep = _plan(waves=3, concurrency=[1, 4])
     a1, a4 = (p for p in sweep.points if p.category == "a")
-    assert point_requests(cfg, sweep, a1) == 3  # 3 waves at C=1: one pass of 3
-    assert point_requests(cfg, sweep, a4) == 3 * 7  # (3 + 2) x 4 = 20: 7 passes of 3
+    assert point_requests(cfg.sweep, sweep, a1) == 3  # 3 waves at C=1: one pass of 3
+    assert point_requests(cfg.sweep, sweep, a4) == 3 * 7  # (3 + 2) x 4 = 20: 7 passes of 3
 
 
 def test_repeats_and_launches_rotate_the_order_never_the_set() -> None:
@@ -78,7 +78,7 @@ def test_repeats_and_launches_rotate_the_order_never_the_set() -> None:
     point = next(p for p in sweep.points if p.category == "b" and p.concurrency == 4)
 
     def order(repeat: int, launch: int, variant: str = "base") -> list[str]:
-        return [p.fields["prompt_id"] for p in window_requests(cfg, sweep, point, variant, repeat, launch)]
+        return [p.fields["prompt_id"] for p in window_requests(cfg.sweep, sweep, point, variant, repeat, launch)]
 
     orders = {(r, la): order(r, la) for r in (1, 2, 3) for la in (1, 2)}
     assert len({tuple(o) for o in orders.values()}) == len(orders)  # each window its own order
@@ -86,17 +86,17 @@ def test_repeats_and_launches_rotate_the_order_never_the_set() -> None:
     assert order(2, 1, "ngram") == orders[(2, 1)]  # every variant sends the same list
     assert order(2, 1) == orders[(2, 1)]  # deterministic
     other = parse_config({**BASE, "sweep": {**BASE["sweep"], "seed": 5}})
-    assert [p.fields["prompt_id"] for p in window_requests(other, build_sweep(other, PROMPTS), point, "base", 2)] \
-        != orders[(2, 1)]  # seeded
+    seeded = window_requests(other.sweep, build_sweep(other.sweep, PROMPTS), point, "base", 2)
+    assert [p.fields["prompt_id"] for p in seeded] != orders[(2, 1)]  # seeded
     # the order does not depend on the point: the same window at C=1 sends the first pass of C=4's list
     c1 = next(p for p in sweep.points if p.category == "b" and p.concurrency == 1)
-    assert [p.fields["prompt_id"] for p in window_requests(cfg, sweep, c1, "base", 2)] == orders[(2, 1)][:5]
+    assert [p.fields["prompt_id"] for p in window_requests(cfg.sweep, sweep, c1, "base", 2)] == orders[(2, 1)][:5]
 
 
 def test_the_queue_never_puts_a_prompt_in_flight_twice() -> None:
     cfg, sweep = _plan()
     point = next(p for p in sweep.points if p.category == "b" and p.concurrency == 4)
-    q = InFlightQueue(window_requests(cfg, sweep, point, "base", 1), 4)
+    q = InFlightQueue(window_requests(cfg.sweep, sweep, point, "base", 1), 4)
     assert q.cap == 1
     flying = [q.take() for _ in range(4)]
     ids = [r.fields["prompt_id"] for r in flying if r is not None]
@@ -117,7 +117,7 @@ def test_the_queue_never_puts_a_prompt_in_flight_twice() -> None:
 def test_fewer_prompts_than_c_allow_copies_up_to_the_cap() -> None:
     cfg, sweep = _plan()
     point = next(p for p in sweep.points if p.category == "a" and p.concurrency == 16)
-    q = InFlightQueue(window_requests(cfg, sweep, point, "base", 1), 16)
+    q = InFlightQueue(window_requests(cfg.sweep, sweep, point, "base", 1), 16)
     assert q.cap == 6  # 48 requests of 3 prompts at C=16: ceil(16 / 3)
     taken = [q.take() for _ in range(16)]
     assert all(r is not None for r in taken)
@@ -128,7 +128,7 @@ def test_the_closed_loop_waits_instead_of_sending_a_copy(monkeypatch: Any) -> No
     """The in-process closed loop at C=2 over [x, x, y]: the second x waits for the first to finish."""
     cfg, sweep = _plan(concurrency=[2])
     point = sweep.points[0]
-    planned = window_requests(cfg, sweep, point, "base", 1)[:3]
+    planned = window_requests(cfg.sweep, sweep, point, "base", 1)[:3]
     x, y = planned[0].fields["prompt_id"], next(p.fields["prompt_id"] for p in planned
                                                  if p.fields["prompt_id"] != planned[0].fields["prompt_id"])
     reqs = [_with_prompt(planned[0], x), _with_prompt(planned[1], x), _with_prompt(planned[2], y)]

@@ -32,7 +32,7 @@ def _config(rates: list[float], requests: int, search: bool, launches: int = 1) 
 
 
 def _sweep(cfg: Any) -> Any:
-    return build_sweep(cfg, [Prompt(id="a-0", category="a", text="a prompt")])
+    return build_sweep(cfg.sweep, [Prompt(id="a-0", category="a", text="a prompt")])
 
 
 def test_capacity_of_mdc_queues_at_high_utilization() -> None:

@@ -16,6 +16,7 @@ import httpx
 from packaging.version import InvalidVersion, Version
 
 from specbench.config import EngineConfig, VariantConfig
+from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext
 from specbench.plan.specs import RequestSpec, SweepFacts
 from specbench.server.engines.prometheus import scrape, state_of
 from specbench.shared.errors import ConfigError
@@ -71,6 +72,15 @@ class Engine(abc.ABC):
     # running, waiting (requests, gauges), kv_usage (fraction, gauge), preemptions, queue_time_sum_s,
     # queue_time_count (counters); empty: the engine publishes none
     state_metrics: ClassVar[dict[str, str]] = {}
+    # -- what else the kind decides, asked by the stages outside server/engines/ (docs/architecture.md) ------
+    launched: ClassVar[bool] = True  # False: an endpoint already running (nothing started, stopped, relaunched)
+    user_command: ClassVar[bool] = False  # the argv is the user's command template (preflight looks for its program)
+    distributions: ClassVar[tuple[str, ...]] = ()  # what provides it in engine.python (preflight; the first found)
+    memory_fraction: ClassVar[tuple[str, float] | None] = None  # (flag, default): the share of a GPU it may use
+    prefix_caching_flags: ClassVar[tuple[str, ...]] = ()  # refused in a config: engine.prefix_caching pins it
+    dynamic_schedule: ClassVar[bool] = False  # switches draft tokens by batch size within one launch (tune)
+    argv_parser: ClassVar[str | None] = None  # the module whose `validate` section runs the engine's own parser
+    algorithm_flag: ClassVar[str | None] = None  # the flag naming the algorithm (Drafter.check_engine_args)
 
     def __init__(self, config: EngineConfig, sweep: SweepFacts, model_path: str, served_name: str):
         self.config = config
@@ -104,6 +114,19 @@ class Engine(abc.ABC):
             return (f"engine {self.kind} forces one mean acceptance length, not a per-position profile (give a "
                     "number)")
         return None
+
+    def drafter_args(self, drafter: Drafter[Any], params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        """The drafter's launch arguments on this engine, with what the engine adds to a speculative launch."""
+        return drafter.launch_args(params, ctx)
+
+    def prefix_caching(self, argv: list[str]) -> str | None:
+        """"on" or "off" as the launch's argv pins prefix caching (server/engines/pins.py); None: not pinned."""
+        return None
+
+    def argv_problems(self, argv: list[str], version: tuple[int, ...] | None,
+                      shown: str) -> list[tuple[str, str]]:
+        """(flag, why) for each flag this engine version refuses in a final argv (`shown`: the version as known)."""
+        return []
 
     def drafter_flags(self, variant: VariantConfig) -> set[str]:
         """Launch flags outside the drafter's arguments that still carry its settings (a command template's

@@ -33,6 +33,7 @@ BUILTIN = ("python", "model", "host", "port", "served_name")
 class CommandEngine(Engine):
     kind = "command"
     forced_acceptance: str | None = "the command template's {forced_acceptance} placeholder (the server declares it)"
+    user_command = True
 
     @property
     def counter_acceptance(self) -> bool:  # type: ignore[override]

@@ -23,6 +23,8 @@ from specbench.shared.schema import SpecDetails
 class ExternalEngine(CommandEngine):
     kind = "external"
     forced_acceptance = None  # specbench does not launch it: nothing to force
+    launched = False
+    user_command = False
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec | None:

@@ -33,7 +33,17 @@ from specbench.server.engines.base import (
     json_int,
     parse_version,
 )
-from specbench.server.engines.pins import parse_options, sglang_pins
+from specbench.server.engines.pins import (
+    PREFIX_CACHING_FLAGS,
+    SGLANG_GRAPH_FLAG_NEW,
+    SGLANG_GRAPH_FLAG_OLD,
+    SGLANG_GRAPH_RENAMED_IN,
+    SGLANG_MEM_FRACTION_STATIC,
+    SGLANG_PREFIX_CACHING_OFF,
+    has_option,
+    parse_options,
+    sglang_pins,
+)
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
 from specbench.shared.schema import SpecDetails
@@ -61,6 +71,25 @@ class SGLangEngine(Engine):
                          "SGLANG_SIMULATE_ACC_TOKEN_MODE=real-draft-token (one launch per length; topk=1 chains)")
     forced_env = ("SGLANG_SIMULATE_ACC_LEN", *FORCED_MODE)
     state_metrics = STATE
+    distributions = ("sglang",)
+    memory_fraction = ("--mem-fraction-static", float(SGLANG_MEM_FRACTION_STATIC))  # pinned (pins.py)
+    prefix_caching_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
+    argv_parser = "specbench.server.sglang_flags"
+    algorithm_flag = "--speculative-algorithm"
+
+    def prefix_caching(self, argv: list[str]) -> str | None:
+        return "off" if SGLANG_PREFIX_CACHING_OFF in argv else "on"
+
+    def argv_problems(self, argv: list[str], version: tuple[int, ...] | None,
+                      shown: str) -> list[tuple[str, str]]:
+        """The decode cuda-graph flag under the name this version takes (renamed in 0.5.21)."""
+        if version is not None and version >= SGLANG_GRAPH_RENAMED_IN and has_option(argv, SGLANG_GRAPH_FLAG_OLD):
+            return [(SGLANG_GRAPH_FLAG_OLD, f"{SGLANG_GRAPH_FLAG_OLD} is rejected as ambiguous by SGLang >= 0.5.21 "
+                                            f"(engine version {shown}): use {SGLANG_GRAPH_FLAG_NEW}")]
+        if version is not None and version < SGLANG_GRAPH_RENAMED_IN and has_option(argv, SGLANG_GRAPH_FLAG_NEW):
+            return [(SGLANG_GRAPH_FLAG_NEW, f"{SGLANG_GRAPH_FLAG_NEW} does not exist before SGLang 0.5.21 (engine "
+                                            f"version {shown}): use {SGLANG_GRAPH_FLAG_OLD}")]
+        return []
 
     # -- launch -----------------------------------------------------------------------------------
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from specbench.config import VariantConfig
+from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext
 from specbench.server.engines.base import (
     Engine,
     LaunchSpec,
@@ -41,7 +42,7 @@ from specbench.server.engines.base import (
     json_int,
     parse_version,
 )
-from specbench.server.engines.pins import vllm_cpu_env_pins, vllm_pins
+from specbench.server.engines.pins import PREFIX_CACHING_FLAGS, VLLM_PREFIX_CACHING, vllm_cpu_env_pins, vllm_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
 from specbench.shared.schema import SpecDetails
@@ -78,6 +79,21 @@ class VLLMEngine(Engine):
     forced_profile = 'speculative_config {"synthetic_acceptance_rates": [...]} (per-position, unconditional)'
     forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
     state_metrics = STATE
+    distributions = ("vllm-cpu", "vllm")
+    memory_fraction = ("--gpu-memory-utilization", 0.9)  # vLLM's default
+    prefix_caching_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
+    dynamic_schedule = True  # speculative_config num_speculative_tokens_per_batch_size
+    argv_parser = "specbench.server.vllm_args"
+
+    def drafter_args(self, drafter: Drafter[Any], params: DrafterParams, ctx: LaunchContext) -> list[str]:
+        """A speculative drafter's arguments get the per-request acceptance flag (where this vLLM has it)."""
+        args = drafter.launch_args(params, ctx)
+        if drafter.speculative and args and PER_REQUEST_FLAG not in args:
+            args += per_request_metrics(ctx.engine_version)
+        return args
+
+    def prefix_caching(self, argv: list[str]) -> str | None:
+        return "on" if VLLM_PREFIX_CACHING[True] in argv else "off"
 
     def launch_spec(self, variant: VariantConfig, drafter_args: list[str], port: int,
                     where: str) -> LaunchSpec:
@@ -148,6 +164,21 @@ class VLLMEngine(Engine):
             per_pos[pos] = per_pos.get(pos, 0.0) + value
         out["per_position"] = [per_pos[i] for i in sorted(per_pos)]
         return out
+
+
+# Per-request acceptance in vLLM's responses (`metrics.speculative_decoding`), checked in vllm-cpu 0.32.0.
+# vLLM refuses the flag without a speculative config, so only speculative variants get it.
+PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
+PER_REQUEST_SINCE = (0, 32)
+PER_REQUEST_LEVEL = "summary"  # counts and histogram; "detailed" adds per-step arrays (set it in variant args)
+
+
+def per_request_metrics(version: tuple[int, ...] | None) -> list[str]:
+    """The flag when this vLLM is known to have it; an unknown version (engine behind a launch_prefix, no
+    engine.version) does not get it, since an older vLLM would refuse to start."""
+    if version is None or version < PER_REQUEST_SINCE:
+        return []
+    return [PER_REQUEST_FLAG, PER_REQUEST_LEVEL]
 
 
 # `vllm serve` (the console script is vllm.entrypoints.cli.main:main) since vLLM 0.8; 0.32 deprecates
