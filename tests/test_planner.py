@@ -179,3 +179,10 @@ def test_plan_of_an_open_loop(tmp_path: Path) -> None:
     p = make_plan(load_config(path), None)
     # 4 rates x 1 output length; each: (5 warmup + 40) requests / rate, plus one 64-token request to drain
     assert p.points == 4 and p.measuring_s == pytest.approx(sum(45 / r + 2 for r in (1, 2.5, 5, 8)))
+
+
+def test_a_variant_on_two_nodes_costs_both() -> None:
+    """Issue 51 item 8: TP16 over engine.nodes 2 holds 16 GPUs: twice the node- and GPU-hours of one node."""
+    text = render(make_plan(load_config(K26.with_name("kimi-k2.6-tp16-2nodes.yaml")), None))
+    assert ("40.96 h one after another on one set of 2 nodes; 13.65 h side by side (--scheduler slurm, 6 nodes); "
+            "81.9 node-hours, 655.3 GPU-hours (16 GPUs: 8 a node x 2 nodes: --tp 16 over 2 nodes)") in text
