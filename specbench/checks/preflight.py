@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.checks.fairness import plain_speculation, plain_speculation_message
+from specbench.checks.fit import fit_problems
 from specbench.checks.node import hub_id_problems, node_problems, node_warnings
 from specbench.config import RunConfig
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
@@ -71,6 +72,7 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
                             or ("draft path" in p and "draft_model_path" in flagged))]
     out += hub_id_problems(cfg, launches)
     out += node_problems(cfg, launches, engine.model_path, here=False)  # engine.gpus as the config states it
+    out += fit_problems(launches, engine.model_path)  # where the folders are readable here
     return _unique(out)
 
 

@@ -68,6 +68,10 @@ class Drafter(Generic[P]):
     acceptance: ClassVar[dict[str, str]] = {}
     # SGLang --speculative-algorithm values whose argument rules this drafter knows (check_engine_args)
     sglang_algorithms: ClassVar[frozenset[str]] = frozenset()
+    # what its draft folder is to the target (checks/fit.py): "head" reads the target's hidden states and
+    # predicts its tokens (same hidden size and vocabulary: EAGLE, MTP, DFlash, Medusa); "model" is a
+    # language model of its own with the target's tokenizer (same vocabulary)
+    draft_role: ClassVar[str] = "head"
 
     def parse_params(self, raw: dict[str, Any]) -> P:
         return cast(P, self.Params.model_validate(raw or {}))
