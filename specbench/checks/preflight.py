@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.checks.fairness import plain_speculation, plain_speculation_message
+from specbench.checks.argv import argv_problems
 from specbench.checks.fit import fit_problems
 from specbench.checks.node import hub_id_problems, node_problems, node_warnings
 from specbench.config import RunConfig
@@ -73,6 +74,7 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
     out += hub_id_problems(cfg, launches)
     out += node_problems(cfg, launches, engine.model_path, here=False)  # engine.gpus as the config states it
     out += fit_problems(launches, engine.model_path)  # where the folders are readable here
+    out += argv_problems(cfg, engine, launches)
     return _unique(out)
 
 

@@ -94,6 +94,13 @@ class Engine(abc.ABC):
         """The engine's version as installed in the chosen interpreter, or None when unknown."""
         return self.config.version
 
+    # the flag that caps the requests the engine runs at once (one of its fairness pins); None: none
+    concurrency_flag: ClassVar[str | None] = None
+
+    def fairness_pins(self) -> list[str]:
+        """The pinned arguments a variant gets when engine.args sets none of them (engines/pins.py)."""
+        return []
+
     # -- forced acceptance (docs/surface.md) ------------------------------------------------------
     def force_refusal(self, variant: VariantConfig) -> str | None:
         """Why this engine cannot force `variant`'s acceptance at all, or None when it may (the drafter's own

@@ -54,6 +54,7 @@ EAGLE_CHAINS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # a chain only with -
 
 class SGLangEngine(Engine):
     kind = "sglang"
+    concurrency_flag = "--max-running-requests"
     rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
     # srt/environ.py SGLANG_SIMULATE_ACC_LEN (default -1: off), _METHOD, _TOKEN_MODE, read at import by
     # speculative/spec_utils.py: see `simulated_acceptance`
@@ -78,6 +79,9 @@ class SGLangEngine(Engine):
             env.update(simulated_acceptance([*e.args, *drafter_args, *variant.args], variant.forced_acceptance,
                                             where))
         return LaunchSpec(argv=argv, env=env)
+
+    def fairness_pins(self) -> list[str]:
+        return sglang_pins([], self.sweep.max_concurrency, self.version_tuple(), self.config.prefix_caching)
 
     @staticmethod
     def draft_tokens(args: list[str]) -> int | None:

