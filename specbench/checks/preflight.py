@@ -18,7 +18,7 @@ from specbench.checks.fairness import plain_speculation, plain_speculation_messa
 from specbench.checks.argv import argv_problems
 from specbench.checks.fit import fit_problems
 from specbench.checks.node import hub_id_problems, node_problems, node_warnings
-from specbench.config import RunConfig
+from specbench.config import RunConfig, slo_unit_warnings
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
 from specbench.server.engines.base import dist_version, parse_version
@@ -40,8 +40,10 @@ def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], por
 
 
 def preflight_warnings(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch]) -> list[str]:
-    """What is said before a launch but does not stop it (the KV cache's room on the node)."""
-    return node_warnings(cfg, launches, engine.model_path, here=not cfg.engine.launch_prefix)
+    """What is said before a launch but does not stop it (the KV cache's room on the node, the memory
+    fraction's headroom, an SLO threshold unusual for its metric)."""
+    return node_warnings(cfg, launches, engine.model_path, here=not cfg.engine.launch_prefix) + \
+        slo_unit_warnings(cfg.slo)
 
 
 def _drafter_problems(engine: Engine, la: VariantLaunch, i: int, version: tuple[int, ...] | None,

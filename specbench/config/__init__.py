@@ -37,6 +37,7 @@ from specbench.config.sweep import (
                    LoadConfig,
                    PromptSource,
                    SweepConfig,
+                   slo_unit_warnings,
 )
 
 __all__ = [
