@@ -68,8 +68,8 @@ def test_weights_from_the_index_else_the_files(tmp_path: Path) -> None:
 def test_tp_beyond_the_stated_gpus_is_refused_offline(tmp_path: Path) -> None:
     cfg, eng, la = setup(tmp_path, {"kind": "sglang", "gpus": 8, "args": ["--tp", "16"]})
     assert config_problems(cfg, eng, la) == [
-        "variants[0]: --tp 16 needs 16 GPUs a node (TP x PP x DP over engine.nodes 1) but the node has 8 (engine.gpus); "
-        "lower the parallel size or add nodes (engine.nodes)"]
+        "variants[0]: --tp 16 needs 16 GPUs a node (TP x PP x DP over engine.nodes 1) but the node has 8 "
+        "(engine.gpus); lower the parallel size or add nodes (engine.nodes)"]
     cfg, eng, la = setup(tmp_path, {"kind": "sglang", "gpus": 8, "nodes": 2, "args": ["--tp", "16"]})
     assert config_problems(cfg, eng, la) == []
 
@@ -78,8 +78,8 @@ def test_tp_beyond_nvidia_smi_is_refused_on_the_host(tmp_path: Path, eight_h100:
     cfg, eng, la = setup(tmp_path, {"kind": "vllm", "version": "0.32.0", "allow_busy_gpu": True,
                                     "args": ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]})
     out = [p for p in host_problems(cfg, eng, la, cfg.engine.port) if p.startswith("variants[0]")]
-    assert out == ["variants[0]: --tensor-parallel-size 8, --pipeline-parallel-size 2 needs 16 GPUs a node (TP x PP x DP "
-                   "over engine.nodes 1) but the node has 8 (nvidia-smi); lower the parallel size or "
+    assert out == ["variants[0]: --tensor-parallel-size 8, --pipeline-parallel-size 2 needs 16 GPUs a node (TP x PP "
+                   "x DP over engine.nodes 1) but the node has 8 (nvidia-smi); lower the parallel size or "
                    "add nodes (engine.nodes)"]
 
 

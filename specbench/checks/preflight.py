@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.checks.fairness import plain_speculation, plain_speculation_message
 from specbench.checks.argv import argv_problems
+from specbench.checks.fairness import plain_speculation, plain_speculation_message
 from specbench.checks.fit import fit_problems
 from specbench.checks.node import hub_id_problems, node_problems, node_warnings
 from specbench.config import RunConfig, slo_unit_warnings
@@ -280,5 +281,23 @@ def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> i
     return limit
 
 
+_VARIANT_LINE = re.compile(r"variants\[(\d+)\]([^:\s]*): (.*)", re.S)
+
+
 def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))  # first occurrence of each, in order
+    """Each problem once, in order: a line that differs from another only in its variant's index is said
+    once, naming the others (`variants[0] (also variants[1]): ...`)."""
+    out: dict[str, list[str]] = {}
+    for line in dict.fromkeys(items):
+        m = _VARIANT_LINE.fullmatch(line)
+        key = f"\0{m.group(2)}\0{m.group(3)}" if m else line
+        out.setdefault(key, []).append(m.group(1) if m else "")
+    lines = []
+    for key, idx in out.items():
+        if not key.startswith("\0"):
+            lines.append(key)
+            continue
+        _, field, rest = key.split("\0", 2)
+        also = f" (also {', '.join(f'variants[{i}]' for i in idx[1:])})" if len(idx) > 1 else ""
+        lines.append(f"variants[{idx[0]}]{field}{also}: {rest}")
+    return lines

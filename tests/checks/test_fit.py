@@ -37,7 +37,8 @@ def _problems(tmp_path: Path, engine: dict[str, Any], target: dict[str, Any], dr
 def test_a_llama_eagle3_head_on_k26_is_refused(tmp_path: Path) -> None:
     out = _problems(tmp_path, VLLM, K26_MM, "eagle3", LLAMA8B_EAGLE3, steps=3)
     assert out == [
-        f"variants[1].params.draft_model_path: the draft at {tmp_path}/draft does not fit the target {tmp_path}/target: "
+        f"variants[1].params.draft_model_path: the draft at {tmp_path}/draft does not fit the target "
+        f"{tmp_path}/target: "
         "hidden size 4096 (hidden_size) where the target's is 7168 (text_config.hidden_size); vocabulary 128256 "
         "(vocab_size) where the target's is 163840 (text_config.vocab_size) (config.json); a head reads the "
         "target's hidden states and predicts its tokens: use one trained for this target"]
