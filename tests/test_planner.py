@@ -41,10 +41,10 @@ def test_k26_plan_speaks_gpu_hours_and_speedups_in_words() -> None:
     (x 8 for --tp 8), and what a design can decide is said in speedups."""
     text = render(make_plan(load_config(K26), None))
     assert "  ddtree: 6.99 h (6 points: max_concurrency 1, the points above it are not measured)" in text
-    assert "34.3 node-hours, 274.4 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "34.3 node-hours, 274.4 GPU-hours (8 GPUs a node: engine.gpus)" in text
     assert ("in words: with 2 launches x 3 repeats, nothing below 1.21x can be adopted (the interval's low end "
             "must clear min_speedup 1.05), and nothing above 0.87x can be called slower (sweep.launches: 2)") in text
-    assert "265.7 node-hours, 2125.8 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "265.7 node-hours, 2125.8 GPU-hours (8 GPUs a node: engine.gpus)" in text
     assert "in words: with 19 launches x 1 repeat, nothing below 1.08x can be adopted" in text
 
 
@@ -185,4 +185,4 @@ def test_a_variant_on_two_nodes_costs_both() -> None:
     """Issue 51 item 8: TP16 over engine.nodes 2 holds 16 GPUs: twice the node- and GPU-hours of one node."""
     text = render(make_plan(load_config(K26.with_name("kimi-k2.6-tp16-2nodes.yaml")), None))
     assert ("40.96 h one after another on one set of 2 nodes; 13.65 h side by side (--scheduler slurm, 6 nodes); "
-            "81.9 node-hours, 655.3 GPU-hours (16 GPUs: 8 a node x 2 nodes: --tp 16 over 2 nodes)") in text
+            "81.9 node-hours, 655.3 GPU-hours (16 GPUs: 8 a node x 2 nodes: engine.gpus)") in text
