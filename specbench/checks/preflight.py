@@ -285,19 +285,12 @@ _VARIANT_LINE = re.compile(r"variants\[(\d+)\]([^:\s]*): (.*)", re.S)
 
 
 def _unique(items: list[str]) -> list[str]:
-    """Each problem once, in order: a line that differs from another only in its variant's index is said
-    once, naming the others (`variants[0] (also variants[1]): ...`)."""
-    out: dict[str, list[str]] = {}
+    """Each problem once, in order: lines that differ only in their variant's index are one line naming
+    the others (`variants[0] (also variants[1]): ...`)."""
+    out: dict[tuple[str, str], list[str]] = {}
     for line in dict.fromkeys(items):
         m = _VARIANT_LINE.fullmatch(line)
-        key = f"\0{m.group(2)}\0{m.group(3)}" if m else line
-        out.setdefault(key, []).append(m.group(1) if m else "")
-    lines = []
-    for key, idx in out.items():
-        if not key.startswith("\0"):
-            lines.append(key)
-            continue
-        _, field, rest = key.split("\0", 2)
-        also = f" (also {', '.join(f'variants[{i}]' for i in idx[1:])})" if len(idx) > 1 else ""
-        lines.append(f"variants[{idx[0]}]{field}{also}: {rest}")
-    return lines
+        out.setdefault((m.group(2), m.group(3)) if m else ("", line), []).append(m.group(1) if m else "")
+    return [f"variants[{idx[0]}]{field}" + (f" (also {', '.join(f'variants[{i}]' for i in idx[1:])})"
+                                           if len(idx) > 1 else "") + f": {rest}" if idx[0] else rest
+            for (field, rest), idx in out.items()]

@@ -92,10 +92,10 @@ def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
         if not isinstance(exc, ValidationError):
             raise
         where, msg = format_validation_error(exc, drafter.Params)
-        extra = next((e for e in exc.errors() if e["type"] == "extra_forbidden"), None)
-        same = engine_equivalent(drafter.Params, str(extra["loc"][-1])) if extra else None
+        key = next((str(e["loc"][-1]) for e in exc.errors() if e["type"] == "extra_forbidden"), "")
+        same = engine_equivalent(drafter.Params, key) if key else None
         if same:  # an engine's own name for one of the drafter's params
-            msg = f"unknown field `{extra['loc'][-1]}` (the engine's name for `{same}`: write {same})"
+            msg = f"unknown field `{key}` (the engine's name for `{same}`: write {same})"
         raise ConfigError(f"variants[{i}].params{'.' + where if where else ''}",
                           f"{msg} (drafter {drafter.name})") from None
     if drafter.speculative and v.baseline:
