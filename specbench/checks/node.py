@@ -8,7 +8,7 @@ nvidia-smi shows 81559 MiB), else nvidia-smi's. Figures are printed in decimal G
 Weights: the safetensors of the target and of each draft (the index's `metadata.total_size`, else the files'
 sizes), each distinct folder counted once (an MTP draft that is the target's own folder adds nothing), split
 over TP x PP (a draft runs at the target's TP; DP replicates them). The engine may use its memory fraction
-(`MEMORY_FLAGS`) of each GPU for weights and KV cache; above `HEADROOM` too little is left for what it
+(`Engine.memory_fraction`) of each GPU for weights and KV cache; above `HEADROOM` too little is left for what it
 allocates outside that pool (CUDA context, NCCL buffers, CUDA graphs).
 """
 
@@ -26,7 +26,6 @@ from specbench.server.parallel import Parallel, last_flag, parallel_of
 if TYPE_CHECKING:
     from specbench.server.launch import VariantLaunch
 
-MEMORY_FLAGS = {"sglang": ("--mem-fraction-static", 0.85), "vllm": ("--gpu-memory-utilization", 0.9)}
 KV_ROOM = 0.05  # least share of a GPU left for the KV cache before the memory check speaks
 HEADROOM = 0.95  # a memory fraction above this leaves under 5% of the GPU outside the engine's pool
 GB = 1e9
@@ -218,8 +217,7 @@ def variant_fits(cfg: RunConfig, launches: list[VariantLaunch], model_path: str,
         folders = list(dict.fromkeys(str(Path(p).expanduser().resolve()) if Path(p).expanduser().is_dir() else p
                                      for p in [model_path, *(p for _, p in draft_paths(la))]))
         read = {f: weights_bytes(f) for f in folders}
-        kind = la.engine.kind if la.engine is not None else cfg.engine.kind
-        flag, default = MEMORY_FLAGS.get(kind, (None, 1.0))
+        flag, default = (la.engine.memory_fraction if la.engine is not None else None) or (None, 1.0)
         found = last_flag(la.spec.argv, (flag,)) if flag else None
         fraction = float(found[1]) if found and found[1] and re.fullmatch(r"[0-9.]+", found[1]) else default
         out.append(VariantFit(i, parallel_of(la.spec.argv), node,

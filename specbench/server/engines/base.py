@@ -96,6 +96,8 @@ class Engine(abc.ABC):
 
     # the flag that caps the requests the engine runs at once (one of its fairness pins); None: none
     concurrency_flag: ClassVar[str | None] = None
+    # (flag, value when not given): the share of each GPU the engine takes for weights and KV cache
+    memory_fraction: ClassVar[tuple[str, float] | None] = None
 
     def fairness_pins(self) -> list[str]:
         """The pinned arguments a variant gets when engine.args sets none of them (engines/pins.py)."""

@@ -33,7 +33,7 @@ from specbench.server.engines.base import (
     json_int,
     parse_version,
 )
-from specbench.server.engines.pins import parse_options, sglang_pins
+from specbench.server.engines.pins import SGLANG_MEM_FRACTION_STATIC, parse_options, sglang_pins
 from specbench.server.engines.prometheus import scrape, total
 from specbench.shared.errors import ConfigError
 from specbench.shared.records import SpecDetails
@@ -55,6 +55,7 @@ EAGLE_CHAINS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # a chain only with -
 class SGLangEngine(Engine):
     kind = "sglang"
     concurrency_flag = "--max-running-requests"
+    memory_fraction = ("--mem-fraction-static", float(SGLANG_MEM_FRACTION_STATIC))  # pinned
     rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
     # srt/environ.py SGLANG_SIMULATE_ACC_LEN (default -1: off), _METHOD, _TOKEN_MODE, read at import by
     # speculative/spec_utils.py: see `simulated_acceptance`

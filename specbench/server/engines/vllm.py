@@ -73,6 +73,7 @@ STATE = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_w
 class VLLMEngine(Engine):
     kind = "vllm"
     concurrency_flag = "--max-num-seqs"
+    memory_fraction = ("--gpu-memory-utilization", 0.9)  # vLLM's default
     counter_acceptance = True
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
