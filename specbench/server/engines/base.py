@@ -94,10 +94,8 @@ class Engine(abc.ABC):
         """The engine's version as installed in the chosen interpreter, or None when unknown."""
         return self.config.version
 
-    # the flag that caps the requests the engine runs at once (one of its fairness pins); None: none
-    concurrency_flag: ClassVar[str | None] = None
-    # (flag, value when not given): the share of each GPU the engine takes for weights and KV cache
-    memory_fraction: ClassVar[tuple[str, float] | None] = None
+    concurrency_flag: ClassVar[str | None] = None  # caps the requests run at once (a fairness pin)
+    memory_fraction: ClassVar[tuple[str, float] | None] = None  # (flag, default): GPU share for weights + KV
 
     def fairness_pins(self) -> list[str]:
         """The pinned arguments a variant gets when engine.args sets none of them (engines/pins.py)."""
