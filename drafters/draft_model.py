@@ -22,6 +22,7 @@ class DraftModelParams(DrafterParams):
 
 class DraftModel(Drafter[DraftModelParams]):
     name = "draft_model"
+    draft_role = "model"
     Params = DraftModelParams
     acceptance = {"vllm": VLLM_ACCEPTANCE,
                   "sglang": "per request: sglext.spec_tokens_details or /generate meta_info spec_* fields"}

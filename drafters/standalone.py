@@ -7,6 +7,7 @@ from ._eagle_family import EagleFamily
 
 class Standalone(EagleFamily):
     name = "standalone"
+    draft_role = "model"
     algorithm = "STANDALONE"
     path_what = "the draft model folder"
 

@@ -1,29 +1,35 @@
-"""Preflight against the node (issue 39 item 4): the GPUs a launch needs against the GPUs there, the
-weights against the GPU memory the engine may use, and draft paths an engine would download from a hub.
+"""Preflight against the node (issues 39 item 4 and 51): one model of what a variant asks of the node, the
+GPUs and the memory, built once (`variant_fits`) and read by validate, run and plan alike.
 
-GPUs a node: `engine.gpus` as stated, else nvidia-smi's count where the engine runs here. GPU memory:
-`engine.gpu_memory_gb`, else nvidia-smi's. The weights: the model folder's safetensors (the index's
-`metadata.total_size`, else the files' sizes), plus the draft's, split over TP x PP (a draft runs at the
-target's TP). The engine may use `--mem-fraction-static` (SGLang; pinned to 0.85) or
-`--gpu-memory-utilization` (vLLM; default 0.9) of each GPU for weights and KV cache.
+GPUs: the launch's TP x PP x DP (server/parallel.py) spread over `engine.nodes`, against the GPUs a node:
+`engine.gpus` as stated, else nvidia-smi's count where the engine runs here; neither: not checked, and said.
+GPU memory: `engine.gpu_memory_gb` in GiB, the spec sheet's "GB" (an H100 "80GB" is 80 GiB = 85.9 GB;
+nvidia-smi shows 81559 MiB), else nvidia-smi's. Figures are printed in decimal GB (1e9 bytes).
+Weights: the safetensors of the target and of each draft (the index's `metadata.total_size`, else the files'
+sizes), each distinct folder counted once (an MTP draft that is the target's own folder adds nothing), split
+over TP x PP (a draft runs at the target's TP; DP replicates them). The engine may use its memory fraction
+(`Engine.memory_fraction`) of each GPU for weights and KV cache; above `HEADROOM` too little is left for what it
+allocates outside that pool (CUDA context, NCCL buffers, CUDA graphs).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbench.config import RunConfig
-from specbench.server.engines import ENGINES
-from specbench.server.parallel import last_flag, parallel_of
+from specbench.server.parallel import Parallel, last_flag, parallel_of
 
 if TYPE_CHECKING:
     from specbench.server.launch import VariantLaunch
 
 KV_ROOM = 0.05  # least share of a GPU left for the KV cache before the memory check speaks
+HEADROOM = 0.95  # a memory fraction above this leaves under 5% of the GPU outside the engine's pool
 GB = 1e9
+GIB = 2 ** 30
 
 
 def weights_bytes(folder: str) -> tuple[int, str] | None:
@@ -49,8 +55,9 @@ def draft_paths(la: VariantLaunch) -> list[tuple[str, str]]:
 
 
 def hub_id_problems(cfg: RunConfig, launches: list[VariantLaunch]) -> list[str]:
-    """A draft path without "/" that is no folder here and no demo model: an engine takes it as a hub id
-    and downloads it (a relative path run from another directory, or a typo)."""
+    """A draft path that is no folder here and no demo model, without "/" (an engine takes it for a hub id
+    and downloads it) or relative (`models/EAGLE3-LLaMA3.1-8B`: a folder of another directory, or a typo,
+    that an engine would also try as a hub id). Nothing is downloaded at run time: the folder must exist."""
     if cfg.engine.allow_hub_ids:
         return []
     from specbench.demo_models import DEMO_MODELS
@@ -58,10 +65,14 @@ def hub_id_problems(cfg: RunConfig, launches: list[VariantLaunch]) -> list[str]:
     out = []
     for i, la in enumerate(launches):
         for field, path in draft_paths(la):
-            if "/" not in path and path not in DEMO_MODELS and not Path(path).expanduser().is_dir():
-                out.append(f"variants[{i}].params.{field}: {path!r} is not a folder here, and the engine would take "
-                           f"it for a hub id and download it; give the draft's absolute path (or set "
-                           f"engine.allow_hub_ids: true to download it)")
+            p = Path(path).expanduser()
+            if path in DEMO_MODELS or p.is_dir() or (p.is_absolute() and "/" in path):
+                continue  # an absolute folder missing here is the host check's (the run may be elsewhere)
+            why = ("the engine would take it for a hub id and download it" if "/" not in path else
+                   "a relative path is read from the directory the engine starts in, and an engine takes "
+                   "owner/name for a hub id")
+            out.append(f"variants[{i}].params.{field}: {path!r} is not a folder here, and {why}; give the draft's "
+                       f"absolute path (or set engine.allow_hub_ids: true to download it)")
     return out
 
 
@@ -74,74 +85,161 @@ def _memory_gb(text: str) -> float | None:
     return float(m.group(1)) * scale / GB
 
 
-def node_gpus(cfg: RunConfig, here: bool) -> tuple[int | None, float | None, str]:
-    """(GPUs a node, GB a GPU, where from): the config's figures first, nvidia-smi where the engine runs here."""
+@dataclass(frozen=True)
+class Node:
+    """One node as preflight sees it: GPUs, GB of one GPU (decimal), where each figure comes from."""
+
+    gpus: int | None
+    memory_gb: float | None
+    gpus_source: str
+    memory_source: str
+    nodes: int = 1
+
+    @property
+    def source(self) -> str:
+        return ", ".join(dict.fromkeys(s for s in (self.gpus_source, self.memory_source) if s)) or "unknown"
+
+
+def node_of(cfg: RunConfig, here: bool) -> Node:
+    """The config's figures first, nvidia-smi where the engine runs here."""
     from specbench.shared.environment import gpus
 
     found = gpus() if here else []
-    count = cfg.engine.gpus if cfg.engine.gpus is not None else (len(found) or None)
-    memory = cfg.engine.gpu_memory_gb
-    if memory is None and found:
-        memory = _memory_gb(found[0].get("memory", ""))
-    source = ", ".join(filter(None, ["engine.gpus" if cfg.engine.gpus is not None else "nvidia-smi" if found else "",
-                                     "engine.gpu_memory_gb" if cfg.engine.gpu_memory_gb is not None
-                                     else "nvidia-smi" if found and memory else ""]))
-    return count, memory, ", ".join(dict.fromkeys(source.split(", "))) or "unknown"
+    e = cfg.engine
+    count = e.gpus if e.gpus is not None else (len(found) or None)
+    memory = e.gpu_memory_gb * GIB / GB if e.gpu_memory_gb is not None else (
+        _memory_gb(found[0].get("memory", "")) if found else None)
+    return Node(count, memory, "engine.gpus" if e.gpus is not None else "nvidia-smi" if found else "",
+                "engine.gpu_memory_gb" if e.gpu_memory_gb is not None else "nvidia-smi" if memory else "",
+                e.nodes)
+
+
+def node_gpus(cfg: RunConfig, here: bool) -> tuple[int | None, float | None, str]:
+    """(GPUs a node, GB a GPU, where from)."""
+    node = node_of(cfg, here)
+    return node.gpus, node.memory_gb, node.source
+
+
+@dataclass(frozen=True)
+class VariantFit:
+    """What one launched variant asks of the node."""
+
+    index: int
+    par: Parallel
+    node: Node
+    weights: tuple[tuple[str, int, str], ...]  # (folder, bytes, where from): the target's first, each folder once
+    unread: tuple[str, ...]  # folders whose weights could not be read here
+    flag: str | None  # the engine's memory-fraction flag (None: an engine without one)
+    fraction: float
+
+    @property
+    def need(self) -> int:
+        """GPUs a node."""
+        return -(-self.par.gpus // self.node.nodes)
+
+    @property
+    def gpus_unchecked(self) -> bool:
+        """More than one GPU a node asked of a node whose GPU count is unknown (one fits any node)."""
+        return self.node.gpus is None and self.need > 1
+
+    @property
+    def per_gpu_gb(self) -> float | None:
+        if self.unread or not self.weights:
+            return None
+        return sum(w[1] for w in self.weights) / self.par.shards / GB
+
+    def gpu_problem(self) -> str | None:
+        if self.node.gpus is None or self.need <= self.node.gpus:
+            return None
+        return (f"variants[{self.index}]: {self.par.source} needs {self.need} GPUs a node (TP x PP x DP over "
+                f"engine.nodes {self.node.nodes}) but the node has {self.node.gpus} ({self.node.gpus_source}); "
+                f"lower the parallel size or add nodes (engine.nodes)")
+
+    def memory_finding(self) -> tuple[bool, str] | None:
+        """(refused, the line): refused when the weights do not fit the memory the engine may use at all;
+        said when they leave under KV_ROOM of a GPU for the KV cache."""
+        memory, per_gpu = self.node.memory_gb, self.per_gpu_gb
+        if self.flag is None or memory is None or per_gpu is None:
+            return None
+        budget = self.fraction * memory
+        if per_gpu <= budget - KV_ROOM * memory:
+            return None
+        need = min(0.99, -(-(per_gpu / memory + KV_ROOM) * 100 // 1) / 100)
+        drafts = len(self.weights) > 1
+        what = (f"weights{' + draft' if drafts else ''} take {per_gpu:.1f} GB a GPU ({self.weights[0][2]}, over "
+                f"{self.par.shards} GPUs)")
+        return per_gpu > budget, (
+            f"variants[{self.index}]: {what} of the {self.fraction:g} x {memory:.1f} GB = {budget:.1f} GB the engine "
+            f"may use ({self.flag}, GPU memory from {self.node.source}), leaving {max(0.0, budget - per_gpu):.1f} GB "
+            f"for the KV cache; set {self.flag} to at least {need:.2f} in engine.args, or spread the model over "
+            f"more GPUs")
+
+    def headroom_warning(self) -> str | None:
+        if self.flag is None or self.fraction <= HEADROOM:
+            return None
+        left = f" ({(1 - self.fraction) * self.node.memory_gb:.1f} GB)" if self.node.memory_gb else ""
+        return (f"variants[{self.index}]: {self.flag} {self.fraction:g} leaves {1 - self.fraction:.0%} of each GPU"
+                f"{left} outside the engine's pool for the CUDA context, NCCL buffers and CUDA graphs: an "
+                f"out-of-memory at startup is likely; {HEADROOM:g} at most leaves room")
+
+    def lines(self) -> list[str]:
+        """What validate prints for the variant: its GPUs and its memory, checked or why not."""
+        node = self.node
+        where = f" over {node.nodes} nodes" if node.nodes > 1 else ""
+        gpus = (f"GPUs: {self.par.gpus} ({self.par.source}{where}), {self.need} a node"
+                + (f" of {node.gpus} ({node.gpus_source})" if node.gpus is not None
+                   else "" if not self.gpus_unchecked else ": not checked, the node's GPU count is unknown (set "
+                                                           "engine.gpus)"))
+        per_gpu = self.per_gpu_gb
+        if per_gpu is None:
+            why = (f"weights not readable here ({', '.join(self.unread)})" if self.unread else "no weights")
+            return [gpus, f"memory: not checked: {why}"]
+        parts = " + ".join(f"{w[1] / GB:.1f} GB ({'target' if k == 0 else 'draft'})"
+                           for k, w in enumerate(self.weights))
+        mem = f"memory: weights {per_gpu:.1f} GB a GPU ({parts}, over {self.par.shards} GPUs)"
+        if self.flag is None:
+            return [gpus, mem]
+        if node.memory_gb is None:
+            return [gpus, f"{mem}; GPU memory unknown: not checked (set engine.gpu_memory_gb)"]
+        budget = self.fraction * node.memory_gb
+        return [gpus, f"{mem} of {self.fraction:g} x {node.memory_gb:.1f} GB = {budget:.1f} GB ({self.flag}, "
+                      f"{node.memory_source}), {max(0.0, budget - per_gpu):.1f} GB left for the KV cache"]
+
+
+def variant_fits(cfg: RunConfig, launches: list[VariantLaunch], model_path: str, here: bool) -> list[VariantFit]:
+    """The fit of every variant specbench launches (an external endpoint launches nothing). `here`: the
+    engine runs on this machine (nvidia-smi is its). Weights are read wherever the folders are readable."""
+    node = node_of(cfg, here)
+    out = []
+    for i, la in enumerate(launches):
+        if la.spec is None:
+            continue
+        folders = list(dict.fromkeys(str(Path(p).expanduser().resolve()) if Path(p).expanduser().is_dir() else p
+                                     for p in [model_path, *(p for _, p in draft_paths(la))]))
+        read = {f: weights_bytes(f) for f in folders}
+        flag, default = (la.engine.memory_fraction if la.engine is not None else None) or (None, 1.0)
+        found = last_flag(la.spec.argv, (flag,)) if flag else None
+        fraction = float(found[1]) if found and found[1] and re.fullmatch(r"[0-9.]+", found[1]) else default
+        out.append(VariantFit(i, parallel_of(la.spec.argv), node,
+                              tuple((f, *w) for f, w in read.items() if w is not None),
+                              tuple(f for f, w in read.items() if w is None), flag, fraction))
+    return out
 
 
 def node_problems(cfg: RunConfig, launches: list[VariantLaunch], model_path: str, here: bool) -> list[str]:
-    """Refused: TP x PP beyond the GPUs a node, weights beyond the memory the engine may use. `here`: the
-    engine runs on this machine (nvidia-smi and the model folder are its)."""
-    return _findings(cfg, launches, model_path, here)[0]
+    """Refused: TP x PP x DP beyond the GPUs a node, weights beyond the memory the engine may use."""
+    out: list[str] = []
+    for fit in variant_fits(cfg, launches, model_path, here):
+        gpu = fit.gpu_problem()
+        memory = None if gpu else fit.memory_finding()
+        out += [gpu] if gpu else [memory[1]] if memory and memory[0] else []
+    return out
 
 
 def node_warnings(cfg: RunConfig, launches: list[VariantLaunch], model_path: str, here: bool) -> list[str]:
-    """Said, not refused: weights that leave under KV_ROOM of a GPU for the KV cache."""
-    return _findings(cfg, launches, model_path, here)[1]
-
-
-def _findings(cfg: RunConfig, launches: list[VariantLaunch], model_path: str,
-              here: bool) -> tuple[list[str], list[str]]:
-    count, memory, source = node_gpus(cfg, here)
-    target = weights_bytes(model_path) if here else None
+    """Said, not refused: weights that leave under KV_ROOM of a GPU for the KV cache, a fraction above HEADROOM."""
     out: list[str] = []
-    warn: list[str] = []
-    for i, la in enumerate(launches):
-        if la.spec is None:
-            continue  # nothing launched here (an external endpoint)
-        par = parallel_of(la.spec.argv)
-        need = -(-par.gpus // cfg.engine.nodes)
-        if count is not None and need > count:
-            out.append(f"variants[{i}]: {par.source} needs {need} GPUs a node (TP x PP over engine.nodes "
-                       f"{cfg.engine.nodes}) but the node has {count} ({source}); lower the parallel size or "
-                       f"add nodes (engine.nodes)")
-            continue
-        fraction = (la.engine or ENGINES.get(cfg.engine.kind)).memory_fraction  # (flag, default)
-        if fraction is None or memory is None or target is None:
-            continue
-        line = _memory_line(i, la, fraction, par.gpus, (memory, source), target)
-        if line is not None:
-            (out if line[0] else warn).append(line[1])
-    return out, warn
-
-
-def _memory_line(i: int, la: VariantLaunch, fraction_flag: tuple[str, float], gpus: int, gpu: tuple[float, str],
-                 target: tuple[int, str]) -> tuple[bool, str] | None:
-    """(refused, the line) for one GPU's (GB, where from) and the target's (bytes, where from): refused when
-    the weights do not fit the memory the engine may use at all."""
-    memory, source = gpu
-    assert la.spec is not None
-    flag, default = fraction_flag
-    found = last_flag(la.spec.argv, (flag,))
-    fraction = float(found[1]) if found and found[1] and re.fullmatch(r"[0-9.]+", found[1]) else default
-    drafts = [w for _, p in draft_paths(la) if (w := weights_bytes(p)) is not None]
-    per_gpu = (target[0] + sum(w[0] for w in drafts)) / gpus / GB
-    budget = fraction * memory
-    if per_gpu <= budget - KV_ROOM * memory:
-        return None
-    need = min(0.99, -(-(per_gpu / memory + KV_ROOM) * 100 // 1) / 100)
-    what = f"weights{' + draft' if drafts else ''} take {per_gpu:.1f} GB a GPU ({target[1]}, over {gpus} GPUs)"
-    return per_gpu > budget, (
-        f"variants[{i}]: {what} of the {fraction:g} x {memory:.1f} GB = {budget:.1f} GB the engine may use ({flag}, "
-        f"GPU memory from {source}), leaving {max(0.0, budget - per_gpu):.1f} GB for the KV cache; set {flag} to at "
-        f"least {need:.2f} in engine.args, or spread the model over more GPUs")
+    for fit in variant_fits(cfg, launches, model_path, here):
+        memory = None if fit.gpu_problem() else fit.memory_finding()
+        out += [w for w in (memory[1] if memory and not memory[0] else None, fit.headroom_warning()) if w]
+    return out

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.checks.argv import argv_problems
 from specbench.checks.fairness import plain_speculation, plain_speculation_message
+from specbench.checks.fit import fit_problems
 from specbench.checks.node import hub_id_problems, node_problems, node_warnings
-from specbench.config import RunConfig
+from specbench.config import RunConfig, slo_unit_warnings
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
 from specbench.server.engines import Engine
 from specbench.server.engines.base import dist_version, parse_version
@@ -31,8 +34,10 @@ def preflight(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch], por
 
 
 def preflight_warnings(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch]) -> list[str]:
-    """What is said before a launch but does not stop it (the KV cache's room on the node)."""
-    return node_warnings(cfg, launches, engine.model_path, here=not cfg.engine.launch_prefix)
+    """What is said before a launch but does not stop it (the KV cache's room on the node, the memory
+    fraction's headroom, an SLO threshold unusual for its metric)."""
+    return node_warnings(cfg, launches, engine.model_path, here=not cfg.engine.launch_prefix) + \
+        slo_unit_warnings(cfg.slo)
 
 
 def _drafter_problems(engine: Engine, la: VariantLaunch, i: int, version: tuple[int, ...] | None,
@@ -63,6 +68,8 @@ def config_problems(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch
                             or ("draft path" in p and "draft_model_path" in flagged))]
     out += hub_id_problems(cfg, launches)
     out += node_problems(cfg, launches, engine.model_path, here=False)  # engine.gpus as the config states it
+    out += fit_problems(launches, engine.model_path)  # where the folders are readable here
+    out += argv_problems(cfg, engine, launches)
     return _unique(out)
 
 
@@ -260,5 +267,16 @@ def check_model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> i
     return limit
 
 
+_VARIANT_LINE = re.compile(r"variants\[(\d+)\]([^:\s]*): (.*)", re.S)
+
+
 def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))  # first occurrence of each, in order
+    """Each problem once, in order: lines that differ only in their variant's index are one line naming
+    the others (`variants[0] (also variants[1]): ...`)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for line in dict.fromkeys(items):
+        m = _VARIANT_LINE.fullmatch(line)
+        out.setdefault((m.group(2), m.group(3)) if m else ("", line), []).append(m.group(1) if m else "")
+    return [f"variants[{idx[0]}]{field}" + (f" (also {', '.join(f'variants[{i}]' for i in idx[1:])})"
+                                           if len(idx) > 1 else "") + f": {rest}" if idx[0] else rest
+            for (field, rest), idx in out.items()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specbench.cli.console import say
 from specbench.cli.parser import build_parser
-from specbench.shared.errors import SpecbenchError
+from specbench.shared.errors import ConfigError, SpecbenchError
 
 __all__ = ["build_parser", "main"]
 
@@ -15,6 +15,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except SpecbenchError as exc:
         msg = str(exc)
+        config = getattr(args, "config", None)
+        if isinstance(exc, ConfigError) and exc.source is None and isinstance(config, str):
+            msg = f"{config}: {msg}"  # a field checked after loading (a drafter's params): still name the file
         first, _, rest = msg.partition("\n")
         say(f"error: {first}")
         if rest and exc.exit_code != 2:  # engine failures carry the log tail on the following lines

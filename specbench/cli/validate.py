@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specbench.checks.fairness import audit
+from specbench.checks.node import variant_fits
 from specbench.checks.preflight import check_model_context, config_problems, host_problems, preflight_warnings
 from specbench.config import RunConfig, load_config
 from specbench.plan.prompts import load_prompts
@@ -78,12 +79,14 @@ def validate(path: str | Path, print_commands: bool = False, out: Out = print) -
     if cfg.sweep.load.open:
         out(open_loop_summary(cfg, sweep))
     out("")
-    for la in launches:
-        _print_variant(cfg, la, engine, print_commands, out)
+    fits = variant_fits(cfg, launches, engine.model_path, not cfg.engine.launch_prefix)
+    for i, la in enumerate(launches):
+        _print_variant(cfg, la, engine, print_commands, out, next((f.lines() for f in fits if f.index == i), []))
     out(audit(launches).to_markdown())
     parser_errors, unchecked = _parser_section(cfg, engine, launches, out, " ".join(problems))
     vllm_refused, vllm_unchecked = _vllm_section(cfg, engine, launches, out)
-    unchecked = "; ".join(filter(None, [unchecked, vllm_unchecked]))
+    gpus_unknown = "the GPUs a node (set engine.gpus)" if any(f.gpus_unchecked for f in fits) else ""
+    unchecked = "; ".join(filter(None, [unchecked, vllm_unchecked, gpus_unknown]))
     host = host_problems(cfg, engine, launches, cfg.engine.port) + _environment_problems(cfg)
     if host:
         out("On this machine (not a config error if the run is meant for another host):")
@@ -142,7 +145,8 @@ def _ranked(cfg: RunConfig, la: VariantLaunch, engine: Engine) -> RankedLaunch |
                          srun_args=cfg.scheduler.srun_args, name=la.name)
 
 
-def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_commands: bool, out: Out) -> None:
+def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_commands: bool, out: Out,
+                   node_lines: list[str]) -> None:
     from specbench.server.launch import redact_env
 
     kind = (la.engine or engine).kind
@@ -161,6 +165,8 @@ def _print_variant(cfg: RunConfig, la: VariantLaunch, engine: Engine, print_comm
         env = redact_env(la.spec.env)
         shown = [f"{k}={v if v == '<redacted>' else shlex.quote(v)}" for k, v in env.items()]
         out("  env: " + (" ".join(shown) if shown else "(none added)"))
+    for line in node_lines:  # the GPUs and memory it asks of the node (checks/node.py)
+        out(f"  {line}")
     out("")
 
 

@@ -37,6 +37,7 @@ from specbench.config.sweep import (
                    LoadConfig,
                    PromptSource,
                    SweepConfig,
+                   slo_unit_warnings,
 )
 
 __all__ = [
@@ -44,5 +45,5 @@ __all__ = [
     "CapacityConfig", "ClientConfig", "EngineConfig", "EstimatesConfig", "LoadConfig", "ModelConfig",
     "PromptSource", "RunConfig", "SchedulerConfig", "Strict", "SweepConfig", "TuneConfig", "VariantConfig",
     "VerdictConfig", "dump_config", "expanded_size", "forced_length", "format_validation_error", "load_config",
-    "load_yaml", "non_finite", "parse_config",
+    "load_yaml", "non_finite", "parse_config", "slo_unit_warnings",
 ]

@@ -74,6 +74,10 @@ class RunConfig(Strict):
         _check_external(self)
         if self.slo and not self.sweep.load.open:
             raise ValueError("slo: needs sweep.load.kind open (an SLO is met at an offered rate)")
+        est, timeout = self.estimates.startup_s, self.engine.startup_timeout_s
+        if est is not None and timeout < est:
+            raise ValueError(f"engine.startup_timeout_s: {timeout:g} s is shorter than estimates.startup_s {est:g} s: "
+                             f"every launch would be stopped before it is ready; raise it above {est:g}")
         if self.capacity.search and not self.slo:
             raise ValueError("capacity.search: needs an slo to search the capacity under")
         for name in (self.tune.variants if self.tune else {}):

@@ -52,7 +52,8 @@ class EngineConfig(Strict):
     acceptance_field_kind: Literal["accept_length", "verify_steps"] = "accept_length"
     acceptance_metric: str | None = None  # kind=command: Prometheus counter of verify steps
     allow_busy_gpu: bool = False
-    gpu_memory_gb: float | None = Field(None, gt=0)  # memory of one GPU, when nvidia-smi cannot tell (preflight)
+    # memory of one GPU when nvidia-smi cannot tell (preflight), as the spec sheet says it: GiB (an H100 "80GB" is 80)
+    gpu_memory_gb: float | None = Field(None, gt=0)
     # a draft path without "/" that is not a folder here is taken by the engines as a hub id and downloaded:
     # refused unless this says so
     allow_hub_ids: bool = False

@@ -188,12 +188,16 @@ class CapacityConfig(Strict):
 
 
 _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s)\s*")
-MAX_BARE_SECONDS = 10.0  # a bare number above this in a `_s` SLO field is refused: probably milliseconds
+MAX_BARE_SECONDS = 10.0  # slo_for_yaml writes a threshold above this with its unit ("60.0s")
+# The most an SLO threshold plausibly is, per metric, in seconds: above it preflight says the threshold in
+# seconds and the milliseconds it may have meant (vLLM's --goodput takes ms). A warning, not a refusal: a
+# 2-minute e2e is a sane SLO, and only the metric tells a unit slip from a long answer (issue 51 item 7).
+SLO_PLAUSIBLE_S = {"ttft_s": 60.0, "tpot_s": 1.0, "e2e_s": 600.0}
 
 
 def _seconds(where: str, thr: Any, unit_in_key: bool) -> float:
-    """An SLO threshold in seconds: `50ms`, `0.05s`, or a bare number of seconds under a `_s` key (at most
-    MAX_BARE_SECONDS: vLLM's `--goodput tpot:50` is in ms, and `tpot_s: {p90: 50}` means 50 s)."""
+    """An SLO threshold in seconds: `50ms`, `0.05s`, or a bare number of seconds under a `_s` key (a value
+    unusual for its metric is said by `slo_unit_warnings`)."""
     if isinstance(thr, str):
         m = _DURATION.fullmatch(thr)
         if not m:
@@ -202,9 +206,6 @@ def _seconds(where: str, thr: Any, unit_in_key: bool) -> float:
     elif isinstance(thr, (int, float)) and not isinstance(thr, bool):
         if not unit_in_key:
             raise ValueError(f"{where}: give the unit: {thr:g}ms or {thr:g}s")
-        if thr > MAX_BARE_SECONDS:
-            raise ValueError(f"{where}: {thr:g} s is probably milliseconds (vLLM's --goodput takes ms); write "
-                             f"{thr:g}ms, or {thr:g}s if you mean seconds")
         value = float(thr)
     else:
         raise ValueError(f"{where}: threshold must be a duration (50ms, 0.5s) or a number of seconds, not {thr!r}")
@@ -238,6 +239,19 @@ def check_slo(v: Any) -> dict[str, dict[str, float]] | None:
             if not str(key).startswith("p") or not 50 <= q < 100:
                 raise ValueError(f"{metric}.{key}: percentiles are p50 .. p99 (e.g. p90, p99.9)")
             out[name][str(key)] = _seconds(f"{metric}.{key}", thr, name == metric)
+    return out
+
+
+def slo_unit_warnings(slo: dict[str, dict[str, float]] | None) -> list[str]:
+    """One line per threshold above its metric's SLO_PLAUSIBLE_S, naming the unit it was read in."""
+    out = []
+    for metric, pcts in (slo or {}).items():
+        limit = SLO_PLAUSIBLE_S.get(metric)
+        for key, t in pcts.items():
+            if limit is not None and t > limit:
+                per = " a token" if metric == "tpot_s" else ""
+                out.append(f"slo.{metric}.{key}: {t:g} s{per} (read in seconds) is above the {limit:g} s usual for "
+                           f"{metric.removesuffix('_s')}; if you meant milliseconds write {t:g}ms")
     return out
 
 

@@ -54,6 +54,30 @@ class ArgProblem:
     message: str
 
 
+# The engines' own names for drafter settings (vLLM's --speculative-config keys, SGLang's flags without
+# `--`, `-` as `_`) -> the specbench params they may be, first one a drafter has wins: "did you mean" for an
+# unknown param is the drafter's equivalent, never the nearest string (`num_speculative_tokens` on
+# vLLM is `steps`, not SGLang's `num_draft_tokens`).
+ENGINE_PARAM_NAMES: dict[str, tuple[str, ...]] = {
+    "num_speculative_tokens": ("steps", "num_tokens"),
+    "speculative_num_steps": ("steps", "num_tokens"),
+    "speculative_eagle_topk": ("topk",),
+    "speculative_num_draft_tokens": ("num_draft_tokens", "num_tokens"),
+    "speculative_draft_model_path": ("draft_model_path", "model"),
+    "model": ("draft_model_path",),
+    "draft_model": ("draft_model_path", "model"),
+    "speculative_dflash_block_size": ("block_size",),
+    "prompt_lookup_max": ("lookup_max",),
+    "prompt_lookup_min": ("lookup_min",),
+}
+
+
+def engine_equivalent(params: type[DrafterParams], key: str) -> str | None:
+    """The field of `params` that an engine's own name `key` stands for, or None."""
+    name = key.removeprefix("--").replace("-", "_")
+    return next((f for f in ENGINE_PARAM_NAMES.get(name, ()) if f in params.model_fields and f != name), None)
+
+
 class UnsupportedEngine(UsageError):
     pass
 
@@ -68,6 +92,10 @@ class Drafter(Generic[P]):
     acceptance: ClassVar[dict[str, str]] = {}
     # SGLang --speculative-algorithm values whose argument rules this drafter knows (check_engine_args)
     sglang_algorithms: ClassVar[frozenset[str]] = frozenset()
+    # what its draft folder is to the target (checks/fit.py): "head" reads the target's hidden states and
+    # predicts its tokens (same hidden size and vocabulary: EAGLE, MTP, DFlash, Medusa); "model" is a
+    # language model of its own with the target's tokenizer (same vocabulary)
+    draft_role: ClassVar[str] = "head"
 
     def parse_params(self, raw: dict[str, Any]) -> P:
         return cast(P, self.Params.model_validate(raw or {}))

@@ -70,6 +70,7 @@ class CostPlan:
     compare_launches: int | None = None
     open_loop: bool = False  # until: decided decides closed-loop speedups only
     gpus: Source = Source(None, "unknown")  # GPUs a node (a node-hour is that many GPU-hours)
+    nodes: int = 1  # nodes a variant holds (engine.nodes): an hour of it is that many node-hours
 
     @property
     def variant_s(self) -> float | None:
@@ -267,7 +268,7 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
                     components_source=comps_source, half_width=half, indicative=indicative, optimal=optimal,
                     min_speedup=cfg.verdict.min_speedup,
                     sequential=(s.launches, s.max_launches) if s.until == "decided" else None, capped=capped,
-                    gpus=gpus_per_node(cfg),
+                    gpus=gpus_per_node(cfg), nodes=cfg.engine.nodes,
                     open_loop=s.load.open,
                     compare_launches=gate_launches(comps, design.repeats, COMPARE_THRESHOLD,
                                                    points * max(1, len(cfg.variants) - 1)) if comps else None)

@@ -22,12 +22,19 @@ from specbench.pricing.planner import (
 )
 
 
-def _gpu_hours(seconds: float | None, gpus: Source) -> str:
+def _node_hours(seconds: float | None, nodes: int) -> str:
+    """A variant on `nodes` nodes (engine.nodes) holds them all for its whole run."""
+    return "unknown" if seconds is None else f"{seconds / 3600 * nodes:.1f}"
+
+
+def _gpu_hours(seconds: float | None, gpus: Source, nodes: int = 1) -> str:
     if gpus.value is None:
         return f"GPU-hours unknown ({gpus.source})"
     if seconds is None:
         return "GPU-hours unknown"
-    return f"{seconds / 3600 * gpus.value:.1f} GPU-hours ({gpus.value:g} GPUs a node: {gpus.source})"
+    each = f"{gpus.value * nodes:g} GPUs: {gpus.value:g} a node x {nodes} nodes" if nodes > 1 else \
+        f"{gpus.value:g} GPUs a node"
+    return f"{seconds / 3600 * gpus.value * nodes:.1f} GPU-hours ({each}: {gpus.source})"
 
 
 def _in_words(design: Design, half_width: float, min_speedup: float) -> str:
@@ -54,9 +61,10 @@ def render(p: CostPlan) -> str:
             lines.append(f"  {v}: {dur(p.cost_of(v))}")
     total = p.total_s
     longest = max((cost for v in p.variants if (cost := p.cost_of(v)) is not None), default=None)
-    lines.append(f"  total: {dur(total)} one after another on one node; {dur(longest)} side by side "
-                 f"(--scheduler slurm, {n} nodes); {'unknown' if total is None else f'{total / 3600:.1f}'} "
-                 f"node-hours, {_gpu_hours(total, p.gpus)}")
+    where = "one node" if p.nodes == 1 else f"one set of {p.nodes} nodes"
+    lines.append(f"  total: {dur(total)} one after another on {where}; {dur(longest)} side by side "
+                 f"(--scheduler slurm, {n * p.nodes} nodes); {_node_hours(total, p.nodes)} "
+                 f"node-hours, {_gpu_hours(total, p.gpus, p.nodes)}")
     if p.components is not None:
         c = p.components
         lines.append(f"  variance: between launches CV {100 * math.sqrt(c.launch.var):.1f}%, between repeats CV "
@@ -89,7 +97,8 @@ def render(p: CostPlan) -> str:
         o = p.optimal
         lines.append(f"  cost-optimal to resolve min_speedup {p.min_speedup:g}: {o.design.launches} launches x "
                      f"{o.design.repeats} repeat(s) per variant, {dur(o.cost)} per variant, "
-                     f"{n * o.cost / 3600:.1f} node-hours, {_gpu_hours(n * o.cost, p.gpus)} (expected half-width "
+                     f"{_node_hours(n * o.cost, p.nodes)} node-hours, {_gpu_hours(n * o.cost, p.gpus, p.nodes)} "
+                     f"(expected half-width "
                      f"{o.half_width:.4f} on ln speedup)")
         lines.append(f"  {_in_words(o.design, o.half_width, p.min_speedup)}")
     elif p.components is not None and p.measuring_s is not None and p.startup.value is not None:

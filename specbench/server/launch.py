@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, replace
 
 from specbench.config import EngineConfig, RunConfig, VariantConfig
-from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext, get_drafter
+from specbench.plan.drafter import Drafter, DrafterParams, LaunchContext, engine_equivalent, get_drafter
 from specbench.plan.specs import SweepFacts
 from specbench.server.engines import ENGINES, Engine, LaunchSpec
 from specbench.server.engines.base import parse_version
@@ -93,6 +93,10 @@ def resolve_drafter(cfg: RunConfig, i: int) -> tuple[Drafter, DrafterParams]:
         if not isinstance(exc, ValidationError):
             raise
         where, msg = format_validation_error(exc, drafter.Params)
+        key = next((str(e["loc"][-1]) for e in exc.errors() if e["type"] == "extra_forbidden"), "")
+        same = engine_equivalent(drafter.Params, key) if key else None
+        if same:  # an engine's own name for one of the drafter's params
+            msg = f"unknown field `{key}` (the engine's name for `{same}`: write {same})"
         raise ConfigError(f"variants[{i}].params{'.' + where if where else ''}",
                           f"{msg} (drafter {drafter.name})") from None
     if drafter.speculative and v.baseline:

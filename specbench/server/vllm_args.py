@@ -4,7 +4,11 @@ engine's python: the `vllm serve` parser (`make_arg_parser` on a `FlexibleArgume
 
 Importing vllm takes seconds, so every variant's argv goes to one subprocess of that interpreter.
 `SpeculativeConfig`'s field validation runs here; what it derives from the target model (its
-`__post_init__` reads the model's config) needs the model and is left to the launch.
+`__post_init__` reads the model's config) needs the model and is left to the launch. A method that drafts
+with the target's own layers and names no `model` (`mtp` and its aliases, `dspark`: vLLM's own list)
+cannot be built without the target's `ModelConfig` at all (vLLM raises "target_model_config must be
+present"), and a ModelConfig loads the model's tokenizer and config through transformers (remote code for
+K2.6): its `--speculative-config` is left to the parser and to the launch (issue 51 item 1).
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ try:
         from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.config import SpeculativeConfig
     from importlib.util import find_spec
+    from typing import get_args
+    try:  # the methods whose draft is the target's own layers (vLLM 0.32: mtp, its deprecated aliases)
+        from vllm.config.speculative import MTPModelTypes
+        FROM_TARGET = set(get_args(MTPModelTypes)) | {"mtp", "dspark"}
+    except ImportError:
+        FROM_TARGET = {"mtp", "dspark"}
 except Exception as exc:
     print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
     sys.exit(0)
@@ -61,7 +71,7 @@ def check_one(argv):
     args = parser.parse_args(argv)
     validate_parsed_serve_args(args)
     spec = getattr(args, "speculative_config", None)
-    if isinstance(spec, dict):
+    if isinstance(spec, dict) and not (spec.get("model") is None and spec.get("method") in FROM_TARGET):
         try:
             SpeculativeConfig(**spec)
         except pydantic.ValidationError as exc:

@@ -25,6 +25,7 @@ class ConfigError(UsageError):
     def __init__(self, where: str, problem: str, source: str | None = None):
         self.where = where
         self.problem = problem
+        self.source = source
         prefix = f"{source}: " if source else ""
         super().__init__(f"{prefix}{where}: {problem}" if where else f"{prefix}{problem}")
 

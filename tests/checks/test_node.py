@@ -68,8 +68,8 @@ def test_weights_from_the_index_else_the_files(tmp_path: Path) -> None:
 def test_tp_beyond_the_stated_gpus_is_refused_offline(tmp_path: Path) -> None:
     cfg, eng, la = setup(tmp_path, {"kind": "sglang", "gpus": 8, "args": ["--tp", "16"]})
     assert config_problems(cfg, eng, la) == [
-        "variants[0]: --tp 16 needs 16 GPUs a node (TP x PP over engine.nodes 1) but the node has 8 (engine.gpus); "
-        "lower the parallel size or add nodes (engine.nodes)"]
+        "variants[0]: --tp 16 needs 16 GPUs a node (TP x PP x DP over engine.nodes 1) but the node has 8 "
+        "(engine.gpus); lower the parallel size or add nodes (engine.nodes)"]
     cfg, eng, la = setup(tmp_path, {"kind": "sglang", "gpus": 8, "nodes": 2, "args": ["--tp", "16"]})
     assert config_problems(cfg, eng, la) == []
 
@@ -79,7 +79,7 @@ def test_tp_beyond_nvidia_smi_is_refused_on_the_host(tmp_path: Path, eight_h100:
                                     "args": ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]})
     out = [p for p in host_problems(cfg, eng, la, cfg.engine.port) if p.startswith("variants[0]")]
     assert out == ["variants[0]: --tensor-parallel-size 8, --pipeline-parallel-size 2 needs 16 GPUs a node (TP x PP "
-                   "over engine.nodes 1) but the node has 8 (nvidia-smi); lower the parallel size or "
+                   "x DP over engine.nodes 1) but the node has 8 (nvidia-smi); lower the parallel size or "
                    "add nodes (engine.nodes)"]
 
 
@@ -107,9 +107,9 @@ def test_stated_gpu_memory_and_the_draft_count(tmp_path: Path) -> None:
                          variants=[{"name": "ar", "drafter": "autoregressive", "baseline": True},
                                    {"name": "e3", "drafter": "eagle3",
                                     "params": {"draft_model_path": str(draft), "steps": 3}}], weights=10 * GB)
-    out = [p for p in host_problems(cfg, eng, la, cfg.engine.port) if p.startswith("variants[")]
-    assert out == ["variants[1]: weights + draft take 25.0 GB a GPU (model.safetensors.index.json total_size, over 2 "
-                   "GPUs) of the 0.9 x 24.0 GB = 21.6 GB the engine may use (--gpu-memory-utilization, GPU memory "
+    assert config_problems(cfg, eng, la) == [  # validate refuses what run refuses (issue 51 item 2)
+                   "variants[1]: weights + draft take 25.0 GB a GPU (model.safetensors.index.json total_size, over 2 "
+                   "GPUs) of the 0.9 x 25.8 GB = 23.2 GB the engine may use (--gpu-memory-utilization, GPU memory "
                    "from engine.gpus, engine.gpu_memory_gb), leaving 0.0 GB for the KV cache; set "
                    "--gpu-memory-utilization to at least 0.99 in engine.args, or spread the model over more GPUs"]
 

@@ -253,8 +253,10 @@ CASES: list[tuple[str, list[Callable[[dict[str, Any], Path], None]], list[str]]]
      ["variants[1].params.topk: vLLM drafts a chain of `steps` tokens (no EAGLE tree) and would silently ignore topk"]),
     ("vllm-only-param-on-sglang", [per_batch_size_on_sglang],
      ["variants[1].params.per_batch_size: dynamic speculative decoding is a vLLM setting"]),
-    ("slo-bare-number-above-ten-seconds", [*OPEN_LOOP, setp("slo", {"tpot_s": {"p90": 50}})],
-     ["slo: tpot_s.p90: 50 s is probably milliseconds", "write 50ms, or 50s if you mean seconds"]),
+    ("startup-timeout-below-the-estimate",
+     [setp("engine.startup_timeout_s", 30), setp("estimates", {"startup_s": 600})],
+     ["engine.startup_timeout_s: 30 s is shorter than estimates.startup_s 600 s: every launch would be stopped "
+      "before it is ready; raise it above 600"]),
     ("slo-without-unit", [*OPEN_LOOP, setp("slo", {"tpot": {"p90": 50}})],
      ["slo: tpot.p90: give the unit: 50ms or 50s"]),
     ("slo-not-a-duration", [*OPEN_LOOP, setp("slo", {"ttft_s": {"p90": "2 min"}})],

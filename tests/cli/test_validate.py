@@ -329,3 +329,72 @@ def test_equivalent_table_names_are_vllms_flags() -> None:
     _installed_vllm()
     check = check_with_vllm_parser(sys.executable, {"x": ["/m"]})
     assert check.why == "" and {vflag for vflag, _ in EQUIVALENT} <= check.flags, check.why
+
+
+@pytest.mark.slow
+def test_vllm_mtp_recipe_passes_vllms_own_check() -> None:
+    """Issue 51 item 1: `{"method": "mtp", "num_speculative_tokens": 1}` (the target's own MTP layers) is the
+    launch vLLM accepts for K2.6; the offline check built SpeculativeConfig without the target and refused it.
+    A field error in the same method is still vLLM's parser's to say."""
+    import sys
+
+    from specbench.server.vllm_args import check_with_vllm_parser
+
+    _installed_vllm()
+    spec = '{"method":"mtp","num_speculative_tokens":1}'
+    check = check_with_vllm_parser(sys.executable, {"mtp": ["/m", "--speculative-config", spec],
+                                                    "typo": ["/m", "--speculative-config", "{bad json"]})
+    assert check.why == "", check.why
+    assert "mtp" not in (check.errors or {}) and "typo" in (check.errors or {}), check.errors
+
+
+# -- issue 51's "done when": both K2.6 configs on fake model folders (config.json and the safetensors index) --
+K26_TEXT = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "vocab_size": 163840,
+            "num_nextn_predict_layers": 1, "max_position_embeddings": 262144}
+K26_FOLDERS = {  # placeholder path -> (config.json, safetensors total_size)
+    "/models/Kimi-K2.6": ({"architectures": ["KimiK25ForConditionalGeneration"], "text_config": K26_TEXT},
+                          548 * 10 ** 9),
+    "/models/kimi-k2.6-eagle3": ({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168,
+                                  "vocab_size": 163840, "draft_vocab_size": 32000}, 3 * 10 ** 9),
+    "/models/kimi-k2.6-dflash": ({"architectures": ["DFlashDraftModel"], "hidden_size": 7168, "vocab_size": 163840},
+                                 5 * 10 ** 9),
+}
+
+
+def _on_fake_folders(tmp_path: Path, config: Path) -> Path:
+    """The config with its placeholder model paths pointing at fake folders in tmp_path."""
+    text = config.read_text()
+    for placeholder, (hf, total) in K26_FOLDERS.items():
+        d = tmp_path / placeholder.strip("/")
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(hf))
+        (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
+                                                                   "weight_map": {}}))
+        text = text.replace(f"{placeholder} ", f"{d} ").replace(f"{placeholder}\n", f"{d}\n")
+    p = tmp_path / config.name
+    p.write_text(text)
+    return p
+
+
+def test_shipped_k26_config_accepted_with_gpu_and_memory_lines(tmp_path: Path) -> None:
+    rc, text = run(_on_fake_folders(tmp_path, KIMI))
+    assert rc == 0, text
+    assert text.count("  GPUs: 8 (--tp 8), 8 a node of 8 (engine.gpus)") == 2
+    assert ("  memory: weights 68.5 GB a GPU (548.0 GB (target), over 8 GPUs) of 0.85 x 85.9 GB = 73.0 GB "
+            "(--mem-fraction-static, engine.gpu_memory_gb), 4.5 GB left for the KV cache") in text
+    assert ("  memory: weights 68.9 GB a GPU (548.0 GB (target) + 3.0 GB (draft), over 8 GPUs) of 0.85 x 85.9 GB "
+            "= 73.0 GB (--mem-fraction-static, engine.gpu_memory_gb), 4.1 GB left for the KV cache") in text
+
+
+@pytest.mark.slow
+def test_vllm_k26_config_with_eagle3_and_mtp_accepted(tmp_path: Path) -> None:
+    """The vLLM K2.6 matrix through the installed vLLM's own parser: the MTP recipe accepted (issue 51 item 1),
+    the MTP draft counted once (its draft is the target), the EAGLE-3 head fitting the target's text model."""
+    _installed_vllm()
+    rc, text = run(_on_fake_folders(tmp_path, REPO / "configs" / "kimi-k2.6-vllm-tp8.yaml"))
+    assert rc == 0, text
+    assert "  - mtp: checked by vLLM 0.32.0's parser: accepted" in text
+    assert text.count("  GPUs: 8 (--tensor-parallel-size 8), 8 a node of 8 (engine.gpus)") == 3
+    assert text.count("  memory: weights 68.5 GB a GPU (548.0 GB (target), over 8 GPUs) of 0.9 x 85.9 GB = 77.3 GB "
+                      "(--gpu-memory-utilization, engine.gpu_memory_gb), 8.8 GB left for the KV cache") == 2
+    assert "68.9 GB a GPU (548.0 GB (target) + 3.0 GB (draft), over 8 GPUs)" in text

@@ -41,10 +41,10 @@ def test_k26_plan_speaks_gpu_hours_and_speedups_in_words() -> None:
     (x 8 for --tp 8), and what a design can decide is said in speedups."""
     text = render(make_plan(load_config(K26), None))
     assert "  ddtree: 6.99 h (6 points: max_concurrency 1, the points above it are not measured)" in text
-    assert "36.1 node-hours, 288.5 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "36.1 node-hours, 288.5 GPU-hours (8 GPUs a node: engine.gpus)" in text
     assert ("in words: with 2 launches x 3 repeats, nothing below 1.21x can be adopted (the interval's low end "
             "must clear min_speedup 1.05), and nothing above 0.87x can be called slower (sweep.launches: 2)") in text
-    assert "282.4 node-hours, 2259.5 GPU-hours (8 GPUs a node: --tp 8)" in text
+    assert "282.4 node-hours, 2259.5 GPU-hours (8 GPUs a node: engine.gpus)" in text
     assert "in words: with 19 launches x 1 repeat, nothing below 1.08x can be adopted" in text
 
 
@@ -179,3 +179,10 @@ def test_plan_of_an_open_loop(tmp_path: Path) -> None:
     p = make_plan(load_config(path), None)
     # 4 rates x 1 output length; each: (5 warmup + 40) requests / rate, plus one 64-token request to drain
     assert p.points == 4 and p.measuring_s == pytest.approx(sum(45 / r + 2 for r in (1, 2.5, 5, 8)))
+
+
+def test_a_variant_on_two_nodes_costs_both() -> None:
+    """Issue 51 item 8: TP16 over engine.nodes 2 holds 16 GPUs: twice the node- and GPU-hours of one node."""
+    text = render(make_plan(load_config(K26.with_name("kimi-k2.6-tp16-2nodes.yaml")), None))
+    assert ("43.59 h one after another on one set of 2 nodes; 14.53 h side by side (--scheduler slurm, 6 nodes); "
+            "87.2 node-hours, 697.5 GPU-hours (16 GPUs: 8 a node x 2 nodes: engine.gpus)") in text

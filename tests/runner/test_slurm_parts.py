@@ -98,5 +98,5 @@ def test_a_multi_node_variant_without_slurm_is_refused(tmp_path, model_dir, port
     data["engine"].update(kind="sglang", nodes=2, command=None)
     cfg = write_config(tmp_path / "cfg.yaml", data)
     assert main(["run", str(cfg), "--out", str(tmp_path / "run")]) == 2
-    assert capsys.readouterr().err == ("error: engine.nodes: 2 nodes per variant need --scheduler slurm "
+    assert capsys.readouterr().err == (f"error: {cfg}: engine.nodes: 2 nodes per variant need --scheduler slurm "
                                        "(inside a Slurm allocation)\n")

@@ -201,6 +201,7 @@ def test_cli_prints_the_plan_and_honours_the_budget(tmp_path, model_dir, capsys)
 
     data = tune_config(model_dir, 8000)
     data["estimates"] = {"startup_s": 30, "per_request_tok_s": 30}
+    data["engine"]["startup_timeout_s"] = 60  # not below the estimate (refused: every launch would time out)
     path = write_config(tmp_path / "t.yaml", data)
     assert main(["tune", str(path), "--plan"]) == 0
     out = capsys.readouterr().out

@@ -76,7 +76,6 @@ class Engine(abc.ABC):
     launched: ClassVar[bool] = True  # False: an endpoint already running (nothing started, stopped, relaunched)
     user_command: ClassVar[bool] = False  # the argv is the user's command template (preflight looks for its program)
     distributions: ClassVar[tuple[str, ...]] = ()  # what provides it in engine.python (preflight; the first found)
-    memory_fraction: ClassVar[tuple[str, float] | None] = None  # (flag, default): the share of a GPU it may use
     prefix_caching_flags: ClassVar[tuple[str, ...]] = ()  # refused in a config: engine.prefix_caching pins it
     dynamic_schedule: ClassVar[bool] = False  # switches draft tokens by batch size within one launch (tune)
     argv_parser: ClassVar[str | None] = None  # the module whose `validate` section runs the engine's own parser
@@ -103,6 +102,13 @@ class Engine(abc.ABC):
     def version(self) -> str | None:
         """The engine's version as installed in the chosen interpreter, or None when unknown."""
         return self.config.version
+
+    concurrency_flag: ClassVar[str | None] = None  # caps the requests run at once (a fairness pin)
+    memory_fraction: ClassVar[tuple[str, float] | None] = None  # (flag, default): GPU share for weights + KV
+
+    def fairness_pins(self) -> list[str]:
+        """The pinned arguments a variant gets when engine.args sets none of them (engines/pins.py)."""
+        return []
 
     # -- forced acceptance (docs/surface.md) ------------------------------------------------------
     def force_refusal(self, variant: VariantConfig) -> str | None:

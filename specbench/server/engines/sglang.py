@@ -64,6 +64,8 @@ EAGLE_CHAINS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")  # a chain only with -
 
 class SGLangEngine(Engine):
     kind = "sglang"
+    concurrency_flag = "--max-running-requests"
+    memory_fraction = ("--mem-fraction-static", float(SGLANG_MEM_FRACTION_STATIC))  # pinned
     rank_flags = ("--nnodes", "--node-rank", "--dist-init-addr")  # srt/server_args.py
     # srt/environ.py SGLANG_SIMULATE_ACC_LEN (default -1: off), _METHOD, _TOKEN_MODE, read at import by
     # speculative/spec_utils.py: see `simulated_acceptance`
@@ -72,7 +74,6 @@ class SGLangEngine(Engine):
     forced_env = ("SGLANG_SIMULATE_ACC_LEN", *FORCED_MODE)
     state_metrics = STATE
     distributions = ("sglang",)
-    memory_fraction = ("--mem-fraction-static", float(SGLANG_MEM_FRACTION_STATIC))  # pinned (pins.py)
     prefix_caching_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
     argv_parser = "specbench.server.sglang_flags"
     algorithm_flag = "--speculative-algorithm"
@@ -107,6 +108,9 @@ class SGLangEngine(Engine):
             env.update(simulated_acceptance([*e.args, *drafter_args, *variant.args], variant.forced_acceptance,
                                             where))
         return LaunchSpec(argv=argv, env=env)
+
+    def fairness_pins(self) -> list[str]:
+        return sglang_pins([], self.sweep.max_concurrency, self.version_tuple(), self.config.prefix_caching)
 
     @staticmethod
     def draft_tokens(args: list[str]) -> int | None:

