@@ -176,6 +176,13 @@ def test_a_run_measures_the_share_past_eos_and_stop_at_eos_ends_there(tmp_path: 
     assert tokens.min() < 240 * 2  # throughput counts what was generated (checked against the span below)
     for _, cell in cells.iterrows():
         mine = recs[recs["cell_id"] == f"{cell.variant}|{cell.point_id}"]
-        span = (mine["t_send"] + mine["e2e_s"]).max() - mine["t_send"].min()
-        assert cell.output_throughput_tok_s == pytest.approx(mine["output_tokens"].sum() / span)
+        finish = mine["t_send"] + mine["e2e_s"]
+        start, end = finish.min(), mine["t_send"].max()
+        if cell.concurrency == 1 or not end > start:  # measured whole: first send to last finish
+            expected = mine["output_tokens"].sum() / (finish.max() - mine["t_send"].min())
+        else:  # over the measured interval [first completion, last send]: the tokens that arrived inside it
+            arrived = sum(k for t0, offs, ks in zip(mine["t_send"], mine["chunk_offsets_s"], mine["chunk_tokens"])
+                          for o, k in zip(offs, ks) if start < t0 + o <= end)
+            expected = arrived / (end - start)
+        assert cell.output_throughput_tok_s == pytest.approx(expected)
     no_survivors()

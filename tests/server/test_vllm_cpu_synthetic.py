@@ -14,7 +14,7 @@ import pytest
 
 from specbench.server.engines.vllm import CPU_SYNTHETIC_PLUGIN
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
