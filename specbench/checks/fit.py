@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 VOCAB_SLACK = 0.01
 
 
-def _config(folder: str) -> dict[str, Any] | None:
+def read_model_config(folder: str | Path) -> dict[str, Any] | None:
+    """A model folder's config.json as a dict; None when it cannot be read here."""
     try:
         data = json.loads((Path(folder).expanduser() / "config.json").read_text())
     except (OSError, ValueError):
@@ -82,7 +83,7 @@ def fit_problems(launches: list[VariantLaunch], model_path: str) -> list[str]:
     """One line per draft folder that does not fit the target, naming the field and what to do."""
     from specbench.demo_models import demo_model_path
 
-    target = _config(model_path)
+    target = read_model_config(model_path)
     if target is None:
         return []
     out = []
@@ -92,7 +93,7 @@ def fit_problems(launches: list[VariantLaunch], model_path: str) -> list[str]:
             folder = str(demo_model_path(path) or path)
             if Path(folder).expanduser().resolve() == Path(model_path).expanduser().resolve():
                 continue  # the target's own MTP layers
-            draft = _config(folder)
+            draft = read_model_config(folder)
             if draft is None:
                 continue
             bad = draft_fit(role, draft, target)

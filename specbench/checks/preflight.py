@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -17,7 +16,7 @@ from typing import Any
 
 from specbench.checks.argv import argv_problems
 from specbench.checks.fairness import plain_speculation, plain_speculation_message
-from specbench.checks.fit import fit_problems
+from specbench.checks.fit import fit_problems, read_model_config
 from specbench.checks.node import hub_id_problems, node_problems, node_warnings
 from specbench.config import RunConfig, slo_unit_warnings
 from specbench.plan.drafter import DRAFTERS, Drafter, LaunchContext, get_drafter
@@ -224,11 +223,8 @@ def model_context(cfg: RunConfig, model_path: str | os.PathLike[str]) -> tuple[i
     """(context length in tokens, where it comes from) for the model folder and the engine args, or None."""
     found: list[tuple[int, str]] = []
     conf = Path(model_path) / "config.json"
-    try:
-        data = json.loads(conf.read_text())
-    except (OSError, ValueError):
-        data = None
-    if isinstance(data, dict):
+    data = read_model_config(Path(model_path))
+    if data is not None:
         for section in (data, data.get("text_config")):
             if not isinstance(section, dict):
                 continue
