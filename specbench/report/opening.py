@@ -13,6 +13,7 @@ import scipy.stats
 
 from specbench.config import DEFAULT_MIN_SPEEDUP
 from specbench.decide.decision import ADVICE_POWER, MIXED, WORD, MeasuredInterval, Outcome, units_to_decide
+from specbench.decide.hardware import check_saved
 from specbench.pricing.planner import dur
 from specbench.pricing.relaunch import launch_seconds, measuring_share
 from specbench.report.decisions import BLOCKED, family_level, primary_claims, table_words
@@ -152,6 +153,11 @@ def sureness(data: RunData) -> str:
 def drafter_sentence(data: RunData, variant: str, words: dict[int, str] | None = None) -> list[Inline]:
     """One sentence for one drafter: where to switch it on, how sure, what the undecided levels would cost."""
     words = table_words(data)[variant] if words is None else words
+    info = data.variants.get(variant, {})
+    if info.get("status") == "failed":
+        return [Strong(variant), f": failed, no verdict ({info.get('reason') or 'no reason recorded'})."]
+    if variant in check_saved(data.environment, data.config, data.baseline).withheld:
+        return [Strong(variant), ": no verdict, measured on hardware unlike the baseline's (see Hardware)."]
     if not words:
         return [Strong(variant), ": no verdict (no mix claim measured; see the verdict below)."]
     speed = mix_speedups(data, variant)

@@ -108,3 +108,9 @@ def test_the_report_opens_with_the_sentences_and_folds_the_definitions() -> None
     md = render_md(Document("t", blocks))
     assert "<details><summary>How to read this</summary>\n\n*A concurrency level counts" in md
     assert md.rstrip().endswith("</details>")
+
+
+def test_a_failed_drafter_gets_no_verdict() -> None:
+    data = run({1: WIN})
+    data.meta["variants"]["spec"] = {"status": "failed", "reason": "engine exited 1"}
+    assert sentence(data) == "spec: failed, no verdict (engine exited 1)."
