@@ -7,6 +7,7 @@ per format (markdown.py, html.py), which own all escaping. The pieces:
 
     load.py      the run's derived files, typed (RunData, load_report_data, normalize_cells)
     fmt.py       numbers as text (fmt, fmt_interval, fmt_len, ...)
+    opening.py   the first lines: one sentence per drafter (where to switch it on, how sure, the price to decide)
     verdict.py   adopt / never / inconclusive per drafter and category (drafter_verdict, curve_outcome)
     summary.py   sections on what the run concluded: context, verdict, gates, plots, intervals, variance
     tables.py    the measurement tables: speedup, break-even, acceptance, cells, losslessness
@@ -52,6 +53,7 @@ from specbench.report.summary import (
     drift_section,
     gates_section,
     intervals_section,
+    opening,
     plot_section,
     variance_section,
     verdict_section,
@@ -70,7 +72,7 @@ from specbench.report.why import why_section
 
 
 def build_document(data: RunData, *, plots: bool = True) -> Document:
-    """Verdict first, then plots, tables, audits, status and environment."""
+    """One sentence per drafter, the verdict, then plots, tables, audits, status and environment."""
     name = str(data.meta.get("name") or data.path.name)
     run_id = data.meta.get("run_id")
     title = f"specbench report: {name}" + (f" ({run_id})" if run_id else "")
@@ -80,7 +82,7 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
                         environment_section):
             blocks += section(data)
         return Document(title=title, blocks=blocks)
-    blocks = [context(data)]
+    blocks = opening(data) + [context(data)]
     blocks += forced_section(data) + verdict_section(data) + concurrency_note(data) + gates_section(data)
     if plots:
         blocks += plot_section(data)

@@ -160,22 +160,29 @@ def verdict_table(data: RunData) -> Table | None:
 
 
 def _primary_table(data: RunData, levels: list[int], m: float) -> Table:
-    claims = primary_claims(data)
-    level = family_level(data)
-    rows = []
-    for v in data.drafters:
-        indicative = launch_basis(data.cells, v, data.baseline, data.history)[0]
-        row = [v]
-        for lv in levels:
-            if (v, lv) not in claims:
-                row.append(NOT_MEASURED if data.not_measured(v, lv) else "-")
-                continue
-            outs = [Outcome.UNDECIDED if indicative else family_outcome(lo, hi, df, level, m)
-                    for lo, hi, df, _ in claims[(v, lv)]]
-            blocked = any(o is Outcome.ADOPT and g for o, (*_, g) in zip(outs, claims[(v, lv)]))
-            row.append(BLOCKED if blocked else summary_word(outs))
-        rows.append(row)
+    words = table_words(data, m)
+    rows = [[v] + [words[v].get(lv) or (NOT_MEASURED if data.not_measured(v, lv) else "-") for lv in levels]
+            for v in data.drafters]
     return Table(["drafter"] + [f"C={lv}" for lv in levels], rows)
+
+
+def table_words(data: RunData, min_speedup: float | None = None) -> dict[str, dict[int, str]]:
+    """Drafter -> concurrency -> the primary table's word (adopt, same, slower, undecided, mixed, blocked)
+    for each level with a mix claim: its mix interval at the family's level, undecided for an indicative
+    drafter (no launch variance in its intervals), blocked where a sanity gate fired on an adopting point."""
+    m = _min_speedup(data) if min_speedup is None else min_speedup
+    claims = primary_claims(data) if "mix_points" in data.cells else {}
+    level = family_level(data) if claims else None
+    out: dict[str, dict[int, str]] = {v: {} for v in data.drafters}
+    for (v, lv), groups in claims.items():
+        if v not in out or level is None:
+            continue
+        indicative = launch_basis(data.cells, v, data.baseline, data.history)[0]
+        outs = [Outcome.UNDECIDED if indicative else family_outcome(lo, hi, df, level, m)
+                for lo, hi, df, _ in groups]
+        blocked = any(o is Outcome.ADOPT and g for o, (*_, g) in zip(outs, groups))
+        out[v][lv] = BLOCKED if blocked else summary_word(outs)
+    return out
 
 
 def _blocked(encoded: object) -> bool:
@@ -253,5 +260,5 @@ def undecided_advice(data: RunData, variant: str, min_speedup: float) -> str:
     return text
 
 
-__all__ = ["MIXED", "WORD", "family_text", "legend", "point_outcomes", "primary_claims", "secondary_text",
-           "undecided_advice", "verdict_table"]
+__all__ = ["BLOCKED", "MIXED", "WORD", "family_level", "family_text", "legend", "point_outcomes", "primary_claims",
+           "secondary_text", "table_words", "undecided_advice", "verdict_table"]

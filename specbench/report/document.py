@@ -59,7 +59,15 @@ class Image:
     alt: str
 
 
-Block = Heading | Paragraph | Bullets | Table | Image
+@dataclass
+class Details:
+    """Blocks folded under a one-line summary (<details> in both formats): what a reader opens when needed."""
+
+    summary: str
+    blocks: list[Heading | Paragraph | Bullets | Table | Image]
+
+
+Block = Heading | Paragraph | Bullets | Table | Image | Details
 
 
 @dataclass

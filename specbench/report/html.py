@@ -9,7 +9,19 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from specbench.report.document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
+from specbench.report.document import (
+    Block,
+    Bullets,
+    Code,
+    Details,
+    Document,
+    Heading,
+    Image,
+    Inline,
+    Paragraph,
+    Strong,
+    Table,
+)
 
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;
@@ -70,6 +82,9 @@ def block(b: Block) -> str:
         data = base64.b64encode(b.png).decode("ascii")
         return (f'<figure><figcaption>{escape(b.title)}</figcaption>'
                 f'<img src="data:image/png;base64,{data}" alt="{escape(b.alt)}"></figure>')
+    if isinstance(b, Details):
+        inner = "\n".join(block(x) for x in b.blocks)
+        return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
     raise TypeError(f"unknown block {type(b).__name__}")
 
 

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 import re
 
-from specbench.report.document import Block, Bullets, Code, Document, Heading, Image, Inline, Paragraph, Strong, Table
+from specbench.report.document import (
+    Block,
+    Bullets,
+    Code,
+    Details,
+    Document,
+    Heading,
+    Image,
+    Inline,
+    Paragraph,
+    Strong,
+    Table,
+)
 
 _SPECIAL = re.compile(r"([\\`*<>])")
 _TONE_MARK = {"bad": "⚠ ", "warn": "⚠ ", "good": "✓ ", "note": "", "verdict": "", "": ""}
@@ -66,6 +78,9 @@ def block(b: Block) -> str:
         return table(b)
     if isinstance(b, Image):
         return f"- plot: {escape(b.title)} (see report.html)"
+    if isinstance(b, Details):
+        inner = "\n\n".join(block(x) for x in b.blocks)
+        return f"<details><summary>{escape(b.summary)}</summary>\n\n{inner}\n\n</details>"
     raise TypeError(f"unknown block {type(b).__name__}")
 
 

@@ -14,8 +14,9 @@ from specbench.config import DEFAULT_MIN_SPEEDUP
 from specbench.report.audits import gpus_text
 from specbench.report.decisions import legend, undecided_advice, verdict_table
 from specbench.report.derived import RunData
-from specbench.report.document import Block, Bullets, Heading, Image, Inline, Paragraph, Strong, Table, Tone
+from specbench.report.document import Block, Bullets, Details, Heading, Image, Inline, Paragraph, Strong, Table, Tone
 from specbench.report.fmt import fmt_len, fmt_output_len, fmt_pct, num
+from specbench.report.opening import opening_lines
 from specbench.report.verdict import drafter_verdict
 
 
@@ -84,13 +85,27 @@ def verdict_section(data: RunData) -> list[Block]:
     return [Heading("Verdict"), *([Paragraph([changed], "warn")] if changed else []),
             *([table] if table is not None else []), Bullets(items, overall),
             *([Bullets(more, "note")] if more else []), *([Bullets(history, "warn")] if history else []),
-            Paragraph([f"A concurrency level counts for a drafter when the low end of its speedup interval clears "
-                       f"{_min_speedup(data):g} (verdict.min_speedup: the smallest gain worth a drafter), as "
-                       f"no practical difference when the interval lies inside [{1 / _min_speedup(data):.3f}, "
-                       f"{_min_speedup(data):g}], and against it when the whole interval lies below 1.0; anything "
-                       "else decides nothing yet. Each is a one-sided test at 2.5% on the same 95% interval. A "
-                       "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU "
-                       "engine, GPU drift) overrules a win. " + legend(data) + _sequential_note(data)], "note")]
+            Details(HOW_TO_READ, [Paragraph([reading_note(data)], "note")])]
+
+
+HOW_TO_READ = "How to read this"
+
+
+def reading_note(data: RunData) -> str:
+    """The verdict's definitions: the outcomes, the gates, the table's and the lines' families."""
+    m = _min_speedup(data)
+    return (f"A concurrency level counts for a drafter when the low end of its speedup interval clears {m:g} "
+            f"(verdict.min_speedup: the smallest gain worth a drafter), as no practical difference when the "
+            f"interval lies inside [{1 / m:.3f}, {m:g}], and against it when the whole interval lies below 1.0; "
+            "anything else decides nothing yet. Each is a one-sided test at 2.5% on the same 95% interval. A "
+            "sanity gate that fired (drafter inactive, degenerate workload, unknown acceptance, eager GPU engine, "
+            "GPU drift) overrules a win. " + legend(data) + _sequential_note(data))
+
+
+def opening(data: RunData) -> list[Block]:
+    """The report's first block: one sentence per drafter (report/opening.py), none without a primary table."""
+    lines = opening_lines(data)
+    return [Bullets(lines, "verdict")] if lines else []
 
 
 def settings_note(data: RunData) -> str:

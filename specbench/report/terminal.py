@@ -1,4 +1,5 @@
-"""The table printed at the end of a run: where the run is, and per variant the headline numbers."""
+"""What a run prints at its end: where the run is, one verdict sentence per drafter, and per variant the headline
+numbers."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
     rd = RunDir(run_dir)
     cells = pd.read_csv(rd.cells) if rd.cells.exists() else pd.DataFrame()
     console.print(f"run directory: {rd.path}", markup=False, highlight=False)
+    for line in verdict_lines(run_dir):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for name, vm in rd.load_meta().get("variants", {}).items():
         if vm.get("status") != "done":
             console.print(f"  {name}: {vm.get('status')} {vm.get('reason') or vm.get('reused_from') or ''}",
@@ -71,6 +74,16 @@ def print_summary(run_dir: Path, console: Console | None = None) -> None:
     for p in ("report.md", "report.html"):
         if (rd.path / p).exists():
             console.print(f"report: {rd.path / p}", markup=False, highlight=False)
+
+
+def verdict_lines(run_dir: Path) -> list[str]:
+    """The report's opening sentences, one per drafter (report/opening.py), from the derived files only."""
+    from specbench.report.derived import load_report_data
+    from specbench.report.opening import opening_lines, plain
+
+    if not RunDir(run_dir).cells.exists():
+        return []
+    return [plain(parts) for parts in opening_lines(load_report_data(run_dir))]
 
 
 def _capacity_table(cap: pd.DataFrame, console: Console) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specbench.decide.stopping import next_round
-from specbench.plan.windows import variant_points
+from specbench.pricing.relaunch import launch_seconds, measuring_share
 from specbench.runner.scheduler import Execute, round_order, run_schedule
 from specbench.runner.state import RunState
 from specbench.runner.unit import LaunchUnit, RunContext
@@ -30,17 +30,12 @@ class Looks:
     log: Callable[[str], None]
 
 
-def _round_cost(ctx: RunContext, state: RunState, launches: dict[str, int], todo: dict[str, frozenset[str]]) -> float:
-    """Seconds the next round should take: per variant, its startup plus its measuring time per launch so
-    far scaled by the share of points still to measure."""
-    cost = 0.0
-    for v, points in todo.items():
-        n_points = len(variant_points(ctx.cfg.variants, ctx.plan.sweep, v)) or 1  # a capped variant measures fewer
-        vs = state.variants[v]
-        startup = vs.startup_s or 0.0
-        per_launch = (vs.wall_s or 0.0) / max(1, launches.get(v, 1))
-        cost += startup + max(0.0, per_launch - startup) * len(points) / n_points
-    return cost
+def _round_cost(state: RunState, cells: pd.DataFrame, launches: dict[str, int],
+                todo: dict[str, frozenset[str]]) -> float:
+    """Seconds the next round should take: per variant, one more launch of its still undecided points
+    (pricing.relaunch: its startup plus their share of its measuring time per launch so far)."""
+    return sum(launch_seconds(state.variants[v].startup_s, state.variants[v].wall_s, launches.get(v, 1),
+                              measuring_share(cells, v, points)) for v, points in todo.items())
 
 
 async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: Looks) -> None:
@@ -50,13 +45,14 @@ async def until_decided(ctx: RunContext, state: RunState, baseline: str, looks: 
     n = sweep.launches
     while True:
         status = {v: state.variants[v].status for v in order}
-        nxt = next_round(looks.cells(), sweep, ctx.cfg.verdict.min_speedup, baseline, n, status)
+        cells = looks.cells()
+        nxt = next_round(cells, sweep, ctx.cfg.verdict.min_speedup, baseline, n, status)
         if not nxt.todo:
             looks.log(f"sequential: {nxt.reason}")
             return
         todo = dict(nxt.todo)
         if sweep.budget_h is not None:
-            spent, cost = time.monotonic() - looks.started, _round_cost(ctx, state, launches, todo)
+            spent, cost = time.monotonic() - looks.started, _round_cost(state, cells, launches, todo)
             if spent + cost > sweep.budget_h * 3600:
                 looks.log(f"sequential: stopping after {n} launches: another round (about {cost / 60:.0f} min) "
                           f"would exceed budget_h {sweep.budget_h:g}")

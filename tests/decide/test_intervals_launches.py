@@ -28,7 +28,7 @@ REPEAT_JITTER = 0.002  # repeat r of a launch takes (1 + 0.002 r) times the laun
 
 
 def verdict_of(run: Path) -> str:
-    return (run / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
+    return (run / "report.md").read_text().split("## Verdict")[1].split("<details>")[0]
 
 
 def shifted_ms(w: WindowRecord) -> float:

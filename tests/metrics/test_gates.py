@@ -70,7 +70,7 @@ def run(tmp_path: Path, port: int, variants: list[dict[str, Any]]) -> tuple[pd.D
     result = run_matrix(parse_config(config(tmp_path, port, variants)), RunOptions(out=out, skip_preflight=True))
     assert set(result.status.values()) == {"done"}, result.status
     verdict = (out / "report.md").read_text().split("## Verdict")[1].split("## ")[0]
-    return pd.read_csv(out / "cells.csv"), verdict.split("*A concurrency level")[0]  # the bullets, not the note
+    return pd.read_csv(out / "cells.csv"), verdict.split("<details>")[0]  # the bullets, not the note
 
 
 def test_each_gate_fires_from_the_standin(tmp_path: Path, port: int, monkeypatch, no_survivors) -> None:

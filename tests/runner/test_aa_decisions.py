@@ -49,7 +49,7 @@ def set_speeds(out: Path, ms_per_step: dict[str, float]) -> None:
 
 
 def verdict_of(run_dir: Path) -> str:
-    return (run_dir / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
+    return (run_dir / "report.md").read_text().split("## Verdict")[1].split("<details>")[0]
 
 
 def test_aa_says_no_practical_difference_at_every_level(tmp_path, model_dir, port, no_survivors) -> None:

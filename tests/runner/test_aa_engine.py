@@ -39,7 +39,7 @@ def test_aa_on_vllm_cpu_gives_no_advice(tmp_path: Path) -> None:
     a2 = cells[cells["variant"] == "a2"]
     assert (a2["launches"] == 2).all() and (a2["interval_unit"] == "launch").all()
     assert a2["speedup_ci_low"].notna().all()
-    verdict = (tmp_path / "aa" / "report.md").read_text().split("## Verdict")[1].split("*A concurrency level")[0]
+    verdict = (tmp_path / "aa" / "report.md").read_text().split("## Verdict")[1].split("<details>")[0]
     assert "adopt" not in verdict and "baseline wins" not in verdict
     assert "2 launches per variant; between-launch CV" in verdict
     # a2 does not draft: no drafter gate. The client's own gates (client_saturated, client_lagging) say whether

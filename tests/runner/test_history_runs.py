@@ -52,7 +52,7 @@ def test_one_launch_one_repeat_gets_intervals_from_the_history(tmp_path, model_d
     used = json.loads((out / variance_history.FILE).read_text())
     assert used["df"] == 2 and used["entries"] == 1
     report = (out / "report.md").read_text()
-    verdict = report.split("## Verdict")[1].split("*A concurrency level")[0]
+    verdict = report.split("## Verdict")[1].split("<details>")[0]
     assert "indicative only" not in verdict
     assert "pooled df 2 over 1 entry" in verdict and "a cell measured once gets its interval" in verdict
 
