@@ -77,7 +77,7 @@ class MatrixRun:
         self.started = 0.0  # time.monotonic() at the start of run() (sweep.until: decided budgets from it)
 
     def _start_state(self, rd: RunDir, plan: Plan) -> RunState:
-        fingerprints = variant_fingerprints(self.cfg, plan.engine, plan.launches, plan.sweep)
+        fingerprints = variant_fingerprints(self.cfg.sweep, plan.engine, plan.launches, plan.sweep)
         state = RunState.load(rd) if self.opts.resume else RunState.new()
         if self.opts.resume:
             if state.config_hash not in (None, config_hash(self.cfg)):

@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from specbench.config import RunConfig
+from specbench.config import SweepConfig
 from specbench.plan.windows import Sweep
 from specbench.records.rundir import RunDir
 from specbench.server.engines.base import Engine
@@ -42,11 +42,13 @@ def folder_identity(path: str | Path) -> str | None:
     return h.hexdigest()[:16]
 
 
-def variant_fingerprints(cfg: RunConfig, engine: Engine, launches: list[VariantLaunch],
+def variant_fingerprints(section: SweepConfig, engine: Engine, launches: list[VariantLaunch],
                          sweep: Sweep) -> dict[str, str]:
+    """Each variant's fingerprint, from the sweep section, the built engine (its kind is the config's
+    engine.kind), the variants' launches and the planned sweep: no more of the config than that."""
     common = {"model": [engine.model_path, folder_identity(engine.model_path)],
-              "engine": [cfg.engine.kind, engine.version()],
-              "sweep": sweep.fingerprint(cfg.sweep), "hardware": environment.hardware_fingerprint()}
+              "engine": [engine.kind, engine.version()],
+              "sweep": sweep.fingerprint(section), "hardware": environment.hardware_fingerprint()}
     out = {}
     for vl in launches:
         folders = {k: folder_identity(v) for k, v in vl.params.model_dump(mode="json").items()

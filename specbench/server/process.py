@@ -97,6 +97,17 @@ def log_tail(path: Path, n: int = 15, max_chars: int = 2000) -> str:
     return "\n".join(tail)[-max_chars:]
 
 
+PROBE_FIRST_S = 0.1  # the first pause between readiness probes; it doubles up to PROBE_MAX_S
+PROBE_MAX_S = 1.0
+
+
+def probe_pause(attempt: int) -> float:
+    """The pause after the `attempt`-th failed readiness probe (0-based): 0.1 s doubling to 1 s. A stand-in
+    is ready within a few tenths of a second, so a fixed 1 s pause cost most tests that launch one a second
+    per launch; an engine that loads for minutes is still probed only once a second."""
+    return min(PROBE_MAX_S, PROBE_FIRST_S * 2 ** min(attempt, 16))
+
+
 def last_log_line(path: Path) -> str:
     tail = log_tail(path, n=1, max_chars=200)
     return tail.strip()
@@ -172,16 +183,21 @@ class EngineProcess:
         return None
 
     async def wait_ready(self, probe: Callable[[], Awaitable[object]], timeout_s: float,
-                         on_wait: Callable[[float, str], None] | None = None) -> float:
+                         on_wait: Callable[[float, str], None] | None = None,
+                         clock: Callable[[], float] = time.monotonic,
+                         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> float:
         """Poll `probe` (a real generation) until it succeeds; returns the startup time in seconds.
 
         Each probe is cut off at the time left of `timeout_s`, so a server that accepts connections but
         never answers fails at the timeout, not at the probe's own request timeout. A probe result may
-        carry a `detail` (what the endpoint answered); the last one is named in the timeout error."""
-        t0 = time.monotonic()
+        carry a `detail` (what the endpoint answered); the last one is named in the timeout error.
+        Between probes it pauses `probe_pause(attempt)`. `clock` and `sleep` are the time source and the
+        pause (tests pass a fake pair)."""
+        t0 = clock()
         last = ""
+        attempt = 0
         while True:
-            elapsed = time.monotonic() - t0
+            elapsed = clock() - t0
             code = self.exit_code()
             if code is not None:
                 raise EngineStartError(
@@ -201,13 +217,14 @@ class EngineProcess:
             else:
                 last = str(getattr(result, "detail", "") or last)
             if result:
-                return time.monotonic() - t0
+                return clock() - t0
             if getattr(result, "fatal", False):  # e.g. it serves another model name: waiting cannot help
                 raise EngineStartError(f"{self.name}: engine answered but cannot be measured: {last}; "
                                        f"log {self.log_path}")
             if on_wait:
                 on_wait(elapsed, last_log_line(self.log_path))
-            await asyncio.sleep(min(1.0, max(0.0, timeout_s - (time.monotonic() - t0))))
+            await sleep(min(probe_pause(attempt), max(0.0, timeout_s - (clock() - t0))))
+            attempt += 1
 
     # -- stop -----------------------------------------------------------------------------------
     def stop(self, grace_s: float = 30.0, port_wait_s: float = 30.0) -> None:

@@ -18,7 +18,6 @@ from specbench.shared.schema import WindowRecord
 from tests.conftest import force_service_times, set_faults, standin_config
 
 SWEEP = {"concurrency": [1, 2], "output_lens": [24], "launches": 3, "repeats": 1}
-PACED = ["--ms-per-token", "15", "--paced"]
 
 
 def run(tmp_path: Path, model_dir: Path, port: int, variants: list[dict], faults: dict[str, list[str]],
@@ -54,7 +53,7 @@ def verdict_of(run_dir: Path) -> str:
 
 def test_aa_says_no_practical_difference_at_every_level(tmp_path, model_dir, port, no_survivors) -> None:
     aa = [{"name": "a1", "drafter": "autoregressive", "baseline": True}, {"name": "a2", "drafter": "autoregressive"}]
-    slow = ["--ms-per-token", "50", "--paced"]
+    slow = ["--ms-per-token", "10", "--paced"]  # the timings are set afterwards (set_speeds)
     out = run(tmp_path, model_dir, port, aa, {"a1": slow, "a2": slow}, dict(SWEEP, output_lens=[48], waves=2))
     no_survivors()
     set_speeds(out, {"a1": 50.0, "a2": 50.0})
@@ -71,10 +70,10 @@ def test_aa_says_no_practical_difference_at_every_level(tmp_path, model_dir, por
 def test_a_drafter_one_and_a_half_times_as_fast_says_adopt(tmp_path, model_dir, port, no_survivors) -> None:
     variants = [{"name": "base", "drafter": "autoregressive", "baseline": True},
                 {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 3}}]
-    # the same 30 ms target step, drafts accepted with p = 0.4 (a real acceptance, so no drafter-inactive
-    # gate): about 1.54 tokens per step on 48-token outputs, so about 1.5x; windows of about 3 s
-    fast = ["--ms-per-token", "30", "--paced", "--accept-rate", "0.4"]
-    out = run(tmp_path, model_dir, port, variants, {"base": ["--ms-per-token", "30", "--paced"], "ngram": fast},
+    # the same 10 ms target step, drafts accepted with p = 0.4 (a real acceptance, so no drafter-inactive
+    # gate): about 1.54 tokens per step on 48-token outputs, so about 1.5x; the timings are set afterwards
+    fast = ["--ms-per-token", "10", "--paced", "--accept-rate", "0.4"]
+    out = run(tmp_path, model_dir, port, variants, {"base": ["--ms-per-token", "10", "--paced"], "ngram": fast},
               dict(SWEEP, output_lens=[48], waves=2))
     no_survivors()
     set_speeds(out, {"base": 30.0, "ngram": 30.0 / 1.5})  # per token: one 30 ms step per 1.5 tokens

@@ -137,7 +137,8 @@ def fingerprints(data: dict[str, Any]) -> dict[str, str]:
     cfg = parse_config(data)
     engine = make_engine(cfg, cfg.model.path, cfg.model.served_name or cfg.model.path)
     launches = plan_launches(cfg, engine)
-    return variant_fingerprints(cfg, engine, launches, build_sweep(cfg.sweep, load_prompts(cfg.sweep.prompts), None))
+    sweep = build_sweep(cfg.sweep, load_prompts(cfg.sweep.prompts), None)
+    return variant_fingerprints(cfg.sweep, engine, launches, sweep)
 
 
 def _weights(model: Path) -> None:
