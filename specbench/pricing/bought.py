@@ -92,18 +92,19 @@ def level_prices(cfg: RunConfig, history: Calibration | None) -> list[LevelPrice
     level = family_level(shapes, ALPHA, None, HistoryShape(history.rel_var, history.df, history.repeat_rel_var,
                                                            history.repeat_df))
     m = cfg.verdict.min_speedup
-    out = []
-    for c in levels:
-        def word(x: float) -> Outcome:
-            return _outcome(x, points, r, cal, level, m)[0]
 
-        df = _outcome(1.0, points, r, cal, level, m)[1]
-        up = _smallest(lambda x: word(x) is Outcome.ADOPT, 1.0, S_MAX) if word(S_MAX) is Outcome.ADOPT else math.inf
-        down = 1 / _smallest(lambda x: word(1 / x) is Outcome.SLOWER, 1.0, S_MAX) \
-            if word(1 / S_MAX) is Outcome.SLOWER else 0.0
-        out.append(LevelPrice(c, math.ceil(up * 100 - 1e-9) / 100 if math.isfinite(up) else math.inf,
-                              math.floor(down * 100 + 1e-9) / 100, df))
-    return out
+    def word(x: float) -> Outcome:
+        return _outcome(x, points, r, cal, level, m)[0]
+
+    # every level has the same points, repeats and history, so one edge serves them all; the list keeps one
+    # entry per level measured by some drafter (a level's claims differ only in which drafters they hold)
+    up = _smallest(lambda x: word(x) is Outcome.ADOPT, 1.0, S_MAX) if word(S_MAX) is Outcome.ADOPT else math.inf
+    down = 1 / _smallest(lambda x: word(1 / x) is Outcome.SLOWER, 1.0, S_MAX) \
+        if word(1 / S_MAX) is Outcome.SLOWER else 0.0
+    price = (math.ceil(up * 100 - 1e-9) / 100 if math.isfinite(up) else math.inf, math.floor(down * 100 + 1e-9) / 100,
+             _outcome(1.0, points, r, cal, level, m)[1])
+    return [LevelPrice(c, *price) for c in levels if any(v.max_concurrency is None or c <= v.max_concurrency
+                                                         for v in drafters)]
 
 
 def _levels(cs: Sequence[int]) -> str:

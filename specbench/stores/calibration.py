@@ -77,10 +77,11 @@ def probe_config(cfg: RunConfig, launches: int = PROBE_LAUNCHES) -> RunConfig:
     found = first.categories or [p.category for p in load_prompts([first])][:1]
     if not found:
         raise UsageError(f"calibrate --probe: sweep.prompts[0] (set {first.set}) selects no prompts")
-    s = cfg.sweep
+    s, cap = cfg.sweep, cfg.baseline.max_concurrency
+    top = max(c for c in s.concurrency if cap is None or c <= cap)  # the largest level the baseline measures
     sweep = base.sweep.model_copy(update={
         "prompts": [first.model_copy(update={"categories": found[:1]})], "output_lens": s.output_lens[:1],
-        "concurrency": [max(s.concurrency)], "input_lens": s.input_lens[:1] if s.input_lens else None,
+        "concurrency": [top], "input_lens": s.input_lens[:1] if s.input_lens else None,
         "temperatures": s.temperatures[:1], "repeats": PROBE_REPEATS})
     return base.model_copy(update={"name": f"{cfg.name}-probe-calibration", "sweep": sweep})
 
