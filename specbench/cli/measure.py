@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench.shared.errors import UsageError
+
+if TYPE_CHECKING:
+    from specbench.config import RunConfig
+    from specbench.stores.variance_history import Calibration
 
 
 def run(a: argparse.Namespace) -> int:
@@ -61,27 +66,46 @@ def fingerprint(a: argparse.Namespace) -> int:
 def calibrate(a: argparse.Namespace) -> int:
     from specbench.config import load_config
     from specbench.runner import RunOptions, run_matrix
-    from specbench.stores import calibration, history_lookup, variance_history
+    from specbench.stores import calibration, history_lookup, probe_check, variance_history
 
-    cfg = calibration.calibration_config(load_config(a.config), a.launches)
+    full = load_config(a.config)
+    if a.probe:
+        cfg = calibration.probe_config(full, a.launches or calibration.PROBE_LAUNCHES)
+    else:
+        cfg = calibration.calibration_config(full, a.launches or 3)
     result = run_matrix(cfg, RunOptions(out=Path(a.out) if a.out else None, force=a.force))
     if any(s == "failed" for s in result.status.values()):
         print(f"error: calibrate: the baseline failed; see {result.run_dir}", file=sys.stderr)
         return 1
-    got = calibration.record(result.run_dir, cfg)
+    got = calibration.record(result.run_dir, cfg, kind=probe_check.PROBE if a.probe else "calibration")
     assert got is not None  # a calibration that estimates nothing raises
     cal, path = got
     if not cal.pooled:
         print(f"warning: {cal.note}: kept in {path} but not pooled (a driver, BIOS or load change?)", file=sys.stderr)
-    found = history_lookup.lookup(variance_history.load_history(path), cal.setup, str(path))
+    entries = variance_history.load_history(path)
+    found = history_lookup.lookup(entries, cal.setup, str(path))
     for note in found.notes:
         print(note, file=sys.stderr)
     pooled = found.pooled
     total = (f"; pooled: CV {100 * pooled.launch_cv:.1f}%, df {pooled.df:g} over {pooled.entries} entries"
              if pooled else "")
-    print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches, {cal.cells} cells, "
+    what = " at one point (probe)" if a.probe else ""
+    print(f"between-launch CV {100 * cal.launch_cv:.1f}% ({cal.launches} launches{what}, {cal.cells} cells, "
           f"{cal.df:g} df) added to {path}{total}; later runs on this hardware with one launch per variant use it")
+    if a.probe:
+        print(probe_check.check(cal, probe_check.full_sweep(found.candidates)).line())
+    before = history_lookup.lookup([e for e in entries if e.source_run != cal.source_run], cal.setup).pooled
+    print(bought_line(full, before, pooled))
     return 0
+
+
+def bought_line(cfg: RunConfig, before: Calibration | None, after: Calibration | None) -> str:
+    """What the history buys the config's one-launch run, before and after this calibration (pricing.bought)."""
+    from specbench.pricing.bought import describe, level_prices
+
+    r = cfg.sweep.repeats
+    return (f"bought: a one-launch run of {cfg.name} ({r} repeat{'s' if r != 1 else ''} a cell) can now "
+            f"{describe(level_prices(cfg, after))} (before this entry: {describe(level_prices(cfg, before))})")
 
 
 def bench(a: argparse.Namespace) -> int:

@@ -36,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     cal = sub.add_parser("calibrate", help="A/A: launch the baseline several times and store this hardware's "
                                            "between-launch variance for later runs")
     cal.add_argument("config")
-    cal.add_argument("--launches", type=int, default=3, help="baseline launches (default 3, at least 2)")
+    cal.add_argument("--launches", type=int, help="baseline launches (default 3, with --probe 11; at least 2)")
+    cal.add_argument("--probe", action="store_true", help="launch the baseline at one point only (first category "
+                     "and output length, largest concurrency, 2 repeats): many cheap launches, so the launch "
+                     "variance gets its df (10 by default); checked against the full sweep's where the history has it")
     cal.add_argument("--out", help="run directory of the calibration (default <output_dir>/<name>-calibration-...)")
     cal.add_argument("--force", action="store_true", help="measure again into a non-empty --out")
     cal.set_defaults(fn=measure.calibrate)

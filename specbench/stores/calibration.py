@@ -1,6 +1,7 @@
 """This machine's variance components, measured by calibrations and runs and pooled per setup.
 
-`specbench calibrate CONFIG` launches the config's baseline `--launches` times and estimates the variance
+`specbench calibrate CONFIG` launches the config's baseline `--launches` times (with `--probe`: at one point
+of its sweep, `probe_config`, checked in `probe_check.py`) and estimates the variance
 between launches of the window throughput (relative, i.e. a CV^2, so it transfers across cells) with
 Kalibera & Jones' two-level estimator (`metrics.variance_levels`), and the variance between repeats
 inside a launch. Every calibration, and every run with 2+ launches (or 2+ repeats), appends its estimates
@@ -56,6 +57,33 @@ def calibration_config(cfg: RunConfig, launches: int) -> RunConfig:
     sweep = cfg.sweep.model_copy(update={"launches": launches, "adaptive": None, "repeats": max(2, cfg.sweep.repeats),
                                          "until": "fixed"})
     return cfg.model_copy(update={"name": f"{cfg.name}-calibration", "variants": [cfg.baseline], "sweep": sweep})
+
+
+PROBE_LAUNCHES = 11  # `calibrate --probe`'s default: launch df 10
+PROBE_REPEATS = 2  # windows per launch: the repeat component is estimated apart from the launch one
+
+
+def probe_config(cfg: RunConfig, launches: int = PROBE_LAUNCHES) -> RunConfig:
+    """The calibration probe of a config (`calibrate --probe`): its baseline alone at one point, the first
+    category of the first prompt set, the first output length (and input length and temperature) at the
+    largest concurrency (the fastest window, and the level that sizes the engine's batch, so the launch is the
+    full run's: same setup), PROBE_REPEATS windows in each of `launches` launches. A launch costs its startup
+    and two short windows, so launches, the df of the launch variance, come cheap; `probe_check` tests the
+    result against the full sweep's launch variance."""
+    from specbench.plan.prompts import load_prompts
+
+    base = calibration_config(cfg, launches)
+    first = cfg.sweep.prompts[0]
+    found = first.categories or [p.category for p in load_prompts([first])][:1]
+    if not found:
+        raise UsageError(f"calibrate --probe: sweep.prompts[0] (set {first.set}) selects no prompts")
+    s, cap = cfg.sweep, cfg.baseline.max_concurrency
+    top = max(c for c in s.concurrency if cap is None or c <= cap)  # the largest level the baseline measures
+    sweep = base.sweep.model_copy(update={
+        "prompts": [first.model_copy(update={"categories": found[:1]})], "output_lens": s.output_lens[:1],
+        "concurrency": [top], "input_lens": s.input_lens[:1] if s.input_lens else None,
+        "temperatures": s.temperatures[:1], "repeats": PROBE_REPEATS})
+    return base.model_copy(update={"name": f"{cfg.name}-probe-calibration", "sweep": sweep})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -114,10 +142,11 @@ def _rates(cells: pd.DataFrame, variant: str) -> dict[str, float]:
 
 def record(run_dir: Path, cfg: RunConfig, kind: str = "calibration") -> tuple[Calibration, Path] | None:
     """Add a finished run's estimate to this hardware's history; (entry as stored, history path), None
-    when the run estimates no component. A calibration that estimates nothing is an error."""
+    when the run estimates no component. A calibration (kind "calibration", or "probe": `probe_config`'s
+    run) that estimates nothing is an error."""
     cal = run_estimate(run_dir, cfg, kind)
     if cal is None:
-        if kind == "calibration":
+        if kind != "run":
             raise RunDirError(f"calibrate: {run_dir} has no valid cell measured in 2 or more launches")
         return None
     path = store_path(cal.hardware, history_dir(cfg.verdict.history_dir))

@@ -22,6 +22,7 @@ from specbench.decide.decision import (
 )
 from specbench.decide.intervals import LaunchVariance
 from specbench.stores.history_lookup import lookup
+from specbench.stores.probe_check import full_sweep
 from specbench.stores.variance_history import (
     Calibration,
     estimate,
@@ -151,10 +152,11 @@ def _same_run(a: str, b: str) -> bool:
 
 def add(entry: Calibration, path: Path) -> Calibration:
     """Append an estimate to a history (replacing an entry of the same run), after the F test of each of
-    its components against the pooled entries of its own setup; returns the entry as stored (pooled False
-    when refused)."""
+    its components against the pooled full-sweep entries of its own setup (a calibration probe is tested
+    against them, never the reverse: `probe_check`); returns the entry as stored (pooled False when
+    refused)."""
     entries = [e for e in load_history(path) if not _same_run(e.source_run, entry.source_run)]
-    same = lookup(entries, entry.setup).candidates if entry.setup else []
+    same = full_sweep(lookup(entries, entry.setup).candidates) if entry.setup else []
     notes = []
     for name, new, old in (
             ("between-launch", estimate_of(entry.rel_var, entry.df),

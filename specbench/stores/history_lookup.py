@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import RunConfig
+from specbench.stores.probe_check import screen
 from specbench.stores.setupkey import differences, setup_of
 from specbench.stores.variance_history import FILE, Calibration, history_dir, load_history, pooled, save, setup_path
 
@@ -46,7 +47,8 @@ class Lookup:
 def lookup(entries: list[Calibration], setup: dict[str, str], where: str = "") -> Lookup:
     """Split a history's entries by setup: only exact matches (every field of `setupkey.FIELDS` equal) are
     candidates; an entry of another setup on this hardware (a near match) and an entry without a setup
-    (from before entries were keyed: unkeyed) are never pooled, and are named."""
+    (from before entries were keyed: unkeyed) are never pooled, and are named; so is a calibration probe
+    that the setup's full-sweep entries refuse (`probe_check.screen`)."""
     candidates: list[Calibration] = []
     not_pooled: list[dict[str, str]] = []
     near: dict[str, list[str]] = {}
@@ -64,11 +66,15 @@ def lookup(entries: list[Calibration], setup: dict[str, str], where: str = "") -
             candidates.append(e)
             continue
         not_pooled.append({"source_run": e.source_run, "reason": reason})
+    candidates, refused = screen(candidates)
+    not_pooled += [{"source_run": e.source_run, "reason": got.line()} for e, got in refused]
     notes = [f"variance history: {_entries(len(runs))} ({_runs(runs)}) not pooled: measured on this hardware with "
              f"another setup: {diff} differ" for diff, runs in near.items()]
     if unkeyed:
         notes.append(f"variance history: {_entries(len(unkeyed))} ({_runs(unkeyed)}) not pooled: unkeyed (measured "
                      "before entries were keyed by setup); `specbench calibrate` measures this setup")
+    notes += [f"variance history: {Path(e.source_run).name or e.source_run} not pooled: {got.line()}"
+              for e, got in refused]
     return Lookup(setup, where, candidates, not_pooled, notes)
 
 

@@ -40,7 +40,7 @@ class Calibration:
     source_run: str
     repeat_rel_var: float = math.nan  # between repeats inside a launch (repeat CV squared)
     repeat_df: float = 0.0
-    kind: str = "calibration"  # or "run": a run with 2+ launches (or repeats) added it
+    kind: str = "calibration"  # or "run": a run with 2+ launches (or repeats) added it; "probe": `calibrate --probe`
     pooled: bool = True  # False: refused by the F test against the history, kept for the record
     note: str = ""  # why it was refused
     entries: int = 1  # in a pooled figure: how many history entries it pools
@@ -161,7 +161,8 @@ def estimate_of(var: float, df: float) -> Estimate | None:
 def pooled(entries: list[Calibration], where: str = "") -> Calibration | None:
     """The pooled figure of accepted entries (of one setup: `lookup` picks them): each component
     sum(df_i v_i) / sum(df_i) with df sum(df_i); None without a launch component (repeats alone say
-    nothing about launches). Its `candidates` are the entries it pools, for `check_run`."""
+    nothing about launches). Its `candidates` are the entries it pools, for `check_run`; its `rates` at each
+    concurrency the newest entry's that measured it (a calibration probe measures one level only)."""
     use = [e for e in entries if e.pooled]
     launch = pool([x for e in use if (x := estimate_of(e.rel_var, e.df)) is not None])
     if launch is None:
@@ -169,9 +170,12 @@ def pooled(entries: list[Calibration], where: str = "") -> Calibration | None:
     repeat = pool([x for e in use if (x := estimate_of(e.repeat_rel_var, e.repeat_df)) is not None])
     last = use[-1]
     startups = sorted(e.startup_s for e in use if math.isfinite(e.startup_s))
+    rates: dict[str, float] = {}
+    for e in use:
+        rates.update(e.rates)
     return replace(last, startup_s=startups[len(startups) // 2] if startups else math.nan, rel_var=launch.var,
                    df=launch.df, repeat_rel_var=repeat.var if repeat else math.nan,
-                   repeat_df=repeat.df if repeat else 0.0, entries=len(use), history=where,
+                   repeat_df=repeat.df if repeat else 0.0, entries=len(use), history=where, rates=rates,
                    launches=sum(e.launches for e in use), cells=sum(e.cells for e in use),
                    candidates=[asdict(replace(e, candidates=[])) for e in use])
 
