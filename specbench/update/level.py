@@ -48,14 +48,27 @@ def measured_at(cells: pd.DataFrame, variant: str, c: int) -> tuple[float, float
                  for col in ("speedup", "speedup_ci_low", "speedup_ci_high"))
 
 
-def level_words(new_cells: pd.DataFrame, new_acceptance: pd.DataFrame, name: str, ref: Reference,
-                ref_variant: str, levels: list[int], min_speedup: float) -> list[LevelWord]:
-    """The words of `name` at each of `levels`: the prediction (surface.model_predict.predicted_curve from the
-    update run's acceptance and RUN's model of `ref_variant`) where its interval decides; otherwise the update
-    run's own measurement at that level if it has one (its word, decided or not); otherwise `to measure`."""
-    curve = predicted_curve(new_cells, new_acceptance, name, ref, ref_variant)
+@dataclass(frozen=True)
+class StepCost:
+    """RUN's step cost of the variant the new head replaces: its time models (a Reference) and its name."""
+
+    ref: Reference
+    variant: str
+
+    @property
+    def levels(self) -> list[int]:
+        """RUN's levels with a model of the variant: the levels the update gives a word at."""
+        return self.ref.levels(self.variant)
+
+
+def level_words(new_cells: pd.DataFrame, new_acceptance: pd.DataFrame, name: str, step: StepCost,
+                min_speedup: float) -> list[LevelWord]:
+    """The words of `name` at each of RUN's levels: the prediction (surface.model_predict.predicted_curve from
+    the update run's acceptance and RUN's step cost) where its interval decides; otherwise the update run's own
+    measurement at that level if it has one (its word, decided or not); otherwise `to measure`."""
+    curve = predicted_curve(new_cells, new_acceptance, name, step.ref, step.variant)
     out = []
-    for c in levels:
+    for c in step.levels:
         p = curve.get(c)
         meas = measured_at(new_cells, name, c)
         if p is not None and has_interval(p) and (w := word_of(p.low, p.high, min_speedup)) != "undecided":

@@ -15,7 +15,7 @@ from specbench.report.update_section import UPDATE_FILE
 from specbench.shared.errors import UsageError
 from specbench.stores import prediction_history
 from specbench.surface.reference import reference_from_run
-from specbench.update.level import level_words
+from specbench.update.level import StepCost, level_words
 
 UPDATE_COLUMNS = ["variant", "reference_run", "reference_variant", "concurrency", "word", "source", "predicted",
                   "predicted_low", "predicted_high", "measured", "measured_low", "measured_high"]
@@ -50,8 +50,7 @@ def update_words(run_dir: Path, new_dir: Path, name: str, ref_variant: str) -> p
     new_cfg = read_config(new_dir)
     prediction_history.for_run(new, new_cfg).widen(ref.errors, {name: ref_variant})
     cells = normalize_cells(pd.read_csv(new.cells))
-    words = level_words(cells, _csv(new.acceptance), name, ref, ref_variant, ref.levels(ref_variant),
-                        new_cfg.verdict.min_speedup)
+    words = level_words(cells, _csv(new.acceptance), name, StepCost(ref, ref_variant), new_cfg.verdict.min_speedup)
     nan = float("nan")
     rows = [dict(variant=name, reference_run=str(run_dir), reference_variant=ref_variant, concurrency=w.concurrency,
                  word=w.word, source=w.source,
