@@ -139,3 +139,62 @@ def tune(a: argparse.Namespace) -> int:
     for tuned, line in summary(res.tune_dir).items():
         print(f"  {tuned}: {line}")
     return 0
+
+
+def update(a: argparse.Namespace) -> int:
+    """`specbench update CONFIG --from RUN --variant NAME`: one launch measures the new head's acceptance at
+    RUN's highest level; every level of RUN is decided from the prediction where it can be (docs/guide.md,
+    "Updating a head")."""
+    from specbench.config import load_config
+    from specbench.records.rundir import RunDir
+    from specbench.stores import history_lookup
+    from specbench.update.match import match_variant
+    from specbench.update.operation import (
+        cost,
+        cost_text,
+        derived_config,
+        full_config,
+        measured_share,
+        rest_config,
+    )
+    from specbench.update.words import read_config, update_words, word_lines, write_update
+
+    run_dir = Path(a.from_run)
+    cfg, run_cfg = load_config(a.config), read_config(run_dir)
+    ref_variant = match_variant(cfg, a.variant, run_cfg)
+    derived = derived_config(cfg, run_cfg, a.variant)
+    print(f"update: {a.variant} replaces {ref_variant} of {run_dir} (same drafter configuration, new weights); "
+          f"one launch at C={derived.sweep.concurrency[0]} on its prompts measures the new acceptance")
+    print(cost_text(cost(derived, full_config(cfg, run_cfg, a.variant), history_lookup.history_for(derived)),
+                    a.variant))
+    if a.dry_run:
+        return 0
+    if a.measured:
+        new_dir, code = Path(a.measured), 0
+    else:
+        from specbench.report.terminal import print_summary
+        from specbench.runner import RunOptions, run_matrix
+
+        result = run_matrix(derived, RunOptions(out=Path(a.out) if a.out else None, force=a.force))
+        print_summary(result.run_dir)
+        new_dir = result.run_dir
+        code = 1 if any(s in ("failed", "interrupted") for s in result.status.values()) else 0
+    words = update_words(run_dir, new_dir, a.variant, ref_variant)
+    path = write_update(new_dir, words)
+    from specbench.report import render as render_report
+
+    render_report(new_dir)  # the report again, now with the update's words
+    print(f"update: {path}")
+    for line in word_lines(words):
+        print(line)
+    paid = measured_share(RunDir(new_dir).load_meta(), RunDir(run_dir).load_meta(),
+                          (derived.baseline.name, a.variant), (run_cfg.baseline.name, ref_variant))
+    if paid is not None:
+        print(f"update: measured wall time {100 * paid:.0f}% of {run_dir}'s baseline and {ref_variant}")
+    todo = [int(c) for c, s in zip(words["concurrency"], words["source"]) if s == "to measure"]
+    if todo:
+        rest = cost(rest_config(cfg, run_cfg, a.variant, todo), full_config(cfg, run_cfg, a.variant),
+                    history_lookup.history_for(derived))
+        print(f"update: C in {todo} left to measure: the prediction does not decide them; measuring them as "
+              f"{run_dir} did: {cost_text(rest, a.variant).split(': ', 1)[1]}")
+    return code

@@ -52,6 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--write", metavar="OUT.yaml", help="with --surface and --acceptance: write a config that "
                     "includes CONFIG and measures only the undecided levels (the baseline and the heads concerned)")
     pl.set_defaults(fn=design.plan)
+    up = sub.add_parser("update", help="a new head of a drafter configuration RUN measured: one launch measures "
+                                       "its acceptance, the words come from RUN's step cost where they can")
+    up.add_argument("config", help="the matrix config with the new head (variant NAME: only its weights changed)")
+    up.add_argument("--from", dest="from_run", required=True, metavar="RUN", help="the finished run it updates")
+    up.add_argument("--variant", required=True, metavar="NAME", help="the variant of CONFIG with the new head")
+    up.add_argument("--out", help="run directory of the update's launch (default <output_dir>/<name>-update-...)")
+    up.add_argument("--force", action="store_true", help="measure again into a non-empty --out")
+    up.add_argument("--dry-run", action="store_true", help="print what it measures and its cost; launch nothing")
+    up.add_argument("--measured", metavar="UPDATE_RUN", help="decide from an update run already measured "
+                    "(launch nothing)")
+    up.set_defaults(fn=design.update)
     sf = sub.add_parser("surface", help="speedup against forced acceptance length and concurrency, and the "
                                         "break-even acceptance (docs/surface.md)")
     sf.add_argument("config", nargs="?", help="the matrix config whose drafter variants are forced")

@@ -15,6 +15,7 @@ per format (markdown.py, html.py), which own all escaping. The pieces:
     audits.py    sections on what it ran on: fairness, hardware, warnings, status, environment
     plots.py     the figures as PNG bytes
     surface.py   the forced-acceptance note and the speedups predicted from a surface (prediction.csv)
+    update_section.py  `specbench update`'s words per level, predicted or measured (update.csv)
     slo.py       the open-loop report: verdict per SLO, capacity and per-rate tables (plots: slo_plots.py)
 """
 
@@ -67,6 +68,7 @@ from specbench.report.tables import (
     lossless_section,
     speedup_tables,
 )
+from specbench.report.update_section import update_section
 from specbench.report.verdict import Outcome, category_outcomes, combine, curve_outcome, drafter_verdict, level_call
 from specbench.report.why import why_section
 
@@ -87,7 +89,7 @@ def build_document(data: RunData, *, plots: bool = True) -> Document:
     if plots:
         blocks += plot_section(data)
     blocks += speedup_tables(data) + concurrency_table(data) + why_section(data, plots=plots)
-    for section in (break_even_al_section, prediction_section, intervals_section, variance_section,
+    for section in (update_section, break_even_al_section, prediction_section, intervals_section, variance_section,
                     drift_section, break_even_table, acceptance_table,
                     acceptance_distribution, cell_table, fairness_section, hardware_section, lossless_section,
                     warnings_section, status_section, environment_section):
