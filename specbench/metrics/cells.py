@@ -28,6 +28,7 @@ from specbench.metrics.common import NAN, interval_or_nan, key_nan
 from specbench.metrics.engine_state import server_running_mean, state_warnings
 from specbench.metrics.eos import past_eos_share
 from specbench.metrics.lossless import drafter_losslessness
+from specbench.decide.sampling import SubsetSampling
 from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from specbench.metrics.requests import (
@@ -65,6 +66,7 @@ class CellOptions:
     forced: frozenset[str] = frozenset()
     eos_ids: tuple[int, ...] = ()  # the model's EOS token ids (model.json): past_eos_share; () unknown
     stop_at_eos: bool = False  # sweep.stop_at_eos: losslessness compares the shorter output of a pair
+    subset: SubsetSampling | None = None  # sweep.subset: its sampling variance in the mix intervals
 
 
 def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: pd.DataFrame,
@@ -283,7 +285,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             ws.append(below)
         row["warnings"] = encode_warnings(ws)
 
-    add_mix_columns(cells, base_cells, opts.calibration)
+    add_mix_columns(cells, base_cells, opts.calibration, opts.subset)
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     # every key column but point_id (which they determine): no two cells tie
     return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency",
