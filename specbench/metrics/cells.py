@@ -21,6 +21,7 @@ from specbench.decide.intervals import (
     unit_means,
     variance_levels,
 )
+from specbench.decide.sampling import SubsetSampling
 from specbench.metrics import gates
 from specbench.metrics.acceptance import cell_acceptance
 from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
@@ -28,7 +29,6 @@ from specbench.metrics.common import NAN, interval_or_nan, key_nan
 from specbench.metrics.engine_state import server_running_mean, state_warnings
 from specbench.metrics.eos import past_eos_share
 from specbench.metrics.lossless import drafter_losslessness
-from specbench.decide.sampling import SubsetSampling
 from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.reconcile import acceptance_checks, cell_reconciliation, reconciliation_warnings, timing_checks
 from specbench.metrics.requests import (

@@ -1,19 +1,14 @@
 """`specbench plan CONFIG --budget GPU_HOURS`: the design that decides the most claims within a budget.
 
-The search runs over launches per variant, repeats per launch, a calibration of the baseline first (its
-launches buy the launch variance's degrees of freedom for a one-launch run), a seeded stratified prompt
-subset at the slow levels (`sweep.subset`: at C = 1 a window is its prompts one after another, most of a
-sweep's time) and, only where the user allows it (`--may-drop`), fewer output lengths or concurrency levels.
-Each candidate is priced as `specbench plan` prices a config (pricing.planner: startup, point_seconds) and
-judged by what its primary claims (drafter x concurrency) could decide: per level the expected half-width
-of ln S at the family's level (decide.family.family_level, as the report's verdict draws it), from the
-variance components (the history's, else the config's estimates), the subset's sampling variance
-(decide.sampling) and the design. With `--target T` a claim counts as decidable when a drafter at T would be
-adopted (its smallest adoptable speedup m exp(h) is at most T); without it, every claim with an interval.
-The best design decides the most claims, then keeps the most claims, then has the lowest worst (then
-mean) smallest adoptable speedup over its claims, then costs least. Pure:
-config and history in, a `BudgetPlan` out (report/budget_text.py renders it, pricing/budget_write.py writes
-it).
+The search runs over launches, repeats, a calibration of the baseline first (its launches buy the launch
+variance's df for a one-launch run), a seeded stratified prompt subset at the slow levels (`sweep.subset`)
+and, only where `--may-drop` allows, fewer output lengths or levels. Each candidate is priced as `plan`
+prices a config (pricing.planner) and judged per level by the expected half-width of ln S at the family's
+level (decide.family.family_level, as the verdict draws it) from the variance components, the subset's
+sampling variance (decide.sampling) and the design (docs/guide.md, "Planning for a budget"). With
+`--target T` a claim counts as decidable where a drafter at T would be adopted (m exp(h) <= T); without it,
+every claim with an interval. The best decides the most claims, keeps the most, has the lowest worst (then
+mean) smallest adoptable speedup, then costs least. Pure: config and history in, a `BudgetPlan` out.
 """
 
 from __future__ import annotations
@@ -85,8 +80,7 @@ class BudgetChoice:
     family: str  # how the family's level was obtained (FamilyLevel.method)
 
     def score(self) -> tuple[float, ...]:
-        """Most claims decided, then most claims kept, then the lowest worst and mean smallest adoptable
-        speedup over the claims, then the cheapest."""
+        """The search's order (the module's docstring)."""
         adopt = [lv.adopt_from for lv in self.levels for _ in range(lv.claims)]
         finite = bool(adopt) and all(map(math.isfinite, adopt))
         worst = max(adopt) if finite else math.inf
@@ -136,8 +130,8 @@ def _facts(cfg: RunConfig, history: Calibration | None) -> tuple[_Facts | None, 
         missing = "variance components" if comps is None else "startup" if plan.startup.value is None else \
             "per-request speeds" if plan.measuring_s is None else "GPUs a node"
         return None, f"cannot price a budget without {missing} ({source if comps is None else 'see plain plan'})"
-    hist = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
-    rep_df = comps_history.repeat_df if comps_history is not None and comps_history.repeat_df > 0 else math.inf
+    pooled = comps_history is not None and comps_history.repeat_df > 0
+    hist, rep_df = (comps_history.df, comps_history.repeat_df) if comps_history and pooled else (0.0, math.inf)
     lens = list(zip(_ordered(cfg), priced_output_lens(cfg)))
     s = cfg.sweep
     return _Facts(cfg, speeds, category_prompts(cfg), lens,
@@ -149,8 +143,7 @@ def _facts(cfg: RunConfig, history: Calibration | None) -> tuple[_Facts | None, 
 
 def _ordered(cfg: RunConfig) -> list[int | str]:
     """The output lengths in the order planner.priced_output_lens prices them: the fixed ones, then natural."""
-    fixed: list[int | str] = list(cfg.sweep.fixed_output_lens)
-    return fixed + [o for o in cfg.sweep.output_lens if not isinstance(o, int)]
+    return [*cfg.sweep.fixed_output_lens, *(o for o in cfg.sweep.output_lens if not isinstance(o, int))]
 
 
 def _measuring(f: _Facts, d: BudgetDesign, cap: int) -> float:
@@ -161,21 +154,21 @@ def _measuring(f: _Facts, d: BudgetDesign, cap: int) -> float:
         for c in d.concurrency:
             if c > cap:
                 continue
-            if k is None:
-                n = level_requests(f.cfg.sweep, c)
-            else:
-                kept = level_prompt_count(d.subset, k, c)
-                n = kept * category_passes(f.cfg.sweep, kept, c)
+            kept = None if k is None else level_prompt_count(d.subset, k, c)
+            n = level_requests(f.cfg.sweep, c) if kept is None else kept * category_passes(f.cfg.sweep, kept, c)
             total += sum(point_seconds(f.cfg, f.history, t, c, n) or 0.0 for t in lens)
     return total * f.per_point
 
 
 def probe(d: BudgetDesign) -> BudgetDesign:
-    """The calibration's sweep: the design's lowest level at its shortest output length, on its subset (a
-    launch's effect is one factor of every point of the launch: decide/primary.py's model, which
-    `specbench calibrate`'s df then price), one launch x 2 repeats (stores.calibration) per calibration launch."""
+    """The calibration's sweep: the design's lowest and highest levels at its shortest output length, on its
+    subset, 2 repeats a launch (stores.calibration). A launch's effect is one factor of every point of the launch
+    (decide/primary.py's model), so a short probe measures it; the highest level keeps the engine's fairness
+    pins (the largest concurrency sizes the batch) and so the launch's setup key, under which the history is
+    kept for the run."""
     fixed = sorted(o for o in d.output_lens if isinstance(o, int))
-    return BudgetDesign(1, 2, 0, d.subset, (fixed[0],) if fixed else d.output_lens[:1], (min(d.concurrency),))
+    levels = tuple(sorted({min(d.concurrency), max(d.concurrency)}))
+    return BudgetDesign(1, 2, 0, d.subset, (fixed[0],) if fixed else d.output_lens[:1], levels)
 
 
 def _cost(f: _Facts, d: BudgetDesign) -> float:
@@ -184,22 +177,22 @@ def _cost(f: _Facts, d: BudgetDesign) -> float:
     run = sum(d.launches * (f.startup_s + d.repeats * _measuring(f, d, f.caps[v]))
               for v in f.caps if f.caps[v] >= min(d.concurrency))
     p = probe(d)
-    cal = d.calibration * (f.startup_s + p.repeats * _measuring(f, p, min(d.concurrency))) if d.calibration else 0.0
+    cal = d.calibration * (f.startup_s + p.repeats * _measuring(f, p, max(d.concurrency))) if d.calibration else 0.0
     return run + cal
 
 
 def _level(f: _Facts, d: BudgetDesign, c: int, level: FamilyLevel | None) -> LevelPrice:
     claims = sum(f.caps[v] >= c for v in f.drafters)
     nan = LevelPrice(c, claims, math.nan, math.nan, math.nan, False)
-    points = len(f.counts) * sum(o in d.output_lens for o, _ in f.lens) * f.per_point
+    points = _points(f, d)
     lv, rv = f.comps.launch.var, f.comps.repeat.var
     n, r = d.launches, d.repeats
     sub = d.subset is not None and c <= d.subset.up_to and any(
         k is not None and level_prompt_count(d.subset, k, c) < k for k in f.counts)
     extra = []
     if sub and d.subset is not None:
-        kept = [level_prompt_count(d.subset, k or 1, c) for k in f.counts]
-        extra = [(subset_variance(f.cfg.estimates.prompt_cv or 0.0, kept, [k or 1 for k in f.counts]), math.inf)]
+        kept, total = [level_prompt_count(d.subset, k or 1, c) for k in f.counts], [k or 1 for k in f.counts]
+        extra = [(subset_variance(f.cfg.estimates.prompt_cv or 0.0, kept, total), math.inf)]
     if n >= 2:
         terms = [(2 * (lv + rv / (r * points)) / n, 2.0 * (n - 1))]
     else:
@@ -218,9 +211,12 @@ def _level(f: _Facts, d: BudgetDesign, c: int, level: FamilyLevel | None) -> Lev
     return LevelPrice(c, claims, half, m * math.exp(half), math.exp(-half), sub)
 
 
+def _points(f: _Facts, d: BudgetDesign) -> int:
+    return len(f.counts) * sum(o in d.output_lens for o, _ in f.lens) * f.per_point
+
+
 def _family(f: _Facts, d: BudgetDesign) -> FamilyLevel | None:
-    points = len(f.counts) * sum(o in d.output_lens for o, _ in f.lens) * f.per_point
-    claims = [ClaimShape(v, c, float(points), d.launches, d.launches, d.repeats, d.repeats)
+    claims = [ClaimShape(v, c, float(_points(f, d)), d.launches, d.launches, d.repeats, d.repeats)
               for v in f.drafters for c in d.concurrency if f.caps[v] >= c]
     if d.launches >= 2:
         return family_level(claims, ALPHA, None, None)  # no launch sharing known before the run: Bonferroni
@@ -291,8 +287,7 @@ def plan_budget(cfg: RunConfig, history: Calibration | None, budget_h: float, ta
                 may_drop: Iterable[str] = ()) -> BudgetPlan | str:
     """The best design within `budget_h` GPU-hours and the best with one GPU-hour more; a sentence when the
     config cannot be priced (no variance components, startup, speeds or GPUs) or is an open loop."""
-    drop = frozenset(may_drop)
-    if bad := drop - set(DROPPABLE):
+    if bad := (drop := frozenset(may_drop)) - set(DROPPABLE):
         return f"--may-drop: unknown {', '.join(sorted(bad))} (known: {', '.join(DROPPABLE)})"
     if cfg.sweep.load.open:
         return "plan --budget: the search decides closed-loop speedups per concurrency (sweep.load.kind: closed)"

@@ -16,8 +16,8 @@ import pandas as pd
 
 from specbench.config import RunConfig, load_yaml, parse_config
 from specbench.decide.hardware import check as hardware_check
-from specbench.decide.sampling import SubsetSampling
 from specbench.decide.hardware import withhold_speedups
+from specbench.decide.sampling import SubsetSampling
 from specbench.decide.stopping import always_valid
 from specbench.metrics import (
     CellOptions,
