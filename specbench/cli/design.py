@@ -16,6 +16,10 @@ def plan(a: argparse.Namespace) -> int:
     from specbench.report.plan_text import render
     from specbench.stores import history_lookup
 
+    if getattr(a, "budget", None) is not None:
+        return _plan_budget(a)
+    if (a.target is not None or a.may_drop) if hasattr(a, "target") else False:
+        raise UsageError("plan: --target and --may-drop go with --budget")
     if a.write and not (a.surface and a.acceptance):
         raise UsageError("plan: --write needs --surface and --acceptance (it keeps the levels their prediction "
                          "leaves undecided)")
@@ -37,6 +41,37 @@ def plan(a: argparse.Namespace) -> int:
                               "--write", a.write])
         given = Inputs(Path(a.surface), Path(a.acceptance), command)
         print(write_narrowed(Path(a.config), cfg, given, Path(a.write), history))
+    return 0
+
+
+def _plan_budget(a: argparse.Namespace) -> int:
+    """plan --budget: the search (pricing/budget.py), its text, and --write's config."""
+    import shlex
+
+    from specbench.config import load_config
+    from specbench.pricing.budget import plan_budget
+    from specbench.report.budget_text import render_budget
+    from specbench.stores import history_lookup
+
+    if a.surface or a.acceptance:
+        raise UsageError("plan: --budget prices the config's own matrix; leave out --surface and --acceptance")
+    if not a.budget > 0:
+        raise UsageError(f"plan: --budget must be a positive number of GPU-hours, got {a.budget:g}")
+    cfg = load_config(a.config)
+    drop = [x.strip() for x in a.may_drop.split(",") if x.strip()]
+    got = plan_budget(cfg, history_lookup.history_for(cfg), a.budget, a.target, drop)
+    if isinstance(got, str):
+        raise UsageError(got)
+    print(render_budget(got))
+    if a.write:
+        if got.best is None:
+            raise UsageError(f"plan --write: no design within {a.budget:g} GPU-hours to write")
+        from specbench.pricing.budget_write import write_budget
+
+        argv = ["specbench", "plan", a.config, "--budget", f"{a.budget:g}", "--write", a.write]
+        argv += ["--target", f"{a.target:g}"] if a.target is not None else []
+        argv += ["--may-drop", a.may_drop] if a.may_drop else []
+        print(write_budget(Path(a.config), cfg, got.best, Path(a.write), shlex.join(argv)))
     return 0
 
 

@@ -49,8 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--surface", metavar="SURFACE_DIR", help="a `specbench surface` run: its break-even acceptance")
     pl.add_argument("--acceptance", metavar="RUN_DIR", help="with --surface: a run of the heads (e.g. at C=1) whose "
                     "acceptance predicts their speedup; only the points the prediction leaves undecided are priced")
-    pl.add_argument("--write", metavar="OUT.yaml", help="with --surface and --acceptance: write a config that "
-                    "includes CONFIG and measures only the undecided levels (the baseline and the heads concerned)")
+    pl.add_argument("--write", metavar="OUT.yaml", help="with --budget: write the budget's design (a config that "
+                    "includes CONFIG); with --surface and --acceptance: write a config that includes CONFIG and "
+                    "measures only the undecided levels (the baseline and the heads concerned)")
+    pl.add_argument("--budget", type=float, metavar="GPU_HOURS", help="the design that decides the most primary "
+                    "claims within GPU_HOURS: launches, repeats, calibration, a prompt subset at the slow levels")
+    pl.add_argument("--target", type=float, metavar="SPEEDUP", help="with --budget: a claim counts as decided "
+                    "where a drafter at SPEEDUP would be adopted (default: every claim with an interval)")
+    pl.add_argument("--may-drop", default="", metavar="levels,lengths", help="with --budget: what the search may "
+                    "leave out (concurrency levels, output lengths); default nothing")
     pl.set_defaults(fn=design.plan)
     up = sub.add_parser("update", help="a new head of a drafter configuration RUN measured: one launch measures "
                                        "its acceptance, the words come from RUN's step cost where they can")

@@ -36,6 +36,7 @@ from specbench.config.sweep import (
                    CapacityConfig,
                    LoadConfig,
                    PromptSource,
+                   SubsetConfig,
                    SweepConfig,
                    slo_unit_warnings,
 )
@@ -43,7 +44,7 @@ from specbench.config.sweep import (
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_MIN_SPEEDUP", "MAX_YAML_NODES", "NATURAL", "SLO_METRICS", "AdaptiveConfig",
     "CapacityConfig", "ClientConfig", "EngineConfig", "EstimatesConfig", "LoadConfig", "ModelConfig",
-    "PromptSource", "RunConfig", "SchedulerConfig", "Strict", "SweepConfig", "TuneConfig", "VariantConfig",
-    "VerdictConfig", "dump_config", "expanded_size", "forced_length", "format_validation_error", "load_config",
-    "load_yaml", "non_finite", "parse_config", "slo_unit_warnings",
+    "PromptSource", "RunConfig", "SchedulerConfig", "Strict", "SubsetConfig", "SweepConfig", "TuneConfig",
+    "VariantConfig", "VerdictConfig", "dump_config", "expanded_size", "forced_length", "format_validation_error",
+    "load_config", "load_yaml", "non_finite", "parse_config", "slo_unit_warnings",
 ]

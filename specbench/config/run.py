@@ -72,6 +72,11 @@ class RunConfig(Strict):
             raise ValueError(f"variants: exactly one variant must have baseline: true (found {found})")
         _check_caps(self)
         _check_external(self)
+        if self.sweep.subset is not None and self.estimates.prompt_cv is None:
+            raise ValueError("sweep.subset: needs estimates.prompt_cv (the subset's sampling variance is priced "
+                             "from it: docs/metrics.md, \"Subset sampling variance\")")
+        if self.sweep.subset is not None and self.sweep.load.open:
+            raise ValueError("sweep.subset: needs a closed loop (it subsets the slow concurrency levels)")
         if self.slo and not self.sweep.load.open:
             raise ValueError("slo: needs sweep.load.kind open (an SLO is met at an offered rate)")
         est, timeout = self.estimates.startup_s, self.engine.startup_timeout_s

@@ -166,6 +166,8 @@ class EstimatesConfig(Strict):
     per_request_tok_s: float | dict[int, float] | None = None
     launch_cv: float | None = Field(None, ge=0, lt=1)  # between launches, relative
     repeat_cv: float | None = Field(None, ge=0, lt=1)  # between repeats inside a launch, relative
+    # between prompts: the CV of one prompt's speedup around its category's (assumed: prices a prompt subset)
+    prompt_cv: float | None = Field(None, ge=0, lt=1)
 
     @field_validator("per_request_tok_s")
     @classmethod

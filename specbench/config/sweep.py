@@ -80,6 +80,16 @@ class LoadConfig(Strict):
         return self.kind == "open"
 
 
+class SubsetConfig(Strict):
+    """A seeded stratified prompt subset at the slow levels (plan.subset): at every concurrency <= `up_to`,
+    each category sends `per_category` of its prompts, the same ones for every variant, launch and repeat;
+    the levels above send the whole set. The subset's sampling variance enters the mix interval
+    (decide.sampling; docs/metrics.md, "Subset sampling variance")."""
+
+    up_to: int = Field(ge=1)  # the highest concurrency measured on the subset
+    per_category: int = Field(ge=1)  # prompts kept from each category
+
+
 class SweepConfig(Strict):
     prompts: list[PromptSource] = Field(default_factory=lambda: [PromptSource()], min_length=1)
     # fixed lengths, and/or "natural": each prompt's reference answer length in target tokens (as vLLM's
@@ -95,6 +105,7 @@ class SweepConfig(Strict):
     # launches are a level of variation of their own
     launches: int = Field(1, ge=1)
     adaptive: AdaptiveConfig | None = None
+    subset: SubsetConfig | None = None  # fewer prompts at the slow levels (`specbench plan --budget` picks it)
     warmup_requests: int = Field(2, ge=0)
     seed: int = 0
     endpoint: Literal["chat", "completions"] = "chat"

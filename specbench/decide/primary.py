@@ -100,7 +100,8 @@ def workload_weights(tokens: Sequence[float], base_throughput: Sequence[float]) 
 
 
 def mix_interval(points: Sequence[tuple[float, Windows, Windows]], calibration: LaunchVariance | None,
-                 confidence: float = 0.95, weights: Sequence[float] | None = None) -> MixInterval:
+                 confidence: float = 0.95, weights: Sequence[float] | None = None,
+                 extra: Sequence[stats.Component] = ()) -> MixInterval:
     """The mix speedup and its interval from (speedup, drafter windows, baseline windows) per point.
 
     The speedup is the workload's time ratio S = 1 / sum_p (u_p / s_p), u_p = `weights` (the baseline's time
@@ -112,7 +113,8 @@ def mix_interval(points: Sequence[tuple[float, Windows, Windows]], calibration: 
     df, as `intervals.launch_components` does). Bounds exp(ln S +- t_df sqrt(var)), df by Welch-Satterthwaite
     (`stats.log_components_ci`). The weights are taken as known (the baseline's time shares are estimated
     far more precisely than the speedups). No interval (NaN) without a variance for some side or point (one
-    window and no history)."""
+    window and no history). `extra`: further components of var(ln S), the prompt subset's sampling variance
+    (decide.sampling.subset_component) at a level measured on a subset."""
     p = len(points)
     nan = MixInterval(math.nan, math.nan, math.nan, math.nan, p)
     if not p or not all(s > 0 and math.isfinite(s) for s, _, _ in points):
@@ -138,6 +140,7 @@ def mix_interval(points: Sequence[tuple[float, Windows, Windows]], calibration: 
         if cal is None or not (cal.repeat_df > 0 and math.isfinite(cal.repeat_rel_var)):
             return out
         comps.append((once * cal.repeat_rel_var, cal.repeat_df))
+    comps += list(extra)
     ci = stats.log_components_ci(center, comps, confidence)
     if ci.low is None or ci.high is None or ci.df is None:
         return out

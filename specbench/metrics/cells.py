@@ -21,6 +21,7 @@ from specbench.decide.intervals import (
     unit_means,
     variance_levels,
 )
+from specbench.decide.sampling import SubsetSampling
 from specbench.metrics import gates
 from specbench.metrics.acceptance import cell_acceptance
 from specbench.metrics.columns import CELL_COLUMNS, INVALID_BLANKED, KEY_COLUMNS
@@ -65,6 +66,7 @@ class CellOptions:
     forced: frozenset[str] = frozenset()
     eos_ids: tuple[int, ...] = ()  # the model's EOS token ids (model.json): past_eos_share; () unknown
     stop_at_eos: bool = False  # sweep.stop_at_eos: losslessness compares the shorter output of a pair
+    subset: SubsetSampling | None = None  # sweep.subset: its sampling variance in the mix intervals
 
 
 def _summarize_cell(key: dict[str, Any], reqs: list[MeasuredRequest], windows: pd.DataFrame,
@@ -283,7 +285,7 @@ def compute_cells(requests: pd.DataFrame | CellSource, windows: pd.DataFrame, op
             ws.append(below)
         row["warnings"] = encode_warnings(ws)
 
-    add_mix_columns(cells, base_cells, opts.calibration)
+    add_mix_columns(cells, base_cells, opts.calibration, opts.subset)
     out = pd.DataFrame([c.row for c in cells], columns=CELL_COLUMNS)
     # every key column but point_id (which they determine): no two cells tie
     return out.sort_values(["variant", "category", "input_len", "output_len", "temperature", "concurrency",

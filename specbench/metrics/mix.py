@@ -11,6 +11,7 @@ from typing import Any
 from specbench.decide.family import launch_sharing
 from specbench.decide.intervals import LaunchVariance
 from specbench.decide.primary import mix_interval, workload_weights
+from specbench.decide.sampling import SubsetSampling
 from specbench.metrics.common import key_nan
 from specbench.metrics.speedup import MeasuredCell
 
@@ -24,11 +25,13 @@ def mix_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def add_mix_columns(cells: list[MeasuredCell], base_cells: Mapping[str, MeasuredCell],
-                    calibration: LaunchVariance | None) -> None:
+                    calibration: LaunchVariance | None, subset: SubsetSampling | None = None) -> None:
     """Fill MIX_COLUMNS on every valid drafter cell with a speedup: its group's time ratio, each point weighted
     by the baseline's time on it (mean output tokens per request / output throughput; `mix_weight`, its share),
     and the two-level interval of that ratio; and on every cell the run's launch sharing (the correlation of a
-    launch's effects across its points, decide.family.launch_sharing) when some variant ran 2+ launches."""
+    launch's effects across its points, decide.family.launch_sharing) when some variant ran 2+ launches. A
+    level measured on a prompt subset (`subset`) adds its sampling variance (decide.sampling) to the interval,
+    each category weighing its points' workload weights."""
     groups: dict[tuple[Any, ...], list[MeasuredCell]] = {}
     for c in cells:
         r = c.row
@@ -37,8 +40,10 @@ def add_mix_columns(cells: list[MeasuredCell], base_cells: Mapping[str, Measured
     for group in groups.values():
         bases = [base_cells[c.row["point_id"]] for c in group]
         weights = workload_weights([_tokens(b) for b in bases], [b.row["output_throughput_tok_s"] for b in bases])
+        extra = subset.component(group[0].row["concurrency"], [str(c.row["category"]) for c in group],
+                                 weights) if subset is not None else None
         mix = mix_interval([(c.row["speedup"], c.window_tp, b.window_tp) for c, b in zip(group, bases)],
-                           calibration, weights=weights)
+                           calibration, weights=weights, extra=[extra] if extra is not None else [])
         for c, w in zip(group, weights or [1.0 / len(group)] * len(group)):
             c.row.update(mix_speedup=mix.speedup, mix_speedup_ci_low=mix.low, mix_speedup_ci_high=mix.high,
                          mix_speedup_ci_df=mix.df, mix_points=mix.points, mix_weight=w)

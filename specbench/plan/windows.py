@@ -21,6 +21,7 @@ from specbench.plan.arrivals import Trace, arrival_offsets, load_trace
 from specbench.plan.natural import natural_lengths
 from specbench.plan.prompts import Prompt
 from specbench.plan.specs import RequestSpec
+from specbench.plan.subset import stratified_subset
 from specbench.shared.errors import ConfigError
 from specbench.shared.schema import NATURAL_OUTPUT, CellKey
 
@@ -85,11 +86,17 @@ class Sweep:
     trace: Trace | None = None  # open loop: a recorded arrival trace replayed instead of drawn arrivals
     # sweep.output_lens natural: prompt id -> its max_tokens (the reference answer's length in target tokens)
     natural: dict[str, int] = field(default_factory=dict)
+    # sweep.subset: category -> the seeded subset sent at concurrency <= subset_up_to (plan.subset)
+    subset: dict[str, list[Prompt]] = field(default_factory=dict)
+    subset_up_to: int = 0
 
     def point_prompts(self, point: SweepPoint) -> list[Prompt]:
-        """The prompts a point sends in rotation: its category's, or all of them for a mixed open-loop point."""
+        """The prompts a point sends in rotation: its category's (its subset at a level <= sweep.subset.up_to),
+        or all of them for a mixed open-loop point."""
         if point.category == MIXED:
             return [p for ps in self.prompts.values() for p in ps]
+        if point.rate is None and point.concurrency <= self.subset_up_to and point.category in self.subset:
+            return self.subset[point.category]
         return self.prompts[point.category]
 
     def fingerprint(self, s: SweepConfig) -> str:
@@ -103,6 +110,7 @@ class Sweep:
             "system": s.system_prompt, "chat_template_kwargs": s.chat_template_kwargs,
             **({"stop_at_eos": True} if s.stop_at_eos else {}),  # absent when off: earlier fingerprints hold
             **({"natural": sorted(self.natural.items())} if self.natural else {}),
+            **({"subset": s.subset.model_dump()} if s.subset else {}),  # absent when off, as stop_at_eos
             **({"load": s.load.model_dump(exclude={"trace", "max_send_lag_s"}),
                 "trace": [t.__dict__ for t in self.trace.requests] if self.trace else None} if s.load.open else {}),
         }, sort_keys=True, default=str)
@@ -160,7 +168,9 @@ def build_sweep(s: SweepConfig, prompts: list[Prompt], pad=None, count: Callable
     points = [SweepPoint(category=c, input_len=i, output_len=o, concurrency=k, temperature=t)
               for t in s.temperatures for i in input_lens for o in out_lens
               for k in s.concurrency for c in by_cat]
-    return Sweep(points=points, prompts=dict(by_cat), padded=padded, natural=natural)
+    subset = stratified_subset(by_cat, s.subset.per_category, s.seed) if s.subset else {}
+    return Sweep(points=points, prompts=dict(by_cat), padded=padded, natural=natural, subset=subset,
+                 subset_up_to=s.subset.up_to if s.subset else 0)
 
 
 def _trace(s: SweepConfig, prompts: list[Prompt]) -> Trace | None:

@@ -95,10 +95,10 @@ class CostPlan:
 def _categories(cfg: RunConfig) -> int:
     """Prompt categories the sweep will measure (read from the prompt sets; their declared lists when a
     set cannot be read here)."""
-    return len(_category_prompts(cfg))
+    return len(category_prompts(cfg))
 
 
-def _category_prompts(cfg: RunConfig) -> list[int | None]:
+def category_prompts(cfg: RunConfig) -> list[int | None]:
     """The prompt count of each category the sweep measures (None where a set cannot be read here)."""
     from collections import Counter
 
@@ -114,7 +114,7 @@ CHARS_PER_TOKEN = 4.0  # output_lens natural: plan prices a reference answer at 
 NATURAL_UNKNOWN_TOKENS = 512  # ... and at this when the prompt set cannot be read here
 
 
-def _priced_output_lens(cfg: RunConfig) -> list[float]:
+def priced_output_lens(cfg: RunConfig) -> list[float]:
     """The output lengths to price: the fixed ones, and for `natural` the mean reference answer length of
     the sweep's prompts (characters / CHARS_PER_TOKEN: an estimate, the run counts target tokens)."""
     from specbench.config import NATURAL
@@ -134,10 +134,12 @@ def window_requests_count(cfg: RunConfig, prompts: int | None, concurrency: int)
     """Requests in one closed-loop window at `concurrency` of a category with `prompts` prompts: whole passes
     of its set, as many as the level needs (plan.windows.category_passes); unknown prompts: the level's own
     need (plan.windows.level_requests)."""
+    from specbench.plan.subset import level_prompt_count
     from specbench.plan.windows import category_passes, level_requests
 
     if prompts is None:
         return level_requests(cfg.sweep, concurrency)
+    prompts = level_prompt_count(cfg.sweep.subset, prompts, concurrency)  # sweep.subset at the slow levels
     return prompts * category_passes(cfg.sweep, prompts, concurrency)
 
 
@@ -165,7 +167,7 @@ def point_seconds(cfg: RunConfig, history: Calibration | None, output_len: float
     return None if rates is None else requests / concurrency * output_len / _rate(rates, concurrency)
 
 
-def _measuring(cfg: RunConfig, history: Calibration | None,
+def measuring_time(cfg: RunConfig, history: Calibration | None,
                cap: int | None = None) -> tuple[float | None, str]:
     """One repeat of the sweep's measuring time (for a variant capped at `cap`: its points only)."""
     s = cfg.sweep
@@ -174,16 +176,16 @@ def _measuring(cfg: RunConfig, history: Calibration | None,
         return None, "unknown: set estimates.per_request_tok_s, or calibrate this hardware"
     if s.load.open:  # one mixed point per rate: its arrivals span n / rate, then the last request drains
         n = s.load.warmup_requests + s.load.requests_per_rate
-        per_rate = [n / r + o / _rate(rates, 1) for o in _priced_output_lens(cfg) for r in (s.load.rates or [])]
+        per_rate = [n / r + o / _rate(rates, 1) for o in priced_output_lens(cfg) for r in (s.load.rates or [])]
         return sum(per_rate) * len(s.input_lens or [None]) * len(s.temperatures), where
-    lens = _priced_output_lens(cfg)
+    lens = priced_output_lens(cfg)
     per_point = [point_seconds(cfg, history, o, c, window_requests_count(cfg, k, c)) or 0.0
-                 for k in _category_prompts(cfg) for o in lens for c in s.concurrency
+                 for k in category_prompts(cfg) for o in lens for c in s.concurrency
                  if cap is None or c <= cap]
     return sum(per_point) * len(s.input_lens or [None]) * len(s.temperatures), where
 
 
-def _components(cfg: RunConfig, history: Calibration | None) -> tuple[Components | None, str]:
+def variance_components(cfg: RunConfig, history: Calibration | None) -> tuple[Components | None, str]:
     if history is not None and history.repeat_df > 0:
         return (Components(Estimate(history.rel_var, history.df), Estimate(history.repeat_rel_var, history.repeat_df)),
                 f"pooled history {history.history} (launch df {history.df:g}, repeat df {history.repeat_df:g})")
@@ -206,7 +208,7 @@ def half_width_of(comps: Components, design: Design, history: Calibration | None
     return (math.log(hi) if math.isfinite(hi) else None), False
 
 
-def _applicable(cfg: RunConfig, history: Calibration | None) -> tuple[Calibration | None, Calibration | None]:
+def applicable(cfg: RunConfig, history: Calibration | None) -> tuple[Calibration | None, Calibration | None]:
     """(the history for startup and speeds, the history for variance components). The history is kept
     per hardware of the machine that runs `plan`: its startup and speeds belong to the model it measured,
     so for another model (a GPU matrix planned on a CPU login node) the config's estimates price the run;
@@ -245,15 +247,15 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
     per_length = len(s.load.rates or []) if s.load.open else categories * len(s.concurrency)
     points = per_length * len(s.input_lens or [None]) * len(s.output_lens) * len(s.temperatures)
     design = Design(s.launches, s.repeats if s.adaptive is None else s.adaptive.max_repeats)
-    history, comps_history = _applicable(cfg, history)
+    history, comps_history = applicable(cfg, history)
     if history is not None and history.startup_s > 0:
         startup = Source(history.startup_s, f"measured ({history.history})")
     elif cfg.estimates.startup_s is not None:
         startup = Source(cfg.estimates.startup_s, "config estimates.startup_s")
     else:
         startup = Source(None, "unknown: set estimates.startup_s")
-    measuring, rate_source = _measuring(cfg, history)
-    comps, comps_source = _components(cfg, comps_history)
+    measuring, rate_source = measuring_time(cfg, history)
+    comps, comps_source = variance_components(cfg, comps_history)
     half, indicative = (half_width_of(comps, design, comps_history) if comps is not None
                         else (None, comps_history is None))
     optimal = None
@@ -261,7 +263,7 @@ def make_plan(cfg: RunConfig, history: Calibration | None) -> CostPlan:
         pooled = comps_history.df if comps_history is not None and comps_history.repeat_df > 0 else 0.0
         optimal = optimal_design(comps, startup.value, measuring, cfg.verdict.min_speedup, prior_df=pooled)
     capped = {name: (cap, points // len(s.concurrency) * sum(c <= cap for c in s.concurrency),
-                     _measuring(cfg, history, cap)[0]) for name, cap in
+                     measuring_time(cfg, history, cap)[0]) for name, cap in
                      capped_variants(cfg.variants, cfg.sweep.concurrency).items()}
     return CostPlan(name=cfg.name, variants=[v.name for v in cfg.variants], points=points, design=design,
                     startup=startup, measuring_s=measuring, rate_source=rate_source, components=comps,

@@ -17,6 +17,7 @@ import pandas as pd
 from specbench.config import RunConfig, load_yaml, parse_config
 from specbench.decide.hardware import check as hardware_check
 from specbench.decide.hardware import withhold_speedups
+from specbench.decide.sampling import SubsetSampling
 from specbench.decide.stopping import always_valid
 from specbench.metrics import (
     CellOptions,
@@ -67,6 +68,20 @@ def _lines(path: Path) -> Iterator[str]:
         yield from f
 
 
+def _subset_sampling(cfg: RunConfig) -> SubsetSampling | None:
+    """sweep.subset as the mix intervals take it: per category, the prompts its subset kept of its set."""
+    sub = cfg.sweep.subset
+    if sub is None:
+        return None
+    from collections import Counter
+
+    from specbench.plan.prompts import load_prompts
+
+    total = Counter(p.category for p in load_prompts(cfg.sweep.prompts))
+    return SubsetSampling(sub.up_to, cfg.estimates.prompt_cv, {c: min(n, sub.per_category) for c, n in total.items()},
+                          dict(total))
+
+
 def derive_cells(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | None = None,
                  windows: pd.DataFrame | None = None) -> pd.DataFrame:
     """The cells table from the raw records (by default the columnar store, read cell by cell): intervals
@@ -84,7 +99,8 @@ def _derive(rd: RunDir, cfg: RunConfig, requests: pd.DataFrame | CellSource | No
     opts = CellOptions(baseline=cfg.baseline.name, max_error_rate=cfg.sweep.max_error_rate, run_gates=launch_gates(rd),
                        plain=plain_variants(cfg), eos_ids=tuple(rd.eos_token_ids() or ()),
                        stop_at_eos=cfg.sweep.stop_at_eos,
-                       forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None))
+                       forced=frozenset(v.name for v in cfg.variants if v.forced_acceptance is not None),
+                       subset=_subset_sampling(cfg))
     variants = [cfg.baseline.name, *(v.name for v in cfg.variants if v.name != cfg.baseline.name)]
     # the launches each variant measured are in its cells and windows (a run stopped after launch 1, a failed
     # second launch): never the configured sweep.launches

@@ -1,0 +1,81 @@
+"""`specbench plan CONFIG --budget H`: the design that decides the most claims within a budget."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from specbench.cli import main
+from specbench.config import load_config
+from specbench.pricing.budget import BudgetPlan, plan_budget, probe
+from specbench.pricing.planner import make_plan
+
+K26 = Path(__file__).resolve().parents[2] / "configs" / "kimi-k2.6-tp8.yaml"
+
+
+def _plan(budget: float, **kw: object) -> BudgetPlan:
+    got = plan_budget(load_config(K26), None, budget, **kw)  # type: ignore[arg-type]
+    assert isinstance(got, BudgetPlan)
+    return got
+
+
+def test_k26_within_48_gpu_hours_decides_every_claim() -> None:
+    p = _plan(48)
+    best = p.best
+    assert best is not None and best.gpu_hours <= 48
+    # the shipped config as it stands: 1 launch x 3 repeats, indicative only, 288.5 GPU-hours
+    assert (make_plan(load_config(K26), None).total_s or 0) / 3600 * 8 > 250
+    d = best.design
+    assert d.launches == 1 and d.calibration >= 3 and d.subset is not None  # calibrated, slow levels subsetted
+    assert best.decided == best.claims == 7  # eagle3 x 6 levels and ddtree at C=1
+    assert list(d.output_lens) == [256, 1024, 2048] and list(d.concurrency) == [1, 2, 4, 8, 16, 32]
+    for lv in best.levels:
+        assert lv.subset == (lv.concurrency <= d.subset.up_to)
+        assert 1.05 < lv.adopt_from < 1.29 and lv.slower_below < 1  # C=1's public 1.29x is adoptable
+    assert p.next_hour is not None and p.next_hour.gpu_hours <= 49
+
+
+def test_more_budget_never_decides_less_and_the_target_counts() -> None:
+    small, big = _plan(40), _plan(80)
+    assert small.best is not None and big.best is not None
+    assert max(lv.adopt_from for lv in big.best.levels) <= max(lv.adopt_from for lv in small.best.levels)
+    strict = _plan(48, target=1.1)
+    assert strict.best is not None and strict.best.decided < strict.best.claims  # nothing adopts from 1.1x here
+
+
+def test_may_drop_is_only_what_the_user_allows() -> None:
+    kept = _plan(30)
+    dropped = _plan(30, may_drop=["lengths"])
+    assert dropped.best is not None
+    if kept.best is not None:
+        assert list(kept.best.design.output_lens) == [256, 1024, 2048]
+    assert set(dropped.best.design.concurrency) == {1, 2, 4, 8, 16, 32}  # levels were not allowed
+    assert isinstance(plan_budget(load_config(K26), None, 48, may_drop=["prompts"]), str)
+
+
+def test_probe_keeps_the_largest_level_and_the_shortest_length() -> None:
+    best = _plan(48).best
+    assert best is not None
+    p = probe(best.design)
+    assert p.concurrency == (1, 32) and p.output_lens == (256,) and p.repeats == 2
+
+
+def test_cli_prints_levels_in_words_and_writes_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "k26-budget.yaml"
+    assert main(["plan", str(K26), "--budget", "48", "--write", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "plan --budget 48 GPU-hours: kimi-k2.6-tp8:" in text
+    assert "C=1 (on the subset): adopts a drafter from " in text and "calls it slower below" in text
+    assert "the next GPU-hour (49 GPU-hours)" in text and "assumed, not measured" in text
+    written = load_config(out)
+    best = _plan(48).best
+    assert best is not None
+    assert written.sweep.subset == best.design.subset and written.sweep.launches == 1
+    probe_cfg = load_config(tmp_path / "k26-budget.calibrate.yaml")
+    assert probe_cfg.sweep.concurrency == [1, 32] and probe_cfg.sweep.output_lens == [256]
+    assert f"specbench calibrate {tmp_path / 'k26-budget.calibrate.yaml'} --launches {best.design.calibration}" in text
+    again = plan_budget(written, None, 48)  # the written design prices as the search priced it
+    assert isinstance(again, BudgetPlan) and again.best is not None
+    assert math.isclose(again.best.gpu_hours, best.gpu_hours, rel_tol=1e-9)
