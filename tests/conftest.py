@@ -401,7 +401,7 @@ def smollm2_config() -> Callable[..., dict[str, Any]]:
                            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
                 "variants": [SMOLLM2_BASELINE, *variants],
                 "sweep": {"prompts": [{"set": "seed", "categories": ["rewrite"], "per_category": 2}],
-                          "output_lens": [64], "concurrency": [1, 2], "waves": 2, "repeats": 1,
+                          "output_lens": [48], "concurrency": [1, 2], "waves": 2, "repeats": 1,
                           "warmup_requests": 1}}
     return build
 

