@@ -381,3 +381,39 @@ def force_service_times(out: Path, ms_per_token: Callable[[Any], float]) -> None
         t0 = w.t_end + 1.0
     atomic_write(rd.requests, "".join(r.model_dump_json() + "\n" for r in recs))
     atomic_write(rd.windows, "".join(w.model_dump_json() + "\n" for w in windows.values()))
+
+
+# -- the real vLLM-CPU engine tests: one baseline launch for the session ------------------------------------
+SMOLLM2_BASELINE = {"name": "autoregressive", "drafter": "autoregressive", "baseline": True}
+
+
+@pytest.fixture(scope="session")
+def smollm2_config() -> Callable[..., dict[str, Any]]:
+    """Builds the config every real vLLM-CPU engine test runs (the demo smollm2, one sweep, one port for the
+    session): `smollm2_config(name, *drafter_variants)`. The baseline's argv (with the port) and the sweep are
+    the same in every test, so its fingerprint is too and `smollm2_baseline`'s one launch is reused."""
+    port = free_port()
+
+    def build(name: str, *variants: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "model": {"demo": "smollm2"},
+                "engine": {"kind": "vllm", "port": port, "startup_timeout_s": 400,
+                           "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
+                           "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+                "variants": [SMOLLM2_BASELINE, *variants],
+                "sweep": {"prompts": [{"set": "seed", "categories": ["rewrite"], "per_category": 2}],
+                          "output_lens": [48], "concurrency": [1, 2], "waves": 2, "repeats": 1,
+                          "warmup_requests": 1}}
+    return build
+
+
+@pytest.fixture(scope="session")
+def smollm2_baseline(smollm2_config: Callable[..., dict[str, Any]],
+                     tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The baseline of `smollm2_config`, launched once per session; pass it as `RunOptions(reuse=...)`."""
+    from specbench.config import parse_config
+    from specbench.runner import RunOptions, run_matrix
+
+    out = tmp_path_factory.mktemp("smollm2-baseline") / "run"
+    result = run_matrix(parse_config(smollm2_config("it-baseline")), RunOptions(out=out))
+    assert result.status == {"autoregressive": "done"}, result.status
+    return out

