@@ -17,9 +17,10 @@ subset level and length. The cells, their mix columns with the subset's sampling
 C = 1 and C = 16. E: with both drafters exactly at the margin (min_speedup 1.05 at every level), the share of
 runs with some adopt; again with the calibration's SDs halved (a history quieter than the run).
 
-M is `benchmarks.verdict_family.demo_decides` (the demo after one `specbench calibrate`, n-gram at a true 1.30x
-at C = 1). U and S are `specbench update`'s (issue 50 item 4, built elsewhere): `update_price` takes the
-command's decision function and prints n/a without it.
+M is `benchmarks.verdict_family.demo_decides` with `probe` (README's documented path: `specbench calibrate
+--probe`, 11 baseline launches at one point, then the demo's one launch a variant; n-gram at a true 1.30x, its
+word at C = 1). U and S are `specbench update`'s (issue 50 item 4): `update_price` takes a decision function
+and prints n/a without one (`specbench update` is measured on real runs, not simulated here yet).
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     b, adopt, e, e_half, plan = k26_price(a.trials, a.seed, a.budget)
     assert plan.best is not None
     d = plan.best.design
-    m = demo_decides(a.trials, a.seed + 1)
+    m = demo_decides(a.trials, a.seed + 1, probe=True)
     u, s = update_price(None)
     print(f"K2.6 design (plan --budget {a.budget:g}): {d.launches} launch(es) x {d.repeats} repeat(s), "
           f"calibration {d.calibration} launches, subset {d.subset.model_dump() if d.subset else None}, "

@@ -48,6 +48,7 @@ from specbench.metrics.claims import primary_level, secondary_level
 from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.speedup import MeasuredCell, speedup_columns
 from specbench.stores import history_checks, variance_history
+from specbench.stores.calibration import PROBE_LAUNCHES, PROBE_REPEATS
 
 M = 1.05  # the default verdict.min_speedup
 DRAFTERS, LAUNCHES, LAUNCH_CV, REPEAT_CV = 7, 3, 0.05, 0.01
@@ -208,12 +209,14 @@ def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
 
 
 def _demo_table(rng: np.random.Generator, i: int, speedups: tuple[float, float], history_scale: float = 1.0,
-                ) -> Table:
-    """One simulated demo after one calibration: the calibration (3 launches x 2 repeats of the baseline) at
+                probe: bool = False) -> Table:
+    """One simulated demo after one calibration: the calibration (3 launches x 2 repeats of the baseline over
+    the sweep; with `probe`, `calibrate --probe`'s PROBE_LAUNCHES x PROBE_REPEATS at one point) at
     `history_scale` times the run's SDs, its history estimated and checked as a run does, then one launch x 1
     repeat of the baseline and two drafters (true speedups `speedups` at every point), their table."""
     cells = DEMO_POINTS * DEMO_CONCURRENCY
-    aa = _cells_frame({"base": _variant(rng, 1.0, CAL_LAUNCHES, CAL_REPEATS, cells, history_scale * DEMO_LAUNCH_CV,
+    launches, repeats, cal_cells = (PROBE_LAUNCHES, PROBE_REPEATS, 1) if probe else (CAL_LAUNCHES, CAL_REPEATS, cells)
+    aa = _cells_frame({"base": _variant(rng, 1.0, launches, repeats, cal_cells, history_scale * DEMO_LAUNCH_CV,
                                         repeat_cv=history_scale * REPEAT_CV)})
     entry = variance_history.estimate(aa, "base", hardware={}, engine="", model="", source_run=f"cal{i}")
     cal = variance_history.pooled([entry], "simulated") if entry is not None else None
@@ -223,24 +226,25 @@ def _demo_table(rng: np.random.Generator, i: int, speedups: tuple[float, float],
     return _table(run, DEMO_POINTS_LIST, DEMO_LEVELS, lv)
 
 
-def demo_decides(trials: int, seed: int) -> float:
+def demo_decides(trials: int, seed: int, probe: bool = False) -> float:
     """The share of simulated demos (one calibration, then one launch x 1 repeat) whose n-gram word at C=1 is
-    decided (n-gram at DEMO_SPEEDUP everywhere, the other drafter at 1.0)."""
+    decided (n-gram at DEMO_SPEEDUP everywhere, the other drafter at 1.0); `probe`: the calibration is
+    `calibrate --probe` (README's documented path), else a full-sweep `calibrate` of 3 launches."""
     rng = np.random.default_rng(seed)
     decided = 0
     for i in range(trials):
-        tab = _demo_table(rng, i, (DEMO_SPEEDUP, 1.0))
+        tab = _demo_table(rng, i, (DEMO_SPEEDUP, 1.0), probe=probe)
         decided += family_outcome(*tab.claims[("ngram", 1)], tab.level, M) is not Outcome.UNDECIDED
     return decided / trials
 
 
-def demo_margin(trials: int, seed: int, history_scale: float = 1.0) -> tuple[float, float]:
+def demo_margin(trials: int, seed: int, history_scale: float = 1.0, probe: bool = False) -> tuple[float, float]:
     """P(some word of the demo's table says adopt) with both drafters at the margin: at the family's level and
-    under Bonferroni (each claim at 2.5% / 6)."""
+    under Bonferroni (each claim at 2.5% / 6); `probe` as `demo_decides`."""
     rng = np.random.default_rng(seed)
     fam = bonf = 0
     for i in range(trials):
-        tab = _demo_table(rng, i, (M, M), history_scale)
+        tab = _demo_table(rng, i, (M, M), history_scale, probe)
         fam += any(family_outcome(*iv, tab.level, M) is Outcome.ADOPT for iv in tab.claims.values())
         bonf += any(primary_outcome(*iv, DEMO_CLAIMS, M) is Outcome.ADOPT for iv in tab.claims.values())
     return fam / trials, bonf / trials
@@ -277,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     share = demo_decides(a.trials, a.seed + 1)
     d_fam, d_bonf = demo_margin(a.trials, a.seed + 3)
     h_fam, h_bonf = demo_margin(a.trials, a.seed + 4, history_scale=0.5)
+    probe_share = demo_decides(a.trials, a.seed + 6, probe=True)
+    p_fam, p_bonf = demo_margin(a.trials, a.seed + 7, probe=True)
     n = len(CONCURRENCY)
     n_points = len(POINTS) * n
     se = math.sqrt(max(f.any_adopt * (1 - f.any_adopt), 1e-12) / a.trials)
@@ -301,9 +307,13 @@ def main(argv: list[str] | None = None) -> int:
           f"halved {100 * h_fam:.1f}% and {100 * h_bonf:.1f}%")
     print(f"demo after one calibration (launch CV {100 * DEMO_LAUNCH_CV:g}%, df {CAL_LAUNCHES - 1}), n-gram at C=1, "
           f"true speedup {DEMO_SPEEDUP:g}: a decided word in {100 * share:.1f}% of {a.trials} simulated demos")
+    print(f"demo after `calibrate --probe` ({PROBE_LAUNCHES} launches x {PROBE_REPEATS} repeats at one point, df "
+          f"{PROBE_LAUNCHES - 1}): P(any adopt) at the margin {100 * p_fam:.1f}% at the family's level, "
+          f"{100 * p_bonf:.1f}% under Bonferroni; n-gram at {DEMO_SPEEDUP:g} decided at C=1 in "
+          f"{100 * probe_share:.1f}%")
     print(f"verdict family: P(any adopt | all at the margin) {100 * f.any_adopt:.1f}% over {DRAFTERS} drafters x "
           f"{n} claims, coverage of the mix interval {f.coverage:.3f}, demo decides after calibrate: "
-          f"{'yes' if share >= 0.5 else 'no'}")
+          f"{'yes' if share >= 0.5 else 'no'}, after calibrate --probe: {'yes' if probe_share >= 0.5 else 'no'}")
     return 0
 
 

@@ -17,8 +17,8 @@ intervals themselves use (decide/primary.py), on the scale of one point's launch
     components (the run's own, on P_c (r - 1) df, or the history's, shared).
 
 rho comes from the run's own launches (`launch_sharing`) and enters at its lower 97.5% bound, rounded down
-to RHO_STEP, the history's repeat share at its lower bound (`repeat_share`); a run whose launches do not
-show a shared effect (bound <= 0), a family that mixes the two
+to RHO_STEP; the history's repeat share is taken over its confidence interval, at the largest level
+(`share_grid`). A run whose launches do not show a shared effect (bound <= 0), a family that mixes the two
 regimes or has no model for a claim gets Bonferroni (`FamilyLevel.method` says which).
 """
 
@@ -37,7 +37,8 @@ from specbench.decide.decision import ALPHA, t_quantile
 TRIALS = 20_000  # draws of the family's max: the 2.5% tail holds ~500 of them (quantile within ~2%)
 SEED = 50  # the simulation's seed: the same family always gets the same level
 RHO_STEP = 0.05  # the sharing enters rounded down to this (so the level is one of few, cached)
-SHARE_STEP = 0.05  # the history's repeat share enters at its lower bound, rounded down to this
+SHARE_STEP = 0.05  # the history's repeat share enters on a grid of this step (share_grid)
+SHARE_POINTS = 5  # shares simulated over the share's confidence interval; the level is the largest
 Windows = dict[tuple[int, int], float]
 
 
@@ -171,29 +172,39 @@ def family_level(claims: Sequence[ClaimShape], alpha: float, sharing: Sharing | 
         one, two = _units_quantiles(_key(claims, groups), rho, alpha)
         return FamilyLevel(one, two, f"max-t (launch units, rho {rho:.2f})", len(claims), alpha)
     if single and history is not None and history.launch_df > 0 and history.launch_var > 0:
-        share = repeat_share(history)
         rep = history.repeat_var if math.isfinite(history.repeat_var) and history.repeat_var >= 0 else 0.0
         if any(c.repeats < 2 or c.base_repeats < 2 for c in claims) and not (rep > 0 and history.repeat_df > 0):
             return bonferroni(len(claims), alpha, "no repeat variance for a point measured once")
-        one, two = _history_quantiles(_key(claims, groups), share, _df(history.launch_df),
-                                      _df(history.repeat_df), alpha)
-        return FamilyLevel(one, two, "max-t (one launch and the variance history)", len(claims), alpha)
+        key = _key(claims, groups)
+        levels = [_history_quantiles(key, share, _df(history.launch_df), _df(history.repeat_df), alpha)
+                  for share in share_grid(history)]
+        return FamilyLevel(max(q[0] for q in levels), max(q[1] for q in levels),
+                           "max-t (one launch and the variance history)", len(claims), alpha)
     return bonferroni(len(claims), alpha, "launches differ between claims" if not single else "no variance history")
 
 
-def repeat_share(history: HistoryShape, confidence: float = 1 - ALPHA) -> float:
+def repeat_share(history: HistoryShape, confidence: float = 1 - ALPHA, upper: bool = False) -> float:
     """The repeats' share of a point's variance, sigma_R^2 / (sigma_R^2 + sigma_L^2), at its lower bound (the
     launch variance at its upper `confidence` bound, the repeat variance at its lower one, each by its chi^2
-    on its df), rounded down to SHARE_STEP. The level falls as the share grows (the history's few launch df
-    weigh less), and the share estimated from the very history whose launch estimate is in every claim's
-    variance would pick a small level exactly when that estimate is small: its lower bound does not."""
+    on its df), rounded down to SHARE_STEP; with `upper`, at its upper bound, rounded up."""
     rep = history.repeat_var if math.isfinite(history.repeat_var) and history.repeat_var > 0 else 0.0
-    launch_hi = history.launch_var * _df(history.launch_df) / float(
-        scipy.stats.chi2.ppf(1 - confidence, _df(history.launch_df)))
-    rep_lo = rep * _df(history.repeat_df) / float(scipy.stats.chi2.ppf(confidence, _df(history.repeat_df))) \
-        if rep > 0 else 0.0
-    share = rep_lo / (rep_lo + launch_hi) if rep_lo + launch_hi > 0 else 0.0
-    return min(1.0, math.floor(share / SHARE_STEP) * SHARE_STEP)
+    ldf, rdf, q = _df(history.launch_df), _df(history.repeat_df), (confidence, 1 - confidence)[::1 if upper else -1]
+    launch, repeat = history.launch_var * ldf / float(scipy.stats.chi2.ppf(q[0], ldf)), \
+        (rep * rdf / float(scipy.stats.chi2.ppf(q[1], rdf)) if rep > 0 else 0.0)
+    share = repeat / (repeat + launch) if repeat + launch > 0 else 0.0
+    return min(1.0, round((math.ceil(share / SHARE_STEP - 1e-9) if upper else math.floor(share / SHARE_STEP))
+                          * SHARE_STEP, 6))
+
+
+def share_grid(history: HistoryShape, points: int = SHARE_POINTS) -> list[float]:
+    """The repeat shares the level is simulated at, `points` steps over the share's confidence interval. The
+    level is the largest: the share moves it both ways (docs/metrics.md, "Verdict")."""
+    lo, hi = repeat_share(history), repeat_share(history, upper=True)
+    if hi <= lo:
+        return [lo]
+    steps = {round(lo / SHARE_STEP + (hi - lo) / SHARE_STEP * i / (points - 1)) for i in range(points)}
+    grid = {min(1.0, round(k * SHARE_STEP, 6)) for k in steps}
+    return sorted(grid | {lo, hi})
 
 
 def _df(df: float) -> float:

@@ -10,7 +10,7 @@ from specbench.decide import primary, secondary
 from specbench.metrics import speedup
 
 LAST = (r"verdict family: P\(any adopt \| all at the margin\) \d+\.\d% over \d+ drafters x \d+ claims, coverage of "
-        r"the mix interval \d\.\d{3}, demo decides after calibrate: (yes|no)")
+        r"the mix interval \d\.\d{3}, demo decides after calibrate: (yes|no), after calibrate --probe: (yes|no)")
 
 
 def test_verdict_family_quick_prints_its_line(capsys) -> None:
@@ -44,3 +44,17 @@ def test_verdict_family_reads_the_level_the_report_reads() -> None:
     assert verdict_family.primary_level is family.primary_level
     assert verdict_family.secondary_level is family.secondary_level
     assert verdict_family.family_outcome is primary.family_outcome
+
+
+def test_the_probe_path_calibrates_as_calibrate_probe_does() -> None:
+    """README's path simulated: the history of `calibrate --probe` (stores.calibration's launches and repeats at
+    one point: df 10), not the full-sweep calibration's 3 launches (df 2)."""
+    import numpy as np
+
+    from specbench.stores.calibration import PROBE_LAUNCHES
+
+    rng = np.random.default_rng(0)
+    probe = verdict_family._demo_table(rng, 0, (verdict_family.M, verdict_family.M), probe=True)
+    full = verdict_family._demo_table(rng, 1, (verdict_family.M, verdict_family.M))
+    assert probe.history is not None and probe.history["df"] == PROBE_LAUNCHES - 1
+    assert full.history is not None and full.history["df"] == verdict_family.CAL_LAUNCHES - 1
