@@ -19,8 +19,8 @@ runs with some adopt; again with the calibration's SDs halved (a history quieter
 
 M is `benchmarks.verdict_family.demo_decides` with `probe` (README's documented path: `specbench calibrate
 --probe`, 11 baseline launches at one point, then the demo's one launch a variant; n-gram at a true 1.30x, its
-word at C = 1). U and S are `specbench update`'s (issue 50 item 4): `update_price` takes a decision function
-and prints n/a without one (`specbench update` is measured on real runs, not simulated here yet).
+word at C = 1). U is `specbench update`'s planned cost (update.operation) on K2.6 at that design, over the new
+head's full matrix there; S (the full matrix's words kept) is not simulated yet and prints n/a.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ from specbench.metrics.speedup import MeasuredCell, speedup_columns
 from specbench.plan.prompts import Prompt
 from specbench.plan.subset import stratified_subset
 from specbench.pricing.budget import BudgetDesign, BudgetPlan, plan_budget, probe
+from specbench.pricing.budget_write import overrides
 from specbench.stores import history_checks, variance_history
+from specbench.update.operation import cost, derived_config, full_config
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kimi-k2.6-tp8.yaml"
 LAUNCH_CV, REPEAT_CV = 0.03, 0.02
@@ -209,14 +211,23 @@ def k26_price(trials: int, seed: int, budget: float) -> tuple[float, float, floa
     return plan.best.gpu_hours, adopt / trials, margin / trials, halved / trials, plan
 
 
-def update_price(decide_update: Callable[[], tuple[float, float]] | None) -> tuple[str, str]:
-    """(U, S) as printed: `decide_update()` returns (its cost as a share of the full matrix, the share of the
-    full matrix's decided points on which it gives the same word); n/a without it (`specbench update` is
-    issue 50 item 4)."""
-    if decide_update is None:
-        return "n/a", "n/a"
-    u, s = decide_update()
-    return f"{100 * u:.1f}", f"{100 * s:.1f}"
+def update_share(cfg: RunConfig, plan: BudgetPlan) -> float | None:
+    """U: `specbench update`'s planned cost (update.operation.cost: one launch of the baseline and the new head
+    at RUN's highest level) over the new head's full matrix, RUN being K2.6 at the plan's --budget design."""
+    assert plan.best is not None
+    sweep = overrides(Path(CONFIG), cfg, plan.best)["sweep"]
+    sweep.pop("prompts", None)
+    data = cfg.model_dump()
+    data["sweep"].update(sweep)
+    run = RunConfig.model_validate(data)
+    drafter = next(v.name for v in run.variants if not v.baseline and v.max_concurrency is None)
+    return cost(derived_config(run, run, drafter), full_config(run, run, drafter), None).share
+
+
+def update_price(u: float | None, s: float | None) -> tuple[str, str]:
+    """(U, S) as printed, each n/a where it is not computed: S (the full matrix's words kept on its decided
+    points) needs the update's prediction simulated, which this benchmark does not do yet."""
+    return tuple("n/a" if x is None else f"{100 * x:.1f}" for x in (u, s))  # type: ignore[return-value]
 
 
 def price_line(b: float, a: float, e: float, m: float, u: str, s: str) -> str:
@@ -237,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     assert plan.best is not None
     d = plan.best.design
     m = demo_decides(a.trials, a.seed + 1, probe=True)
-    u, s = update_price(None)
+    u, s = update_price(update_share(load_config(CONFIG), plan), None)
     print(f"K2.6 design (plan --budget {a.budget:g}): {d.launches} launch(es) x {d.repeats} repeat(s), "
           f"calibration {d.calibration} launches, subset {d.subset.model_dump() if d.subset else None}, "
           f"{plan.best.gpu_hours:.1f} GPU-hours; {a.trials} trials (seed {a.seed})")

@@ -29,5 +29,19 @@ def test_last_line_is_the_issues_format(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_update_price_takes_the_update_commands_function() -> None:
-    assert decision_price.update_price(None) == ("n/a", "n/a")
-    assert decision_price.update_price(lambda: (0.125, 0.96)) == ("12.5", "96.0")
+    assert decision_price.update_price(None, None) == ("n/a", "n/a")
+    assert decision_price.update_price(0.125, 0.96) == ("12.5", "96.0")
+    assert decision_price.update_price(0.2, None) == ("20.0", "n/a")
+
+
+def test_update_share_is_the_update_commands_price_on_the_budget_design() -> None:
+    """U on K2.6 at the plan's --budget 48 design: update.operation's one launch of the baseline and EAGLE-3 at
+    the highest level against their full matrix at that design; a share, and below the whole-matrix share 1."""
+    from specbench.config import load_config
+    from specbench.pricing.budget import plan_budget
+
+    cfg = load_config(decision_price.CONFIG)
+    plan = plan_budget(cfg, None, 48.0)
+    assert not isinstance(plan, str) and plan.best is not None
+    u = decision_price.update_share(cfg, plan)
+    assert u is not None and 0.05 < u < 0.5, u
