@@ -1,4 +1,4 @@
-"""A family's simultaneous level from how its claims co-vary (docs/metrics.md, "Primary verdict").
+"""A family's simultaneous level from how its claims co-vary (docs/metrics.md, "Verdict", its family).
 
 The claims of the verdict table (drafter x concurrency) share their errors: a launch's effect is common to
 every point measured in that launch (every concurrency of one drafter), the baseline's launches to every

@@ -1,5 +1,5 @@
 """The primary verdict: the speedup over the workload's mix, its interval, and the family of claims it
-decides (docs/metrics.md, "Primary verdict"). Pure functions, numbers in and numbers out.
+decides (docs/metrics.md, "Verdict": the primary verdict). Pure functions, numbers in and numbers out.
 
 The mix speedup of a drafter at one concurrency is the workload's time ratio over the points of that
 concurrency (categories x input and output lengths): S = sum_p T_p / sum_p (T_p / s_p), T_p the baseline's
