@@ -20,7 +20,9 @@ runs with some adopt; again with the calibration's SDs halved (a history quieter
 M is `benchmarks.verdict_family.demo_decides` with `probe` (README's documented path: `specbench calibrate
 --probe`, 11 baseline launches at one point, then the demo's one launch a variant; n-gram at a true 1.30x, its
 word at C = 1). U is `specbench update`'s planned cost (update.operation) on K2.6 at that design, over the new
-head's full matrix there; S (the full matrix's words kept) is not simulated yet and prints n/a.
+head's full matrix there, on the node RUN ran on (the baseline's windows taken from RUN, update.baseline; the
+cost with the baseline launched again is printed above the line); S (the full matrix's words kept) is not
+simulated yet and prints n/a.
 """
 
 from __future__ import annotations
@@ -211,9 +213,11 @@ def k26_price(trials: int, seed: int, budget: float) -> tuple[float, float, floa
     return plan.best.gpu_hours, adopt / trials, margin / trials, halved / trials, plan
 
 
-def update_share(cfg: RunConfig, plan: BudgetPlan) -> float | None:
-    """U: `specbench update`'s planned cost (update.operation.cost: one launch of the baseline and the new head
-    at RUN's highest level) over the new head's full matrix, RUN being K2.6 at the plan's --budget design."""
+def update_share(cfg: RunConfig, plan: BudgetPlan, borrowed: bool = True) -> float | None:
+    """U: `specbench update`'s planned cost (update.operation.cost: one launch of the new head at RUN's highest
+    level, the baseline's windows there taken from RUN: the update runs on the node RUN ran on,
+    update.baseline; `borrowed` False: the baseline launched again) over the new head's full matrix, RUN being
+    K2.6 at the plan's --budget design."""
     assert plan.best is not None
     sweep = overrides(Path(CONFIG), cfg, plan.best)["sweep"]
     sweep.pop("prompts", None)
@@ -221,7 +225,7 @@ def update_share(cfg: RunConfig, plan: BudgetPlan) -> float | None:
     data["sweep"].update(sweep)
     run = RunConfig.model_validate(data)
     drafter = next(v.name for v in run.variants if not v.baseline and v.max_concurrency is None)
-    return cost(derived_config(run, run, drafter), full_config(run, run, drafter), None).share
+    return cost(derived_config(run, run, drafter), full_config(run, run, drafter), None, borrowed).share
 
 
 def update_price(u: float | None, s: float | None) -> tuple[str, str]:
@@ -248,11 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     assert plan.best is not None
     d = plan.best.design
     m = demo_decides(a.trials, a.seed + 1, probe=True)
+    relaunched = update_share(load_config(CONFIG), plan, borrowed=False)
     u, s = update_price(update_share(load_config(CONFIG), plan), None)
     print(f"K2.6 design (plan --budget {a.budget:g}): {d.launches} launch(es) x {d.repeats} repeat(s), "
           f"calibration {d.calibration} launches, subset {d.subset.model_dump() if d.subset else None}, "
           f"{plan.best.gpu_hours:.1f} GPU-hours; {a.trials} trials (seed {a.seed})")
     print(f"family-wise error at the margin {100 * e:.1f}%, with the history's SDs halved {100 * e_half:.1f}%")
+    if relaunched is not None:
+        print(f"a drafter update on another node (the baseline launched again): {100 * relaunched:.1f}% of its "
+              "full matrix")
     print(price_line(b, adopt, e, m, u, s))
     return 0
 

@@ -182,7 +182,9 @@ def update(a: argparse.Namespace) -> int:
     "Updating a head")."""
     from specbench.config import load_config
     from specbench.records.rundir import RunDir
+    from specbench.runner.reuse import Borrow
     from specbench.stores import history_lookup
+    from specbench.update.baseline import borrowed_baseline
     from specbench.update.match import match_variant
     from specbench.update.operation import (
         cost,
@@ -198,10 +200,13 @@ def update(a: argparse.Namespace) -> int:
     cfg, run_cfg = load_config(a.config), read_config(run_dir)
     ref_variant = match_variant(cfg, a.variant, run_cfg)
     derived = derived_config(cfg, run_cfg, a.variant)
+    borrow = borrowed_baseline(run_dir, run_cfg, derived)
     print(f"update: {a.variant} replaces {ref_variant} of {run_dir} (same drafter configuration, new weights); "
           f"one launch at C={derived.sweep.concurrency[0]} on its prompts measures the new acceptance")
-    print(cost_text(cost(derived, full_config(cfg, run_cfg, a.variant), history_lookup.history_for(derived)),
-                    a.variant))
+    print(f"update: the baseline's windows at C={derived.sweep.concurrency[0]} taken from {run_dir} (same launch, "
+          "same hardware)" if isinstance(borrow, Borrow) else f"update: the baseline launched again: {borrow}")
+    print(cost_text(cost(derived, full_config(cfg, run_cfg, a.variant), history_lookup.history_for(derived),
+                         isinstance(borrow, Borrow)), a.variant))
     if a.dry_run:
         return 0
     if a.measured:
@@ -210,7 +215,8 @@ def update(a: argparse.Namespace) -> int:
         from specbench.report.terminal import print_summary
         from specbench.runner import RunOptions, run_matrix
 
-        result = run_matrix(derived, RunOptions(out=Path(a.out) if a.out else None, force=a.force))
+        result = run_matrix(derived, RunOptions(out=Path(a.out) if a.out else None, force=a.force,
+                                                borrow=borrow if isinstance(borrow, Borrow) else None))
         print_summary(result.run_dir)
         new_dir = result.run_dir
         code = 1 if any(s in ("failed", "interrupted") for s in result.status.values()) else 0

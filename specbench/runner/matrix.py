@@ -29,7 +29,7 @@ from specbench.runner.prepare import (
     prepare_plan,
     write_side_files,
 )
-from specbench.runner.reuse import copy_reusable, variant_fingerprints
+from specbench.runner.reuse import Borrow, copy_reusable, copy_windows, planned_windows, variant_fingerprints
 from specbench.runner.scheduler import launch_order, run_schedule
 from specbench.runner.sequential import Looks, until_decided
 from specbench.runner.session import RecordSink
@@ -53,6 +53,7 @@ class RunOptions:
     resume: bool = False
     force: bool = False
     reuse: Path | None = None  # an earlier run whose unchanged variants are taken as they are
+    borrow: Borrow | None = None  # one variant's windows taken from an earlier run (specbench update)
     skip_preflight: bool = False
     reporter: Reporter | None = None
     scheduler: Literal["local", "slurm"] = "local"  # slurm: variants side by side on the allocation's nodes
@@ -172,6 +173,8 @@ class MatrixRun:
                               "(no --scheduler slurm, no --reuse)")
         if o.reuse:
             self._reuse(o.reuse, {vl.name: state.variants[vl.name].fingerprint or "" for vl in plan.launches})
+        if o.borrow and copy_windows(o.borrow, rd, planned_windows(self.cfg.sweep, plan.sweep, o.borrow.variant)):
+            self._mark_reused(o.borrow.source, {o.borrow.variant}, "its windows of this sweep, same launch")
         placer = None
         if alloc is not None:
             from specbench.runner.cluster import SlurmPlacer
@@ -197,12 +200,16 @@ class MatrixRun:
     def _reuse(self, source: Path, fingerprints: dict[str, str]) -> None:
         assert self.rd is not None and self.state is not None
         reusable = copy_reusable(source, self.rd, fingerprints)
-        for name in sorted(reusable):
-            vs = self.state.variants[name]
-            vs.status, vs.reused_from, vs.wall_s = "reused", str(source), 0.0
-            self.reporter.log(f"{name}: unchanged since {source}: reusing its measurements")
+        self._mark_reused(source, reusable, "unchanged: reusing its measurements")
         for name in sorted(set(fingerprints) - reusable):
             self.reporter.log(f"{name}: changed or not measured in {source}: measuring")
+
+    def _mark_reused(self, source: Path, names: set[str], why: str) -> None:
+        assert self.rd is not None and self.state is not None
+        for name in sorted(names):
+            vs = self.state.variants[name]
+            vs.status, vs.reused_from, vs.wall_s = "reused", str(source), 0.0
+            self.reporter.log(f"{name}: from {source} ({why})")
         self.state.save(self.rd)
 
 
@@ -239,7 +246,8 @@ def run_matrix(cfg: RunConfig, opts: RunOptions) -> RunResult:
     except OSError as exc:
         raise StorageError(f"the measurements are complete and kept in {result.run_dir}, but writing the "
                            f"analysis failed: {_problem(exc)}; once fixed: specbench report {result.run_dir}") from None
-    _add_to_history(result.run_dir, cfg)
+    if (warning := calibration.add_run(result.run_dir, cfg)) is not None:
+        say(warning)
     return result
 
 
@@ -285,16 +293,3 @@ def say(line: str) -> None:
     except (OSError, ValueError):
         pass
 
-
-def _add_to_history(run_dir: Path, cfg: RunConfig) -> None:
-    """A run's variance estimates join its hardware's history (a calibration adds its own in
-    `specbench calibrate`); an estimate the F test refuses is kept there but not pooled, with a warning."""
-    if cfg.name.endswith("-calibration"):
-        return
-    try:
-        got = calibration.record(run_dir, cfg, kind="run")
-    except (OSError, ValueError, KeyError) as exc:
-        say(f"warning: the variance history was not updated: {exc}")
-        return
-    if got is not None and not got[0].pooled:
-        say(f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.config import SweepConfig
-from specbench.plan.windows import Sweep
+from specbench.plan.windows import Sweep, window_id
 from specbench.records.rundir import RunDir
 from specbench.server.engines.base import Engine
 from specbench.server.launch import VariantLaunch
@@ -76,3 +77,40 @@ def copy_reusable(source: Path, rd: RunDir, fingerprints: dict[str, str]) -> set
             if w.variant in reusable and w.window_id not in mine:
                 wn.write(w.model_dump_json() + "\n")
     return reusable
+
+
+@dataclass(frozen=True)
+class Borrow:
+    """One variant's windows taken from an earlier run (`specbench update`: RUN's baseline at the update's
+    level): the caller has checked that `source` launched the variant as this run would (its fingerprint on
+    the source's own sweep), so each of this run's windows is one the source sent request for request."""
+
+    source: Path
+    variant: str
+
+
+def planned_windows(section: SweepConfig, sweep: Sweep, variant: str) -> set[str] | None:
+    """Every window id a fixed sweep sends for `variant` (each point x launch x repeat); None where the
+    windows are not fixed in advance (adaptive repeats, `until: decided`, an open loop, a capacity search)."""
+    if section.adaptive or section.until != "fixed" or section.load.open or any(p.rate for p in sweep.points):
+        return None
+    return {window_id(p.key(variant).cell_id, r, la) for p in sweep.points
+            for la in range(1, section.launches + 1) for r in range(1, section.repeats + 1)}
+
+
+def copy_windows(b: Borrow, rd: RunDir, wanted: set[str] | None) -> bool:
+    """Append the source's records of `wanted` windows of the variant (warmups left out) when the source has
+    every one of them; False, and nothing written, when it lacks any (the variant is then measured)."""
+    src = RunDir(b.source)
+    if not wanted or not src.windows.exists():
+        return False
+    windows = [w for w in src.window_records() if w.variant == b.variant and w.window_id in wanted]
+    if {w.window_id for w in windows} != wanted:
+        return False
+    with open(rd.requests, "a") as rq, open(rd.windows, "a") as wn:
+        for rec in src.request_records():
+            if rec.variant == b.variant and not rec.warmup and rec.window_id in wanted:
+                rq.write(rec.model_dump_json() + "\n")
+        for w in windows:
+            wn.write(w.model_dump_json() + "\n")
+    return True

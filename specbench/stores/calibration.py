@@ -153,3 +153,17 @@ def record(run_dir: Path, cfg: RunConfig, kind: str = "calibration") -> tuple[Ca
     return add(cal, path), path
 
 
+
+
+def add_run(run_dir: Path, cfg: RunConfig) -> str | None:
+    """A run's variance estimates join its hardware's history (a calibration adds its own in `specbench
+    calibrate`); the warning to print when that failed or the F test refused the estimate (kept, not pooled)."""
+    if cfg.name.endswith("-calibration"):
+        return None
+    try:
+        got = record(run_dir, cfg, kind="run")
+    except (OSError, ValueError, KeyError) as exc:
+        return f"warning: the variance history was not updated: {exc}"
+    if got is not None and not got[0].pooled:
+        return f"warning: {got[0].note}: kept in {got[1]} but not pooled (a driver, BIOS or load change?)"
+    return None

@@ -1,6 +1,7 @@
-"""What `specbench update` measures and what it costs: one launch of the new head (and one of the baseline, so
-the level it measures has a speedup of its own session) at RUN's highest level on RUN's own prompts, many
-requests in parallel, against the new head's full matrix (RUN's design for the baseline and the head)."""
+"""What `specbench update` measures and what it costs: one launch of the new head at RUN's highest level on
+RUN's own prompts, many requests in parallel (the baseline's windows there taken from RUN where RUN launched the
+same baseline on this hardware, update.baseline; else the baseline launched too), against the new head's full
+matrix (RUN's design for the baseline and the head)."""
 
 from __future__ import annotations
 
@@ -69,14 +70,20 @@ class Cost:
         return self.seconds / self.full_seconds
 
 
-def cost(derived: RunConfig, full: RunConfig, history: Calibration | None) -> Cost:
-    """The planner's price (pricing.planner.make_plan) of the update's run and of the full matrix."""
+def cost(derived: RunConfig, full: RunConfig, history: Calibration | None, borrowed: bool = False) -> Cost:
+    """The planner's price (pricing.planner.make_plan) of the update's run and of the full matrix; `borrowed`:
+    the update's run takes RUN's baseline windows (no launch, no seconds of its own)."""
     from specbench.pricing.planner import make_plan
 
     def launches(c: RunConfig) -> int:
         return len(c.variants) * c.sweep.launches
 
-    return Cost(launches(derived), make_plan(derived, history).total_s,
+    mine = make_plan(derived, history)
+    seconds = mine.total_s
+    if borrowed and seconds is not None:
+        base = mine.cost_of(derived.baseline.name)
+        seconds = None if base is None else seconds - base
+    return Cost(launches(derived) - borrowed * derived.sweep.launches, seconds,
                 launches(full), make_plan(full, history).total_s)
 
 
@@ -91,8 +98,9 @@ def cost_text(c: Cost, name: str) -> str:
 
 def measured_share(new_meta: dict[str, Any], run_meta: dict[str, Any], variants: tuple[str, str],
                    run_variants: tuple[str, str]) -> float | None:
-    """The update's measured wall time (run.json's wall_s of its baseline and head) over RUN's for the same two
-    (its baseline and the variant the head replaces): the cost paid, as a share of the full matrix's."""
+    """The update's measured wall time (run.json's wall_s of its baseline and head; a baseline taken from RUN
+    has 0) over RUN's for the same two (its baseline and the variant the head replaces): the cost paid, as a
+    share of the full matrix's."""
     def wall(meta: dict[str, Any], names: tuple[str, str]) -> float | None:
         got = [meta.get("variants", {}).get(n, {}).get("wall_s") for n in names]
         return None if any(not isinstance(x, (int, float)) for x in got) else float(sum(got))
