@@ -9,11 +9,12 @@ acceptance, windows on C slots via metrics.makespan, cells via metrics.speedup.s
 metrics.acceptance.cell_acceptance): levels C = 1 ... 32 (sweep.concurrency), one category, output length 256,
 windows of the same 32 prompts at every level. The baseline's decode step is 1 / `estimates.per_request_tok_s`
 (26 tok/s at C = 1, 25.23 at C = 32, linear in log C between), its prefill PREFILL_SHARE of a request. Head A
-(EAGLE-3) has mean acceptance AL_A with an SD of ACCEPTANCE_SD over prompts, and at each C the step-cost ratio
-r(C) that puts its speedup at the mean acceptance on the public curve (decision_price.public_curve). Each head B
-is a new head of the same configuration (same r, same prefill) at another mean acceptance, each prompt's
-acceptance sharing head A's score. Launch CV: the baseline 3% (decision_price.LAUNCH_CV), the drafters
-DRAFTER_CV.
+(EAGLE-3) has mean acceptance AL_A (2.6) with an SD of ACCEPTANCE_SD (0.3) over prompts, and at each C the
+step-cost ratio r(C) that puts its true speedup (the window tail included) on the public curve
+(decision_price.public_curve): r = 1.92 at C = 1 down to 1.55 at C = 16, 1.59 at C = 32. Each head B (HEADS_B:
+AL 2.4, worse, and 2.8, better) is a new head of the same configuration (same r, same prefill) at another mean
+acceptance, each prompt's acceptance sharing head A's score; the acceptance does not move with C. Launch CV: the
+baseline 3% (decision_price.LAUNCH_CV), the drafters DRAFTER_CV (5%).
 
 Per trial: RUN (the baseline and head A at every level, LAUNCHES launches each; its decomposition via
 metrics.decomposition.decomposition_table, its step cost via surface.reference.reference_from_run); per head B
