@@ -1,6 +1,6 @@
 """What a decision costs at a team's price (issue 50's goals), simulated through specbench's own functions.
 
-    python -m benchmarks.decision_price [--trials 1000] [--seed 0] [--budget 48]
+    python -m benchmarks.decision_price [--trials 1000] [--seed 0] [--budget 48] [--update-trials 40]
 
 K2.6: the design is the one `specbench plan configs/kimi-k2.6-tp8.yaml --budget B` picks
 (`pricing.budget.plan_budget`, from the shipped config's estimates). Each trial runs that design: the
@@ -17,12 +17,15 @@ subset level and length. The cells, their mix columns with the subset's sampling
 C = 1 and C = 16. E: with both drafters exactly at the margin (min_speedup 1.05 at every level), the share of
 runs with some adopt; again with the calibration's SDs halved (a history quieter than the run).
 
-M is `benchmarks.verdict_family.demo_decides` with `probe` (README's documented path: `specbench calibrate
---probe`, 11 baseline launches at one point, then the demo's one launch a variant; n-gram at a true 1.30x, its
-word at C = 1). U is `specbench update`'s planned cost (update.operation) on K2.6 at that design, over the new
-head's full matrix there, on the node RUN ran on (the baseline's windows taken from RUN, update.baseline; the
-cost with the baseline launched again is printed above the line); S (the full matrix's words kept) is not
-simulated yet and prints n/a.
+M is `benchmarks.verdict_family.demo_decides` with `probe` (README's documented path: `specbench calibrate --probe`,
+11 baseline launches at one point, then the demo's one launch a variant; n-gram at a true 1.30x, its word at C = 1).
+U is `specbench update`'s planned cost (update.operation) on K2.6 at that design, over the new head's full matrix
+there, on the node RUN ran on (the baseline's windows taken from RUN, update.baseline; the cost with the baseline
+launched again is printed above the line). S is `benchmarks.update_fidelity` (its own trials, --update-trials, at
+the same seed): of the levels `specbench update` decides (update.level.level_words from the new head's one launch
+alone at the highest level and RUN's step cost), the share where its word is the new head's full matrix's (3
+launches of the baseline and the head at every level), two new heads (AL 2.4 and 2.8) of K2.6's EAGLE-3 (AL 2.6)
+pooled.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kimi-k2.6-tp8.yaml"
 LAUNCH_CV, REPEAT_CV = 0.03, 0.02
 PUBLIC = {1: 1.29, 16: 1.39, 64: 1.14, 128: 0.98}  # EAGLE-3 on K2.6, TP8 over PCIe
 ADOPT_AT = (1, 16)
+UPDATE_TRIALS = 40  # S's trials at most (benchmarks.update_fidelity: about 1.5 s each)
 Windows = dict[tuple[int, int], float]
 
 
@@ -228,9 +232,17 @@ def update_share(cfg: RunConfig, plan: BudgetPlan, borrowed: bool = True) -> flo
     return cost(derived_config(run, run, drafter), full_config(run, run, drafter), None, borrowed).share
 
 
+def update_fidelity(trials: int, seed: int) -> tuple[float | None, str]:
+    """S (None where the update decided no point) and benchmarks.update_fidelity's last line."""
+    from benchmarks.update_fidelity import fidelity, last_line
+
+    f = fidelity(trials, seed)
+    s = f.pooled().s
+    return (s if math.isfinite(s) else None), last_line(f)
+
+
 def update_price(u: float | None, s: float | None) -> tuple[str, str]:
-    """(U, S) as printed, each n/a where it is not computed: S (the full matrix's words kept on its decided
-    points) needs the update's prediction simulated, which this benchmark does not do yet."""
+    """(U, S) as printed, each n/a where it is not computed (U: no estimates to price; S: no decided point)."""
     return tuple("n/a" if x is None else f"{100 * x:.1f}" for x in (u, s))  # type: ignore[return-value]
 
 
@@ -247,13 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget", type=float, default=48.0, help="GPU-hours for K2.6's design (default 48)")
+    p.add_argument("--update-trials", type=int, default=None,
+                   help=f"S's trials (default: --trials, at most {UPDATE_TRIALS})")
     a = p.parse_args(argv)
     b, adopt, e, e_half, plan = k26_price(a.trials, a.seed, a.budget)
     assert plan.best is not None
     d = plan.best.design
     m = demo_decides(a.trials, a.seed + 1, probe=True)
     relaunched = update_share(load_config(CONFIG), plan, borrowed=False)
-    u, s = update_price(update_share(load_config(CONFIG), plan), None)
+    s_share, fidelity_line = update_fidelity(a.update_trials or min(a.trials, UPDATE_TRIALS), a.seed)
+    u, s = update_price(update_share(load_config(CONFIG), plan), s_share)
     print(f"K2.6 design (plan --budget {a.budget:g}): {d.launches} launch(es) x {d.repeats} repeat(s), "
           f"calibration {d.calibration} launches, subset {d.subset.model_dump() if d.subset else None}, "
           f"{plan.best.gpu_hours:.1f} GPU-hours; {a.trials} trials (seed {a.seed})")
@@ -261,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if relaunched is not None:
         print(f"a drafter update on another node (the baseline launched again): {100 * relaunched:.1f}% of its "
               "full matrix")
+    print(fidelity_line)
     print(price_line(b, adopt, e, m, u, s))
     return 0
 

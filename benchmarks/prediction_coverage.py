@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -75,6 +75,8 @@ class Setup:
     launches: int = 3
     output_len: int = OUT
     at: tuple[int, ...] = (4, 16)
+    levels: dict[int, tuple[float, float, float]] = field(default_factory=lambda: dict(LEVELS))  # C -> s, r, share
+    window: int = WINDOW  # requests per window (the same prompts at every C)
 
     def log_sd(self) -> float:
         """The SD of the prompts' log acceptance factor (head A's SD over requests, in log terms)."""
@@ -87,22 +89,22 @@ class Setup:
 
     def times(self, c: int, acceptance: np.ndarray | None) -> tuple[float, np.ndarray]:
         """(prefill s, request e2e s) at concurrency c; acceptance None: the baseline (one token a step)."""
-        step, r, share = LEVELS[c]
+        step, r, share = self.levels[c]
         prefill = share / (1 - share) * (self.output_len - 1) * step
         if acceptance is None:
-            return prefill, np.full(WINDOW, prefill + (self.output_len - 1) * step)
+            return prefill, np.full(self.window, prefill + (self.output_len - 1) * step)
         return PREFILL_RATIO * prefill, PREFILL_RATIO * prefill + (self.output_len - 1) / acceptance * r * step
 
 
-def true_speedup(setup: Setup, al: float, c: int, seed: int) -> float:
+def true_speedup(setup: Setup, al: float, c: int, seed: int, windows: int = TRUTH_WINDOWS) -> float:
     """E[window throughput of the head] / the baseline's, windows of prompts drawn from the population."""
     rng = np.random.default_rng(seed)
     base = makespan(setup.times(c, None)[1].tolist(), c)
-    return float(np.mean([base / makespan(setup.times(c, setup.acceptance(al, rng.standard_normal(WINDOW)))[1]
-                                          .tolist(), c) for _ in range(TRUTH_WINDOWS)]))
+    return float(np.mean([base / makespan(setup.times(c, setup.acceptance(al, rng.standard_normal(setup.window)))[1]
+                                          .tolist(), c) for _ in range(windows)]))
 
 
-def _effects(rng: np.random.Generator, n: int, cv: float) -> np.ndarray:
+def launch_effects(rng: np.random.Generator, n: int, cv: float) -> np.ndarray:
     s = math.sqrt(math.log1p(cv * cv))
     return rng.lognormal(-s * s / 2, s, n)
 
@@ -111,27 +113,25 @@ def _point(c: int, o: int) -> str:
     return f"{CATEGORY}|in-|out{o}|c{c}|t0"
 
 
-def simulate_run(setup: Setup, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One simulated run of the baseline and both heads: (cells, acceptance rows, decomposition) built by the
-    product's functions from the simulated requests."""
-    z = rng.standard_normal(WINDOW)
-    acc = {BASE: None, HEAD_A: setup.acceptance(setup.al_a, z), HEAD_B: setup.acceptance(setup.al_b, z)}
-    cv = {BASE: setup.baseline_cv, HEAD_A: setup.drafter_cv, HEAD_B: setup.drafter_cv}
-    effect = {v: _effects(rng, setup.launches, cv[v]) for v in acc}
+def measure(setup: Setup, acc: dict[str, np.ndarray | None], effect: dict[str, np.ndarray],
+            levels: tuple[int, ...] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The variants of `acc` (name -> per-prompt acceptance, None: the baseline BASE) measured at `levels`
+    (default all of setup.levels), one launch per launch effect of `effect`: (cells, acceptance rows, requests,
+    windows) as a run computes them. A head without BASE among `acc` has no speedup (NaN columns)."""
     o = setup.output_len
     requests, windows, cells, acc_rows = [], [], [], []
     tp: dict[tuple[str, int], Windows] = {}
-    for c in LEVELS:
+    for c in levels or tuple(setup.levels):
         point = _point(c, o)
         for v, a in acc.items():
             prefill, e2e = setup.times(c, a)
-            steps = np.full(WINDOW, float(o)) if a is None else 1 + (o - 1) / a
-            cid, rows = f"{v}|{point}", []
-            for la in range(1, setup.launches + 1):
+            steps = np.full(setup.window, float(o)) if a is None else 1 + (o - 1) / a
+            cid, rows, launches = f"{v}|{point}", [], len(effect[v])
+            for la in range(1, launches + 1):
                 wid, e = f"{cid}|l{la}", float(effect[v][la - 1])
-                tp.setdefault((v, c), {})[(la, 1)] = WINDOW * o / makespan((e * e2e).tolist(), c)
+                tp.setdefault((v, c), {})[(la, 1)] = setup.window * o / makespan((e * e2e).tolist(), c)
                 windows.append({"window_id": wid, "cell_id": cid, "variant": v, "launch": la, "repeat": 1})
-                for i in range(WINDOW):
+                for i in range(setup.window):
                     rows.append({"cell_id": cid, "window_id": wid, "variant": v, "launch": la, "repeat": 1,
                                  "index": i, "prompt_id": f"p{i}", "error": None, "output_tokens": float(o),
                                  "e2e_s": e * float(e2e[i]), "ttft_s": e * prefill,
@@ -143,12 +143,22 @@ def simulate_run(setup: Setup, rng: np.random.Generator) -> tuple[pd.DataFrame, 
             cell = {"variant": v, "category": CATEGORY, "input_len": math.nan, "output_len": o, "concurrency": c,
                     "temperature": 0.0, "rate": math.nan, "point_id": point, "valid": True,
                     "output_throughput_tok_s": float(np.mean(list(tp[(v, c)].values())))}
-            cell.update(cell_acceptance(to_measured_requests(pd.DataFrame(rows)), pd.DataFrame(), a is None,
-                                        setup.launches))
-            cell.update(speedup_columns(tp[(v, c)], tp[(BASE, c)], None) if a is not None else {"speedup": 1.0})
+            cell.update(cell_acceptance(to_measured_requests(pd.DataFrame(rows)), pd.DataFrame(), a is None, launches))
+            cell.update({"speedup": 1.0} if a is None else speedup_columns(tp[(v, c)], tp[(BASE, c)], None)
+                        if BASE in acc else dict.fromkeys(("speedup", "speedup_ci_low", "speedup_ci_high"), math.nan))
             cells.append(cell)
-    cells_df, req_df, win_df = pd.DataFrame(cells), pd.DataFrame(requests), pd.DataFrame(windows)
-    return cells_df, pd.DataFrame(acc_rows), decomposition_table(req_df, win_df, cells_df, BASE)
+    return pd.DataFrame(cells), pd.DataFrame(acc_rows), pd.DataFrame(requests), pd.DataFrame(windows)
+
+
+def simulate_run(setup: Setup, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One simulated run of the baseline and both heads: (cells, acceptance rows, decomposition) built by the
+    product's functions from the simulated requests."""
+    z = rng.standard_normal(setup.window)
+    acc = {BASE: None, HEAD_A: setup.acceptance(setup.al_a, z), HEAD_B: setup.acceptance(setup.al_b, z)}
+    cv = {BASE: setup.baseline_cv, HEAD_A: setup.drafter_cv, HEAD_B: setup.drafter_cv}
+    effect = {v: launch_effects(rng, setup.launches, cv[v]) for v in acc}
+    cells, acceptance, req_df, win_df = measure(setup, acc, effect)
+    return cells, acceptance, decomposition_table(req_df, win_df, cells, BASE)
 
 
 def predict(setup: Setup, rng: np.random.Generator, seed: int) -> pd.DataFrame:
@@ -202,7 +212,7 @@ def run(setup: Setup, trials: int, seed: int) -> dict[int, Tally]:
 def exact_error(setup: Setup) -> float:
     """The largest |predicted / truth - 1| over --at with no launch noise and no spread of acceptance: the
     chain (cells, decomposition, reference, prediction) against the truth where the model is exact."""
-    quiet = Setup(setup.al_a, setup.al_b, 0.0, 0.0, 0.0, setup.launches, setup.output_len, setup.at)
+    quiet = replace(setup, acceptance_sd=0.0, baseline_cv=0.0, drafter_cv=0.0)
     pred = predict(quiet, np.random.default_rng(0), 0)
     return max(abs(float(r["predicted"]) / true_speedup(quiet, quiet.al_b, int(r["concurrency"]), 0) - 1)
                for _, r in pred.iterrows())

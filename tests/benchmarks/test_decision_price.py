@@ -21,9 +21,10 @@ def test_public_curve_interpolates_in_log_concurrency() -> None:
 
 
 def test_last_line_is_the_issues_format(capsys: pytest.CaptureFixture[str]) -> None:
-    assert decision_price.main(["--trials", "6"]) == 0
+    assert decision_price.main(["--trials", "6", "--update-trials", "2"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert LINE.fullmatch(last), last
+    assert (m := LINE.fullmatch(last)), last
+    assert m.group(2) != "n/a" and 0 <= float(m.group(2)) <= 100, last  # S simulated (benchmarks.update_fidelity)
     b = float(last.split(" at ")[1].split(" GPU-hours")[0])
     assert b <= 48
 
