@@ -188,6 +188,7 @@ def update(a: argparse.Namespace) -> int:
     from specbench.update.match import match_variant
     from specbench.update.operation import (
         cost,
+        cost_detail,
         cost_text,
         derived_config,
         full_config,
@@ -237,5 +238,5 @@ def update(a: argparse.Namespace) -> int:
         rest = cost(rest_config(cfg, run_cfg, a.variant, todo), full_config(cfg, run_cfg, a.variant),
                     history_lookup.history_for(derived))
         print(f"update: C in {todo} left to measure: the prediction does not decide them; measuring them as "
-              f"{run_dir} did: {cost_text(rest, a.variant).split(': ', 1)[1]}")
+              f"{run_dir} did: {cost_detail(rest)}")
     return code

@@ -89,11 +89,16 @@ def cost(derived: RunConfig, full: RunConfig, history: Calibration | None, borro
 
 def cost_text(c: Cost, name: str) -> str:
     """One line: what the update costs, and the share of the full matrix."""
+    return f"update cost of {name}: {cost_detail(c)}"
+
+
+def cost_detail(c: Cost) -> str:
+    """Launches and time, against the full matrix's (cost_text without its subject)."""
     from specbench.pricing.planner import dur
 
     share = f", {100 * c.share:.0f}% of the full matrix" if c.share is not None else ""
-    return (f"update cost of {name}: {c.launches} launches, {dur(c.seconds)} (the full matrix: {c.full_launches} "
-            f"launches, {dur(c.full_seconds)}{share})")
+    launches = f"{c.launches} launch{'es' if c.launches != 1 else ''}"
+    return f"{launches}, {dur(c.seconds)} (the full matrix: {c.full_launches} launches, {dur(c.full_seconds)}{share})"
 
 
 def measured_share(new_meta: dict[str, Any], run_meta: dict[str, Any], variants: tuple[str, str],
