@@ -53,7 +53,7 @@ from specbench.metrics.speedup import MeasuredCell, speedup_columns
 from specbench.plan.prompts import Prompt
 from specbench.plan.subset import stratified_subset
 from specbench.pricing.budget import BudgetDesign, BudgetPlan, plan_budget, probe
-from specbench.pricing.budget_write import overrides
+from specbench.pricing.budget_write import design_config
 from specbench.stores import history_checks, variance_history
 from specbench.update.operation import cost, derived_config, full_config
 
@@ -223,11 +223,7 @@ def update_share(cfg: RunConfig, plan: BudgetPlan, borrowed: bool = True) -> flo
     update.baseline; `borrowed` False: the baseline launched again) over the new head's full matrix, RUN being
     K2.6 at the plan's --budget design."""
     assert plan.best is not None
-    sweep = overrides(Path(CONFIG), cfg, plan.best)["sweep"]
-    sweep.pop("prompts", None)
-    data = cfg.model_dump()
-    data["sweep"].update(sweep)
-    run = RunConfig.model_validate(data)
+    run = design_config(cfg, plan.best)
     drafter = next(v.name for v in run.variants if not v.baseline and v.max_concurrency is None)
     return cost(derived_config(run, run, drafter), full_config(run, run, drafter), None, borrowed).share
 

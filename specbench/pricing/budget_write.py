@@ -24,16 +24,29 @@ def _prompts(cfg: RunConfig) -> dict[str, Any]:
     return {}
 
 
-def overrides(config_path: Path, cfg: RunConfig, choice: BudgetChoice) -> dict[str, Any]:
-    """The mapping OUT holds: CONFIG included, then the design's sweep."""
+def _sweep(cfg: RunConfig, choice: BudgetChoice) -> dict[str, Any]:
+    """The sweep fields the design changes."""
     d = choice.design
     sweep: dict[str, Any] = {"launches": d.launches, "repeats": d.repeats, "until": "fixed", "adaptive": None,
-                             "subset": d.subset.model_dump() if d.subset is not None else None, **_prompts(cfg)}
+                             "subset": d.subset.model_dump() if d.subset is not None else None}
     if list(d.output_lens) != list(cfg.sweep.output_lens):
         sweep["output_lens"] = list(d.output_lens)
     if list(d.concurrency) != list(cfg.sweep.concurrency):
         sweep["concurrency"] = list(d.concurrency)
-    return {"include": str(config_path.resolve()), "name": f"{cfg.name}-budget", "sweep": sweep}
+    return sweep
+
+
+def overrides(config_path: Path, cfg: RunConfig, choice: BudgetChoice) -> dict[str, Any]:
+    """The mapping OUT holds: CONFIG included, then the design's sweep."""
+    return {"include": str(config_path.resolve()), "name": f"{cfg.name}-budget",
+            "sweep": {**_sweep(cfg, choice), **_prompts(cfg)}}
+
+
+def design_config(cfg: RunConfig, choice: BudgetChoice) -> RunConfig:
+    """The loaded CONFIG with the design's sweep, validated: what OUT loads to, without a file."""
+    data = cfg.model_dump()
+    data["sweep"].update(_sweep(cfg, choice))
+    return RunConfig.model_validate(data)
 
 
 def _write(path: Path, notes: list[str], data: dict[str, Any]) -> RunConfig:
