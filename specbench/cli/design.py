@@ -183,8 +183,9 @@ def update(a: argparse.Namespace) -> int:
     from specbench.config import load_config
     from specbench.records.rundir import RunDir
     from specbench.runner.reuse import Borrow
+    from specbench.shared.errors import UsageError
     from specbench.stores import history_lookup
-    from specbench.update.baseline import borrowed_baseline
+    from specbench.update.baseline import borrowed_baseline, other_hardware
     from specbench.update.match import match_variant
     from specbench.update.operation import (
         cost,
@@ -200,6 +201,9 @@ def update(a: argparse.Namespace) -> int:
     run_dir = Path(a.from_run)
     cfg, run_cfg = load_config(a.config), read_config(run_dir)
     ref_variant = match_variant(cfg, a.variant, run_cfg)
+    if (other := other_hardware(run_dir, run_cfg)) is not None:
+        raise UsageError(f"update: {run_dir} was measured on other hardware than this machine ({other}): its step "
+                         "cost does not hold here; run the update where RUN ran, or measure the head's matrix here")
     derived = derived_config(cfg, run_cfg, a.variant)
     borrow = borrowed_baseline(run_dir, run_cfg, derived)
     print(f"update: {a.variant} replaces {ref_variant} of {run_dir} (same drafter configuration, new weights); "

@@ -1,10 +1,10 @@
 """Which node measured what, and whether two nodes are the same hardware (so their numbers may be compared).
 
 A node's fingerprint (environment.json `nodes`, from `environment.node_fingerprint`) holds what changes a
-measurement: CPU model and count, memory, GPU model, count and memory, driver, CUDA version, the GPU
-interconnect as `nvidia-smi topo -m` prints it, and the engine version. `variant_nodes` says which node(s)
-served each variant (rank 0 of its first launch first; a resumed variant may have run on several nodes in
-turn); the single-node runner puts every variant on its one host.
+measurement: CPU model, extensions (AVX-512, BF16, AMX: environment.ISA_FLAGS) and count, memory, GPU model, count
+and memory, driver, CUDA version, the GPU interconnect as `nvidia-smi topo -m` prints it, and the engine version.
+`variant_nodes` says which node(s) served each variant (rank 0 of its first launch first; a resumed variant may have
+run on several nodes in turn); the single-node runner puts every variant on its one host.
 
 A speedup divides two variants' throughputs, so both must come from equal fingerprints: `check` names the
 variants measured on hardware unlike the baseline's, and the analysis withholds their speedups unless the
@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 # what makes two nodes measure alike (the host name is not: identical nodes have different names)
-FINGERPRINT_FIELDS = ("cpu", "cpus", "memory_gib", "gpu_model", "gpu_count", "gpu_memory", "driver", "cuda",
+FINGERPRINT_FIELDS = ("cpu", "cpu_isa", "cpus", "memory_gib", "gpu_model", "gpu_count", "gpu_memory", "driver", "cuda",
                       "topology", "engine_version")
 
 

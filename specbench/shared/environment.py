@@ -81,9 +81,23 @@ def specbench_version() -> str:
         return "unknown"
 
 
+# CPU extensions that change what a CPU engine computes and how fast (bf16 or float32 matmuls, AVX-512 or AVX2
+# kernels): two machines that /proc/cpuinfo names alike ("AMD EPYC") may differ in them, 2x in speed
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve",
+             "bf16")
+
+
+def cpu_isa(flags: Collection[str] | None = None) -> list[str]:
+    """The CPU's extensions among ISA_FLAGS, sorted (this CPU's by default)."""
+    from specbench.shared.cpu_dtype import cpu_flags
+
+    found = cpu_flags() if flags is None else frozenset(flags)
+    return sorted(f for f in ISA_FLAGS if f in found)
+
+
 def hardware_fingerprint() -> dict[str, Any]:
-    """What makes measurements comparable across runs: CPU model and count, memory, GPU models."""
-    return {"cpu": cpu_model(), "cpus": os.cpu_count(),
+    """What makes measurements comparable across runs: CPU model, extensions and count, memory, GPU models."""
+    return {"cpu": cpu_model(), "cpu_isa": cpu_isa(), "cpus": os.cpu_count(),
             "memory_gib": round(psutil.virtual_memory().total / 2**30),
             "gpus": [g.get("name") for g in gpus()]}
 
@@ -123,7 +137,8 @@ def node_fingerprint(engine_version: str | None) -> dict[str, Any]:
     memory = sorted({g.get("memory", "") for g in found})
     drivers = sorted({g.get("driver", "") for g in found})
     hw = hardware_fingerprint()
-    return {"host": socket.gethostname(), "cpu": hw["cpu"], "cpus": hw["cpus"], "memory_gib": hw["memory_gib"],
+    return {"host": socket.gethostname(), "cpu": hw["cpu"], "cpu_isa": hw["cpu_isa"], "cpus": hw["cpus"],
+            "memory_gib": hw["memory_gib"],
             "gpu_model": " + ".join(names) or None, "gpu_count": len(found),
             "gpu_memory": " + ".join(memory) or None, "driver": " + ".join(drivers) or None,
             "cuda": cuda_version(_nvidia_smi()) if found else None,
@@ -165,6 +180,7 @@ def collect(engine_kind: str, engine_version: str | None, drafters: dict[str, st
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": hw["cpu"],
+        "cpu_isa": hw["cpu_isa"],
         "cpus": hw["cpus"],
         "memory_gib": hw["memory_gib"],
         "gpus": gpus(),

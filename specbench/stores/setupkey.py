@@ -2,7 +2,7 @@
 
     setup_of(hardware, engine, baseline_launch, nodes) -> {"hardware", "engine", "launch", "model", "parallelism"}
 
-- hardware: a hash of `environment.hardware_fingerprint()` (CPU model and count, memory, GPU models);
+- hardware: a hash of `environment.hardware_fingerprint()` (CPU model, extensions and count, memory, GPU models);
 - engine: its kind and version ("vllm 0.11.2"; "?" where the version is unknown);
 - launch: a hash of the baseline's launch as it runs: argv (interpreter or launch prefix included) without
   the drafter's own flags, and with the model path, host, port and served name replaced by placeholders,

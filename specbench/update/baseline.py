@@ -50,3 +50,24 @@ def borrowed_baseline(run_dir: Path, run_cfg: RunConfig, derived: RunConfig) -> 
 def _baseline_only(cfg: RunConfig) -> RunConfig:
     """The config with its baseline alone: its plan needs no draft model built."""
     return cfg.model_copy(update={"variants": [cfg.baseline]})
+
+
+
+def other_hardware(run_dir: Path, run_cfg: RunConfig) -> str | None:
+    """How the node that served RUN's baseline differs from this machine (decide.hardware's fields both record,
+    and the dtype `--dtype auto-cpu` resolves to there and here), in one line; None where nothing recorded
+    differs (or RUN records no environment). RUN's step cost holds on RUN's hardware only."""
+    from specbench.decide import hardware
+    from specbench.shared import environment
+    from specbench.shared.cpu_dtype import cpu_dtype, uses_auto
+
+    env = RunDir(run_dir).load_environment()
+    theirs = hardware.variant_fingerprints(env).get(run_cfg.baseline.name)
+    if theirs is None:
+        return None
+    here = {k: v for k, v in environment.node_fingerprint(None).items() if k not in ("host", "engine_version")}
+    diff = hardware.differences(here, theirs)
+    auto = uses_auto(run_cfg.engine.args) or any(uses_auto(v.args) for v in run_cfg.variants)
+    if auto and (dtype := (env.get("cpu_dtype") or {}).get("dtype")) and dtype != cpu_dtype().dtype:
+        diff["cpu dtype"] = (cpu_dtype().dtype, dtype)
+    return hardware.describe(diff) if diff else None

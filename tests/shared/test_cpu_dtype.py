@@ -100,3 +100,18 @@ def test_onednn_fallback_in_the_log_is_a_warning_with_its_remedy(tmp_path: Path)
     assert w.code is WarningCode.CPU_BF16_FALLBACK and "oneDNN" in w.detail
     assert "--dtype auto-cpu" in w.message and "--dtype auto-cpu" in remedy("cpu_bf16_fallback")
     assert w.code.value not in BLOCKING  # a warning, not a gate: the verdict stands
+
+
+def test_the_hardware_fingerprint_names_the_cpus_extensions():
+    """Two CPUs /proc/cpuinfo names alike ("AMD EPYC") with and without AVX-512 BF16 run a CPU engine in
+    different dtypes at different speeds: their fingerprints differ, and the node check names the field."""
+    from specbench.decide.hardware import differences
+    from specbench.shared.environment import cpu_isa, hardware_fingerprint
+
+    assert cpu_isa(["fpu", "avx2", "avx512f", "avx512_bf16", "sse4_2"]) == ["avx2", "avx512_bf16", "avx512f"]
+    assert cpu_isa(["fpu", "avx2"]) == ["avx2"]
+    assert hardware_fingerprint()["cpu_isa"] == cpu_isa()
+    a = {"cpu": "AMD EPYC", "cpu_isa": ["avx2"], "cpus": 2}
+    assert differences(a, {**a, "cpu_isa": ["avx2", "avx512_bf16", "avx512f"]}) == {
+        "cpu_isa": (["avx2"], ["avx2", "avx512_bf16", "avx512f"])}
+    assert differences(a, {"cpu": "AMD EPYC", "cpus": 2}) == {}  # an older record without the field

@@ -59,3 +59,38 @@ def test_a_baseline_launched_otherwise_is_launched_again_and_says_why(tmp_path, 
     renamed["variants"][0]["name"] = "plain"
     why = borrowed_baseline(tmp_path / "run", run_cfg, derived_config(parse_config(renamed), run_cfg, "ngram"))
     assert why == "RUN's baseline is 'base', the update's 'plain'"
+
+
+def test_a_run_on_other_hardware_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """RUN's step cost holds on RUN's hardware: a RUN whose baseline node differs from this machine (here its
+    CPU extensions, and the dtype `--dtype auto-cpu` chose there) is refused before anything is launched."""
+    import json
+    import shutil
+
+    from specbench.cli import main
+    from specbench.shared import cpu_dtype, environment
+    from tests.fixtures_update import RUN, update_config
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    here = environment.node_fingerprint("0.32.0")
+    other = {**here, "cpu_isa": ["avx2", "avx512_bf16", "avx512f"] if here["cpu_isa"] == ["avx2"] else ["avx2"]}
+    env = {"nodes": {"n1": other}, "variant_nodes": {"autoregressive": ["n1"], "eagle3": ["n1"]},
+           "cpu_dtype": {"dtype": "bfloat16", "reason": "native BF16"}}
+    (run / "environment.json").write_text(json.dumps(env))
+    from specbench.update.baseline import other_hardware
+    from specbench.update.words import read_config
+
+    monkeypatch.setattr(cpu_dtype, "cpu_dtype", lambda flags=None: cpu_dtype.CpuDtype("float32", "no BF16"))
+    got = other_hardware(run, read_config(run))
+    assert got is not None and got.startswith("cpu_isa: ") and got.endswith("cpu dtype: float32 vs bfloat16")
+    env["nodes"]["n1"] = here
+    env["cpu_dtype"]["dtype"] = "float32"
+    (run / "environment.json").write_text(json.dumps(env))
+    assert other_hardware(run, read_config(run)) is None
+    env["nodes"]["n1"] = other
+    (run / "environment.json").write_text(json.dumps(env))
+    code = main(["update", str(update_config(tmp_path)), "--from", str(run), "--variant", "eagle3", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: update: {run} was measured on other hardware than this machine (cpu_isa: ")
