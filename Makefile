@@ -29,7 +29,7 @@ typecheck: venv
 lint: venv
 	$(BIN)/ruff check .
 
-# The fast gate (.ci/run runs it before `make test`): ruff, mypy, and the tests that stay in this process
+# The fast gate for a change in progress: ruff, mypy, and the tests that stay in this process
 # (no stand-in server or engine on a port, no Slurm). FAST_TESTS is the marker expression that picks them.
 FAST_TESTS := not engine and not standin and not slurm and not slow
 check: venv sglang-venv lint typecheck

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.engine, slurm,
 def test_vllm_variants_as_parallel_steps(tmp_path: Path, port: int, slurm_cluster: SlurmCluster) -> None:
     data = {"name": "slurm-vllm", "model": {"demo": "smollm2"},
             "engine": {"kind": "vllm", "port": port, "startup_timeout_s": 600,
-                       "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "bfloat16"],
+                       "args": ["--enforce-eager", "--max-model-len", "1024", "--dtype", "auto-cpu"],
                        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
             "variants": [{"name": "autoregressive", "drafter": "autoregressive", "baseline": True},
                          {"name": "ngram", "drafter": "ngram", "params": {"num_tokens": 4}}],
