@@ -133,9 +133,12 @@ def tune_config(model_dir: Path, port: int) -> dict:
     return data
 
 
-def test_tune_recovers_every_optimum_and_says_null_where_plain_decoding_wins(tmp_path, model_dir, port,
-                                                                            no_survivors) -> None:
-    cfg = parse_config(tune_config(model_dir, port))
+def test_tune_recovers_every_optimum_and_confirms_it(tmp_path, model_dir, port, no_survivors) -> None:
+    """The search's rounds and the confirmation at C=1 and 4 (C=16, where plain decoding wins and tune.json
+    says null, is the next test's: its windows are the longest, 2 of this test's 4.6 minutes)."""
+    data = tune_config(model_dir, port)
+    data["sweep"]["concurrency"] = [1, 4]
+    cfg = parse_config(data)
     out = tmp_path / "tune"
     run_tune(cfg, TuneOptions(out=out, skip_preflight=True))
     no_survivors()
@@ -143,19 +146,18 @@ def test_tune_recovers_every_optimum_and_says_null_where_plain_decoding_wins(tmp
     levels = data["variants"]["ngram"]["concurrency"]
     assert levels["1"]["params"] == {"num_tokens": 4}
     assert levels["4"]["params"] == {"num_tokens": 1}
-    assert levels["16"]["params"] is None  # plain decoding wins at the highest concurrency
-    assert levels["1"]["confirmed"]["outcome"] == "adopt" and levels["16"]["confirmed"]["outcome"] != "adopt"
-    assert levels["1"]["confirmed"]["ci_low"] > 1.05 and levels["16"]["confirmed"]["speedup"] < 1
+    assert levels["1"]["confirmed"]["outcome"] == "adopt"
+    assert levels["1"]["confirmed"]["ci_low"] > 1.05
     assert 2.5 < levels["1"]["search_speedup"] < 3.5  # 3.0 set
     assert data["rounds"] == ["search-1", "search-2"]  # 4 settings: 4 -> 2 -> 1 per concurrency
-    assert [r["concurrency"] for r in data["variants"]["ngram"]["ranges"]] == [[1, 1], [2, 4], [5, 16]]
+    assert [r["concurrency"] for r in data["variants"]["ngram"]["ranges"]] == [[1, 1], [2, 4]]
     ready = data["variants"]["ngram"]["ready_variant"]  # engine kind command: one launch per range
     assert [v["params"]["num_tokens"] for v in ready] == [4, 1]
     # the prompts the confirmation measured were never searched on
     search = {json.loads(x)["prompt"] for x in (out / "prompts-search.jsonl").read_text().splitlines()}
     confirm = {json.loads(x)["prompt"] for x in (out / "prompts-confirm.jsonl").read_text().splitlines()}
     assert search and confirm and not search & confirm
-    assert (out / "tune.png").stat().st_size > 0 and "| 16 |" in (out / "tune.md").read_text()
+    assert (out / "tune.png").stat().st_size > 0 and "| 4 |" in (out / "tune.md").read_text()
 
 
 def test_tune_on_vllm_writes_and_measures_the_dynamic_schedule(tmp_path, port, no_survivors) -> None:
@@ -186,6 +188,7 @@ def test_tune_on_vllm_writes_and_measures_the_dynamic_schedule(tmp_path, port, n
     no_survivors()
     e = json.loads((out / "tune.json").read_text())["variants"]["ngram"]
     assert [e["concurrency"][c]["params"] for c in ("1", "4", "16")] == [{"num_tokens": 4}, {"num_tokens": 1}, None]
+    assert e["concurrency"]["16"]["confirmed"]["outcome"] != "adopt"  # plain decoding wins at 16 in flight
     spec = e["schedule"]["speculative_config"]
     assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 4
     assert spec["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 1], [5, 16, 0]]
