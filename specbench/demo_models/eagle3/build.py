@@ -51,12 +51,13 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
 
 
 def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print, minutes: float | None = None,
-                        module: str = "specbench.demo_models.eagle3", data_cache: Path | None = None) -> dict[str, Any]:
+                        module: str = "specbench.demo_models.eagle3", data_cache: Path | None = None,
+                        recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """A head builder (`python -m module TARGET DEST`, build_eagle3 by default) in a child process: its
     OpenMP threads wait passively (spinning threads on a shared 2-core machine burned ~10x the CPU time
     here), and the gigabytes the data pass allocates go back to the system when it exits. The child
     inherits the terminal, so its progress bar shows. `data_cache`: the folder of the training data kept
-    across builds (datacache.py)."""
+    across builds (datacache.py). `recipe`: recipe fields to override (the module's `--recipe`)."""
     import os
     import subprocess
     import sys
@@ -67,6 +68,8 @@ def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print,
         cmd += ["--minutes", str(minutes)]
     if data_cache is not None:
         cmd += ["--data-cache", str(data_cache)]
+    if recipe:
+        cmd += ["--recipe", json.dumps(recipe)]
     proc = subprocess.Popen(cmd, env=env)
     try:
         code = proc.wait()
