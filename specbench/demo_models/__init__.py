@@ -190,7 +190,7 @@ def _build_head(module: str, base: Path, dest: Path, o: BuildOptions) -> object:
         build_in_subprocess,  # torch, transformers, speculators: only to build
     )
 
-    return build_in_subprocess(base, dest, progress=o.progress, minutes=o.minutes, module=module,
+    return build_in_subprocess(base, dest, minutes=o.minutes, module=module,
                                data_cache=cache_dir() / "data")  # the data step's output, kept across builds
 
 

@@ -50,14 +50,14 @@ def build_eagle3(target: Path, dest: Path, *, recipe: Eagle3Recipe = Eagle3Recip
         return manifest
 
 
-def build_in_subprocess(target: Path, dest: Path, *, progress: Progress = print, minutes: float | None = None,
+def build_in_subprocess(target: Path, dest: Path, *, minutes: float | None = None,
                         module: str = "specbench.demo_models.eagle3", data_cache: Path | None = None,
                         recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """A head builder (`python -m module TARGET DEST`, build_eagle3 by default) in a child process: its
     OpenMP threads wait passively (spinning threads on a shared 2-core machine burned ~10x the CPU time
     here), and the gigabytes the data pass allocates go back to the system when it exits. The child
-    inherits the terminal, so its progress bar shows. `data_cache`: the folder of the training data kept
-    across builds (datacache.py). `recipe`: recipe fields to override (the module's `--recipe`)."""
+    inherits the terminal, so its progress bar shows (no callback to pass). `data_cache`: the folder of the
+    training data kept across builds (datacache.py). `recipe`: recipe fields to override (its `--recipe`)."""
     import os
     import subprocess
     import sys
