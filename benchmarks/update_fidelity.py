@@ -23,7 +23,13 @@ speedup) and `update.level.level_words` on it with RUN's step cost at min_speedu
 the model's own past errors are not added); and head B's full matrix (the baseline and head B at every level,
 LAUNCHES launches), its word per level `update.level.word_of` of its speedup interval. Counted over trials and
 levels: the points the update decides (power), among them those where its word is the full matrix's (S), where
-the full matrix is undecided, and where the two disagree in direction (adopt against slower). Last line:
+the full matrix is undecided, and where the two disagree in direction (adopt against slower). Against the truth
+(true_speedup of each head and level, TRUTH_WINDOWS windows): the decided words that are wrong (`adopt` at a
+true speedup at or below min_speedup, `slower` at one of 1 or more, `same` outside [1/m, m]), the full matrix's the
+same way, and the share of predicted intervals holding the true speedup. A/A (the command, not decision_price):
+a second full matrix of each head on the same prompts, its launches from a stream of their own (the figures
+above do not move), its words against the first's as S counts the update's: how often the reference S is
+counted against repeats its own word. Last line:
 
     update fidelity: the full matrix's words on <S>% of <n> decided points (power <p>%, ...)
 """
@@ -33,7 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 
 import numpy as np
@@ -43,6 +49,7 @@ from benchmarks.decision_price import CONFIG, LAUNCH_CV, public_curve
 from benchmarks.prediction_coverage import BASE, HEAD_A, HEAD_B, Setup, launch_effects, measure, true_speedup
 from specbench.config import load_config
 from specbench.metrics.decomposition import decomposition_table
+from specbench.metrics.forced_surface import Prediction, has_interval
 from specbench.surface.reference import reference_from_run
 from specbench.update.level import StepCost, level_words, measured_at, word_of
 
@@ -97,26 +104,47 @@ def k26_setup(al_b: float, acceptance_sd: float = ACCEPTANCE_SD, baseline_cv: fl
 @dataclass
 class Tally:
     """Per level: the points, those the update decides, and among them those with the full matrix's word, with
-    the full matrix undecided, and with the opposite direction (adopt against slower)."""
+    the full matrix undecided, and with the opposite direction (adopt against slower); against the truth, the
+    update's and the full matrix's wrong words and the predicted intervals holding it; A/A, a second full
+    matrix's decided points and those with the first's word."""
 
     points: int = 0
     decided: int = 0
     same: int = 0
     full_undecided: int = 0
     opposite: int = 0
+    wrong: int = 0
+    full_decided: int = 0
+    full_wrong: int = 0
+    predicted: int = 0
+    covered: int = 0
+    aa_decided: int = 0
+    aa_same: int = 0
 
-    def add(self, update: str, full: str) -> None:
+    def add(self, update: str, full: str, truth: float = math.nan, pred: Prediction | None = None,
+            again: str | None = None) -> None:
+        """One point: the update's word, the full matrix's, the true speedup (NaN: unknown, no error counted),
+        the update's prediction (its interval's coverage) and a second full matrix's word (A/A)."""
         self.points += 1
+        self.full_decided += full != UNDECIDED
+        self.full_wrong += wrong(full, truth)
+        if pred is not None and has_interval(pred) and math.isfinite(truth):
+            self.predicted += 1
+            self.covered += pred.low <= truth <= pred.high
+        if again is not None and again != UNDECIDED:
+            self.aa_decided += 1
+            self.aa_same += again == full
         if update == UNDECIDED:
             return
         self.decided += 1
         self.same += update == full
         self.full_undecided += full == UNDECIDED
         self.opposite += OPPOSITE.get(update) == full
+        self.wrong += wrong(update, truth)
 
     def __iadd__(self, o: Tally) -> Tally:
-        for k in ("points", "decided", "same", "full_undecided", "opposite"):
-            setattr(self, k, getattr(self, k) + getattr(o, k))
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
         return self
 
     def share(self, n: int, of: int) -> float:
@@ -128,6 +156,14 @@ class Tally:
         return self.share(self.same, self.decided)
 
 
+def wrong(word: str, truth: float, m: float = MIN_SPEEDUP) -> bool:
+    """A decided word the true speedup contradicts (decide.decision's outcomes): adopt at or below m, slower at
+    1 or more, same outside [1/m, m]."""
+    if not math.isfinite(truth):
+        return False
+    return {"adopt": truth <= m, "slower": truth >= 1.0, "same": not 1 / m <= truth <= m}.get(word, False)
+
+
 @dataclass
 class Fidelity:
     """Tallies per (head B's mean acceptance, C), the trials and the seed."""
@@ -135,6 +171,8 @@ class Fidelity:
     tallies: dict[tuple[float, int], Tally] = field(default_factory=dict)
     trials: int = 0
     seed: int = 0
+    truth: dict[tuple[float, int], float] = field(default_factory=dict)
+    aa: bool = False
 
     def pooled(self, al_b: float | None = None) -> Tally:
         out = Tally()
@@ -144,9 +182,10 @@ class Fidelity:
         return out
 
 
-def trial(setups: list[Setup], rng: np.random.Generator, out: Fidelity) -> None:
+def trial(setups: list[Setup], rng: np.random.Generator, out: Fidelity, again: np.random.Generator | None = None) \
+        -> None:
     """One RUN (the baseline and head A), and per head B (setups: one each) the update's run and the full
-    matrix; each level's pair of words tallied in `out`."""
+    matrix (and with `again`, a second one: its launches' stream); each level's words tallied in `out`."""
     run = setups[0]
     z = rng.standard_normal(run.window)
     effect = {BASE: launch_effects(rng, run.launches, run.baseline_cv),
@@ -162,19 +201,28 @@ def trial(setups: list[Setup], rng: np.random.Generator, out: Fidelity) -> None:
         full, _, _, _ = measure(setup, {BASE: None, HEAD_B: acc_b},
                                 {BASE: launch_effects(rng, setup.launches, setup.baseline_cv),
                                  HEAD_B: launch_effects(rng, setup.launches, setup.drafter_cv)})
+        aa = None if again is None else measure(
+            setup, {BASE: None, HEAD_B: acc_b}, {BASE: launch_effects(again, setup.launches, setup.baseline_cv),
+                                                 HEAD_B: launch_effects(again, setup.launches, setup.drafter_cv)})[0]
         for w in words:
-            _, lo, hi = measured_at(full, HEAD_B, w.concurrency)
-            out.tallies.setdefault((setup.al_b, w.concurrency), Tally()).add(w.word, word_of(lo, hi, MIN_SPEEDUP))
+            key, full_word = (setup.al_b, w.concurrency), word_of(*measured_at(full, HEAD_B, w.concurrency)[1:],
+                                                                  MIN_SPEEDUP)
+            second = None if aa is None else word_of(*measured_at(aa, HEAD_B, w.concurrency)[1:], MIN_SPEEDUP)
+            out.tallies.setdefault(key, Tally()).add(w.word, full_word, out.truth.get(key, math.nan), w.predicted,
+                                                     second)
 
 
 def fidelity(trials: int = TRIALS, seed: int = 0, heads: tuple[float, ...] = HEADS_B,
              acceptance_sd: float = ACCEPTANCE_SD, baseline_cv: float = LAUNCH_CV,
-             drafter_cv: float = DRAFTER_CV) -> Fidelity:
-    """The tallies of `trials` simulated updates (one RUN each, every head of `heads` updated from it)."""
+             drafter_cv: float = DRAFTER_CV, aa: bool = False) -> Fidelity:
+    """The tallies of `trials` simulated updates (one RUN each, every head of `heads` updated from it), with
+    each head's true speedup per level; `aa`: with a second full matrix per head (A/A)."""
     setups = [k26_setup(al, acceptance_sd, baseline_cv, drafter_cv) for al in heads]
-    out, rng = Fidelity(trials=trials, seed=seed), np.random.default_rng(seed)
+    truth = {(s.al_b, c): true_speedup(s, s.al_b, c, c, windows=TRUTH_WINDOWS) for s in setups for c in s.levels}
+    out, rng = Fidelity(trials=trials, seed=seed, truth=truth, aa=aa), np.random.default_rng(seed)
+    again = np.random.default_rng((seed, 1)) if aa else None  # its own stream: the other draws do not move
     for _ in range(trials):
-        trial(setups, rng, out)
+        trial(setups, rng, out, again)
     return out
 
 
@@ -183,7 +231,19 @@ def last_line(f: Fidelity) -> str:
     return (f"update fidelity: the full matrix's words on {100 * t.s:.1f}% of {t.decided} decided points (power "
             f"{100 * t.share(t.decided, t.points):.1f}% of {t.points}; of the decided, the full matrix undecided "
             f"{100 * t.share(t.full_undecided, t.decided):.1f}%, opposite direction "
-            f"{100 * t.share(t.opposite, t.decided):.1f}%) over {f.trials} trials (seed {f.seed})")
+            f"{100 * t.share(t.opposite, t.decided):.1f}%; against the truth, wrong "
+            f"{100 * t.share(t.wrong, t.decided):.1f}% "
+            f"(the full matrix {100 * t.share(t.full_wrong, t.full_decided):.1f}% of its {t.full_decided}), the "
+            f"predicted 95% interval holds it at {100 * t.share(t.covered, t.predicted):.1f}% of {t.predicted}) over "
+            f"{f.trials} trials (seed {f.seed})")
+
+
+def aa_line(f: Fidelity) -> str:
+    """A/A: a second full matrix's words against the first's, as S counts the update's."""
+    t = f.pooled()
+    return (f"A/A: a second full matrix (the same prompts, new launches) has the first's words on "
+            f"{100 * t.share(t.aa_same, t.aa_decided):.1f}% of its {t.aa_decided} decided points (power "
+            f"{100 * t.share(t.aa_decided, t.points):.1f}%): the reference repeats its own word")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,21 +253,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--al-b", default=",".join(f"{x:g}" for x in HEADS_B), help="the new heads' mean acceptances")
     p.add_argument("--acceptance-sd", type=float, default=ACCEPTANCE_SD, help="head A's SD over prompts")
     p.add_argument("--drafter-cv", type=float, default=DRAFTER_CV, help="each head's between-launch CV")
+    p.add_argument("--no-aa", action="store_true", help="without the second full matrix (A/A; about 40%% faster)")
     a = p.parse_args(argv)
     heads = tuple(float(x) for x in a.al_b.split(","))
     if a.trials < 1 or min(heads) <= 1:
         p.error("--trials >= 1 and every --al-b > 1")
-    f = fidelity(a.trials, a.seed, heads, a.acceptance_sd, LAUNCH_CV, a.drafter_cv)
+    f = fidelity(a.trials, a.seed, heads, a.acceptance_sd, LAUNCH_CV, a.drafter_cv, aa=not a.no_aa)
     print(f"K2.6-shaped: head A AL {AL_A:g} on the public curve, heads B AL {a.al_b}, acceptance SD "
           f"{a.acceptance_sd:g} over {WINDOW} prompts, O = {OUT}, launch CV baseline {100 * LAUNCH_CV:g}%, drafters "
           f"{100 * a.drafter_cv:g}%, RUN and the full matrix {LAUNCHES} launches, the update 1 launch at "
           f"C={max(k26_setup(heads[0]).levels)}; min_speedup {MIN_SPEEDUP}")
-    print("| head B AL | C | true speedup | update decides | full matrix's word | full undecided | opposite |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| head B AL | C | true speedup | update decides | full matrix's word | full undecided | opposite | "
+          "wrong | interval holds the truth | full matrix decides |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (al, c), t in sorted(f.tallies.items()):
-        truth = true_speedup(k26_setup(al), al, c, c, windows=TRUTH_WINDOWS)
-        print(f"| {al:g} | {c} | {truth:.3f} | {100 * t.share(t.decided, t.points):.1f}% | {100 * t.s:.1f}% | "
-              f"{100 * t.share(t.full_undecided, t.decided):.1f}% | {100 * t.share(t.opposite, t.decided):.1f}% |")
+        print(f"| {al:g} | {c} | {f.truth[(al, c)]:.3f} | {100 * t.share(t.decided, t.points):.1f}% | "
+              f"{100 * t.s:.1f}% | {100 * t.share(t.full_undecided, t.decided):.1f}% | "
+              f"{100 * t.share(t.opposite, t.decided):.1f}% | {100 * t.share(t.wrong, t.decided):.1f}% | "
+              f"{100 * t.share(t.covered, t.predicted):.1f}% | {100 * t.share(t.full_decided, t.points):.1f}% |")
+    if f.aa:
+        print(aa_line(f))
     print(last_line(f))
     return 0
 

@@ -8,6 +8,7 @@ import pytest
 from benchmarks import update_fidelity as uf
 from benchmarks.decision_price import public_curve
 from benchmarks.prediction_coverage import true_speedup
+from specbench.metrics.forced_surface import Prediction
 
 
 def test_tally_counts_decided_points_only() -> None:
@@ -45,3 +46,32 @@ def test_noisy_s_is_a_share_with_decided_points() -> None:
     t = f.pooled()
     assert t.points == 2 * 2 * 6 and 0 < t.decided <= t.points
     assert 0.0 <= t.s <= 1.0 and t.same + t.full_undecided + t.opposite <= t.decided
+
+
+def test_wrong_is_the_word_the_truth_contradicts() -> None:
+    assert uf.wrong("adopt", 1.04) and uf.wrong("adopt", 1.05) and not uf.wrong("adopt", 1.06)
+    assert uf.wrong("slower", 1.0) and not uf.wrong("slower", 0.99)
+    assert uf.wrong("same", 1.06) and uf.wrong("same", 0.94) and not uf.wrong("same", 0.97)
+    assert not uf.wrong("undecided", 0.5) and not uf.wrong("adopt", float("nan"))
+
+
+def test_tally_counts_the_truth_coverage_and_a_second_full_matrix() -> None:
+    t = uf.Tally()
+    t.add("adopt", "undecided", 1.2, Prediction(1.2, 1.1, 1.3, False), "adopt")  # right, covered
+    t.add("adopt", "adopt", 1.02, Prediction(1.2, 1.1, 1.3, False), "adopt")  # wrong, not covered
+    t.add("undecided", "slower", 1.02, None, "undecided")  # the full matrix wrong again; no prediction
+    assert (t.decided, t.wrong, t.full_decided, t.full_wrong) == (2, 1, 2, 2)
+    assert (t.predicted, t.covered, t.aa_decided, t.aa_same) == (2, 1, 2, 1)
+
+
+def test_the_aa_stream_leaves_the_other_figures_and_repeats_a_quiet_word() -> None:
+    """The second full matrix draws from its own stream: S and the rest do not move with it; almost no noise,
+    it repeats the first's every word, and the truth contradicts no word."""
+    quiet = 0.01
+    args = (2, 0, (1.5, 2.8), quiet, 0.001, 0.001)
+    with_aa, without = uf.fidelity(*args, aa=True), uf.fidelity(*args)
+    t = with_aa.pooled()
+    assert (t.aa_decided, t.aa_same, t.wrong, t.full_wrong) == (24, 24, 0, 0)
+    assert uf.last_line(with_aa) == uf.last_line(without)
+    assert "wrong 0.0% (the full matrix 0.0% of its 24)" in uf.last_line(without)
+    assert "first's words on 100.0% of its 24 decided points" in uf.aa_line(with_aa)
