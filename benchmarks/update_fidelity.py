@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import brentq
 
 from benchmarks.decision_price import CONFIG, LAUNCH_CV, public_curve
@@ -198,18 +199,22 @@ def trial(setups: list[Setup], rng: np.random.Generator, out: Fidelity, again: n
         new_cells, new_acc, _, _ = measure(setup, {HEAD_B: acc_b},
                                            {HEAD_B: launch_effects(rng, 1, setup.drafter_cv)}, (top,))
         words = level_words(new_cells, new_acc, HEAD_B, step, MIN_SPEEDUP)
-        full, _, _, _ = measure(setup, {BASE: None, HEAD_B: acc_b},
-                                {BASE: launch_effects(rng, setup.launches, setup.baseline_cv),
-                                 HEAD_B: launch_effects(rng, setup.launches, setup.drafter_cv)})
-        aa = None if again is None else measure(
-            setup, {BASE: None, HEAD_B: acc_b}, {BASE: launch_effects(again, setup.launches, setup.baseline_cv),
-                                                 HEAD_B: launch_effects(again, setup.launches, setup.drafter_cv)})[0]
+        full = full_matrix(setup, acc_b, rng)
+        aa = None if again is None else full_matrix(setup, acc_b, again)
         for w in words:
             key, full_word = (setup.al_b, w.concurrency), word_of(*measured_at(full, HEAD_B, w.concurrency)[1:],
                                                                   MIN_SPEEDUP)
             second = None if aa is None else word_of(*measured_at(aa, HEAD_B, w.concurrency)[1:], MIN_SPEEDUP)
             out.tallies.setdefault(key, Tally()).add(w.word, full_word, out.truth.get(key, math.nan), w.predicted,
                                                      second)
+
+
+def full_matrix(setup: Setup, acc_b: np.ndarray, rng: np.random.Generator) -> pd.DataFrame:
+    """Head B's full matrix: the baseline and the head at every level, setup.launches launches each, their
+    launch effects drawn from `rng` (the baseline's first); its cells."""
+    return measure(setup, {BASE: None, HEAD_B: acc_b},
+                   {BASE: launch_effects(rng, setup.launches, setup.baseline_cv),
+                    HEAD_B: launch_effects(rng, setup.launches, setup.drafter_cv)})[0]
 
 
 def fidelity(trials: int = TRIALS, seed: int = 0, heads: tuple[float, ...] = HEADS_B,
