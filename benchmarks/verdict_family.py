@@ -25,6 +25,11 @@ AMD EPYC), its n-gram variant at C=1 with a true speedup of 1.30 at every point 
 history is estimated (`variance_history.estimate`, `pooled`) and checked (`history_checks.check_run`) as a
 run does. "yes" when the product's rule gives a decided word (adopt, same or slower) in at least half of
 the simulated demos; the share is printed.
+
+The blind spots (`blind_spots`, `Blind`): README's path (`calibrate --probe`, then the demo) at the margin with
+each condition the report states as untested (report/assumptions.py) broken in the simulated truth: the history's
+SDs half the run's, the drafters' launch CV twice the baseline's, the baseline from another session (its shift's SD
+the launch CV). Printed: P(any adopt) at the family's level for each.
 """
 
 from __future__ import annotations
@@ -208,20 +213,34 @@ def _cells_frame(by_variant: dict[str, list[Windows]]) -> pd.DataFrame:
                           **variance_levels(w, [])} for name, ws in by_variant.items() for i, w in enumerate(ws)])
 
 
-def _demo_table(rng: np.random.Generator, i: int, speedups: tuple[float, float], history_scale: float = 1.0,
+@dataclass(frozen=True)
+class Blind:
+    """What a one-launch demo cannot test (report/assumptions.py), as the simulated truth breaks it: the
+    history's SDs `history_scale` times the run's, the drafters' launch CV `drafter_scale` times the baseline's,
+    and the baseline taken from another session whose shift has SD `session_cv` (each session its own)."""
+
+    history_scale: float = 1.0
+    drafter_scale: float = 1.0
+    session_cv: float = 0.0
+
+
+def _demo_table(rng: np.random.Generator, i: int, speedups: tuple[float, float], blind: Blind = Blind(),
                 probe: bool = False) -> Table:
     """One simulated demo after one calibration: the calibration (3 launches x 2 repeats of the baseline over
     the sweep; with `probe`, `calibrate --probe`'s PROBE_LAUNCHES x PROBE_REPEATS at one point) at
-    `history_scale` times the run's SDs, its history estimated and checked as a run does, then one launch x 1
+    `blind.history_scale` times the run's SDs, its history estimated and checked as a run does, then one launch x 1
     repeat of the baseline and two drafters (true speedups `speedups` at every point), their table."""
     cells = DEMO_POINTS * DEMO_CONCURRENCY
     launches, repeats, cal_cells = (PROBE_LAUNCHES, PROBE_REPEATS, 1) if probe else (CAL_LAUNCHES, CAL_REPEATS, cells)
-    aa = _cells_frame({"base": _variant(rng, 1.0, launches, repeats, cal_cells, history_scale * DEMO_LAUNCH_CV,
-                                        repeat_cv=history_scale * REPEAT_CV)})
+    scale = blind.history_scale
+    aa = _cells_frame({"base": _variant(rng, 1.0, launches, repeats, cal_cells, scale * DEMO_LAUNCH_CV,
+                                        repeat_cv=scale * REPEAT_CV)})
     entry = variance_history.estimate(aa, "base", hardware={}, engine="", model="", source_run=f"cal{i}")
     cal = variance_history.pooled([entry], "simulated") if entry is not None else None
-    run = {"base": _variant(rng, 1.0, 1, 1, cells, DEMO_LAUNCH_CV)}
-    run |= {name: _variant(rng, s, 1, 1, cells, DEMO_LAUNCH_CV) for name, s in zip(("ngram", "draft"), speedups)}
+    shift = 1 + blind.session_cv * rng.standard_normal(2)  # the baseline's session, then this run's
+    run = {"base": _variant(rng, float(shift[0]), 1, 1, cells, DEMO_LAUNCH_CV)}
+    run |= {name: _variant(rng, s * float(shift[1]), 1, 1, cells, blind.drafter_scale * DEMO_LAUNCH_CV)
+            for name, s in zip(("ngram", "draft"), speedups)}
     lv = history_checks.check_run(_cells_frame(run), list(run), cal).variance("sim")
     return _table(run, DEMO_POINTS_LIST, DEMO_LEVELS, lv)
 
@@ -238,16 +257,29 @@ def demo_decides(trials: int, seed: int, probe: bool = False) -> float:
     return decided / trials
 
 
-def demo_margin(trials: int, seed: int, history_scale: float = 1.0, probe: bool = False) -> tuple[float, float]:
+def demo_margin(trials: int, seed: int, blind: Blind = Blind(), probe: bool = False) -> tuple[float, float]:
     """P(some word of the demo's table says adopt) with both drafters at the margin: at the family's level and
-    under Bonferroni (each claim at 2.5% / 6); `probe` as `demo_decides`."""
+    under Bonferroni (each claim at 2.5% / 6); `probe` as `demo_decides`, `blind` as `_demo_table`."""
     rng = np.random.default_rng(seed)
     fam = bonf = 0
     for i in range(trials):
-        tab = _demo_table(rng, i, (M, M), history_scale, probe)
+        tab = _demo_table(rng, i, (M, M), blind, probe)
         fam += any(family_outcome(*iv, tab.level, M) is Outcome.ADOPT for iv in tab.claims.values())
         bonf += any(primary_outcome(*iv, DEMO_CLAIMS, M) is Outcome.ADOPT for iv in tab.claims.values())
     return fam / trials, bonf / trials
+
+
+BLIND_SPOTS = {"the history's SDs halved": Blind(history_scale=0.5),
+               "the drafters' launch CV twice the baseline's": Blind(drafter_scale=2.0),
+               f"the baseline from another session (session CV {100 * DEMO_LAUNCH_CV:g}%, the launch CV)":
+                   Blind(session_cv=DEMO_LAUNCH_CV)}
+
+
+def blind_spots(trials: int, seed: int) -> dict[str, float]:
+    """README's path (`calibrate --probe`, then the demo) at the margin when each condition the report states as
+    untested (report/assumptions.py) fails: P(some word adopts) at the family's level, per scenario."""
+    return {name: demo_margin(trials, seed + k, blind, probe=True)[0] for k, (name, blind) in
+            enumerate(BLIND_SPOTS.items())}
 
 
 def break_even_words(trials: int, seed: int) -> dict[str, tuple[float, float]]:
@@ -280,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     mis = family(a.trials, a.seed + 2, shared=MISSPECIFIED_SHARE)
     share = demo_decides(a.trials, a.seed + 1)
     d_fam, d_bonf = demo_margin(a.trials, a.seed + 3)
-    h_fam, h_bonf = demo_margin(a.trials, a.seed + 4, history_scale=0.5)
+    h_fam, h_bonf = demo_margin(a.trials, a.seed + 4, Blind(history_scale=0.5))
     probe_share = demo_decides(a.trials, a.seed + 6, probe=True)
     p_fam, p_bonf = demo_margin(a.trials, a.seed + 7, probe=True)
     n = len(CONCURRENCY)
@@ -311,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{PROBE_LAUNCHES - 1}): P(any adopt) at the margin {100 * p_fam:.1f}% at the family's level, "
           f"{100 * p_bonf:.1f}% under Bonferroni; n-gram at {DEMO_SPEEDUP:g} decided at C=1 in "
           f"{100 * probe_share:.1f}%")
+    for name, err in blind_spots(a.trials, a.seed + 8).items():
+        print(f"demo after `calibrate --probe` at the margin, {name} (untested, stated in the report): P(any adopt) "
+              f"{100 * err:.1f}% at the family's level")
     print(f"verdict family: P(any adopt | all at the margin) {100 * f.any_adopt:.1f}% over {DRAFTERS} drafters x "
           f"{n} claims, coverage of the mix interval {f.coverage:.3f}, demo decides after calibrate: "
           f"{'yes' if share >= 0.5 else 'no'}, after calibrate --probe: {'yes' if probe_share >= 0.5 else 'no'}")

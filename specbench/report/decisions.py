@@ -24,6 +24,7 @@ from specbench.decide.primary import family_outcome
 from specbench.metrics.claims import primary_level, secondary_level
 from specbench.metrics.mix import mix_key
 from specbench.metrics.warnings import BLOCKING, decode_warnings
+from specbench.report.assumptions import unchecked
 from specbench.report.derived import RunData
 from specbench.report.document import Table
 from specbench.report.fmt import NOT_MEASURED, caps_note
@@ -107,7 +108,9 @@ def family_text(data: RunData) -> str:
             f"{'s' if drafters != 1 else ''} x concurrency); each word is read from its mix interval re-drawn {how}, "
             "so the chance that any word of the table is wrong is at most 2.5% per outcome (family-wise: adopt "
             f"where the true mix speedup is at most {_min_speedup(data):g}, slower where it is at least 1, same "
-            "outside the margin).")
+            "outside the margin)." + (" It holds under the conditions each drafter's opening sentence names, which "
+                                      "this run could not test (docs/metrics.md, \"What the error rate assumes\")."
+                                      if any(unchecked(data, v) for v in {v for v, _ in claims}) else ""))
 
 
 def secondary_text(data: RunData) -> str:

@@ -16,6 +16,7 @@ from specbench.decide.decision import ADVICE_POWER, MIXED, WORD, MeasuredInterva
 from specbench.decide.hardware import check_saved
 from specbench.pricing.planner import dur
 from specbench.pricing.relaunch import launch_seconds, measuring_share
+from specbench.report.assumptions import condition
 from specbench.report.decisions import BLOCKED, family_level, primary_claims, table_words
 from specbench.report.derived import RunData
 from specbench.report.document import Inline, Strong
@@ -141,13 +142,14 @@ def cost_text(data: RunData, variant: str, needs: list[LevelNeed]) -> str:
     return ", ".join(parts)
 
 
-def sureness(data: RunData) -> str:
-    """How sure the table's words are: the family's error level and how it was set."""
+def sureness(data: RunData, variant: str) -> str:
+    """How sure the table's words are: the family's error level, how it was set, and what it rests on that
+    this run did not test (report/assumptions.py)."""
     level = family_level(data)
     k = level.claims
     how = level.method.split(" (")[0]
     return (f"the table's words are wrong with at most {100 * level.alpha:.3g}% chance per outcome "
-            f"(family-wise over {k} claim{'s' if k != 1 else ''}, {how})")
+            f"(family-wise over {k} claim{'s' if k != 1 else ''}, {how}){condition(data, variant)}")
 
 
 def drafter_sentence(data: RunData, variant: str, words: dict[int, str] | None = None) -> list[Inline]:
@@ -179,7 +181,7 @@ def drafter_sentence(data: RunData, variant: str, words: dict[int, str] | None =
     lead = "" if WORD[Outcome.ADOPT] in by_word or WORD[Outcome.UNDECIDED] not in by_word else \
         "switch it on nowhere yet, "
     cost = cost_text(data, variant, undecided_needs(data, variant, words))
-    return [Strong(variant), f": {lead}{'; '.join(said)}; {sureness(data)}" + (f"; {cost}." if cost else ".")]
+    return [Strong(variant), f": {lead}{'; '.join(said)}; {sureness(data, variant)}" + (f"; {cost}." if cost else ".")]
 
 
 def _observed(speed: dict[int, float]) -> str:
