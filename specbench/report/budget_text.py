@@ -29,6 +29,18 @@ def _level_line(c: int, adopt: float, slower: float, subset: bool, claims: int) 
             f"({claims} claim{'s' * (claims != 1)})")
 
 
+def untested_words(d: BudgetDesign) -> str | None:
+    """What a run of the design cannot test and its report will state as conditions of its error rate
+    (report/assumptions.py); None when its launches test them."""
+    if d.launches >= 2:
+        return None
+    said = ["the drafters' launches vary as the baseline's in the calibration (one launch a variant)"]
+    if d.repeats == 1:
+        said.append("its between-repeat variance holds for the run (one window a cell)")
+    return ("  untested by this design, stated in its report as conditions of the error rate: " + "; ".join(said)
+            + ' (docs/metrics.md, "What the error rate assumes")')
+
+
 def _next_hour(p: BudgetPlan, best: BudgetChoice) -> str:
     more = p.next_hour
     if more is None or more.design == best.design:
@@ -59,6 +71,8 @@ def render_budget(p: BudgetPlan) -> str:
                                                       if best.design.subset is not None and p.prompt_cv else ""),
              "  in words, per level (the smallest speedup it can adopt at min_speedup "
              f"{p.min_speedup:g}, the largest it can call slower):"]
+    if (untested := untested_words(best.design)) is not None:
+        lines.insert(-1, untested)
     lines += [_level_line(lv.concurrency, lv.adopt_from, lv.slower_below, lv.subset, lv.claims)
               for lv in best.levels]
     lines.append(_next_hour(p, best))

@@ -69,6 +69,11 @@ def test_cli_prints_levels_in_words_and_writes_a_config(tmp_path: Path, capsys: 
     assert "plan --budget 48 GPU-hours: kimi-k2.6-tp8:" in text
     assert "C=1 (on the subset): adopts a drafter from " in text and "calls it slower below" in text
     assert "the next GPU-hour (49 GPU-hours)" in text and "assumed, not measured" in text
+    # one launch x 1 repeat: what its report will state as untested, said before the levels
+    untested = ("  untested by this design, stated in its report as conditions of the error rate: the drafters' "
+                "launches vary as the baseline's in the calibration (one launch a variant); its between-repeat "
+                "variance holds for the run (one window a cell)")
+    assert untested in text and text.index(untested) < text.index("  in words, per level")
     written = load_config(out)
     best = _plan(48).best
     assert best is not None
@@ -79,3 +84,15 @@ def test_cli_prints_levels_in_words_and_writes_a_config(tmp_path: Path, capsys: 
     again = plan_budget(written, None, 48)  # the written design prices as the search priced it
     assert isinstance(again, BudgetPlan) and again.best is not None
     assert math.isclose(again.best.gpu_hours, best.gpu_hours, rel_tol=1e-9)
+
+
+def test_a_design_with_launches_tests_what_one_launch_cannot() -> None:
+    from dataclasses import replace
+
+    from specbench.report.budget_text import untested_words
+
+    best = _plan(48).best
+    assert best is not None
+    assert untested_words(replace(best.design, launches=2)) is None
+    said = untested_words(replace(best.design, repeats=2))
+    assert said is not None and "one launch a variant" in said and "one window a cell" not in said
