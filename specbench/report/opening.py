@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
+import pandas as pd
 import scipy.stats
 
 from specbench.config import DEFAULT_MIN_SPEEDUP
@@ -18,8 +20,9 @@ from specbench.pricing.planner import dur
 from specbench.pricing.relaunch import launch_seconds, measuring_share
 from specbench.report.assumptions import condition
 from specbench.report.decisions import BLOCKED, family_level, primary_claims, table_words
-from specbench.report.derived import RunData
+from specbench.report.derived import RunData, read_csv
 from specbench.report.document import Inline, Strong
+from specbench.report.update_section import UPDATE_FILE
 from specbench.report.verdict import launch_basis
 
 CAP = 50  # launches per variant beyond which a level is called out of reach (decision.units_to_decide's cap)
@@ -205,12 +208,37 @@ def _rerun_text(data: RunData, variant: str) -> str:
     return f"2 launches of {variant} and the baseline would take about {_price(data, secs)}"
 
 
+def update_sentence(data: RunData, variant: str, words: pd.DataFrame) -> list[Inline]:
+    """A `specbench update` run's sentence for its new head: the update's words at every level of the run it
+    updates (update.csv), which answer for the head where the run's own table holds only the level it launched."""
+    first = words.iloc[0]
+    by_word: dict[str, list[tuple[int, str, float]]] = {}
+    for _, r in words.sort_values("concurrency").iterrows():
+        est = r["predicted"] if r["source"] == "predicted" else r["measured"]
+        by_word.setdefault(str(r["word"]), []).append((int(r["concurrency"]), str(r["source"]), float(est)))
+    said = []
+    for w in (WORD[Outcome.ADOPT], WORD[Outcome.NO_DIFFERENCE], WORD[Outcome.SLOWER], WORD[Outcome.UNDECIDED]):
+        if w in by_word:
+            at = by_word[w]
+            xs = ", ".join(f"{src if k == 0 or src != at[k - 1][1] else ''} {x:.2f}x".lstrip() if math.isfinite(x)
+                           else src for k, (_, src, x) in enumerate(at))
+            said.append(f"{PHRASE[w]} {_levels_text([c for c, _, _ in at])}" + (f" ({xs})" if xs else ""))
+    run = Path(str(first["reference_run"])).name
+    return [Strong(variant), f", a new head of {first['reference_variant']} in {run}: {'; '.join(said)}; each word "
+                             f"per level at 95% (not family-wise), predicted from the step cost {run} measured and the "
+                             "acceptance measured here where its interval decides (\"Update\" below)."]
+
+
 def opening_lines(data: RunData) -> list[list[Inline]]:
-    """One sentence per drafter with a primary table (none for a run derived before the mix columns)."""
+    """One sentence per drafter with a primary table (none for a run derived before the mix columns); a
+    `specbench update` run's new head by the update's words."""
     if not len(data.cells) or "mix_points" not in data.cells or not data.drafters:
         return []
     words = table_words(data)
-    return [drafter_sentence(data, v, words[v]) for v in data.drafters]
+    update = read_csv(data.path / UPDATE_FILE)
+    updated = set(update["variant"].astype(str)) if len(update) else set()
+    return [update_sentence(data, v, update[update["variant"].astype(str) == v]) if v in updated
+            else drafter_sentence(data, v, words[v]) for v in data.drafters]
 
 
 def plain(parts: list[Inline]) -> str:
@@ -219,5 +247,5 @@ def plain(parts: list[Inline]) -> str:
 
 
 __all__ = ["LevelNeed", "cost_text", "decide_seconds", "drafter_sentence", "mix_speedups", "opening_lines", "plain",
-           "sureness", "undecided_needs"]
+           "sureness", "undecided_needs", "update_sentence"]
 

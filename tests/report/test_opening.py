@@ -114,3 +114,23 @@ def test_a_failed_drafter_gets_no_verdict() -> None:
     data = run({1: WIN})
     data.meta["variants"]["spec"] = {"status": "failed", "reason": "engine exited 1"}
     assert sentence(data) == "spec: failed, no verdict (engine exited 1)."
+
+
+def test_an_update_run_opens_with_the_updates_words(tmp_path: Path) -> None:
+    """A `specbench update` run's table holds the one level it launched; its sentence gives update.csv's word at
+    every level of RUN, each estimate named by its source once per run of equal sources."""
+    pd.DataFrame([
+        {"variant": "spec", "reference_run": "/runs/heads", "reference_variant": "spec", "concurrency": c,
+         "word": w, "source": src, "predicted": p, "predicted_low": math.nan, "predicted_high": math.nan,
+         "measured": m, "measured_low": math.nan, "measured_high": math.nan}
+        for c, w, src, p, m in [(1, "adopt", "predicted", 1.31, math.nan), (4, "slower", "predicted", 0.8, math.nan),
+                                (16, "slower", "measured", 1.01, 0.7), (32, "undecided", "to measure", 1.0, math.nan)]
+    ]).to_csv(tmp_path / "update.csv", index=False)
+    data = run({16: OPEN})
+    data = RunData(path=tmp_path, meta=data.meta, environment={}, config={}, fairness=None, cells=data.cells,
+                   break_even=pd.DataFrame())
+    assert [plain(s) for s in opening_lines(data)] == [
+        "spec, a new head of spec in heads: switch it on at C=1 (predicted 1.31x); leave it off at C=4, 16 "
+        "(predicted 0.80x, measured 0.70x); undecided at C=32 (to measure); each word per level at 95% (not "
+        "family-wise), predicted from the step cost heads measured and the acceptance measured here where its "
+        "interval decides (\"Update\" below)."]
