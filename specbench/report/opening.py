@@ -224,9 +224,11 @@ def update_sentence(data: RunData, variant: str, words: pd.DataFrame) -> list[In
                            else src for k, (_, src, x) in enumerate(at))
             said.append(f"{PHRASE[w]} {_levels_text([c for c, _, _ in at])}" + (f" ({xs})" if xs else ""))
     run = Path(str(first["reference_run"])).name
+    # a measured word compares this run's launch with its baseline's windows, wherever those were measured
+    measured = condition(data, variant) if (words["source"] == "measured").any() else ""
     return [Strong(variant), f", a new head of {first['reference_variant']} in {run}: {'; '.join(said)}; each word "
                              f"per level at 95% (not family-wise), predicted from the step cost {run} measured and the "
-                             "acceptance measured here where its interval decides (\"Update\" below)."]
+                             f"acceptance measured here where its interval decides (\"Update\" below){measured}."]
 
 
 def opening_lines(data: RunData) -> list[list[Inline]]:

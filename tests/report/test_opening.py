@@ -134,3 +134,19 @@ def test_an_update_run_opens_with_the_updates_words(tmp_path: Path) -> None:
         "(predicted 0.80x, measured 0.70x); undecided at C=32 (to measure); each word per level at 95% (not "
         "family-wise), predicted from the step cost heads measured and the acceptance measured here where its "
         "interval decides (\"Update\" below)."]
+
+
+def test_a_measured_update_word_states_the_borrowed_baselines_session(tmp_path: Path) -> None:
+    pd.DataFrame([{"variant": "spec", "reference_run": "/runs/heads", "reference_variant": "spec", "concurrency": 16,
+                   "word": "slower", "source": "measured", "predicted": 1.0, "predicted_low": 0.9,
+                   "predicted_high": 1.1, "measured": 0.7, "measured_low": 0.6, "measured_high": 0.8}
+                  ]).to_csv(tmp_path / "update.csv", index=False)
+    data = run({16: LOSE}, launches=1, unit="history")
+    meta = {"baseline": "base", "variants": {"base": {**SECONDS, "status": "reused", "reused_from": "/runs/heads"},
+                                             "spec": SECONDS}}
+    data = RunData(path=tmp_path, meta=meta, environment={}, config={}, fairness=None, cells=data.cells,
+                   break_even=pd.DataFrame())
+    assert plain(opening_lines(data)[0]).endswith(
+        "(\"Update\" below), if this run's launches, spec's too, vary as the baseline's in the variance history "
+        "(untested: one launch a variant, one window a cell) and base, reused from heads, has not shifted since "
+        "(untested: another session).")
