@@ -21,11 +21,15 @@ demo: venv
 	$(BIN)/specbench run configs/demo-cpu.yaml
 
 # The in-process tests (FAST_TESTS, below) run on TEST_WORKERS processes (pytest-xdist: 3.9 min against 6.6 on an
-# AVX2-only EPYC's 2 cores); the tests with servers, engines or Slurm then run one at a time, as their timing needs.
+# AVX2-only EPYC's 2 cores), then the stand-in tests (STANDIN_TESTS: a stand-in server on a port of its own, paced
+# by its emulated service times, so mostly waiting) on TEST_WORKERS too; the engine, Slurm and `slow` tests last,
+# one at a time: an engine's launch must not share the cores with another test.
 TEST_WORKERS ?= 2
+STANDIN_TESTS := standin and not engine and not slurm
 test: venv sglang-venv typecheck
 	$(WITH_SGLANG) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "$(FAST_TESTS)"
-	$(WITH_SGLANG) $(BIN)/python -m pytest -q --durations=25 -m "not ($(FAST_TESTS))"
+	$(WITH_SGLANG) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15 -m "$(STANDIN_TESTS)"
+	$(WITH_SGLANG) $(BIN)/python -m pytest -q --durations=25 -m "not ($(FAST_TESTS)) and not ($(STANDIN_TESTS))"
 
 typecheck: venv
 	$(BIN)/python -m mypy

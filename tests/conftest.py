@@ -420,3 +420,31 @@ def smollm2_baseline(smollm2_config: Callable[..., dict[str, Any]],
     result = run_matrix(parse_config(smollm2_config("it-baseline")), RunOptions(out=out))
     assert result.status == {"autoregressive": "done"}, result.status
     return out
+
+
+@pytest.fixture(scope="session")
+def smollm2_eagle3(smollm2_config: Callable[..., dict[str, Any]], smollm2_baseline: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any]:
+    """A head built for the session and one launch of it beside `smollm2_baseline` (reused): (the config, the
+    run's `RunResult`). The EAGLE-3 module tests the run; the surface module forces this head's acceptance and
+    predicts this run from it, reusing both variants (no launch of its own for the plain drafter).
+
+    The head is smollm2-eagle3-small's recipe (60 of the dataset's responses, 3 epochs) with its held-out set cut
+    to 2 sequences: the held-out set (its greedy generation and forward pass) was about half the small head's
+    build, and these tests read the engine's figures, not the build's (about 3 min against 7 on an AVX2-only EPYC)."""
+    from specbench import demo_models
+    from specbench.config import parse_config
+    from specbench.demo_models import SMALL_HEAD_MINUTES
+    from specbench.demo_models.eagle3 import Eagle3Recipe, build_in_subprocess
+    from specbench.runner import RunOptions, run_matrix
+
+    small = Eagle3Recipe.for_minutes(SMALL_HEAD_MINUTES)
+    recipe = {"train_sequences": small.train_sequences, "regenerated_sequences": small.regenerated_sequences,
+              "heldout_sequences": 2}
+    root = tmp_path_factory.mktemp("eagle3")
+    head = root / "head"
+    build_in_subprocess(demo_models.prepare("smollm2"), head, recipe=recipe)  # its own process, as a build is
+    data = smollm2_config("it-eagle3", {"name": "eagle3", "drafter": "eagle3",
+                                        "params": {"draft_model_path": str(head), "steps": 3}})
+    result = run_matrix(parse_config(data), RunOptions(out=root / "run", reuse=smollm2_baseline))
+    return data, result

@@ -28,6 +28,12 @@ def _reused_from(data: RunData, variant: str) -> str | None:
     return Path(str(info.get("reused_from") or "another run")).name
 
 
+def launch_condition(whose: str, one_window: bool) -> str:
+    """The one-launch condition, as a report states it of a run and `plan --budget` of a design."""
+    return (f"{whose} vary as the baseline's in the variance history "
+            f"(untested: one launch a variant{', one window a cell' if one_window else ''})")
+
+
 def unchecked(data: RunData, variant: str) -> list[str]:
     """The conditions the drafter's words hold under that this run did not test, each a short clause."""
     c = data.cells
@@ -39,8 +45,7 @@ def unchecked(data: RunData, variant: str) -> list[str]:
     units = set(own["interval_unit"].dropna())
     if units & ONE_LAUNCH:
         once = "history" in set(both["interval_unit"].dropna())
-        out.append(f"this run's launches, {variant}'s too, vary as the baseline's in the variance history "
-                   f"(untested: one launch a variant{', one window a cell' if once else ''})")
+        out.append(launch_condition(f"this run's launches, {variant}'s too,", one_window=once))
     for side in (data.baseline, variant):
         if (src := _reused_from(data, side)) is not None:
             out.append(f"{side}, reused from {src}, has not shifted since (untested: another session)")
@@ -53,4 +58,4 @@ def condition(data: RunData, variant: str) -> str:
     return f", if {' and '.join(said)}" if said else ""
 
 
-__all__ = ["condition", "unchecked"]
+__all__ = ["condition", "launch_condition", "unchecked"]

@@ -7,6 +7,7 @@ import math
 
 from specbench.pricing.budget import BudgetChoice, BudgetDesign, BudgetPlan
 from specbench.pricing.planner import dur
+from specbench.report.assumptions import launch_condition
 
 
 def design_words(d: BudgetDesign) -> str:
@@ -34,10 +35,8 @@ def untested_words(d: BudgetDesign) -> str | None:
     (report/assumptions.py); None when its launches test them."""
     if d.launches >= 2:
         return None
-    said = ["the drafters' launches vary as the baseline's in the calibration (one launch a variant)"]
-    if d.repeats == 1:
-        said.append("its between-repeat variance holds for the run (one window a cell)")
-    return ("  untested by this design, stated in its report as conditions of the error rate: " + "; ".join(said)
+    return ("  untested by this design, stated in its report as a condition of the error rate: "
+            + launch_condition("the run's launches, the drafters' too,", one_window=d.repeats == 1)
             + ' (docs/metrics.md, "What the error rate assumes")')
 
 

@@ -7,8 +7,10 @@ pricing/relaunch.py). RunData -> inline parts; the definitions stay in the verdi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import scipy.stats
@@ -155,6 +157,20 @@ def sureness(data: RunData, variant: str) -> str:
             f"(family-wise over {k} claim{'s' if k != 1 else ''}, {how}){condition(data, variant)}")
 
 
+T = TypeVar("T")
+# The order a sentence says its words in: what to do first, what is left open last
+SAID_ORDER = (WORD[Outcome.ADOPT], WORD[Outcome.NO_DIFFERENCE], WORD[Outcome.SLOWER], BLOCKED, MIXED,
+              WORD[Outcome.UNDECIDED])
+
+
+def _grouped(items: Iterable[tuple[str, T]]) -> dict[str, list[T]]:
+    """Items by their word, in SAID_ORDER (each word's items in the order given)."""
+    by: dict[str, list[T]] = {}
+    for w, item in items:
+        by.setdefault(w, []).append(item)
+    return {w: by[w] for w in SAID_ORDER if w in by}
+
+
 def drafter_sentence(data: RunData, variant: str, words: dict[int, str] | None = None) -> list[Inline]:
     """One sentence for one drafter: where to switch it on, how sure, what the undecided levels would cost."""
     words = table_words(data)[variant] if words is None else words
@@ -171,16 +187,11 @@ def drafter_sentence(data: RunData, variant: str, words: dict[int, str] | None =
         rerun = _rerun_text(data, variant)
         return [Strong(variant), f": nothing decided, {_observed(speed)} on the workload's mix; {basis}"
                                  + (f" ({rerun})." if rerun else ".")]
-    by_word: dict[str, list[int]] = {}
-    for lv, w in sorted(words.items()):
-        by_word.setdefault(w, []).append(lv)
+    by_word = _grouped((w, lv) for lv, w in sorted(words.items()))
     said = []
-    for w in (WORD[Outcome.ADOPT], WORD[Outcome.NO_DIFFERENCE], WORD[Outcome.SLOWER], BLOCKED, MIXED,
-              WORD[Outcome.UNDECIDED]):
-        if w in by_word:
-            at = by_word[w]
-            xs = ", ".join(f"{speed[x]:.2f}x" for x in at if x in speed and math.isfinite(speed[x]))
-            said.append(f"{PHRASE[w]} {_levels_text(at)}" + (f" (mix speedup {xs})" if xs else ""))
+    for w, at in by_word.items():
+        xs = ", ".join(f"{speed[x]:.2f}x" for x in at if x in speed and math.isfinite(speed[x]))
+        said.append(f"{PHRASE[w]} {_levels_text(at)}" + (f" (mix speedup {xs})" if xs else ""))
     lead = "" if WORD[Outcome.ADOPT] in by_word or WORD[Outcome.UNDECIDED] not in by_word else \
         "switch it on nowhere yet, "
     cost = cost_text(data, variant, undecided_needs(data, variant, words))
@@ -212,17 +223,15 @@ def update_sentence(data: RunData, variant: str, words: pd.DataFrame) -> list[In
     """A `specbench update` run's sentence for its new head: the update's words at every level of the run it
     updates (update.csv), which answer for the head where the run's own table holds only the level it launched."""
     first = words.iloc[0]
-    by_word: dict[str, list[tuple[int, str, float]]] = {}
-    for _, r in words.sort_values("concurrency").iterrows():
-        est = r["predicted"] if r["source"] == "predicted" else r["measured"]
-        by_word.setdefault(str(r["word"]), []).append((int(r["concurrency"]), str(r["source"]), float(est)))
+    rows = words.sort_values("concurrency")
+    by_word = _grouped((str(r["word"]), (int(r["concurrency"]), str(r["source"]),
+                                         float(r["predicted"] if r["source"] == "predicted" else r["measured"])))
+                       for _, r in rows.iterrows())
     said = []
-    for w in (WORD[Outcome.ADOPT], WORD[Outcome.NO_DIFFERENCE], WORD[Outcome.SLOWER], WORD[Outcome.UNDECIDED]):
-        if w in by_word:
-            at = by_word[w]
-            xs = ", ".join(f"{src if k == 0 or src != at[k - 1][1] else ''} {x:.2f}x".lstrip() if math.isfinite(x)
-                           else src for k, (_, src, x) in enumerate(at))
-            said.append(f"{PHRASE[w]} {_levels_text([c for c, _, _ in at])}" + (f" ({xs})" if xs else ""))
+    for w, at in by_word.items():
+        xs = ", ".join(f"{src if k == 0 or src != at[k - 1][1] else ''} {x:.2f}x".lstrip() if math.isfinite(x)
+                       else src for k, (_, src, x) in enumerate(at))
+        said.append(f"{PHRASE[w]} {_levels_text([c for c, _, _ in at])}" + (f" ({xs})" if xs else ""))
     run = Path(str(first["reference_run"])).name
     # a measured word compares this run's launch with its baseline's windows, wherever those were measured
     measured = condition(data, variant) if (words["source"] == "measured").any() else ""

