@@ -4,8 +4,8 @@
 
 K2.6: the design is the one `specbench plan configs/kimi-k2.6-tp8.yaml --budget B` picks
 (`pricing.budget.plan_budget`, from the shipped config's estimates). Each trial runs that design: the
-calibration first (the design's baseline launches x 2 repeats on its probe, at launch CV 3% and repeat CV 2%,
-its history estimated, pooled and checked as a run does: `variance_history.estimate`, `pooled`,
+calibration first (the design's baseline launches x 2 windows at `calibrate --probe`'s one point, at launch CV
+3% and repeat CV 2%, its history estimated, pooled and checked as a run does: `variance_history.estimate`, `pooled`,
 `history_checks.check_run`), then one run of every variant at the design's launches and repeats. EAGLE-3 is
 at the public K2.6 curve (1.29 / 1.39 / 1.14 / 0.98x at C = 1 / 16 / 64 / 128, linear in log C between, so
 1.265x at C = 32), DDTree (C = 1 only) at 1.0. Each prompt's speedup varies around its category's by
@@ -52,9 +52,10 @@ from specbench.metrics.mix import add_mix_columns
 from specbench.metrics.speedup import MeasuredCell, speedup_columns
 from specbench.plan.prompts import Prompt
 from specbench.plan.subset import stratified_subset
-from specbench.pricing.budget import BudgetDesign, BudgetPlan, plan_budget, probe
+from specbench.pricing.budget import BudgetDesign, BudgetPlan, plan_budget
 from specbench.pricing.budget_write import design_config
 from specbench.stores import history_checks, variance_history
+from specbench.stores.calibration import PROBE_REPEATS
 from specbench.update.operation import cost, derived_config, full_config
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "kimi-k2.6-tp8.yaml"
@@ -114,12 +115,11 @@ def _points(s: Shape) -> list[tuple[str, int | str, int]]:
 
 
 def _calibration(rng: np.random.Generator, d: BudgetDesign, s: Shape, i: int, scale: float) -> object | None:
-    """The calibration's pooled history (None without one): the probe's cells, the baseline's launches."""
+    """The calibration's pooled history (None without one): `calibrate --probe`'s one point, the baseline's
+    launches x PROBE_REPEATS windows."""
     if d.calibration < 2:
         return None
-    p = probe(d)
-    cells = len(s.categories) * len(p.output_lens) * len(p.concurrency)
-    aa = _cells_frame({"base": _windows(rng, 1.0, d.calibration, p.repeats, cells, launch_cv=scale * LAUNCH_CV,
+    aa = _cells_frame({"base": _windows(rng, 1.0, d.calibration, PROBE_REPEATS, 1, launch_cv=scale * LAUNCH_CV,
                                         repeat_cv=scale * REPEAT_CV)})
     entry = variance_history.estimate(aa, "base", hardware={}, engine="", model="", source_run=f"cal{i}")
     return variance_history.pooled([entry], "simulated") if entry is not None else None

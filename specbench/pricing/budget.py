@@ -33,6 +33,7 @@ from specbench.pricing.planner import (
     priced_output_lens,
     variance_components,
 )
+from specbench.stores.calibration import PROBE_REPEATS
 from specbench.stores.variance_history import Calibration
 
 LAUNCHES = (1, 2, 3, 4)
@@ -73,6 +74,7 @@ class LevelPrice:
 class BudgetChoice:
     design: BudgetDesign
     seconds: float  # one after another: every variant's launches, and the calibration
+    calibration_s: float  # ... of which the calibration's probe launches
     gpu_hours: float
     levels: list[LevelPrice]
     decided: int  # claims whose smallest adoptable speedup is at most the target
@@ -114,6 +116,7 @@ class _Facts:
     lens: list[tuple[int | str, float]]  # (config value, priced tokens)
     caps: dict[str, int]  # variant -> its max_concurrency
     drafters: list[str]
+    baseline: str
     startup_s: float
     gpus: float
     comps: Components
@@ -136,7 +139,7 @@ def _facts(cfg: RunConfig, history: Calibration | None) -> tuple[_Facts | None, 
     s = cfg.sweep
     return _Facts(cfg, speeds, category_prompts(cfg), lens,
                   {v.name: v.max_concurrency or max(s.concurrency) for v in cfg.variants},
-                  [v.name for v in cfg.variants if not v.baseline], plan.startup.value,
+                  [v.name for v in cfg.variants if not v.baseline], cfg.baseline.name, plan.startup.value,
                   plan.gpus.value * plan.nodes, comps, hist, rep_df,
                   len(s.input_lens or [None]) * len(s.temperatures)), source
 
@@ -146,39 +149,35 @@ def _ordered(cfg: RunConfig) -> list[int | str]:
     return [*cfg.sweep.fixed_output_lens, *(o for o in cfg.sweep.output_lens if not isinstance(o, int))]
 
 
+def _window(f: _Facts, d: BudgetDesign, k: int | None, c: int, tokens: float) -> float:
+    """One window at C of a category of k prompts (None: unknown here): planner.point_seconds at its requests."""
+    kept = None if k is None else level_prompt_count(d.subset, k, c)
+    n = level_requests(f.cfg.sweep, c) if kept is None else kept * category_passes(f.cfg.sweep, kept, c)
+    return point_seconds(f.cfg, f.history, tokens, c, n) or 0.0
+
+
 def _measuring(f: _Facts, d: BudgetDesign, cap: int) -> float:
-    """One repeat of the design's sweep for a variant capped at `cap`: planner.point_seconds per point."""
-    total = 0.0
+    """One repeat of the design's sweep for a variant capped at `cap`."""
     lens = [t for o, t in f.lens if o in d.output_lens]
-    for k in f.counts:
-        for c in d.concurrency:
-            if c > cap:
-                continue
-            kept = None if k is None else level_prompt_count(d.subset, k, c)
-            n = level_requests(f.cfg.sweep, c) if kept is None else kept * category_passes(f.cfg.sweep, kept, c)
-            total += sum(point_seconds(f.cfg, f.history, t, c, n) or 0.0 for t in lens)
-    return total * f.per_point
+    return f.per_point * sum(_window(f, d, k, c, t) for k in f.counts for c in d.concurrency if c <= cap for t in lens)
 
 
-def probe(d: BudgetDesign) -> BudgetDesign:
-    """The calibration's sweep: the design's lowest and highest levels at its shortest output length, on its
-    subset, 2 repeats a launch (stores.calibration). A launch's effect is one factor of every point of the launch
-    (decide/primary.py's model), so a short probe measures it; the highest level keeps the engine's fairness
-    pins (the largest concurrency sizes the batch) and so the launch's setup key, under which the history is
-    kept for the run."""
-    fixed = sorted(o for o in d.output_lens if isinstance(o, int))
-    levels = tuple(sorted({min(d.concurrency), max(d.concurrency)}))
-    return BudgetDesign(1, 2, 0, d.subset, (fixed[0],) if fixed else d.output_lens[:1], levels)
+def _calibration_seconds(f: _Facts, d: BudgetDesign) -> float:
+    """The calibration as `calibrate OUT --probe` runs it (stores.calibration.probe_config): each launch a startup
+    and PROBE_REPEATS windows of the baseline at one point (first category, first length, highest level). A
+    launch's effect is one factor of all its points (decide/primary.py), so one short point measures it."""
+    if not d.calibration:
+        return 0.0
+    top = max(c for c in d.concurrency if c <= f.caps[f.baseline])
+    window = _window(f, d, f.counts[0] if f.counts else None, top, dict(f.lens)[d.output_lens[0]])
+    return d.calibration * (f.startup_s + PROBE_REPEATS * window)
 
 
 def _cost(f: _Facts, d: BudgetDesign) -> float:
-    """Seconds one after another: each variant's launches x (startup + repeats x its sweep), and the
-    calibration's baseline launches x (startup + 2 x the probe's sweep)."""
+    """Seconds one after another: each variant's launches x (startup + repeats x its sweep), the calibration's."""
     run = sum(d.launches * (f.startup_s + d.repeats * _measuring(f, d, f.caps[v]))
               for v in f.caps if f.caps[v] >= min(d.concurrency))
-    p = probe(d)
-    cal = d.calibration * (f.startup_s + p.repeats * _measuring(f, p, max(d.concurrency))) if d.calibration else 0.0
-    return run + cal
+    return run + _calibration_seconds(f, d)
 
 
 def _level(f: _Facts, d: BudgetDesign, c: int, level: FamilyLevel | None) -> LevelPrice:
@@ -235,7 +234,8 @@ def evaluate(f: _Facts, d: BudgetDesign, target: float | None) -> BudgetChoice:
     level = _family(f, d)
     levels = [_level(f, d, c, level) for c in d.concurrency]
     decided = sum(lv.claims for lv in levels if lv.adopt_from <= (math.inf if target is None else target))
-    return BudgetChoice(d, seconds, seconds / 3600 * f.gpus, levels, decided, sum(lv.claims for lv in levels),
+    return BudgetChoice(d, seconds, _calibration_seconds(f, d), seconds / 3600 * f.gpus, levels, decided,
+                        sum(lv.claims for lv in levels),
                         level.method if level is not None else "none (one launch, no history)")
 
 

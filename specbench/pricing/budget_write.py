@@ -1,7 +1,7 @@
 """`specbench plan CONFIG --budget H --write OUT.yaml`: the budget's design as a config that includes CONFIG
 and changes only the sweep (launches, repeats, subset, and the lengths and levels the user let it drop);
-with a calibration, a second file OUT's stem + `.calibrate.yaml` holds its probe (the lowest and highest
-levels at the shortest length) for `specbench calibrate`. Each file is read back with specbench's own loader
+with a calibration, the command to run first is `specbench calibrate OUT --probe` (its probe is OUT's own:
+stores.calibration.probe_config, as the search priced it). The file is read back with specbench's own loader
 before it is kept."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from specbench.config import RunConfig, load_config
-from specbench.pricing.budget import BudgetChoice, probe
+from specbench.pricing.budget import BudgetChoice
 from specbench.shared.errors import UsageError
 
 
@@ -63,7 +63,7 @@ def _write(path: Path, notes: list[str], data: dict[str, Any]) -> RunConfig:
 
 
 def write_budget(config_path: Path, cfg: RunConfig, choice: BudgetChoice, out: Path, command: str) -> str:
-    """Write OUT (and its calibration probe) and say what to run."""
+    """Write OUT and say what to run: its calibration probe first where the design has one."""
     if out.resolve() == config_path.resolve():
         raise UsageError(f"plan --write: {out} is CONFIG itself; write the design to another file (it includes "
                          "CONFIG)")
@@ -72,12 +72,6 @@ def write_budget(config_path: Path, cfg: RunConfig, choice: BudgetChoice, out: P
     _write(out, notes, overrides(config_path, cfg, choice))
     lines = [f"wrote {out}"]
     if choice.design.calibration:
-        p = probe(choice.design)
-        cal = out.with_name(f"{out.stem}.calibrate.yaml")
-        data = {"include": str(out.resolve()), "name": f"{cfg.name}-budget-probe",
-                "sweep": {"output_lens": list(p.output_lens), "concurrency": list(p.concurrency)}}
-        _write(cal, [f"written by: {command}", "the calibration's probe: the design's lowest and highest levels "
-                     "at its shortest output length"], data)
-        lines += [f"wrote {cal}", f"  first:  specbench calibrate {cal} --launches {choice.design.calibration}"]
+        lines.append(f"  first:  specbench calibrate {out} --probe --launches {choice.design.calibration}")
     lines.append(f"  then:   specbench run {out}")
     return "\n".join(lines)

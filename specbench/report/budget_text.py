@@ -15,7 +15,7 @@ def design_words(d: BudgetDesign) -> str:
     n, r = d.launches, d.repeats
     out = f"{n} launch{'es' * (n != 1)} x {r} repeat{'s' * (r != 1)} per variant"
     if d.calibration:
-        out += f", after `specbench calibrate` with {d.calibration} baseline launches on a probe"
+        out += f", after `specbench calibrate --probe` with {d.calibration} baseline launches at one point"
     if d.subset is not None:
         out += (f", {d.subset.per_category} prompts per category (seeded, the same for every variant) at "
                 f"C <= {d.subset.up_to}")
@@ -62,7 +62,8 @@ def render_budget(p: BudgetPlan) -> str:
               else "it has an interval")
     lines = [head,
              f"  best: {design_words(best.design)}",
-             f"  cost: {best.gpu_hours:.1f} GPU-hours, {dur(best.seconds)} one after another on one node",
+             f"  cost: {best.gpu_hours:.1f} GPU-hours, {dur(best.seconds)} one after another on one node"
+             + (f" (the calibration {dur(best.calibration_s)} of it)" if best.calibration_s else ""),
              f"  decides {best.decided} of {best.claims} primary claims (a claim counts where {target}); "
              f"the family's level: {best.family}",
              f"  variance: {p.components_source}" + (f"; prompt CV {100 * p.prompt_cv:.0f}% between prompts "

@@ -9,8 +9,10 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import load_config
-from specbench.pricing.budget import BudgetPlan, plan_budget, probe
-from specbench.pricing.planner import make_plan
+from specbench.pricing.budget import BudgetPlan, plan_budget
+from specbench.pricing.budget_write import design_config
+from specbench.pricing.planner import category_prompts, make_plan
+from specbench.stores.calibration import probe_config
 
 K26 = Path(__file__).resolve().parents[2] / "configs" / "kimi-k2.6-tp8.yaml"
 
@@ -55,11 +57,15 @@ def test_may_drop_is_only_what_the_user_allows() -> None:
     assert isinstance(plan_budget(load_config(K26), None, 48, may_drop=["prompts"]), str)
 
 
-def test_probe_keeps_the_largest_level_and_the_shortest_length() -> None:
-    best = _plan(48).best
-    assert best is not None
-    p = probe(best.design)
-    assert p.concurrency == (1, 32) and p.output_lens == (256,) and p.repeats == 2
+def test_the_calibration_is_priced_as_calibrate_probe_runs_it_on_the_written_design() -> None:
+    cfg, best = load_config(K26), _plan(48).best
+    assert best is not None and best.design.calibration >= 3
+    probe = probe_config(design_config(cfg, best), best.design.calibration)
+    # one point: the baseline, the first category, the shortest length, the highest level (it sizes the batch)
+    assert [v.name for v in probe.variants] == ["autoregressive"] and probe.sweep.concurrency == [32]
+    assert probe.sweep.output_lens == [256] and probe.sweep.repeats == 2 and len(category_prompts(probe)) == 1
+    assert math.isclose(best.calibration_s, make_plan(probe, None).total_s or 0, rel_tol=1e-9)
+    assert best.calibration_s < best.design.calibration * 700  # 600-s startups and two windows of seconds
 
 
 def test_cli_prints_levels_in_words_and_writes_a_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,9 +84,8 @@ def test_cli_prints_levels_in_words_and_writes_a_config(tmp_path: Path, capsys: 
     best = _plan(48).best
     assert best is not None
     assert written.sweep.subset == best.design.subset and written.sweep.launches == 1
-    probe_cfg = load_config(tmp_path / "k26-budget.calibrate.yaml")
-    assert probe_cfg.sweep.concurrency == [1, 32] and probe_cfg.sweep.output_lens == [256]
-    assert f"specbench calibrate {tmp_path / 'k26-budget.calibrate.yaml'} --launches {best.design.calibration}" in text
+    assert f"  first:  specbench calibrate {out} --probe --launches {best.design.calibration}" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k26-budget.yaml"]  # the probe is OUT's own
     again = plan_budget(written, None, 48)  # the written design prices as the search priced it
     assert isinstance(again, BudgetPlan) and again.best is not None
     assert math.isclose(again.best.gpu_hours, best.gpu_hours, rel_tol=1e-9)
