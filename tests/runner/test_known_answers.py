@@ -148,7 +148,7 @@ def check_throughput_and_speedup(run: Path, windows: dict[str, dict[str, Any]], 
     for _, row in cells.iterrows():
         ws = cell_windows(windows, row.variant, row.point_id)
         c = int(row.concurrency)
-        per_window = []
+        per_window, whole = [], []
         for w in ws:
             mine = [r for r in recs if r["window_id"] == w["window"]["window_id"] and not r["warmup"]]
             assert min(r["t_send"] for r in mine) <= min(e["t_recv"] for e in w["entries"])  # sent, then received
@@ -162,15 +162,20 @@ def check_throughput_and_speedup(run: Path, windows: dict[str, dict[str, Any]], 
                 inside = sum(k for r in mine for o, k in zip(r["chunk_offsets_s"], r["chunk_tokens"])
                              if a < r["t_send"] + o <= b)
                 per_window.append(inside / (b - a))
-            else:
-                span = max(r["t_send"] + r["e2e_s"] for r in mine) - min(r["t_send"] for r in mine)
-                per_window.append(tokens / span)
+            span = max(r["t_send"] + r["e2e_s"] for r in mine) - min(r["t_send"] for r in mine)
+            whole.append(tokens / span)
+            if len(per_window) < len(whole):
+                per_window.append(whole[-1])
         tp = row.output_throughput_tok_s
-        assert tp == pytest.approx(sum(per_window) / len(per_window), rel=1e-9)
-        # The known service rate is a hard ceiling: every target step sleeps MS_PER_STEP, so no window can
-        # deliver more than C * tau tokens per step time (2% allows for clock granularity).
-        ceiling = sum(c * 1000 / MS_PER_STEP * truth(w["entries"])["tau"] for w in ws) / len(ws)
-        assert 0 < tp <= 1.02 * ceiling
+        assert tp > 0 and tp == pytest.approx(sum(per_window) / len(per_window), rel=1e-9)
+        # The known service rate is a hard ceiling on a whole window: the stand-in sends a request's last chunk
+        # no sooner than its steps x MS_PER_STEP after it arrived, so each request's e2e is at least that, and with
+        # C in flight the window spans at least sum(e2e) / C: tokens / span <= C x tau per step time (2% for the
+        # clocks). The measured interval (a, b] has no such bound (it once read 2.2% over): its steps need not
+        # average the window's tau, and a client behind under load counts there tokens the server sent before a.
+        # Its figure is checked against the definition, above.
+        for w, rate in zip(ws, whole):
+            assert rate <= 1.02 * c * 1000 / MS_PER_STEP * truth(w["entries"])["tau"], w["window"]["window_id"]
         b = base.loc[row.point_id]
         assert math.isfinite(row.speedup)
         assert row.speedup == pytest.approx(tp / b.output_throughput_tok_s, rel=1e-9)
