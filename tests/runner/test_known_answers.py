@@ -156,15 +156,15 @@ def check_throughput_and_speedup(run: Path, windows: dict[str, dict[str, Any]], 
             assert tokens == truth(w["entries"])["tokens"]  # the client counts what the server generated
             # the measured interval (docs/metrics.md): first completion a to last send b, the tokens arriving in
             # (a, b]; C=1, or no request sent at or after a and finished by b: the whole window
+            span = max(r["t_send"] + r["e2e_s"] for r in mine) - min(r["t_send"] for r in mine)
+            whole.append(tokens / span)
             a = min(r["t_send"] + r["e2e_s"] for r in mine)
             b = max(r["t_send"] for r in mine)
             if c > 1 and any(r["t_send"] >= a and r["t_send"] + r["e2e_s"] <= b for r in mine):
                 inside = sum(k for r in mine for o, k in zip(r["chunk_offsets_s"], r["chunk_tokens"])
                              if a < r["t_send"] + o <= b)
                 per_window.append(inside / (b - a))
-            span = max(r["t_send"] + r["e2e_s"] for r in mine) - min(r["t_send"] for r in mine)
-            whole.append(tokens / span)
-            if len(per_window) < len(whole):
+            else:
                 per_window.append(whole[-1])
         tp = row.output_throughput_tok_s
         assert tp > 0 and tp == pytest.approx(sum(per_window) / len(per_window), rel=1e-9)
